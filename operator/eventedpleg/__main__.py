@@ -1,0 +1,3 @@
+from eventedpleg.cli import main
+
+main()

@@ -1,0 +1,22 @@
+"""The `eventedpleg` command. Each subcommand group lives in its own module and is registered here."""
+
+from __future__ import annotations
+
+import click
+
+from eventedpleg import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="eventedpleg")
+def main() -> None:
+    """Turn on the kubelet's Evented PLEG across a cluster, safely, node by node."""
+
+
+def _register() -> None:
+    from eventedpleg.cli import crd  # noqa: PLC0415 - subcommands register themselves on import
+
+    main.add_command(crd.crd)
+
+
+_register()

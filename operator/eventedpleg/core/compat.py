@@ -1,0 +1,310 @@
+"""The compatibility matrix as data, and the pure verdict for one node.
+
+Every row cites where its rule comes from (../shared/docs/domain-facts.md, "Version matrix", §1, §2, §5).
+Levels: Supported nodes are rolled out; Risky nodes only when the NodeConfig sets `allowRisky: true`;
+Unsupported nodes are never touched. The gate is Alpha in every release, so "Supported" means "the
+combination we recommend", not "GA".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from eventedpleg import constants as c
+from eventedpleg.core.versions import (
+    RuntimeKind,
+    RuntimeVersion,
+    Version,
+    VersionError,
+    parse_runtime,
+    parse_version,
+)
+
+Triple = tuple[int, int, int]
+INFINITY: Triple = (999, 0, 0)
+
+
+class Level(StrEnum):
+    SUPPORTED = "Supported"
+    RISKY = "Risky"
+    UNSUPPORTED = "Unsupported"
+
+    @property
+    def rank(self) -> int:
+        return {Level.SUPPORTED: 0, Level.RISKY: 1, Level.UNSUPPORTED: 2}[self]
+
+
+@dataclass(frozen=True)
+class Row:
+    """Versions in [low, high) of one component get `level` for `reason`."""
+
+    component: str
+    low: Triple
+    high: Triple
+    level: Level
+    reason: str
+    source: str
+
+    def matches(self, version: Version) -> bool:
+        triple = (version.major, version.minor, version.patch)
+        return self.low <= triple < self.high
+
+
+KUBELET_ROWS: tuple[Row, ...] = (
+    Row(
+        "kubelet", (0, 0, 0), (1, 26, 0), Level.UNSUPPORTED,
+        "kubelet {v} does not know the EventedPLEG gate: writing it makes the kubelet exit with "
+        "'unrecognized feature gate: EventedPLEG' and the node goes NotReady",
+        "domain-facts §1 (feature_gate.go unsafeSetFromMap; gate added in 1.26, k8s#111384)",
+    ),
+    Row(
+        "kubelet", (1, 26, 0), (1, 27, 0), Level.UNSUPPORTED,
+        "kubelet 1.26 starts duplicate containers with EventedPLEG (k8s#121003); the fix k8s#120942 was "
+        "never backported to 1.26",
+        "domain-facts §5 (#121003, cherry-pick #121355 unmerged)",
+    ),
+    Row(
+        "kubelet", (1, 27, 0), (1, 27, 10), Level.UNSUPPORTED,
+        "kubelet {v} is a beta-era EventedPLEG build (k8s#115967) with the static-pod duplicate-container "
+        "bug that caused the revert (k8s#121349, #122697); upgrade to 1.27.10 or later",
+        "domain-facts §1 (backport #122720; first alpha 1.27 patch is likely 1.27.10, not confirmed)",
+    ),
+    Row(
+        "kubelet", (1, 27, 10), (1, 28, 0), Level.RISKY,
+        "kubelet {v}: alpha EventedPLEG after the revert, but without the later static-pod and "
+        "nanosecond-timestamp mitigations (k8s#124297, #127195)",
+        "domain-facts §1, §5",
+    ),
+    Row(
+        "kubelet", (1, 28, 0), (1, 28, 6), Level.UNSUPPORTED,
+        "kubelet {v} is a beta-era EventedPLEG build (k8s#115967); upgrade to 1.28.6 or later",
+        "domain-facts §1 (backport #122719)",
+    ),
+    Row(
+        "kubelet", (1, 28, 6), (1, 29, 0), Level.RISKY,
+        "kubelet {v}: alpha EventedPLEG without the later static-pod and timestamp mitigations "
+        "(k8s#124297, #127195)",
+        "domain-facts §1, §5",
+    ),
+    Row(
+        "kubelet", (1, 29, 0), (1, 29, 1), Level.UNSUPPORTED,
+        "kubelet 1.29.0 is a beta-era EventedPLEG build (k8s#115967); upgrade to 1.29.1 or later",
+        "domain-facts §1 (backport #122718, CHANGELOG v1.29.1)",
+    ),
+    Row(
+        "kubelet", (1, 29, 1), (1, 32, 0), Level.RISKY,
+        "kubelet {v}: alpha; lacks the nanosecond PodSandboxStatus timestamp fix (k8s#127195, ~1.32), so "
+        "stale cache timestamps are possible (k8s#127814)",
+        "domain-facts §5",
+    ),
+    Row(
+        "kubelet", (1, 32, 0), (1, 37, 0), Level.SUPPORTED,
+        "kubelet {v}: alpha gate; while the event stream is healthy the generic relist slows from 1 s to "
+        "300 s, which is where the CPU saving comes from",
+        "domain-facts matrix (eventedPlegRelistPeriod = 300s, kubelet.go)",
+    ),
+    Row(
+        "kubelet", (1, 37, 0), (1, 38, 0), Level.SUPPORTED,
+        "kubelet {v}: narrowed semantics (k8s#139262): events only hint relists after unexpected exits and "
+        "the generic relist stays at 1 s, so there is NO steady-state CPU saving",
+        "domain-facts §1 (1.37 redesign), enhancements#6311",
+    ),
+    Row(
+        "kubelet", (1, 38, 0), INFINITY, Level.RISKY,
+        "kubelet {v} is newer than this matrix; the gate may have been removed (k8s#140849); the agent "
+        "checks `kubelet --help` for the gate before writing it",
+        "domain-facts matrix (1.38-dev: re-check)",
+    ),
+)
+
+CONTAINERD_ROWS: tuple[Row, ...] = (
+    Row(
+        "containerd", (0, 0, 0), (1, 7, 0), Level.UNSUPPORTED,
+        "containerd {v} answers GetContainerEvents with Unimplemented: the kubelet would silently fall "
+        "back to polling",
+        "domain-facts §2 (containerd v1.6.39 container_events.go)",
+    ),
+    Row(
+        "containerd", (1, 7, 0), (2, 0, 0), Level.RISKY,
+        "containerd {v} has a single event subscriber: any other consumer (e.g. `crictl events`) takes "
+        "events away from the kubelet (containerd#7318); upgrade to 2.0.3 or later",
+        "domain-facts §2, §5",
+    ),
+    Row(
+        "containerd", (2, 0, 0), (2, 0, 3), Level.UNSUPPORTED,
+        "containerd {v} has the PodSandboxStatus timestamp regression that breaks Evented PLEG "
+        "(containerd#11312, k8s#129818); upgrade to 2.0.3 or later",
+        "domain-facts §2 (fixed by containerd#11323 / #11403)",
+    ),
+    Row(
+        "containerd", (2, 0, 3), INFINITY, Level.SUPPORTED,
+        "containerd {v} always emits container events to several subscribers; nothing to configure",
+        "domain-facts §2 (containerd#9661)",
+    ),
+)
+
+CRIO_ROWS: tuple[Row, ...] = (
+    Row(
+        "cri-o", (0, 0, 0), (1, 26, 0), Level.UNSUPPORTED,
+        "CRI-O {v} cannot emit container events (enable_pod_events arrived in 1.26, cri-o#6404)",
+        "domain-facts §2",
+    ),
+    Row(
+        "cri-o", (1, 26, 0), (1, 28, 0), Level.RISKY,
+        "CRI-O {v} delivers events to one consumer only (broadcast since 1.28, cri-o#6838)",
+        "domain-facts §2, §5",
+    ),
+    Row(
+        "cri-o", (1, 28, 0), INFINITY, Level.SUPPORTED,
+        "CRI-O {v}: enable_pod_events in a crio.conf.d drop-in, then restart crio and the kubelet",
+        "domain-facts §2",
+    ),
+)
+
+# CRI-O switched PodSandboxStatus timestamps to nanoseconds in these patch levels (cri-o#8582); the kubelet
+# expects nanoseconds from ~1.32 (k8s#127195). A mismatch gives bogus cache timestamps (k8s#127814).
+CRIO_NANOSECOND_FIRST: Mapping[tuple[int, int], int] = {(1, 29): 9, (1, 30): 6, (1, 31): 1}
+KUBELET_NANOSECOND_MINOR = (1, 32)
+
+
+def crio_uses_nanoseconds(version: Version) -> bool:
+    first_patch = CRIO_NANOSECOND_FIRST.get(version.minor_pair)
+    if first_patch is not None:
+        return version.patch >= first_patch
+    return version.minor_pair >= (1, 32)
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the operator can see of a node through the API (status.nodeInfo, labels, taints, pods)."""
+
+    name: str
+    kubelet_version: str
+    runtime_version: str
+    operating_system: str = "linux"
+    os_image: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taint_keys: tuple[str, ...] = ()
+    has_mirror_pods: bool = False
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The parts of NodeConfig.spec that change a verdict."""
+
+    include_control_plane: bool = False
+    allow_risky: bool = False
+    runtime: str = "auto"  # auto | containerd | cri-o
+
+
+@dataclass(frozen=True)
+class RenderTargets:
+    """What a node of this kind gets written (the plan says so explicitly, also when it is nothing)."""
+
+    kubelet_dropin: bool
+    crio_dropin: bool
+    runtime_note: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    node: str
+    level: Level
+    reasons: tuple[str, ...]
+    kubelet: Version | None
+    runtime: RuntimeVersion | None
+    targets: RenderTargets | None
+
+    def eligible(self, policy: Policy) -> bool:
+        return self.level is Level.SUPPORTED or (self.level is Level.RISKY and policy.allow_risky)
+
+    @property
+    def summary(self) -> str:
+        return "; ".join(self.reasons)
+
+
+def _row_for(rows: tuple[Row, ...], version: Version) -> Row:
+    for row in rows:
+        if row.matches(version):
+            return row
+    raise AssertionError(f"matrix has a gap at {version}")  # rows cover 0.0.0 to infinity
+
+
+def _is_control_plane(facts: NodeFacts) -> bool:
+    keys = {c.LABEL_CONTROL_PLANE, c.LABEL_MASTER_LEGACY}
+    return bool(keys & set(facts.labels)) or bool(keys & set(facts.taint_keys))
+
+
+def _targets(runtime: RuntimeVersion) -> RenderTargets:
+    if runtime.kind is RuntimeKind.CRIO:
+        return RenderTargets(True, True, "CRI-O: enable_pod_events = true in /etc/crio/crio.conf.d")
+    return RenderTargets(True, False, "containerd >= 1.7 always emits container events: nothing to write")
+
+
+def verdict(facts: NodeFacts, policy: Policy) -> Verdict:
+    """Supported / Risky / Unsupported for one node, with every reason that applies (worst level wins)."""
+    findings: list[tuple[Level, str]] = []
+
+    def bad(level: Level, reason: str) -> None:
+        findings.append((level, reason))
+
+    if facts.operating_system and facts.operating_system.lower() != "linux":
+        bad(Level.UNSUPPORTED, f"operating system {facts.operating_system!r}: Evented PLEG is Linux-only here")
+
+    kubelet: Version | None = None
+    try:
+        kubelet = parse_version(facts.kubelet_version)
+    except VersionError as exc:
+        bad(Level.UNSUPPORTED, f"kubeletVersion: {exc}")
+    if kubelet is not None:
+        row = _row_for(KUBELET_ROWS, kubelet)
+        findings.append((row.level, row.reason.format(v=kubelet)))
+        if kubelet.prerelease:
+            bad(Level.RISKY, f"kubelet {kubelet} is a pre-release build")
+
+    runtime: RuntimeVersion | None = None
+    try:
+        runtime = parse_runtime(facts.runtime_version)
+    except VersionError as exc:
+        bad(Level.UNSUPPORTED, f"containerRuntimeVersion: {exc}")
+    if runtime is not None:
+        if runtime.kind is RuntimeKind.OTHER or runtime.version is None:
+            bad(Level.UNSUPPORTED, f"runtime {runtime.raw!r}: only containerd and CRI-O implement the events API")
+        else:
+            rows = CRIO_ROWS if runtime.kind is RuntimeKind.CRIO else CONTAINERD_ROWS
+            row = _row_for(rows, runtime.version)
+            findings.append((row.level, row.reason.format(v=runtime.version)))
+            if policy.runtime != "auto" and policy.runtime != runtime.kind.value:
+                bad(
+                    Level.UNSUPPORTED,
+                    f"spec.runtime is {policy.runtime} but the node reports {runtime.raw}",
+                )
+        if runtime.kind is RuntimeKind.CRIO and runtime.version is not None and kubelet is not None:
+            kubelet_ns = kubelet.minor_pair >= KUBELET_NANOSECOND_MINOR
+            if kubelet_ns != crio_uses_nanoseconds(runtime.version):
+                bad(
+                    Level.RISKY,
+                    f"kubelet {kubelet} and CRI-O {runtime.version} disagree on PodSandboxStatus timestamp "
+                    "units (k8s#127195, cri-o#8582): stuck pod statuses are possible (k8s#127814)",
+                )
+
+    if _is_control_plane(facts) or facts.has_mirror_pods:
+        what = "control-plane node" if _is_control_plane(facts) else "node runs static (mirror) pods"
+        if policy.include_control_plane:
+            findings.append((Level.SUPPORTED, f"{what}: included by includeControlPlane (k8s#123087 risk)"))
+        else:
+            bad(
+                Level.UNSUPPORTED,
+                f"{what}: static pods get duplicate containers with EventedPLEG (k8s#121349, #123087); "
+                "set includeControlPlane: true to opt in",
+            )
+
+    level = max((level for level, _ in findings), key=lambda lv: lv.rank, default=Level.UNSUPPORTED)
+    # Lead with what decides the level, then the rest as notes.
+    ordered = sorted(findings, key=lambda f: -f[0].rank)
+    reasons = tuple(reason for _, reason in ordered)
+    usable_runtime = runtime if runtime is not None and runtime.kind is not RuntimeKind.OTHER else None
+    targets = _targets(usable_runtime) if usable_runtime is not None and level is not Level.UNSUPPORTED else None
+    return Verdict(facts.name, level, reasons, kubelet, runtime, targets)

@@ -18,6 +18,21 @@ CRD_NAME: Final = f"{PLURAL}.{GROUP}"
 FINALIZER: Final = f"{GROUP}/revert-on-delete"
 
 # --- Node protocol (request/acknowledge, as MCO's desiredConfig/currentConfig) --------------------------
+# Operator, for a node that needs hash H (ConfigMap CONFIGMAP_PREFIX+H in the operator's namespace):
+#   1. owner=<NodeConfig>, was-unschedulable=<true|false>, cordon, cordoned=true, state=Cordoned
+#   2. state=Draining while evicting (PDBs respected)
+#   3. once drained: agent-options=<json>, desired-config=H, state=Applying
+# Agent (acts only when state=Applying and desired-config != current-config):
+#   4. state=Verifying after writing files and restarting runtime then kubelet
+#   5. success: current-config=H, state=Done, evidence, reason
+#      failure: restore the previous files exactly, restart, re-verify -> state=RolledBack (current-config
+#      unchanged) with evidence; onFailure=Halt or a failed rollback -> state=Failed (node stays cordoned)
+# Operator:
+#   6. Done: uncordon unless was-unschedulable, drop `cordoned`. RolledBack/Failed: count the failure,
+#      halt the rollout at maxFailedNodes.
+# Agent after Done: watches for drift (our file changed/removed) and silent fallback to generic PLEG
+# (k8s#129827); heals fallback by a kubelet restart when agent-options allow, else state=Drifted, which
+# the operator treats as "needs update" (cordon, drain, apply again).
 ANN_DESIRED: Final = f"{GROUP}/desired-config"  # operator: hash the agent must apply (set once drained)
 ANN_CURRENT: Final = f"{GROUP}/current-config"  # agent: hash verified on this node
 ANN_STATE: Final = f"{GROUP}/state"  # NodeState below; written by whoever owns the step
@@ -27,6 +42,7 @@ ANN_OWNER: Final = f"{GROUP}/owner"  # name of the NodeConfig that manages the n
 ANN_WAS_UNSCHEDULABLE: Final = f"{GROUP}/was-unschedulable"  # "true" when the node was cordoned before us
 ANN_CORDONED_BY_US: Final = f"{GROUP}/cordoned"  # "true" while our cordon is in place
 ANN_STATE_SINCE: Final = f"{GROUP}/state-since"  # RFC 3339 time the state was entered
+ANN_AGENT_OPTIONS: Final = f"{GROUP}/agent-options"  # operator: JSON AgentOptions (timeouts, heal, onFailure)
 ANN_BENEFIT: Final = f"{GROUP}/benefit"  # agent: before/after relist and CPU figures (JSON)
 
 # A node labelled with this (any value but "false") is never touched; status lists it as Skipped.

@@ -30,7 +30,6 @@ TARGETS = (
 )
 
 
-
 def _resolve(node: Any, defs: dict[str, Any]) -> Any:
     """Inline every $ref and rewrite pydantic idioms into structural-schema idioms."""
     if isinstance(node, list):

@@ -54,65 +54,98 @@ class Row:
 
 KUBELET_ROWS: tuple[Row, ...] = (
     Row(
-        "kubelet", (0, 0, 0), (1, 26, 0), Level.UNSUPPORTED,
+        "kubelet",
+        (0, 0, 0),
+        (1, 26, 0),
+        Level.UNSUPPORTED,
         "kubelet {v} does not know the EventedPLEG gate: writing it makes the kubelet exit with "
         "'unrecognized feature gate: EventedPLEG' and the node goes NotReady",
         "domain-facts §1 (feature_gate.go unsafeSetFromMap; gate added in 1.26, k8s#111384)",
     ),
     Row(
-        "kubelet", (1, 26, 0), (1, 27, 0), Level.UNSUPPORTED,
+        "kubelet",
+        (1, 26, 0),
+        (1, 27, 0),
+        Level.UNSUPPORTED,
         "kubelet 1.26 starts duplicate containers with EventedPLEG (k8s#121003); the fix k8s#120942 was "
         "never backported to 1.26",
         "domain-facts §5 (#121003, cherry-pick #121355 unmerged)",
     ),
     Row(
-        "kubelet", (1, 27, 0), (1, 27, 10), Level.UNSUPPORTED,
+        "kubelet",
+        (1, 27, 0),
+        (1, 27, 10),
+        Level.UNSUPPORTED,
         "kubelet {v} is a beta-era EventedPLEG build (k8s#115967) with the static-pod duplicate-container "
         "bug that caused the revert (k8s#121349, #122697); upgrade to 1.27.10 or later",
         "domain-facts §1 (backport #122720; first alpha 1.27 patch is likely 1.27.10, not confirmed)",
     ),
     Row(
-        "kubelet", (1, 27, 10), (1, 28, 0), Level.RISKY,
+        "kubelet",
+        (1, 27, 10),
+        (1, 28, 0),
+        Level.RISKY,
         "kubelet {v}: alpha EventedPLEG after the revert, but without the later static-pod and "
         "nanosecond-timestamp mitigations (k8s#124297, #127195)",
         "domain-facts §1, §5",
     ),
     Row(
-        "kubelet", (1, 28, 0), (1, 28, 6), Level.UNSUPPORTED,
+        "kubelet",
+        (1, 28, 0),
+        (1, 28, 6),
+        Level.UNSUPPORTED,
         "kubelet {v} is a beta-era EventedPLEG build (k8s#115967); upgrade to 1.28.6 or later",
         "domain-facts §1 (backport #122719)",
     ),
     Row(
-        "kubelet", (1, 28, 6), (1, 29, 0), Level.RISKY,
+        "kubelet",
+        (1, 28, 6),
+        (1, 29, 0),
+        Level.RISKY,
         "kubelet {v}: alpha EventedPLEG without the later static-pod and timestamp mitigations "
         "(k8s#124297, #127195)",
         "domain-facts §1, §5",
     ),
     Row(
-        "kubelet", (1, 29, 0), (1, 29, 1), Level.UNSUPPORTED,
+        "kubelet",
+        (1, 29, 0),
+        (1, 29, 1),
+        Level.UNSUPPORTED,
         "kubelet 1.29.0 is a beta-era EventedPLEG build (k8s#115967); upgrade to 1.29.1 or later",
         "domain-facts §1 (backport #122718, CHANGELOG v1.29.1)",
     ),
     Row(
-        "kubelet", (1, 29, 1), (1, 32, 0), Level.RISKY,
+        "kubelet",
+        (1, 29, 1),
+        (1, 32, 0),
+        Level.RISKY,
         "kubelet {v}: alpha; lacks the nanosecond PodSandboxStatus timestamp fix (k8s#127195, ~1.32), so "
         "stale cache timestamps are possible (k8s#127814)",
         "domain-facts §5",
     ),
     Row(
-        "kubelet", (1, 32, 0), (1, 37, 0), Level.SUPPORTED,
+        "kubelet",
+        (1, 32, 0),
+        (1, 37, 0),
+        Level.SUPPORTED,
         "kubelet {v}: alpha gate; while the event stream is healthy the generic relist slows from 1 s to "
         "300 s, which is where the CPU saving comes from",
         "domain-facts matrix (eventedPlegRelistPeriod = 300s, kubelet.go)",
     ),
     Row(
-        "kubelet", (1, 37, 0), (1, 38, 0), Level.SUPPORTED,
+        "kubelet",
+        (1, 37, 0),
+        (1, 38, 0),
+        Level.SUPPORTED,
         "kubelet {v}: narrowed semantics (k8s#139262): events only hint relists after unexpected exits and "
         "the generic relist stays at 1 s, so there is NO steady-state CPU saving",
         "domain-facts §1 (1.37 redesign), enhancements#6311",
     ),
     Row(
-        "kubelet", (1, 38, 0), INFINITY, Level.RISKY,
+        "kubelet",
+        (1, 38, 0),
+        INFINITY,
+        Level.RISKY,
         "kubelet {v} is newer than this matrix; the gate may have been removed (k8s#140849); the agent "
         "checks `kubelet --help` for the gate before writing it",
         "domain-facts matrix (1.38-dev: re-check)",
@@ -121,25 +154,37 @@ KUBELET_ROWS: tuple[Row, ...] = (
 
 CONTAINERD_ROWS: tuple[Row, ...] = (
     Row(
-        "containerd", (0, 0, 0), (1, 7, 0), Level.UNSUPPORTED,
+        "containerd",
+        (0, 0, 0),
+        (1, 7, 0),
+        Level.UNSUPPORTED,
         "containerd {v} answers GetContainerEvents with Unimplemented: the kubelet would silently fall "
         "back to polling",
         "domain-facts §2 (containerd v1.6.39 container_events.go)",
     ),
     Row(
-        "containerd", (1, 7, 0), (2, 0, 0), Level.RISKY,
+        "containerd",
+        (1, 7, 0),
+        (2, 0, 0),
+        Level.RISKY,
         "containerd {v} has a single event subscriber: any other consumer (e.g. `crictl events`) takes "
         "events away from the kubelet (containerd#7318); upgrade to 2.0.3 or later",
         "domain-facts §2, §5",
     ),
     Row(
-        "containerd", (2, 0, 0), (2, 0, 3), Level.UNSUPPORTED,
+        "containerd",
+        (2, 0, 0),
+        (2, 0, 3),
+        Level.UNSUPPORTED,
         "containerd {v} has the PodSandboxStatus timestamp regression that breaks Evented PLEG "
         "(containerd#11312, k8s#129818); upgrade to 2.0.3 or later",
         "domain-facts §2 (fixed by containerd#11323 / #11403)",
     ),
     Row(
-        "containerd", (2, 0, 3), INFINITY, Level.SUPPORTED,
+        "containerd",
+        (2, 0, 3),
+        INFINITY,
+        Level.SUPPORTED,
         "containerd {v} always emits container events to several subscribers; nothing to configure",
         "domain-facts §2 (containerd#9661)",
     ),
@@ -147,17 +192,26 @@ CONTAINERD_ROWS: tuple[Row, ...] = (
 
 CRIO_ROWS: tuple[Row, ...] = (
     Row(
-        "cri-o", (0, 0, 0), (1, 26, 0), Level.UNSUPPORTED,
+        "cri-o",
+        (0, 0, 0),
+        (1, 26, 0),
+        Level.UNSUPPORTED,
         "CRI-O {v} cannot emit container events (enable_pod_events arrived in 1.26, cri-o#6404)",
         "domain-facts §2",
     ),
     Row(
-        "cri-o", (1, 26, 0), (1, 28, 0), Level.RISKY,
+        "cri-o",
+        (1, 26, 0),
+        (1, 28, 0),
+        Level.RISKY,
         "CRI-O {v} delivers events to one consumer only (broadcast since 1.28, cri-o#6838)",
         "domain-facts §2, §5",
     ),
     Row(
-        "cri-o", (1, 28, 0), INFINITY, Level.SUPPORTED,
+        "cri-o",
+        (1, 28, 0),
+        INFINITY,
+        Level.SUPPORTED,
         "CRI-O {v}: enable_pod_events in a crio.conf.d drop-in, then restart crio and the kubelet",
         "domain-facts §2",
     ),
@@ -251,7 +305,9 @@ def verdict(facts: NodeFacts, policy: Policy) -> Verdict:
         findings.append((level, reason))
 
     if facts.operating_system and facts.operating_system.lower() != "linux":
-        bad(Level.UNSUPPORTED, f"operating system {facts.operating_system!r}: Evented PLEG is Linux-only here")
+        bad(
+            Level.UNSUPPORTED, f"operating system {facts.operating_system!r}: Evented PLEG is Linux-only here"
+        )
 
     kubelet: Version | None = None
     try:
@@ -271,12 +327,15 @@ def verdict(facts: NodeFacts, policy: Policy) -> Verdict:
         bad(Level.UNSUPPORTED, f"containerRuntimeVersion: {exc}")
     if runtime is not None:
         if runtime.kind is RuntimeKind.OTHER or runtime.version is None:
-            bad(Level.UNSUPPORTED, f"runtime {runtime.raw!r}: only containerd and CRI-O implement the events API")
+            bad(
+                Level.UNSUPPORTED,
+                f"runtime {runtime.raw!r}: only containerd and CRI-O implement the events API",
+            )
         else:
             rows = CRIO_ROWS if runtime.kind is RuntimeKind.CRIO else CONTAINERD_ROWS
             row = _row_for(rows, runtime.version)
             findings.append((row.level, row.reason.format(v=runtime.version)))
-            if policy.runtime != "auto" and policy.runtime != runtime.kind.value:
+            if policy.runtime not in ("auto", runtime.kind.value):
                 bad(
                     Level.UNSUPPORTED,
                     f"spec.runtime is {policy.runtime} but the node reports {runtime.raw}",
@@ -306,5 +365,7 @@ def verdict(facts: NodeFacts, policy: Policy) -> Verdict:
     ordered = sorted(findings, key=lambda f: -f[0].rank)
     reasons = tuple(reason for _, reason in ordered)
     usable_runtime = runtime if runtime is not None and runtime.kind is not RuntimeKind.OTHER else None
-    targets = _targets(usable_runtime) if usable_runtime is not None and level is not Level.UNSUPPORTED else None
+    targets = (
+        _targets(usable_runtime) if usable_runtime is not None and level is not Level.UNSUPPORTED else None
+    )
     return Verdict(facts.name, level, reasons, kubelet, runtime, targets)

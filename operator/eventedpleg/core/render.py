@@ -123,9 +123,13 @@ def content_hash(data: dict[str, str]) -> str:
 def render(*, enabled: bool, owner: str, kubelet_config_mode: str) -> RenderedConfig:
     files: tuple[tuple[str, str], ...] = ()
     if enabled:
-        files = (
-            (c.CM_KEY_KUBELET, render_file(KUBELET_TEMPLATE, enabled=True, owner=owner)),
-            (c.CM_KEY_CRIO, render_file(CRIO_TEMPLATE, enabled=True, owner=owner)),
+        files = tuple(
+            sorted(
+                (
+                    (c.CM_KEY_KUBELET, render_file(KUBELET_TEMPLATE, enabled=True, owner=owner)),
+                    (c.CM_KEY_CRIO, render_file(CRIO_TEMPLATE, enabled=True, owner=owner)),
+                )
+            )
         )
     draft = RenderedConfig(enabled, owner, kubelet_config_mode, files, "")
     return RenderedConfig(enabled, owner, kubelet_config_mode, files, content_hash(draft.configmap_data()))

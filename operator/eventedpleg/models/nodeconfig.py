@@ -212,7 +212,7 @@ class Rollout(_Model):
 
 
 class Drain(_Model):
-    """kubectl drain semantics (k8s.io/kubectl/pkg/drain): eviction API, PDBs respected, DaemonSets skipped."""
+    """kubectl drain semantics (k8s.io/kubectl/pkg/drain): eviction API, PDBs respected, DaemonSets skip."""
 
     timeout_seconds: Annotated[int, Field(ge=0, le=86400)] = 600  # 0 = wait forever (kubectl)
     grace_period_seconds: Annotated[int, Field(ge=-1, le=86400)] = -1  # -1 = the pod's own

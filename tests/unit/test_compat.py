@@ -1,0 +1,189 @@
+"""The compatibility matrix: one case per row of domain-facts.md's version matrix, plus malformed input."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from eventedpleg.core import compat
+from eventedpleg.core.compat import Level, NodeFacts, Policy
+from eventedpleg.core.versions import RuntimeKind, Version, VersionError, parse_runtime, parse_version
+
+GOOD_RUNTIME = "containerd://2.1.4"
+GOOD_KUBELET = "v1.34.2"
+S, R, U = Level.SUPPORTED, Level.RISKY, Level.UNSUPPORTED
+
+
+def node(kubelet: str = GOOD_KUBELET, runtime: str = GOOD_RUNTIME, **kw: object) -> NodeFacts:
+    return NodeFacts(name="n1", kubelet_version=kubelet, runtime_version=runtime, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kubelet", "level", "needle"),
+    [
+        ("v1.24.17", U, "unrecognized feature gate"),
+        ("v1.25.16", U, "unrecognized feature gate"),
+        ("v1.26.0", U, "121003"),
+        ("v1.26.15", U, "121003"),
+        ("v1.27.0", U, "beta-era"),
+        ("v1.27.9", U, "beta-era"),  # the backport most likely missed 1.27.9 (domain-facts §1)
+        ("v1.27.10", R, "alpha EventedPLEG after the revert"),
+        ("v1.28.0", U, "beta-era"),
+        ("v1.28.5", U, "beta-era"),
+        ("v1.28.6", R, "alpha EventedPLEG"),
+        ("v1.29.0", U, "beta-era"),
+        ("v1.29.1", R, "nanosecond"),
+        ("v1.30.14", R, "nanosecond"),
+        ("v1.31.9", R, "nanosecond"),
+        ("v1.32.0", S, "300 s"),
+        ("v1.36.4", S, "300 s"),
+        ("v1.37.2", S, "NO steady-state CPU saving"),
+        ("v1.38.0", R, "newer than this matrix"),
+        ("v1.40.1", R, "newer than this matrix"),
+    ],
+)
+def test_kubelet_rows(kubelet: str, level: Level, needle: str) -> None:
+    v = compat.verdict(node(kubelet=kubelet), Policy())
+    assert v.level is level, v.reasons
+    assert needle in v.summary
+
+
+@pytest.mark.parametrize(
+    ("runtime", "level", "needle"),
+    [
+        ("containerd://1.6.39", U, "Unimplemented"),
+        ("containerd://1.7.0", R, "single event subscriber"),
+        ("containerd://1.7.13", R, "containerd#7318"),
+        ("containerd://2.0.0", U, "timestamp regression"),
+        ("containerd://2.0.2", U, "containerd#11312"),
+        ("containerd://2.0.3", S, "several subscribers"),
+        ("containerd://2.2.7", S, "several subscribers"),
+        ("cri-o://1.25.4", U, "enable_pod_events arrived in 1.26"),
+        ("cri-o://1.26.0", R, "one consumer"),
+        ("cri-o://1.27.9", R, "one consumer"),
+        ("docker://24.0.7", U, "only containerd and CRI-O"),
+    ],
+)
+def test_runtime_rows(runtime: str, level: Level, needle: str) -> None:
+    v = compat.verdict(node(runtime=runtime), Policy())
+    assert v.level is level, v.reasons
+    assert needle in v.summary
+
+
+@pytest.mark.parametrize(
+    ("kubelet", "crio", "level"),
+    [
+        ("v1.34.2", "cri-o://1.34.1", S),  # both nanoseconds
+        ("v1.32.0", "cri-o://1.31.1", S),  # first nanosecond 1.31 patch
+        ("v1.32.0", "cri-o://1.31.0", R),  # kubelet ns, CRI-O seconds (k8s#127814)
+        ("v1.33.1", "cri-o://1.29.8", R),
+        ("v1.33.1", "cri-o://1.29.9", S),
+        ("v1.33.1", "cri-o://1.30.6", S),
+        ("v1.33.1", "cri-o://1.28.4", R),
+    ],
+)
+def test_crio_timestamp_units_must_match_the_kubelet(kubelet: str, crio: str, level: Level) -> None:
+    v = compat.verdict(node(kubelet=kubelet, runtime=crio), Policy())
+    assert v.level is level, v.reasons
+
+
+@pytest.mark.parametrize(
+    ("kubelet", "expected"),
+    [
+        ("v1.30.2-eks-abc123", Version(1, 30, 2)),
+        ("v1.31.0+k3s1", Version(1, 31, 0)),
+        ("1.33.4", Version(1, 33, 4)),
+        ("v1.37.0-rc.1", Version(1, 37, 0, "rc.1")),
+        ("v1.34", Version(1, 34, 0)),
+    ],
+)
+def test_distro_version_strings_parse(kubelet: str, expected: Version) -> None:
+    assert parse_version(kubelet) == expected
+
+
+@pytest.mark.parametrize("garbage", ["", "   ", "latest", "vX.Y.Z", "v.1.30", "kubelet"])
+def test_malformed_kubelet_version_is_a_clear_unsupported(garbage: str) -> None:
+    with pytest.raises(VersionError):
+        parse_version(garbage)
+    v = compat.verdict(node(kubelet=garbage), Policy())
+    assert v.level is U
+    assert "kubeletVersion: cannot read a version" in v.summary
+    assert v.targets is None
+
+
+@pytest.mark.parametrize("garbage", ["", "containerd", "containerd://", "cri-o://next"])
+def test_malformed_runtime_version_is_a_clear_unsupported(garbage: str) -> None:
+    v = compat.verdict(node(runtime=garbage), Policy())
+    assert v.level is U
+    assert "containerRuntimeVersion" in v.summary
+
+
+def test_runtime_parse() -> None:
+    assert parse_runtime("containerd://1.7.13-0ubuntu1").version == Version(1, 7, 13)
+    assert parse_runtime("cri-o://1.30.4").kind is RuntimeKind.CRIO
+    assert parse_runtime("docker://24.0.7").kind is RuntimeKind.OTHER
+
+
+def test_pre_release_kubelet_is_risky_at_best() -> None:
+    assert compat.verdict(node(kubelet="v1.36.0-rc.0"), Policy()).level is R
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        {"labels": {"node-role.kubernetes.io/control-plane": ""}},
+        {"labels": {"node-role.kubernetes.io/master": ""}},
+        {"taint_keys": ("node-role.kubernetes.io/control-plane",)},
+        {"has_mirror_pods": True},
+    ],
+)
+def test_control_plane_and_static_pod_nodes_are_excluded_unless_opted_in(facts: dict[str, object]) -> None:
+    excluded = compat.verdict(node(**facts), Policy())
+    assert excluded.level is U
+    assert "includeControlPlane" in excluded.summary
+    included = compat.verdict(node(**facts), Policy(include_control_plane=True))
+    assert included.level is S
+    assert "123087" in included.summary
+
+
+def test_windows_nodes_are_unsupported() -> None:
+    assert compat.verdict(node(operating_system="windows"), Policy()).level is U
+
+
+def test_spec_runtime_must_match_the_node() -> None:
+    v = compat.verdict(node(runtime="cri-o://1.34.0"), Policy(runtime="containerd"))
+    assert v.level is U
+    assert "spec.runtime is containerd" in v.summary
+    assert compat.verdict(node(runtime="cri-o://1.34.0"), Policy(runtime="cri-o")).level is S
+
+
+def test_risky_nodes_need_the_opt_in() -> None:
+    v = compat.verdict(node(runtime="containerd://1.7.13"), Policy())
+    assert not v.eligible(Policy())
+    assert v.eligible(Policy(allow_risky=True))
+    unsupported = compat.verdict(node(kubelet="v1.25.0"), Policy())
+    assert not unsupported.eligible(Policy(allow_risky=True))
+
+
+def test_render_targets_say_what_each_runtime_gets() -> None:
+    crio = compat.verdict(node(runtime="cri-o://1.34.0"), Policy()).targets
+    containerd = compat.verdict(node(), Policy()).targets
+    assert crio is not None and crio.crio_dropin and crio.kubelet_dropin
+    assert containerd is not None and not containerd.crio_dropin
+    assert "nothing to write" in containerd.runtime_note
+
+
+def test_worst_reason_leads() -> None:
+    v = compat.verdict(node(kubelet="v1.25.0", runtime="containerd://1.7.1"), Policy())
+    assert v.level is U
+    assert "unrecognized feature gate" in v.reasons[0]
+
+
+def test_rows_cover_every_version_without_gaps_or_overlaps() -> None:
+    for rows in (compat.KUBELET_ROWS, compat.CONTAINERD_ROWS, compat.CRIO_ROWS):
+        assert rows[0].low == (0, 0, 0)
+        assert rows[-1].high == compat.INFINITY
+        for before, after in itertools.pairwise(rows):
+            assert before.high == after.low
+        assert all(row.source for row in rows)

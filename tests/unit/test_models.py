@@ -1,0 +1,140 @@
+"""NodeConfig models: defaults, clear errors naming the field, unknown fields rejected, CRD in sync."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from eventedpleg import crdgen
+from eventedpleg.models.nodeconfig import NodeConfigSpec, Rollout
+
+# (spec, field the error must name, words the message must contain). The same list is applied to a real
+# API server in tests/cluster, so the CEL rules and these validators are held to the same cases.
+BAD_SPECS: list[tuple[dict[str, Any], str, str]] = [
+    ({"eventedPleg": True, "rollout": {"maxUnavailable": -1}}, "maxUnavailable", ">= 1"),
+    ({"eventedPleg": True, "rollout": {"maxUnavailable": 0}}, "maxUnavailable", ">= 1"),
+    ({"eventedPleg": True, "rollout": {"maxUnavailable": "150%"}}, "maxUnavailable", "percentage"),
+    ({"eventedPleg": True, "rollout": {"maxUnavailable": "0%"}}, "maxUnavailable", "percentage"),
+    ({"eventedPleg": True, "rollout": {"maxUnavailable": "abc"}}, "maxUnavailable", "percentage"),
+    ({"eventedPleg": True, "runtime": "docker"}, "runtime", "'auto', 'containerd' or 'cri-o'"),
+    ({"eventedPleg": True, "bogus": 1}, "bogus", "Extra inputs are not permitted"),
+    ({"eventedPleg": True, "drain": {"timeout": 5}}, "timeout", "Extra inputs are not permitted"),
+    ({"eventedPleg": True, "rollout": {"window": {"start": "22:00"}}}, "window", "set together"),
+    ({"eventedPleg": True, "rollout": {"window": {"start": "25:00", "end": "01:00"}}}, "start", "pattern"),
+    ({"eventedPleg": True, "rollout": {"window": {"days": ["monday"]}}}, "window", "needs window.start"),
+    ({"eventedPleg": True, "rollout": {"window": {"days": ["mon"]}}}, "days", "'monday'"),
+    (
+        {"eventedPleg": True, "rollout": {"window": {"timeZone": "Mars/Olympus"}}},
+        "timeZone",
+        "unknown time zone",
+    ),
+    ({"eventedPleg": True, "drain": {"onTimeout": "Ignore"}}, "onTimeout", "'Fail', 'Skip' or 'ForceDelete'"),
+    ({"eventedPleg": "yes please"}, "eventedPleg", "valid boolean"),
+    ({"eventedPleg": True, "rollout": {"canary": {"nodes": "two"}}}, "nodes", "valid integer"),
+    ({"eventedPleg": True, "rollout": {"maxFailedNodes": 0}}, "maxFailedNodes", "greater than or equal to 1"),
+    (
+        {"eventedPleg": True, "drain": {"gracePeriodSeconds": -2}},
+        "gracePeriodSeconds",
+        "greater than or equal to -1",
+    ),
+    (
+        {"eventedPleg": True, "verification": {"timeoutSeconds": 5}},
+        "timeoutSeconds",
+        "greater than or equal to 10",
+    ),
+    (
+        {"eventedPleg": True, "nodeSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}},
+        "matchExpressions",
+        "values must be non-empty",
+    ),
+    ({}, "eventedPleg", "Field required"),
+]
+
+
+@pytest.mark.parametrize(("spec", "field", "words"), BAD_SPECS)
+def test_bad_specs_are_rejected_naming_the_field(spec: dict[str, Any], field: str, words: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        NodeConfigSpec.model_validate(spec)
+    text = str(err.value)
+    assert field in text
+    assert words in text
+
+
+def test_defaults_follow_the_design() -> None:
+    spec = NodeConfigSpec.model_validate({"eventedPleg": True})
+    api = spec.to_api()
+    assert api["rollout"]["maxUnavailable"] == 1
+    assert api["rollout"]["canary"] == {"nodes": 1, "soakSeconds": 120}
+    assert api["rollout"]["onFailure"] == "Rollback"
+    assert api["drain"] == {
+        "timeoutSeconds": 600,
+        "gracePeriodSeconds": -1,
+        "deleteEmptyDirData": True,
+        "force": False,
+        "onTimeout": "Fail",
+    }
+    assert api["verification"] == {"timeoutSeconds": 300}
+    assert (api["runtime"], api["kubeletConfig"], api["onDelete"]) == ("auto", "DropInOnly", "Revert")
+    assert api["includeControlPlane"] is False
+    assert api["allowRisky"] is False
+    assert api["healFallback"] is True
+
+
+def test_round_trip_through_the_api_form() -> None:
+    spec = NodeConfigSpec.model_validate(
+        {
+            "eventedPleg": True,
+            "rollout": {
+                "maxUnavailable": "10%",
+                "window": {"days": ["friday"], "start": "22:00", "end": "04:00"},
+            },
+        }
+    )
+    assert NodeConfigSpec.model_validate(spec.to_api()) == spec
+
+
+@pytest.mark.parametrize("value", [1, 7, "1%", "10%", "99%", "100%"])
+def test_good_max_unavailable(value: int | str) -> None:
+    assert Rollout.model_validate({"maxUnavailable": value}).max_unavailable == value
+
+
+def test_models_are_frozen() -> None:
+    spec = NodeConfigSpec.model_validate({"eventedPleg": True})
+    with pytest.raises(ValidationError):
+        spec.evented_pleg = False  # type: ignore[misc]
+
+
+def test_committed_crd_matches_the_models() -> None:
+    assert crdgen.main(["--check"]) == 0, "run `python -m eventedpleg.crdgen`"
+
+
+def test_crd_is_structural() -> None:
+    """No $ref, no anyOf, no additionalProperties:false beside properties, no title (structural rules)."""
+    crd = yaml.safe_load(crdgen.render_crd())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            assert not {"$ref", "anyOf", "title", "$defs", "propertyNames"} & set(node), path
+            if "properties" in node:
+                assert "additionalProperties" not in node, path
+                assert node.get("type") == "object", path
+            for key, value in node.items():
+                walk(value, f"{path}.{key}")
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{path}[{i}]")
+
+    walk(schema, "")
+    spec = schema["properties"]["spec"]
+    assert spec["required"] == ["eventedPleg"]
+    max_unavailable = spec["properties"]["rollout"]["properties"]["maxUnavailable"]
+    assert max_unavailable["x-kubernetes-int-or-string"] is True
+    assert max_unavailable["x-kubernetes-validations"]
+    columns = [col["name"] for col in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert columns == ["EventedPLEG", "Updated", "Total", "Available", "Progressing", "Degraded", "Age"]
+    assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
+    assert crd["spec"]["scope"] == "Cluster"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 
@@ -138,7 +139,7 @@ def test_pre_release_kubelet_is_risky_at_best() -> None:
         {"has_mirror_pods": True},
     ],
 )
-def test_control_plane_and_static_pod_nodes_are_excluded_unless_opted_in(facts: dict[str, object]) -> None:
+def test_control_plane_and_static_pod_nodes_are_excluded_unless_opted_in(facts: dict[str, Any]) -> None:
     excluded = compat.verdict(node(**facts), Policy())
     assert excluded.level is U
     assert "includeControlPlane" in excluded.summary

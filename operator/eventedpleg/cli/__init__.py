@@ -15,8 +15,10 @@ def main() -> None:
 
 def _register() -> None:
     from eventedpleg.cli import crd  # noqa: PLC0415 - subcommands register themselves on import
+    from eventedpleg.cli.cluster import cluster  # noqa: PLC0415
 
     main.add_command(crd.crd)
+    main.add_command(cluster)
 
 
 _register()

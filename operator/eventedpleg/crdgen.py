@@ -52,7 +52,12 @@ def _resolve(node: Any, defs: dict[str, Any]) -> Any:
     if "default" in out and out["default"] is None:
         del out["default"]  # optional fields are simply absent
     if out.get("type") == "object" and "properties" in out and "default" in out:
-        out["default"] = {}  # nested defaults fill in; the API server applies them recursively
+        # Spell the nested defaults out (children are resolved first, so this nests): the API server checks
+        # a default against the CEL rules without applying nested defaults to it, and rejected the CRD with
+        # `window.default: no such key: start evaluating rule` when this was `{}` (kube-apiserver v1.36.4).
+        out["default"] = {
+            k: copy.deepcopy(v["default"]) for k, v in out["properties"].items() if "default" in v
+        }
     return out
 
 

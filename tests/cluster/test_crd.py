@@ -1,0 +1,219 @@
+"""The generated NodeConfig CRD on a real kube-apiserver: accepted, defaults applied, bad specs rejected at
+admission naming the field, printer columns, status subresource."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from eventedpleg.localcluster.cluster import LocalCluster
+from tests.unit.test_models import BAD_SPECS
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def nodeconfig(name: str, spec: dict[str, Any]) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "eventedpleg.io/v1alpha1",
+            "kind": "NodeConfig",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def crd(cluster: LocalCluster) -> LocalCluster:
+    applied = cluster.kubectl("apply", "-f", str(REPO / "crds"))
+    assert applied.returncode == 0, applied.stderr
+    assert "nodeconfigs.eventedpleg.io" in applied.stdout
+    established = cluster.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/nodeconfigs.eventedpleg.io"
+    )
+    assert established.returncode == 0, established.stderr
+    return cluster
+
+
+def table_row(output: str) -> dict[str, str]:
+    """kubectl's table (header + one row) by column; an empty cell stays empty, unlike str.split()."""
+    header, row = output.splitlines()[:2]
+    starts = [i for i, ch in enumerate(header) if ch != " " and (i == 0 or header[i - 1] == " ")]
+    bounds = [*starts[1:], None]
+    return {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, bounds, strict=True)}
+
+
+def get(cluster: LocalCluster, name: str) -> dict[str, Any]:
+    out = cluster.kubectl("get", "nodeconfig", name, "-o", "json", check=True)
+    data: dict[str, Any] = json.loads(out.stdout)
+    return data
+
+
+def test_minimal_nodeconfig_gets_every_default(crd: LocalCluster) -> None:
+    created = crd.kubectl("apply", "-f", "-", stdin=nodeconfig("defaults", {"eventedPleg": True}))
+    assert created.returncode == 0, created.stderr
+    spec = get(crd, "defaults")["spec"]
+    assert spec["rollout"]["maxUnavailable"] == 1
+    assert spec["rollout"]["canary"] == {"nodes": 1, "soakSeconds": 120}
+    assert spec["rollout"]["window"] == {"days": [], "start": "", "end": "", "timeZone": "UTC"}
+    assert spec["drain"] == {
+        "timeoutSeconds": 600,
+        "gracePeriodSeconds": -1,
+        "deleteEmptyDirData": True,
+        "force": False,
+        "onTimeout": "Fail",
+    }
+    assert spec["verification"] == {"timeoutSeconds": 300}
+    assert (spec["runtime"], spec["kubeletConfig"], spec["onDelete"]) == ("auto", "DropInOnly", "Revert")
+    assert (spec["includeControlPlane"], spec["healFallback"]) == (False, True)
+
+
+def test_valid_specs_are_accepted(crd: LocalCluster) -> None:
+    spec = {
+        "eventedPleg": True,
+        "runtime": "cri-o",
+        "nodeSelector": {
+            "matchLabels": {"pool": "a"},
+            "matchExpressions": [
+                {"key": "zone", "operator": "In", "values": ["z1"]},
+                {"key": "gpu", "operator": "DoesNotExist"},
+            ],
+        },
+        "rollout": {
+            "maxUnavailable": "10%",
+            "window": {
+                "days": ["monday", "friday"],
+                "start": "22:00",
+                "end": "04:00",
+                "timeZone": "Europe/Berlin",
+            },
+        },
+    }
+    applied = crd.kubectl("apply", "-f", "-", stdin=nodeconfig("valid-full", spec))
+    assert applied.returncode == 0, applied.stderr
+    assert get(crd, "valid-full")["spec"]["rollout"]["maxUnavailable"] == "10%"
+    applied = crd.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=nodeconfig("valid-100", {"eventedPleg": False, "rollout": {"maxUnavailable": "100%"}}),
+    )
+    assert applied.returncode == 0, applied.stderr
+
+
+# Beyond the unit list (the same bad specs the pydantic models reject): cases only the schema can get wrong.
+EXTRA_BAD: list[tuple[dict[str, Any], str]] = [
+    ({"eventedPleg": True, "rollout": {"canary": {"bogus": 1}}}, "spec.rollout.canary.bogus"),
+    ({"eventedPleg": True, "kubeletConfig": "Edit"}, "spec.kubeletConfig"),
+    ({"eventedPleg": True, "rollout": {"canary": {"nodes": -1}}}, "spec.rollout.canary.nodes"),
+    ({"eventedPleg": True, "rollout": {"maxUnavailable": True}}, "spec.rollout.maxUnavailable"),
+    (
+        {"eventedPleg": True, "rollout": {"window": {"start": "7:00", "end": "08:00"}}},
+        "spec.rollout.window.start",
+    ),
+    ({"eventedPleg": True, "onDelete": "Orphan"}, "spec.onDelete"),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [pytest.param(spec, field, id=f"{i:02d}-{field}") for i, (spec, field, _words) in enumerate(BAD_SPECS)]
+    + [pytest.param(spec, field, id=f"x{i}-{field}") for i, (spec, field) in enumerate(EXTRA_BAD)],
+)
+def test_bad_spec_is_rejected_at_admission_naming_the_field(
+    crd: LocalCluster, spec: dict[str, Any], field: str
+) -> None:
+    name = "bad-" + field.rsplit(".", 1)[-1].lower()
+    # kubectl apply uses server-side strict field validation: unknown fields are errors, not warnings.
+    result = crd.kubectl("apply", "-f", "-", stdin=nodeconfig(name, spec))
+    assert result.returncode != 0, f"accepted: {spec}"
+    assert field in result.stderr, result.stderr
+    assert crd.kubectl("get", "nodeconfig", name).returncode != 0  # nothing half-created
+
+
+def test_printer_columns_and_status_subresource(crd: LocalCluster) -> None:
+    applied = crd.kubectl("apply", "-f", "-", stdin=nodeconfig("columns", {"eventedPleg": True}))
+    assert applied.returncode == 0, applied.stderr
+    header = crd.kubectl("get", "nodeconfigs", check=True).stdout.splitlines()[0].split()
+    assert header == [
+        "NAME",
+        "EVENTEDPLEG",
+        "UPDATED",
+        "TOTAL",
+        "AVAILABLE",
+        "PROGRESSING",
+        "DEGRADED",
+        "AGE",
+    ]
+
+    # Through /status: status is written, the spec change in the same patch is ignored.
+    status = {
+        "nodes": {"total": 5, "updated": 2},
+        "conditions": [
+            {
+                "type": "Available",
+                "status": "False",
+                "reason": "RollingOut",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            },
+            {
+                "type": "Progressing",
+                "status": "True",
+                "reason": "RollingOut",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            },
+        ],
+    }
+    patch = json.dumps({"spec": {"eventedPleg": False}, "status": status})
+    patched = crd.kubectl(
+        "patch", "nodeconfig", "columns", "--subresource=status", "--type=merge", "-p", patch
+    )
+    assert patched.returncode == 0, patched.stderr
+    obj = get(crd, "columns")
+    assert obj["spec"]["eventedPleg"] is True
+    assert obj["status"]["nodes"]["updated"] == 2
+    assert obj["metadata"]["generation"] == 1  # a status write does not bump the generation
+
+    row = table_row(crd.kubectl("get", "nodeconfig", "columns", check=True).stdout)
+    assert row["EVENTEDPLEG"] == "true"
+    assert (row["UPDATED"], row["TOTAL"]) == ("2", "5")
+    assert (row["AVAILABLE"], row["PROGRESSING"], row["DEGRADED"]) == ("False", "True", "")
+
+    # Through the main resource: the status part of a patch is ignored, the spec change lands.
+    patch = json.dumps({"spec": {"eventedPleg": False}, "status": {"nodes": {"total": 99}}})
+    patched = crd.kubectl("patch", "nodeconfig", "columns", "--type=merge", "-p", patch)
+    assert patched.returncode == 0, patched.stderr
+    obj = get(crd, "columns")
+    assert obj["spec"]["eventedPleg"] is False
+    assert obj["status"]["nodes"]["total"] == 5
+    assert obj["metadata"]["generation"] == 2
+
+
+def test_status_is_validated_too(crd: LocalCluster) -> None:
+    applied = crd.kubectl("apply", "-f", "-", stdin=nodeconfig("status-check", {"eventedPleg": True}))
+    assert applied.returncode == 0, applied.stderr
+    bad = json.dumps(
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Happy",
+                        "status": "True",
+                        "reason": "x",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }
+                ]
+            }
+        }
+    )
+    patched = crd.kubectl(
+        "patch", "nodeconfig", "status-check", "--subresource=status", "--type=merge", "-p", bad
+    )
+    assert patched.returncode != 0
+    assert "status.conditions[0].type" in patched.stderr

@@ -1,0 +1,81 @@
+"""What the planner asks the executor to do. Each action is one idempotent step on one node.
+
+Every action carries the node's resourceVersion as seen by the planner: the executor writes with it as a
+precondition, so a step planned on stale data fails with a conflict and is simply planned again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eventedpleg.models.nodeconfig import OnDrainTimeout
+
+
+@dataclass(frozen=True)
+class Cordon:
+    """Take the node: owner, was-unschedulable (remembered once), cordon, state=Cordoned. One write.
+
+    The executor first looks at the node's pods: a node running static (mirror) pods is marked Skipped
+    instead, unless `include_control_plane` (k8s#121349, #123087).
+    """
+
+    node: str
+    resource_version: str
+    owner: str
+    include_control_plane: bool
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Evict what kubectl drain would evict (PDBs respected). Once nothing is left: desired=hash,
+    agent-options, state=Applying. `deadline_reached` applies `on_timeout` instead of waiting longer."""
+
+    node: str
+    resource_version: str
+    hash: str
+    agent_options: str
+    deadline_reached: bool
+    on_timeout: OnDrainTimeout
+    timeout_seconds: int
+
+
+@dataclass(frozen=True)
+class Uncordon:
+    """Give the node back: restore the pre-existing cordon (if any), drop our cordon mark."""
+
+    node: str
+    resource_version: str
+    was_unschedulable: bool
+
+
+@dataclass(frozen=True)
+class MarkFailed:
+    """The agent did not answer in time: Failed, node stays cordoned for a human."""
+
+    node: str
+    resource_version: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """Stop managing the node: remove our annotations (keep current-config when files stay on the node)
+    and undo our cordon if one is in place."""
+
+    node: str
+    resource_version: str
+    keep_current: bool
+    uncordon: bool
+    was_unschedulable: bool
+
+
+@dataclass(frozen=True)
+class SetAgentOptions:
+    """The spec changed options the agent uses after Done (healFallback, timeouts): no drain needed."""
+
+    node: str
+    resource_version: str
+    agent_options: str
+
+
+Action = Cordon | Drain | Uncordon | MarkFailed | Release | SetAgentOptions

@@ -1,0 +1,431 @@
+"""The rollout planner: `plan(snapshot, target, now) -> Plan`, pure.
+
+The executor applies the actions (one step per node), the cluster changes, and the planner runs again on
+the new snapshot; nothing is remembered between runs except what is written on the nodes. That is what
+makes a killed operator resume exactly (Patroni's quorum resolver and MCO's getAllCandidateMachines work
+the same way; tests/unit/test_planner.py replays every interrupted prefix).
+
+Rules, in the order they apply:
+- Selection: spec.nodeSelector; nodes labelled eventedpleg.io/skip are left alone; when two NodeConfigs
+  select a node, the older one (creationTimestamp, then name) owns it and the other reports a conflict.
+- Eligibility: core.compat verdict; Risky only with allowRisky. A node we own that is no longer selected
+  or eligible gets our drop-ins removed (target hash_off) and is then released.
+- Budget: at most maxUnavailable selected nodes unavailable (NotReady, cordoned by anyone, or in our
+  hands) -- nodes already unavailable count, as in MCO. A node that is already cordoned by someone else
+  costs nothing to process, and keeps its cordon afterwards.
+- Gates on *starting* a node: halted (failures >= maxFailedNodes), paused, outside the window, canary
+  soak. A node already started always finishes, so no gate ever leaves a node cordoned.
+- Order: zone, then name (zone by zone limits the blast radius, as MCO does).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from eventedpleg.constants import NodeState
+from eventedpleg.core import compat, selector, window
+from eventedpleg.core.actions import (
+    Action,
+    Cordon,
+    Drain,
+    MarkFailed,
+    Release,
+    SetAgentOptions,
+    Uncordon,
+)
+from eventedpleg.core.snapshot import AGENT_PHASE, IN_PROGRESS, NodeView, Target
+
+# The agent gets the verification timeout plus this much for restarts and reporting before we give up.
+AGENT_GRACE = timedelta(seconds=120)
+MAX_ATTENTION = 50
+
+
+@dataclass(frozen=True)
+class NodeNote:
+    """One node that needs attention (in progress, failed, skipped), for status.nodeStatuses."""
+
+    name: str
+    state: str
+    reason: str
+    since: datetime | None = None
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class Counts:
+    total: int = 0
+    eligible: int = 0
+    updated: int = 0
+    updating: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+
+@dataclass(frozen=True)
+class Summary:
+    counts: Counts
+    want_hash: str
+    complete: bool  # every eligible node is at the wanted hash and nothing is in progress
+    halted: bool
+    paused: bool
+    window_closed: bool
+    waiting: str  # why nothing new starts right now ("" when starting or done)
+    conflicts: tuple[str, ...]
+    attention: tuple[NodeNote, ...]
+    attention_truncated: int
+    failures: tuple[NodeNote, ...]
+    finalized: bool  # deleting, and no node is ours any more: the finalizer may go
+    next_wake: datetime | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    actions: tuple[Action, ...]
+    summary: Summary
+
+
+def max_unavailable(value: int | str, total: int) -> int:
+    """Resolve int-or-percent against the number of selected nodes; a percentage rounds down, min 1."""
+    if isinstance(value, int):
+        return value
+    return max(1, math.floor(total * int(value.rstrip("%")) / 100))
+
+
+@dataclass
+class _Tally:
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(Counts.__annotations__, 0))
+    notes: list[NodeNote] = field(default_factory=list)
+    failures: list[NodeNote] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    wakes: list[datetime] = field(default_factory=list)
+
+    def note(self, node: NodeView, state: str, reason: str) -> None:
+        self.notes.append(NodeNote(node.name, state, reason, node.marks.since, node.marks.evidence))
+
+
+def _owner_of(node: NodeView, target: Target) -> str:
+    """The NodeConfig that may manage this node: the oldest of those selecting it."""
+    contenders = [(target.created, target.name)]
+    contenders += [
+        (peer.created, peer.name) for peer in target.peers if selector.matches(peer.selector, node.labels)
+    ]
+    return min(contenders)[1]
+
+
+def _converged(node: NodeView, want: str, hash_off: str) -> bool:
+    marks = node.marks
+    if marks.state in IN_PROGRESS:
+        return False
+    if want == hash_off and marks.current in ("", hash_off):
+        return marks.state is not NodeState.DRIFTED
+    return marks.current == want and marks.state in (NodeState.DONE, None)
+
+
+def _unavailable(node: NodeView, target: Target) -> bool:
+    in_our_hands = node.marks.owner == target.name and node.marks.state in IN_PROGRESS
+    return not node.ready or node.unschedulable or in_our_hands
+
+
+def _release(node: NodeView, keep_current: bool) -> Release:
+    return Release(
+        node.name,
+        node.resource_version,
+        keep_current=keep_current,
+        uncordon=node.marks.cordoned_by_us,
+        was_unschedulable=node.marks.was_unschedulable,
+    )
+
+
+def _uncordon(node: NodeView) -> Uncordon:
+    return Uncordon(node.name, node.resource_version, node.marks.was_unschedulable)
+
+
+def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool) -> Drain:
+    return Drain(
+        node.name,
+        node.resource_version,
+        hash=want,
+        agent_options=target.agent_options,
+        deadline_reached=deadline_reached,
+        on_timeout=target.spec.drain.on_timeout,
+        timeout_seconds=target.spec.drain.timeout_seconds,
+    )
+
+
+def _sorted(nodes: Iterable[NodeView]) -> list[NodeView]:
+    return sorted(nodes, key=lambda n: (n.zone, n.name))
+
+
+def plan(nodes: Iterable[NodeView], target: Target, now: datetime) -> Plan:
+    spec = target.spec
+    policy = compat.Policy(spec.include_control_plane, spec.allow_risky, spec.runtime.value)
+    want = target.hash_off if target.reverting else target.hash_on
+    walk = _Walk(target, policy, want, now)
+    for node in _sorted(nodes):
+        walk.visit(node)
+    return walk.finish()
+
+
+class _Walk:
+    """One pass over the nodes: at most one action per node, plus the tallies the status is built from."""
+
+    def __init__(self, target: Target, policy: compat.Policy, want: str, now: datetime) -> None:
+        self.target, self.policy, self.want, self.now = target, policy, want, now
+        self.tally = _Tally()
+        self.actions: list[Action] = []
+        self.candidates: list[NodeView] = []
+        self.done_for_want: list[NodeView] = []
+        self.in_flight = 0
+        self.unavailable = 0
+        self.failed = 0
+        self.owned_any = False
+
+    # -- per node ------------------------------------------------------------------------------------
+
+    def visit(self, node: NodeView) -> None:
+        target, marks = self.target, node.marks
+        ours = marks.owner == target.name
+        self.owned_any = self.owned_any or ours
+        selected = selector.matches(target.spec.node_selector, node.labels)
+        verdict = compat.verdict(node.facts, self.policy) if selected else None
+        owner = _owner_of(node, target) if selected else target.name
+        eligible = (
+            verdict is not None
+            and verdict.eligible(self.policy)
+            and not node.skip_labelled
+            and owner == target.name
+        )
+        if selected or ours:
+            self.unavailable += _unavailable(node, target)
+        if selected:
+            self.tally.counts["total"] += 1
+        if eligible:
+            self.tally.counts["eligible"] += 1
+            self._managed(node, ours)
+            return
+        if selected:
+            reason = _skip_reason(node, owner, target, verdict, self.policy)
+            self.tally.counts["skipped"] += 1
+            self.tally.note(node, NodeState.SKIPPED, reason)
+            if owner != target.name:
+                self.tally.conflicts.append(reason)
+        if ours:
+            self._let_go(node)
+
+    def _managed(self, node: NodeView, ours: bool) -> None:
+        """A selected, eligible node: drive it to `want`."""
+        marks, target, want = node.marks, self.target, self.want
+        if ours and marks.state in IN_PROGRESS:
+            self.in_flight += 1
+            self.tally.counts["updating"] += 1
+            self.tally.note(node, marks.state.value, marks.reason or _progress_text(marks.state))
+            if target.deleting and not target.reverting and marks.state not in AGENT_PHASE:
+                self._act(_release(node, keep_current=True))  # onDelete: Keep stops before the agent
+            else:
+                self._act(self._step(node, want))
+            return
+        give_back = ours and marks.cordoned_by_us
+        if ours and marks.state is NodeState.FAILED and (marks.cordoned_by_us or marks.desired == want):
+            self._failure(node)  # a node whose rollback failed stays cordoned for a human
+            return
+        if ours and marks.state is NodeState.ROLLED_BACK and marks.desired == want:
+            self._failure(node)
+            self._act(_uncordon(node) if give_back else None)
+            return
+        if ours and marks.state is NodeState.SKIPPED and marks.desired == want:
+            self.tally.counts["skipped"] += 1
+            self.tally.note(node, NodeState.SKIPPED, marks.reason)
+            self._act(_uncordon(node) if give_back else None)
+            return
+        if _converged(node, want, target.hash_off):
+            self.tally.counts["updated"] += 1
+            if marks.current == want and marks.state is NodeState.DONE:
+                self.done_for_want.append(node)
+            if give_back:
+                self._act(_uncordon(node))
+            elif target.deleting and ours:
+                self._act(_release(node, keep_current=not target.reverting))
+            elif ours and target.agent_options and marks.agent_options != target.agent_options:
+                self._act(SetAgentOptions(node.name, node.resource_version, target.agent_options))
+            return
+        if give_back:
+            self._act(_uncordon(node))  # finished an older hash; hand it back before taking it again
+        elif target.deleting and not target.reverting:
+            self._act(_release(node, keep_current=True) if ours else None)
+        else:
+            self.candidates.append(node)
+
+    def _let_go(self, node: NodeView) -> None:
+        """A node we hold but should no longer manage (deselected, ineligible, skip-labelled, conflict)."""
+        marks, target = node.marks, self.target
+        if marks.state in AGENT_PHASE:  # never pull a node out from under the agent
+            self.in_flight += 1
+            self._act(self._step(node, marks.desired))
+        elif node.skip_labelled:
+            self._act(_release(node, keep_current=True))
+        elif _converged(node, target.hash_off, target.hash_off):
+            self._act(_release(node, keep_current=False))
+        elif marks.state in IN_PROGRESS:
+            self.in_flight += 1
+            self._act(self._step(node, target.hash_off))
+        elif marks.cordoned_by_us:
+            self._act(_uncordon(node))
+        else:
+            self.candidates.append(node)  # our drop-ins come off through the same safe path
+
+    def _failure(self, node: NodeView) -> None:
+        marks = node.marks
+        self.failed += 1
+        self.tally.counts["failed"] += 1
+        note = NodeNote(node.name, marks.state or NodeState.FAILED, marks.reason, marks.since, marks.evidence)
+        self.tally.failures.append(note)
+        self.tally.notes.append(note)
+
+    def _act(self, action: Action | None) -> None:
+        if action is not None:
+            self.actions.append(action)
+
+    def _step(self, node: NodeView, want: str) -> Action | None:
+        """The next step for a node we already hold (Cordoned .. Verifying)."""
+        marks, spec, now = node.marks, self.target.spec, self.now
+        since = marks.since or now
+        if marks.state is NodeState.CORDONED:
+            return _drain(node, self.target, want, deadline_reached=False)
+        if marks.state is NodeState.DRAINING:
+            timeout = spec.drain.timeout_seconds
+            deadline = since + timedelta(seconds=timeout)
+            if timeout:
+                self.tally.wakes.append(deadline)
+            return _drain(node, self.target, want, deadline_reached=bool(timeout) and now >= deadline)
+        deadline = since + timedelta(seconds=spec.verification.timeout_seconds) + AGENT_GRACE
+        self.tally.wakes.append(deadline)
+        if now < deadline:
+            return None
+        waited = int((deadline - since).total_seconds())
+        return MarkFailed(
+            node.name,
+            node.resource_version,
+            f"the agent on {node.name} did not report within {waited}s of state {marks.state}; "
+            "is the eventedpleg agent running there?",
+        )
+
+    # -- whole cluster -------------------------------------------------------------------------------
+
+    def finish(self) -> Plan:
+        target, spec, tally = self.target, self.target.spec, self.tally
+        halted = self.failed >= spec.rollout.max_failed_nodes
+        paused = spec.rollout.paused and not target.deleting
+        window_closed = not window.is_open(spec.rollout.window, self.now)
+        waiting = ""
+        if self.candidates:
+            waiting = self._start(halted=halted, paused=paused, window_closed=window_closed)
+        attention = tally.notes[:MAX_ATTENTION]
+        complete = not self.candidates and self.in_flight == 0
+        return Plan(
+            actions=tuple(self.actions),
+            summary=Summary(
+                counts=Counts(**tally.counts),
+                want_hash=self.want,
+                complete=complete,
+                halted=halted,
+                paused=paused,
+                window_closed=window_closed,
+                waiting=waiting,
+                conflicts=tuple(tally.conflicts),
+                attention=tuple(attention),
+                attention_truncated=len(tally.notes) - len(attention),
+                failures=tuple(tally.failures),
+                finalized=target.deleting and not self.owned_any and complete,
+                next_wake=min(tally.wakes, default=None),
+            ),
+        )
+
+    def _start(self, *, halted: bool, paused: bool, window_closed: bool) -> str:
+        """Cordon as many candidates as the gates and the budget allow; return why the rest wait."""
+        spec = self.target.spec
+        if halted:
+            limit = spec.rollout.max_failed_nodes
+            return f"halted after {self.failed} failed node(s) (rollout.maxFailedNodes={limit})"
+        if paused:
+            return "paused (spec.rollout.paused)"
+        if window_closed:
+            return f"outside the maintenance window ({window.describe(spec.rollout.window)})"
+        held, room = _canary_gate(self.done_for_want, self.tally, self.target, self.now, self.in_flight)
+        if held:
+            return held
+        total = self.tally.counts["total"]
+        budget = max_unavailable(spec.rollout.max_unavailable, total) - self.unavailable
+        started = 0
+        for node in self.candidates:
+            if not node.ready:
+                self.tally.note(node, NodeState.PENDING, "waiting: node is NotReady")
+                continue
+            if room is not None and started >= room:
+                break
+            free = node.unschedulable  # already unavailable: processing it costs no capacity
+            if not free and budget < 1:
+                continue
+            self.actions.append(
+                Cordon(node.name, node.resource_version, self.target.name, spec.include_control_plane)
+            )
+            started += 1
+            budget -= 0 if free else 1
+        if started:
+            return ""
+        if room == 0:
+            return "canary: waiting for the canary node(s) in progress to finish"
+        return _budget_text(spec.rollout.max_unavailable, total, self.unavailable)
+
+
+def _canary_gate(
+    done: list[NodeView], tally: _Tally, target: Target, now: datetime, in_flight: int
+) -> tuple[str, int | None]:
+    """(why starts are held, how many more nodes may start) for the canary phase; (\"\", None) after it."""
+    canary = target.spec.rollout.canary
+    if canary.nodes == 0 or target.deleting:
+        return "", None
+    eligible = tally.counts["eligible"]
+    needed = min(canary.nodes, eligible)
+    if len(done) < needed:
+        return "", max(0, needed - len(done) - in_flight)
+    soak = timedelta(seconds=canary.soak_seconds)
+    soaked = [n for n in done if n.marks.since is not None and now - n.marks.since >= soak]
+    if len(soaked) >= needed:
+        return "", None
+    ends = sorted((n.marks.since or now) + soak for n in done)
+    until = ends[needed - 1]
+    tally.wakes.append(until)
+    return f"canary soaking until {until.isoformat(timespec='seconds')}", 0
+
+
+def _budget_text(value: int | str, total: int, unavailable: int) -> str:
+    allowed = max_unavailable(value, total)
+    return (
+        f"waiting for capacity: {unavailable} of {total} node(s) unavailable, "
+        f"maxUnavailable={value} ({allowed})"
+    )
+
+
+def _progress_text(state: NodeState) -> str:
+    return {
+        NodeState.CORDONED: "cordoned, drain starts next",
+        NodeState.DRAINING: "evicting pods",
+        NodeState.APPLYING: "agent is writing drop-ins and restarting the runtime and kubelet",
+        NodeState.VERIFYING: "agent is verifying that Evented PLEG is in use",
+    }.get(state, "")
+
+
+def _skip_reason(
+    node: NodeView, owner: str, target: Target, verdict: compat.Verdict | None, policy: compat.Policy
+) -> str:
+    if node.skip_labelled:
+        return "labelled eventedpleg.io/skip"
+    if owner != target.name:
+        return f"conflict: also selected by NodeConfig {owner!r}, which is older and manages this node"
+    if verdict is not None and not verdict.eligible(policy):
+        hint = " (set allowRisky: true to include)" if verdict.level is compat.Level.RISKY else ""
+        return f"{verdict.level}: {verdict.summary}{hint}"
+    return "not eligible"

@@ -1,0 +1,139 @@
+"""Frozen views of the cluster that the planner reads, parsed from plain API dicts (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from eventedpleg import constants as c
+from eventedpleg.constants import NodeState
+from eventedpleg.core.compat import NodeFacts
+from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec
+
+IN_PROGRESS = frozenset({NodeState.CORDONED, NodeState.DRAINING, NodeState.APPLYING, NodeState.VERIFYING})
+# While the agent holds the node we never pull it back: it is mid-write or mid-restart.
+AGENT_PHASE = frozenset({NodeState.APPLYING, NodeState.VERIFYING})
+
+
+def parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class NodeMarks:
+    """Our annotations on a node (constants.ANN_*), parsed; unknown or missing values become defaults."""
+
+    owner: str = ""
+    desired: str = ""
+    current: str = ""
+    state: NodeState | None = None
+    since: datetime | None = None
+    reason: str = ""
+    evidence: str = ""
+    cordoned_by_us: bool = False
+    was_unschedulable: bool = False
+    agent_options: str = ""
+
+    @classmethod
+    def parse(cls, annotations: Mapping[str, str]) -> NodeMarks:
+        raw_state = annotations.get(c.ANN_STATE, "")
+        state = NodeState(raw_state) if raw_state in NodeState.__members__.values() else None
+        return cls(
+            owner=annotations.get(c.ANN_OWNER, ""),
+            desired=annotations.get(c.ANN_DESIRED, ""),
+            current=annotations.get(c.ANN_CURRENT, ""),
+            state=state,
+            since=parse_time(annotations.get(c.ANN_STATE_SINCE)),
+            reason=annotations.get(c.ANN_REASON, ""),
+            evidence=annotations.get(c.ANN_EVIDENCE, ""),
+            cordoned_by_us=annotations.get(c.ANN_CORDONED_BY_US) == "true",
+            was_unschedulable=annotations.get(c.ANN_WAS_UNSCHEDULABLE) == "true",
+            agent_options=annotations.get(c.ANN_AGENT_OPTIONS, ""),
+        )
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    facts: NodeFacts
+    ready: bool
+    unschedulable: bool
+    marks: NodeMarks
+    resource_version: str = ""
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return self.facts.labels
+
+    @property
+    def zone(self) -> str:
+        return self.facts.labels.get(c.LABEL_ZONE, "")
+
+    @property
+    def skip_labelled(self) -> bool:
+        value = self.facts.labels.get(c.LABEL_SKIP)
+        return value is not None and value.lower() != "false"
+
+
+def node_view(body: Mapping[str, Any]) -> NodeView:
+    """A NodeView from a Node object as the API returns it (dict form)."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    info = status.get("nodeInfo") or {}
+    conditions = status.get("conditions") or []
+    ready = any(cond.get("type") == "Ready" and cond.get("status") == "True" for cond in conditions)
+    taints = tuple(str(t.get("key", "")) for t in spec.get("taints") or [])
+    labels = dict(meta.get("labels") or {})
+    facts = NodeFacts(
+        name=str(meta.get("name", "")),
+        kubelet_version=str(info.get("kubeletVersion", "")),
+        runtime_version=str(info.get("containerRuntimeVersion", "")),
+        operating_system=str(info.get("operatingSystem", "linux")),
+        os_image=str(info.get("osImage", "")),
+        labels=labels,
+        taint_keys=taints,
+    )
+    return NodeView(
+        name=facts.name,
+        facts=facts,
+        ready=ready,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        marks=NodeMarks.parse(meta.get("annotations") or {}),
+        resource_version=str(meta.get("resourceVersion", "")),
+    )
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Another NodeConfig, for overlap detection: the oldest NodeConfig selecting a node owns it."""
+
+    name: str
+    created: datetime
+    selector: LabelSelector
+
+
+@dataclass(frozen=True)
+class Target:
+    """The NodeConfig being reconciled, with what its spec renders to."""
+
+    name: str
+    spec: NodeConfigSpec
+    created: datetime
+    generation: int
+    hash_on: str  # what selected, eligible nodes must end up with
+    hash_off: str  # "our drop-ins removed": for deselected nodes, eventedPleg=false and delete+Revert
+    agent_options: str = ""  # JSON the agent reads from ANN_AGENT_OPTIONS
+    deleting: bool = False
+    peers: tuple[Peer, ...] = field(default_factory=tuple)
+
+    @property
+    def reverting(self) -> bool:
+        return self.deleting and self.spec.on_delete.value == "Revert"

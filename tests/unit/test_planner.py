@@ -1,0 +1,421 @@
+"""The rollout planner: tables for each rule, then properties over random clusters and crashes."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventedpleg import constants as c
+from eventedpleg.core import planner
+from eventedpleg.core.actions import Cordon, MarkFailed
+from eventedpleg.core.snapshot import Peer
+from tests.unit.rolloutworld import H_OFF, H_ON, T0, SimNode, World, fleet, spec
+
+
+def states(world: World) -> dict[str, str | None]:
+    return {name: n.annotations.get(c.ANN_STATE) for name, n in world.nodes.items()}
+
+
+def assert_converged_on(world: World, want: str) -> None:
+    for node in world.nodes.values():
+        assert node.annotations.get(c.ANN_CURRENT) == want, node
+        assert node.annotations.get(c.ANN_STATE) == "Done", node
+        assert c.ANN_CORDONED_BY_US not in node.annotations, node
+
+
+def test_full_rollout_one_at_a_time() -> None:
+    world = World(fleet(10), spec())
+    final = world.run()
+    assert_converged_on(world, H_ON)
+    assert not any(n.unschedulable for n in world.nodes.values())
+    assert max(u for _, u in world.history) == 1
+    assert all(n.drains == 1 for n in world.nodes.values())
+    assert final.summary.complete
+    assert final.summary.counts == planner.Counts(total=10, eligible=10, updated=10)
+
+
+@pytest.mark.parametrize(("value", "parallel"), [(3, 3), ("30%", 3), ("5%", 1), ("100%", 10)])
+def test_max_unavailable_int_or_percent(value: int | str, parallel: int) -> None:
+    world = World(fleet(10), spec(rollout={"maxUnavailable": value}))
+    world.run()
+    assert_converged_on(world, H_ON)
+    assert max(u for _, u in world.history) == parallel
+
+
+def test_zone_then_name_order() -> None:
+    nodes = fleet(4)
+    for name, zone in zip(nodes, ["b", "a", "b", "a"], strict=True):
+        nodes[name].labels[c.LABEL_ZONE] = zone
+    world = World(nodes, spec())
+    first = [a.node for a in world.plan().actions]
+    assert first == ["node-001"]
+    world.run()
+    order = sorted(world.nodes.values(), key=lambda n: n.annotations[c.ANN_STATE_SINCE])
+    assert [n.name for n in order] == ["node-001", "node-003", "node-000", "node-002"]
+
+
+def test_not_ready_nodes_count_against_the_budget() -> None:
+    nodes = fleet(3)
+    nodes["node-002"].ready = False
+    world = World(nodes, spec())
+    result = world.plan()
+    assert result.actions == ()
+    assert "1 of 3 node(s) unavailable" in result.summary.waiting
+
+
+def test_pre_cordoned_node_is_processed_for_free_and_stays_cordoned() -> None:
+    nodes = fleet(3)
+    nodes["node-000"].unschedulable = True
+    world = World(nodes, spec(rollout={"maxUnavailable": 2}))
+    assert {a.node for a in world.plan().actions} == {"node-000", "node-001"}  # node-000 costs nothing
+    world.run()
+    assert_converged_on(world, H_ON)
+    assert nodes["node-000"].unschedulable  # the administrator's cordon is kept
+    assert not nodes["node-001"].unschedulable
+    assert max(u for _, u in world.history) == 2
+
+
+def test_an_administrators_cordon_uses_up_the_budget() -> None:
+    """Already-unavailable nodes count (DESIGN.md, as in MCO): with maxUnavailable 1 nothing else starts."""
+    nodes = fleet(3)
+    nodes["node-000"].unschedulable = True
+    world = World(nodes, spec())
+    for _ in range(50):
+        result = world.tick()
+    assert states(world) == {"node-000": "Done", "node-001": None, "node-002": None}
+    assert result.summary.waiting == "waiting for capacity: 1 of 3 node(s) unavailable, maxUnavailable=1 (1)"
+
+
+def test_unsupported_and_risky_nodes_are_skipped_with_reasons() -> None:
+    nodes = fleet(3)
+    nodes["node-000"].kubelet = "v1.25.3"
+    nodes["node-001"].runtime = "containerd://1.7.13"
+    world = World(nodes, spec())
+    final = world.run()
+    notes = {n.name: n.reason for n in final.summary.attention}
+    assert "unrecognized feature gate" in notes["node-000"]
+    assert "allowRisky" in notes["node-001"]
+    assert c.ANN_STATE not in nodes["node-000"].annotations
+    assert final.summary.counts.skipped == 2
+    assert final.summary.complete
+
+    risky = World(fleet(1, runtime="containerd://1.7.13"), spec(allowRisky=True))
+    risky.run()
+    assert_converged_on(risky, H_ON)
+
+
+def test_skip_label_is_respected() -> None:
+    nodes = fleet(2)
+    nodes["node-000"].labels[c.LABEL_SKIP] = "true"
+    world = World(nodes, spec())
+    world.run()
+    assert c.ANN_STATE not in nodes["node-000"].annotations
+    assert nodes["node-001"].annotations[c.ANN_CURRENT] == H_ON
+
+
+def test_node_selector() -> None:
+    nodes = fleet(4)
+    nodes["node-001"].labels["pool"] = "evented"
+    world = World(nodes, spec(nodeSelector={"matchLabels": {"pool": "evented"}}))
+    final = world.run()
+    assert [n for n in nodes.values() if c.ANN_CURRENT in n.annotations] == [nodes["node-001"]]
+    assert final.summary.counts.total == 1
+
+
+def test_canary_goes_alone_then_soaks() -> None:
+    world = World(fleet(5), spec(rollout={"maxUnavailable": 3, "canary": {"nodes": 1, "soakSeconds": 60}}))
+    while states(world)["node-000"] != "Done":
+        result = world.tick()
+        assert len([a for a in result.actions if isinstance(a, Cordon)]) <= 1
+        assert world.unavailable() <= 1
+    done_at = world.now
+    held = world.tick()
+    assert "canary soaking until" in held.summary.waiting
+    while world.now < done_at + timedelta(seconds=59):
+        assert not [a for a in world.tick().actions if isinstance(a, Cordon)]
+    world.run()
+    assert_converged_on(world, H_ON)
+    assert max(u for _, u in world.history) == 3
+
+
+def test_failed_node_is_rolled_back_uncordoned_and_halts() -> None:
+    nodes = fleet(4)
+    nodes["node-001"].agent_fails = True
+    world = World(nodes, spec())
+    final = world.run()
+    assert final.summary.halted
+    assert "halted after 1 failed node" in final.summary.waiting
+    assert nodes["node-001"].annotations[c.ANN_STATE] == "RolledBack"
+    assert not nodes["node-001"].unschedulable  # healthy after rollback: given back
+    assert c.ANN_STATE not in nodes["node-002"].annotations  # nothing new started after the failure
+    assert [f.name for f in final.summary.failures] == ["node-001"]
+
+
+def test_max_failed_nodes_lets_the_rollout_go_on() -> None:
+    nodes = fleet(4)
+    nodes["node-001"].agent_fails = True
+    world = World(nodes, spec(rollout={"maxFailedNodes": 2}))
+    final = world.run()
+    assert not final.summary.halted
+    assert final.summary.counts.updated == 3
+    assert final.summary.counts.failed == 1
+
+
+def test_silent_agent_marks_failed_and_keeps_the_node_cordoned() -> None:
+    nodes = fleet(2)
+    nodes["node-000"].agent_silent = True
+    world = World(nodes, spec(verification={"timeoutSeconds": 10}))
+    final = world.run(limit=400)
+    assert nodes["node-000"].annotations[c.ANN_STATE] == "Failed"
+    assert "did not report within 130s" in nodes["node-000"].annotations[c.ANN_REASON]
+    assert nodes["node-000"].unschedulable
+    assert final.summary.halted
+
+
+def test_pdb_blocked_drain_waits_and_names_it() -> None:
+    nodes = fleet(2)
+    nodes["node-000"].drain_blocked_until = T0 + timedelta(seconds=30)
+    world = World(nodes, spec())
+    for _ in range(10):
+        world.tick()
+    result = world.plan()
+    assert {n.name: n.reason for n in result.summary.attention}["node-000"] == "PDB blocks eviction"
+    assert states(world)["node-001"] is None  # maxUnavailable 1: the blocked node holds the slot
+    world.run()
+    assert_converged_on(world, H_ON)
+
+
+@pytest.mark.parametrize(("on_timeout", "state"), [("Fail", "Failed"), ("Skip", "Skipped")])
+def test_drain_timeout(on_timeout: str, state: str) -> None:
+    nodes = fleet(3)
+    nodes["node-000"].drain_blocked_until = T0 + timedelta(days=1)
+    world = World(nodes, spec(drain={"timeoutSeconds": 20, "onTimeout": on_timeout}))
+    final = world.run()
+    assert nodes["node-000"].annotations[c.ANN_STATE] == state
+    assert not nodes["node-000"].unschedulable  # a timed-out drain never leaves our cordon behind
+    if on_timeout == "Skip":
+        assert final.summary.counts.updated == 2
+        assert not final.summary.halted
+    else:
+        assert final.summary.halted
+
+
+def test_drain_timeout_force_delete_proceeds() -> None:
+    nodes = fleet(2)
+    nodes["node-000"].drain_blocked_until = T0 + timedelta(days=1)
+    world = World(nodes, spec(drain={"timeoutSeconds": 20, "onTimeout": "ForceDelete"}))
+    world.run()
+    assert_converged_on(world, H_ON)
+
+
+def test_pause_holds_new_nodes_but_finishes_started_ones() -> None:
+    world = World(fleet(3), spec())
+    world.tick()
+    assert states(world)["node-000"] == "Cordoned"
+    world.spec = spec(rollout={"paused": True})
+    final = world.run()
+    assert final.summary.paused
+    assert final.summary.waiting == "paused (spec.rollout.paused)"
+    assert states(world) == {"node-000": "Done", "node-001": None, "node-002": None}
+    assert not world.nodes["node-000"].unschedulable
+
+
+def test_window_gates_starts() -> None:
+    # T0 is a Monday 12:00 UTC.
+    closed = World(
+        fleet(2), spec(rollout={"window": {"days": ["tuesday"], "start": "01:00", "end": "05:00"}})
+    )
+    result = closed.plan()
+    assert result.actions == ()
+    assert "outside the maintenance window (tuesday 01:00-05:00 UTC)" in result.summary.waiting
+    open_now = World(fleet(2), spec(rollout={"window": {"start": "11:00", "end": "13:00"}}))
+    assert open_now.plan().actions
+
+
+def test_flip_to_false_mid_rollout_converges_to_off() -> None:
+    world = World(fleet(4), spec())
+    while states(world)["node-001"] != "Done":
+        world.tick()
+    world.spec = spec(eventedPleg=False)
+    world.run()
+    for name, node in world.nodes.items():
+        if name in ("node-000", "node-001"):
+            assert node.annotations[c.ANN_CURRENT] == H_OFF  # our drop-ins removed again
+        else:
+            assert c.ANN_CURRENT not in node.annotations or node.annotations[c.ANN_CURRENT] == H_OFF
+        assert c.ANN_CORDONED_BY_US not in node.annotations
+        assert not node.unschedulable
+
+
+def test_delete_with_revert_removes_everything_then_finalizes() -> None:
+    world = World(fleet(3), spec())
+    world.run()
+    world.deleting = True
+    assert not world.plan().summary.finalized
+    final = world.run()
+    assert final.summary.finalized
+    for node in world.nodes.values():
+        assert not [k for k in node.annotations if k.startswith(c.GROUP)], node.annotations
+        assert node.drains == 2
+        assert not node.unschedulable
+
+
+def test_delete_with_keep_releases_without_draining() -> None:
+    world = World(fleet(3), spec(onDelete="Keep"))
+    while states(world)["node-000"] != "Done":
+        world.tick()
+    while states(world)["node-001"] != "Cordoned":
+        world.tick()
+    world.deleting = True
+    final = world.run()
+    assert final.summary.finalized
+    assert world.nodes["node-000"].annotations == {c.ANN_CURRENT: H_ON}  # files stay, marked as ours
+    assert world.nodes["node-001"].annotations.get(c.ANN_CURRENT) is None
+    assert not any(n.unschedulable for n in world.nodes.values())
+
+
+def test_overlapping_nodeconfigs_the_older_one_wins() -> None:
+    nodes = fleet(2)
+    nodes["node-000"].labels["pool"] = "a"
+    world = World(nodes, spec())
+    older = Peer(
+        "older", T0 - timedelta(days=1), spec(nodeSelector={"matchLabels": {"pool": "a"}}).node_selector
+    )
+    target = world.target
+    result = planner.plan(
+        world.views(), target.__class__(**{**target.__dict__, "peers": (older,)}), world.now
+    )
+    assert "conflict: also selected by NodeConfig 'older'" in result.summary.conflicts[0]
+    assert [a.node for a in result.actions] == ["node-001"]
+
+
+def test_deselected_node_gets_our_files_removed_then_released() -> None:
+    nodes = fleet(2)
+    for node in nodes.values():
+        node.labels["pool"] = "x"
+    world = World(nodes, spec(nodeSelector={"matchLabels": {"pool": "x"}}))
+    world.run()
+    del nodes["node-000"].labels["pool"]
+    world.run()
+    assert not [k for k in nodes["node-000"].annotations if k.startswith(c.GROUP)]
+    assert nodes["node-000"].drains == 2
+    assert nodes["node-001"].annotations[c.ANN_CURRENT] == H_ON
+
+
+def test_new_nodes_joining_later_are_rolled() -> None:
+    world = World(fleet(2), spec())
+    world.run()
+    world.nodes["node-new"] = SimNode(name="node-new")
+    world.run()
+    assert_converged_on(world, H_ON)
+    assert world.nodes["node-000"].drains == 1
+
+
+def test_agent_options_change_needs_no_drain() -> None:
+    world = World(fleet(1), spec())
+    world.run()
+    world.nodes["node-000"].annotations[c.ANN_AGENT_OPTIONS] = '{"o":0}'
+    world.nodes["node-000"].rv += 1
+    (action,) = world.plan().actions
+    assert action.__class__.__name__ == "SetAgentOptions"
+    world.run()
+    assert world.nodes["node-000"].drains == 1
+
+
+def test_spec_change_produces_a_new_rollout_but_done_nodes_are_never_drained_twice_for_one_hash() -> None:
+    world = World(fleet(3), spec())
+    world.run()
+    for _ in range(5):
+        assert world.plan().actions == ()
+        world.tick()
+    assert all(n.drains == 1 for n in world.nodes.values())
+
+
+def test_mark_failed_is_only_for_the_agent_phase() -> None:
+    world = World(fleet(1), spec(drain={"timeoutSeconds": 0}))
+    world.nodes["node-000"].drain_blocked_until = T0 + timedelta(hours=2)
+    for _ in range(600):
+        assert not [a for a in world.tick().actions if isinstance(a, MarkFailed)]
+    assert states(world)["node-000"] == "Draining"  # timeout 0 waits forever, like kubectl
+
+
+# --- properties -----------------------------------------------------------------------------------
+
+KUBELETS = ["v1.34.2", "v1.36.4", "v1.37.2", "v1.25.0", "v1.30.1"]
+RUNTIMES = ["containerd://2.1.4", "containerd://1.7.13", "cri-o://1.34.1", "containerd://1.6.20"]
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> World:
+    size = draw(st.integers(1, 12))
+    nodes = {}
+    for i in range(size):
+        node = SimNode(
+            name=f"n{i:02d}",
+            kubelet=draw(st.sampled_from(KUBELETS)),
+            runtime=draw(st.sampled_from(RUNTIMES)),
+            labels={c.LABEL_ZONE: draw(st.sampled_from(["a", "b", "c"]))},
+            unschedulable=draw(st.integers(0, 4)) == 0,
+        )
+        nodes[node.name] = node
+    max_unavailable = draw(st.one_of(st.integers(1, 4), st.sampled_from(["10%", "25%", "50%"])))
+    canary = draw(st.integers(0, 2))
+    return World(
+        nodes,
+        spec(
+            allowRisky=draw(st.booleans()),
+            rollout={"maxUnavailable": max_unavailable, "canary": {"nodes": canary, "soakSeconds": 5}},
+        ),
+    )
+
+
+def end_state(world: World) -> dict[str, tuple[str | None, str | None, bool]]:
+    return {
+        name: (n.annotations.get(c.ANN_CURRENT), n.annotations.get(c.ANN_STATE), n.unschedulable)
+        for name, n in world.nodes.items()
+    }
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.integers(0, 2**32))
+def test_random_clusters_converge_within_budget_despite_crashes(world: World, seed: int) -> None:
+    originally_cordoned = {name for name, n in world.nodes.items() if n.unschedulable}
+    external = len(originally_cordoned)
+    allowed = planner.max_unavailable(world.spec.rollout.max_unavailable, len(world.nodes))
+    final = world.run(drop=random.Random(seed))
+    assert max(u for _, u in world.history) <= max(allowed, external)
+    if external < allowed:
+        assert final.summary.complete, final.summary
+    for name, node in world.nodes.items():
+        assert node.unschedulable == (name in originally_cordoned), name  # nobody left cordoned by us
+        assert node.drains <= 1, name  # no Done node is drained again
+        if node.annotations.get(c.ANN_STATE) is not None:
+            assert node.annotations[c.ANN_STATE] == "Done"
+            assert node.annotations[c.ANN_CURRENT] == H_ON
+
+
+def test_every_interrupted_prefix_replans_to_the_same_end_state() -> None:
+    """Crash after every possible number of ticks, losing half of that tick's actions: same end state."""
+
+    def make() -> World:
+        nodes = fleet(6, labels={})
+        nodes["node-002"].unschedulable = True
+        nodes["node-004"].kubelet = "v1.25.0"
+        return World(nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 1, "soakSeconds": 3}}))
+
+    reference = make()
+    reference.run()
+    expected = end_state(reference)
+    ticks = len(reference.history)
+    for crash_at in range(ticks):
+        world = make()
+        for _ in range(crash_at):
+            world.tick()
+        world.tick(drop=random.Random(crash_at))
+        world.run()
+        assert end_state(world) == expected, f"crash after {crash_at} ticks"
+        assert all(n.drains <= 1 for n in world.nodes.values())

@@ -1,0 +1,62 @@
+"""Kubernetes API errors as domain errors, so callers outside eventedpleg.k8s never see ApiException."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+from kubernetes.client.exceptions import ApiException
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class ApiError(Exception):
+    """An API call failed; `status` is the HTTP status (0 when the server could not be reached)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status, self.reason, self.message = status, reason, message
+
+
+class Conflict(ApiError):  # noqa: N818 - named after the HTTP status
+    """409: the object changed since we read it (resourceVersion precondition); plan again."""
+
+
+class NotFound(ApiError):  # noqa: N818
+    """404."""
+
+
+class Forbidden(ApiError):  # noqa: N818
+    """403: RBAC or an admission policy said no."""
+
+
+class TooManyRequests(ApiError):  # noqa: N818
+    """429: for an eviction, a PodDisruptionBudget does not allow it now."""
+
+
+def from_api_exception(exc: ApiException) -> ApiError:
+    message, reason = str(exc.reason or ""), str(exc.reason or "")
+    try:
+        body = json.loads(exc.body or "{}")
+        message = str(body.get("message") or message)
+        reason = str(body.get("reason") or reason)
+    except (TypeError, ValueError):
+        pass
+    kinds: dict[int, type[ApiError]] = {409: Conflict, 404: NotFound, 403: Forbidden, 429: TooManyRequests}
+    return kinds.get(int(exc.status or 0), ApiError)(int(exc.status or 0), reason, message)
+
+
+def translated(fn: Callable[P, R]) -> Callable[P, R]:
+    """Decorator: raise ApiError subclasses instead of ApiException."""
+
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except ApiException as exc:
+            raise from_api_exception(exc) from exc
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper

@@ -1,0 +1,49 @@
+"""Node writes shared by the operator and the agent: one merge patch, optionally conditional.
+
+A merge patch that carries metadata.resourceVersion is rejected with 409 when the node changed since it
+was read; that is how a step planned on stale data is refused (the caller plans again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client
+
+from eventedpleg.k8s.errors import translated
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def node_patch(
+    *,
+    annotations: Mapping[str, str | None] | None = None,
+    unschedulable: bool | None = None,
+    resource_version: str | None = None,
+) -> dict[str, Any]:
+    """The merge-patch body; an annotation set to None is removed."""
+    meta: dict[str, Any] = {}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    if resource_version:
+        meta["resourceVersion"] = resource_version
+    body: dict[str, Any] = {"metadata": meta} if meta else {}
+    if unschedulable is not None:
+        body["spec"] = {"unschedulable": unschedulable}
+    return body
+
+
+@translated
+def patch_node(api: client.ApiClient, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Apply a merge patch to a Node; returns the node as a plain dict."""
+    core = client.CoreV1Api(api)
+    result = core.patch_node(name, dict(body), _content_type=MERGE_PATCH)
+    node: dict[str, Any] = api.sanitize_for_serialization(result)
+    return node
+
+
+@translated
+def get_node(api: client.ApiClient, name: str) -> dict[str, Any]:
+    node: dict[str, Any] = api.sanitize_for_serialization(client.CoreV1Api(api).read_node(name))
+    return node

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eventedpleg.localcluster.cluster import kubectl_path
+from eventedpleg.localcluster.cluster import kubectl_path, remove_state
 
 pytestmark = pytest.mark.cluster
 
@@ -70,3 +70,12 @@ def test_up_survives_the_cli_and_down_stops_exactly_its_pids(tmp_path: Path) -> 
     assert not any(alive(pid) for pid in pids)
     assert not directory.exists()
     assert cli("status", "--dir", str(directory)).returncode != 0
+
+
+def test_down_removes_only_what_the_cluster_wrote(tmp_path: Path) -> None:
+    (tmp_path / "pki").mkdir()
+    (tmp_path / "pki" / "ca.key").write_text("x")
+    (tmp_path / "admin.kubeconfig").write_text("x")
+    (tmp_path / "notes.txt").write_text("mine")
+    remove_state(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

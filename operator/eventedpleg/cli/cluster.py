@@ -3,7 +3,6 @@ operator without a cluster. Binaries are compiled from Go modules on first use a
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -61,8 +60,7 @@ def up(count: int, directory: Path | None) -> None:
         raise click.ClickException(
             f"a cluster is already running from {directory}; run `eventedpleg cluster down`"
         )
-    if directory.exists():
-        shutil.rmtree(directory)  # leftovers of a cluster that was not stopped cleanly
+    lc.remove_state(directory)  # leftovers of a cluster that was not stopped cleanly
     started = time.monotonic()
     try:
         binaries = build.ensure(build.CONTROL_PLANE, log=lambda m: click.echo(m, err=True))
@@ -93,8 +91,8 @@ def down(directory: Path | None, keep: bool) -> None:
     directory = directory or _default_dir()
     stopped = lc.stop(directory)
     click.echo(f"stopped: {', '.join(stopped)}" if stopped else f"nothing running from {directory}")
-    if not keep and directory.exists():
-        shutil.rmtree(directory)
+    if not keep:
+        lc.remove_state(directory)
 
 
 @cluster.command("status")

@@ -475,6 +475,37 @@ def stop(directory: Path) -> list[str]:
     return stopped
 
 
+# Everything LocalCluster writes into its directory; remove_state deletes these and nothing else.
+STATE_ENTRIES = (
+    STATE_FILE,
+    f"{STATE_FILE}.tmp",
+    ADMIN_KUBECONFIG,
+    "pki",
+    "etcd",
+    "logs",
+    "kubeconfigs",
+    "apiserver-certs",
+    "kcm-certs",
+    "scheduler-certs",
+)
+
+
+def remove_state(directory: Path) -> None:
+    """Delete what a (stopped) cluster left in directory, then the directory if it is empty. Only our own
+    entries go, so a mistaken --dir (say, $HOME) loses nothing else."""
+    directory = Path(directory)
+    if running_pids(directory):
+        raise ClusterError(f"a cluster is still running from {directory}")
+    for name in STATE_ENTRIES:
+        path = directory / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        directory.rmdir()  # only when empty
+
+
 def _is_ours(pid: int, argv: list[str]) -> bool:
     """The PID is alive and still runs the command we recorded (PIDs get reused after a reboot or long)."""
     try:
@@ -593,6 +624,7 @@ __all__ = [
     "fake_nodes",
     "kubectl_path",
     "load_state",
+    "remove_state",
     "running_pids",
     "stop",
 ]

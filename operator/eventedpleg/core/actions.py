@@ -22,6 +22,7 @@ class Cordon:
     node: str
     resource_version: str
     owner: str
+    hash: str  # recorded with a Skipped mark, so the node is not tried again for this config
     include_control_plane: bool
 
 
@@ -34,6 +35,7 @@ class Drain:
     resource_version: str
     hash: str
     agent_options: str
+    starting: bool  # the node is still Cordoned: mark it Draining
     deadline_reached: bool
     on_timeout: OnDrainTimeout
     timeout_seconds: int

@@ -149,6 +149,7 @@ def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool)
         node.resource_version,
         hash=want,
         agent_options=target.agent_options,
+        starting=node.marks.state is NodeState.CORDONED,
         deadline_reached=deadline_reached,
         on_timeout=target.spec.drain.on_timeout,
         timeout_seconds=target.spec.drain.timeout_seconds,
@@ -176,7 +177,7 @@ class _Walk:
         self.target, self.policy, self.want, self.now = target, policy, want, now
         self.tally = _Tally()
         self.actions: list[Action] = []
-        self.candidates: list[NodeView] = []
+        self.candidates: list[tuple[NodeView, str]] = []  # (node, the hash it should get)
         self.done_for_want: list[NodeView] = []
         self.in_flight = 0
         self.unavailable = 0
@@ -256,7 +257,7 @@ class _Walk:
         elif target.deleting and not target.reverting:
             self._act(_release(node, keep_current=True) if ours else None)
         else:
-            self.candidates.append(node)
+            self.candidates.append((node, want))
 
     def _let_go(self, node: NodeView) -> None:
         """A node we hold but should no longer manage (deselected, ineligible, skip-labelled, conflict)."""
@@ -274,7 +275,7 @@ class _Walk:
         elif marks.cordoned_by_us:
             self._act(_uncordon(node))
         else:
-            self.candidates.append(node)  # our drop-ins come off through the same safe path
+            self.candidates.append((node, target.hash_off))  # our drop-ins come off the same safe way
 
     def _failure(self, node: NodeView) -> None:
         marks = node.marks
@@ -359,7 +360,7 @@ class _Walk:
         total = self.tally.counts["total"]
         budget = max_unavailable(spec.rollout.max_unavailable, total) - self.unavailable
         started = 0
-        for node in self.candidates:
+        for node, want in self.candidates:
             if not node.ready:
                 self.tally.note(node, NodeState.PENDING, "waiting: node is NotReady")
                 continue
@@ -369,7 +370,7 @@ class _Walk:
             if not free and budget < 1:
                 continue
             self.actions.append(
-                Cordon(node.name, node.resource_version, self.target.name, spec.include_control_plane)
+                Cordon(node.name, node.resource_version, self.target.name, want, spec.include_control_plane)
             )
             started += 1
             budget -= 0 if free else 1

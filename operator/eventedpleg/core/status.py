@@ -1,0 +1,142 @@
+"""NodeConfig status from a plan summary: conditions (Available, Progressing, Degraded, Paused), counts and
+the bounded per-node list. Pure; lastTransitionTime only moves when a condition's status changes, so an
+unchanged rollout produces an identical status and no write."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from eventedpleg.constants import ConditionType
+from eventedpleg.core.planner import NodeNote, Summary
+from eventedpleg.models.nodeconfig import (
+    MAX_NODE_STATUSES,
+    Condition,
+    ConditionStatus,
+    NodeConfigStatus,
+    NodeCounts,
+    NodeStatus,
+)
+
+MAX_EVIDENCE = 600
+MAX_MESSAGE_NODES = 5
+
+
+def _nodes_text(notes: Sequence[NodeNote]) -> str:
+    shown = [f"{n.name}: {n.reason}" if n.reason else n.name for n in notes[:MAX_MESSAGE_NODES]]
+    more = len(notes) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+
+
+def conditions_for(
+    summary: Summary, *, enabled: bool, deleting: bool
+) -> list[tuple[ConditionType, bool, str, str]]:
+    """(type, status, reason, message) for each condition, before timestamps are attached."""
+    counts = summary.counts
+    what = "run Evented PLEG" if enabled else "have no Evented PLEG drop-ins of ours"
+    in_progress = [
+        n for n in summary.attention if n.state in ("Cordoned", "Draining", "Applying", "Verifying")
+    ]
+    skipped = f", {counts.skipped} skipped" if counts.skipped else ""
+
+    available = summary.complete and counts.failed == 0 and not deleting
+    if available:
+        avail = (
+            True,
+            "AllNodesUpdated",
+            f"{counts.updated} of {counts.eligible} eligible node(s) {what}{skipped}",
+        )
+    elif deleting:
+        avail = (False, "Deleting", "the NodeConfig is being deleted")
+    elif counts.failed:
+        avail = (False, "NodesFailed", f"{counts.failed} node(s) failed: {_nodes_text(summary.failures)}")
+    else:
+        avail = (False, "RolloutInProgress", f"{counts.updated} of {counts.eligible} eligible node(s) {what}")
+
+    if summary.complete:
+        prog = (False, "RolloutComplete", f"nothing left to do for config {summary.want_hash}")
+    elif summary.halted:
+        prog = (False, "RolloutHalted", summary.waiting)
+    elif summary.paused and not in_progress:
+        prog = (False, "Paused", summary.waiting)
+    elif summary.window_closed and not in_progress:
+        prog = (False, "OutsideMaintenanceWindow", summary.waiting)
+    else:
+        parts = [f"{counts.updated}/{counts.eligible} updated"]
+        if in_progress:
+            parts.append(f"in progress: {_nodes_text(in_progress)}")
+        if summary.waiting:
+            parts.append(summary.waiting)
+        prog = (True, "NodesUpdating" if in_progress else "Waiting", "; ".join(parts))
+
+    if summary.halted:
+        deg = (True, "RolloutHalted", f"{summary.waiting}: {_nodes_text(summary.failures)}")
+    elif counts.failed:
+        deg = (True, "NodesFailed", _nodes_text(summary.failures))
+    elif summary.conflicts:
+        deg = (True, "Conflict", "; ".join(summary.conflicts[:MAX_MESSAGE_NODES]))
+    else:
+        deg = (False, "AsExpected", "")
+
+    if summary.paused:
+        paused = (True, "SpecPaused", "spec.rollout.paused is true: no new node starts")
+    elif summary.window_closed:
+        paused = (True, "OutsideMaintenanceWindow", summary.waiting or "outside the maintenance window")
+    else:
+        paused = (False, "Running", "")
+
+    return [
+        (ConditionType.AVAILABLE, *avail),
+        (ConditionType.PROGRESSING, *prog),
+        (ConditionType.DEGRADED, *deg),
+        (ConditionType.PAUSED, *paused),
+    ]
+
+
+def build_status(
+    summary: Summary,
+    *,
+    enabled: bool,
+    deleting: bool,
+    generation: int,
+    previous: Sequence[Condition],
+    now: datetime,
+) -> NodeConfigStatus:
+    before = {cond.type: cond for cond in previous}
+    conditions = []
+    for kind, ok, reason, message in conditions_for(summary, enabled=enabled, deleting=deleting):
+        status = ConditionStatus.TRUE if ok else ConditionStatus.FALSE
+        old = before.get(kind)
+        since = old.last_transition_time if old is not None and old.status == status else now
+        conditions.append(
+            Condition(
+                type=kind,
+                status=status,
+                reason=reason,
+                message=message,
+                observed_generation=generation,
+                last_transition_time=since,
+            )
+        )
+    counts = summary.counts
+    notes = summary.attention[:MAX_NODE_STATUSES]
+    return NodeConfigStatus(
+        observed_generation=generation,
+        rendered_hash=summary.want_hash,
+        conditions=conditions,
+        nodes=NodeCounts(
+            total=counts.total,
+            eligible=counts.eligible,
+            updated=counts.updated,
+            updating=counts.updating,
+            failed=counts.failed,
+            skipped=counts.skipped,
+        ),
+        node_statuses=[
+            NodeStatus(
+                name=n.name, state=n.state, reason=n.reason, since=n.since, evidence=n.evidence[:MAX_EVIDENCE]
+            )
+            for n in notes
+        ],
+        node_statuses_truncated=summary.attention_truncated + len(summary.attention) - len(notes),
+    )

@@ -98,8 +98,8 @@ class World:
         ann = node.annotations
         match action:
             case Cordon():
-                if ann.get(c.ANN_CORDONED_BY_US) != "true":
-                    ann[c.ANN_WAS_UNSCHEDULABLE] = str(node.unschedulable).lower()
+                assert action.was_unschedulable == node.unschedulable  # the rv precondition makes it so
+                ann[c.ANN_WAS_UNSCHEDULABLE] = str(action.was_unschedulable).lower()
                 ann[c.ANN_OWNER] = action.owner
                 ann[c.ANN_CORDONED_BY_US] = "true"
                 node.unschedulable = True
@@ -111,7 +111,7 @@ class World:
                     if action.on_timeout is OnDrainTimeout.FORCE_DELETE:
                         blocked = False
                     else:
-                        node.unschedulable = ann.get(c.ANN_WAS_UNSCHEDULABLE) == "true"
+                        node.unschedulable = action.was_unschedulable
                         ann.pop(c.ANN_CORDONED_BY_US, None)
                         ann[c.ANN_DESIRED] = action.hash
                         failed = action.on_timeout is OnDrainTimeout.FAIL

@@ -24,6 +24,7 @@ class Cordon:
     owner: str
     hash: str  # recorded with a Skipped mark, so the node is not tried again for this config
     include_control_plane: bool
+    was_unschedulable: bool  # valid because the write is conditional on resource_version
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class Drain:
     deadline_reached: bool
     on_timeout: OnDrainTimeout
     timeout_seconds: int
+    was_unschedulable: bool
+    reason: str  # what the node says now; the blocking reason is only written when it changes
 
 
 @dataclass(frozen=True)

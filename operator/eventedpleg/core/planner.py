@@ -153,6 +153,8 @@ def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool)
         deadline_reached=deadline_reached,
         on_timeout=target.spec.drain.on_timeout,
         timeout_seconds=target.spec.drain.timeout_seconds,
+        was_unschedulable=node.marks.was_unschedulable,
+        reason=node.marks.reason,
     )
 
 
@@ -370,7 +372,14 @@ class _Walk:
             if not free and budget < 1:
                 continue
             self.actions.append(
-                Cordon(node.name, node.resource_version, self.target.name, want, spec.include_control_plane)
+                Cordon(
+                    node.name,
+                    node.resource_version,
+                    self.target.name,
+                    want,
+                    spec.include_control_plane,
+                    was_unschedulable=node.unschedulable,
+                )
             )
             started += 1
             budget -= 0 if free else 1

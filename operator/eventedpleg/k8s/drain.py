@@ -1,0 +1,100 @@
+"""One drain attempt on a node with kubectl semantics: the Eviction API (PodDisruptionBudgets respected,
+HTTP 429 = try again later), or plain deletes when the user chose ForceDelete.
+
+An attempt never waits: it lists the node's pods (one LIST with a field selector), requests what it can
+and reports. The rollout calls it again on the next pass (kubectl retries every 5 s the same way).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from eventedpleg.core import drainpods
+from eventedpleg.core.drainpods import PodRef
+from eventedpleg.k8s.errors import ApiError, NotFound, TooManyRequests, translated
+
+MAX_REASONS = 3
+
+
+@dataclass(frozen=True)
+class DrainOptions:
+    grace_period_seconds: int  # -1: the pod's own
+    delete_empty_dir_data: bool
+    force: bool
+
+
+@dataclass(frozen=True)
+class DrainAttempt:
+    done: bool  # nothing left that must go: the node may be handed to the agent
+    waiting: str  # why not done, naming the pods and PDBs (empty when done)
+    mirror_pods: tuple[str, ...]
+
+
+@translated
+def node_pods(api: client.ApiClient, node: str) -> list[dict[str, Any]]:
+    result = client.CoreV1Api(api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
+    pods: list[dict[str, Any]] = api.sanitize_for_serialization(result).get("items", [])
+    return pods
+
+
+def _grace(options: DrainOptions) -> int | None:
+    return None if options.grace_period_seconds < 0 else options.grace_period_seconds
+
+
+@translated
+def _evict(api: client.ApiClient, ref: PodRef, options: DrainOptions) -> None:
+    body = client.V1Eviction(
+        metadata=client.V1ObjectMeta(name=ref.name, namespace=ref.namespace),
+        delete_options=client.V1DeleteOptions(grace_period_seconds=_grace(options)),
+    )
+    client.CoreV1Api(api).create_namespaced_pod_eviction(ref.name, ref.namespace, body)
+
+
+@translated
+def _delete(api: client.ApiClient, ref: PodRef, options: DrainOptions) -> None:
+    client.CoreV1Api(api).delete_namespaced_pod(ref.name, ref.namespace, grace_period_seconds=_grace(options))
+
+
+def mirror_pods(api: client.ApiClient, node: str) -> tuple[str, ...]:
+    """Static pods on the node (mirror pods carry kubernetes.io/config.mirror)."""
+    selection = drainpods.select(node_pods(api, node), delete_empty_dir_data=True, force=True)
+    return tuple(str(ref) for ref in selection.mirror_pods)
+
+
+def attempt(
+    api: client.ApiClient, node: str, options: DrainOptions, *, force_delete: bool = False
+) -> DrainAttempt:
+    pods = node_pods(api, node)
+    selection = drainpods.select(
+        pods,
+        delete_empty_dir_data=options.delete_empty_dir_data or force_delete,
+        force=options.force or force_delete,
+    )
+    mirror = tuple(str(ref) for ref in selection.mirror_pods)
+    if selection.done:
+        return DrainAttempt(True, "", mirror)
+    problems: list[str] = [f"{ref} {why}" for ref, why in selection.blocked]
+    for ref in selection.evict:
+        try:
+            if force_delete:
+                _delete(api, ref, options)
+            else:
+                _evict(api, ref, options)
+        except NotFound:
+            continue  # already gone
+        except TooManyRequests as exc:  # a PodDisruptionBudget says not now (kubectl: retry)
+            problems.append(f"eviction of {ref} refused: {exc.message}")
+        except ApiError as exc:
+            problems.append(f"eviction of {ref} failed: {exc}")
+    parts = []
+    if selection.evict:
+        parts.append(f"evicting {len(selection.evict)} pod(s)")
+    if selection.terminating:
+        parts.append(f"waiting for {len(selection.terminating)} terminating pod(s)")
+    parts.extend(problems[:MAX_REASONS])
+    if len(problems) > MAX_REASONS:
+        parts.append(f"and {len(problems) - MAX_REASONS} more")
+    return DrainAttempt(False, "; ".join(parts), mirror)

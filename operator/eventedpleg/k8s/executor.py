@@ -1,0 +1,224 @@
+"""Carry out planner actions against the API: one action, one or two node writes, an Event.
+
+Every node write is a merge patch that carries the resourceVersion the planner saw (or the one returned
+by the previous write of the same step); a 409 means the node moved on, and the action is dropped: the
+next pass plans again from fresh data. That, plus idempotent steps, is what lets a killed operator resume.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from kubernetes import client
+
+from eventedpleg import constants as c
+from eventedpleg.constants import NodeState
+from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release, SetAgentOptions, Uncordon
+from eventedpleg.k8s import drain as drainer
+from eventedpleg.k8s.errors import ApiError, Conflict, NotFound
+from eventedpleg.k8s.events import EventRecorder, ObjectRef, node_ref
+from eventedpleg.k8s.nodes import node_patch, patch_node
+from eventedpleg.models.nodeconfig import OnDrainTimeout
+
+log = logging.getLogger(__name__)
+OUR_ANNOTATIONS = (
+    c.ANN_OWNER,
+    c.ANN_DESIRED,
+    c.ANN_CURRENT,
+    c.ANN_STATE,
+    c.ANN_STATE_SINCE,
+    c.ANN_REASON,
+    c.ANN_EVIDENCE,
+    c.ANN_CORDONED_BY_US,
+    c.ANN_WAS_UNSCHEDULABLE,
+    c.ANN_AGENT_OPTIONS,
+    c.ANN_BENEFIT,
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    action: Action
+    applied: bool  # False: conflict or error, nothing (more) was written
+    transition: str = ""  # the node state written, if any
+    error: str = ""
+    drain_retry: bool = False
+
+
+@dataclass(frozen=True)
+class DrainSettings:
+    grace_period_seconds: int
+    delete_empty_dir_data: bool
+    force: bool
+
+
+class Executor:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        recorder: EventRecorder,
+        *,
+        nodeconfig: ObjectRef,
+        drain: DrainSettings,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.api, self.recorder, self.nodeconfig = api, recorder, nodeconfig
+        self.drain_options = drainer.DrainOptions(
+            drain.grace_period_seconds, drain.delete_empty_dir_data, drain.force
+        )
+        self.clock = clock
+
+    def apply(self, action: Action) -> Outcome:
+        try:
+            return self._apply(action)
+        except Conflict:
+            return Outcome(action, applied=False, error="conflict")
+        except NotFound:
+            return Outcome(action, applied=False, error="node not found")
+        except ApiError as exc:
+            log.warning("step %s on %s failed: %s", type(action).__name__, action.node, exc)
+            return Outcome(action, applied=False, error=str(exc))
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _state(self, state: NodeState, reason: str = "") -> dict[str, str | None]:
+        return {
+            c.ANN_STATE: state.value,
+            c.ANN_STATE_SINCE: self.clock().isoformat(timespec="seconds"),
+            c.ANN_REASON: reason,
+        }
+
+    def _patch(
+        self,
+        node: str,
+        rv: str,
+        annotations: Mapping[str, str | None],
+        unschedulable: bool | None = None,
+    ) -> str:
+        body = node_patch(annotations=annotations, unschedulable=unschedulable, resource_version=rv)
+        result = patch_node(self.api, node, body)
+        return str(result["metadata"]["resourceVersion"])
+
+    def _event(self, node: str, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        self.recorder.emit(node_ref(node), kind, reason, message)
+
+    # -- actions ---------------------------------------------------------------------------------------
+
+    def _apply(self, action: Action) -> Outcome:
+        match action:
+            case Cordon():
+                return self._cordon(action)
+            case Drain():
+                return self._drain(action)
+            case Uncordon():
+                self._patch(
+                    action.node,
+                    action.resource_version,
+                    {c.ANN_CORDONED_BY_US: None},
+                    action.was_unschedulable,
+                )
+                keep = (
+                    " (kept cordoned: it was cordoned before the rollout)" if action.was_unschedulable else ""
+                )
+                self._event(action.node, "Normal", "Uncordoned", f"node given back{keep}")
+                return Outcome(action, applied=True)
+            case MarkFailed():
+                self._patch(
+                    action.node, action.resource_version, self._state(NodeState.FAILED, action.reason)
+                )
+                self._event(action.node, "Warning", "NodeFailed", action.reason)
+                self.recorder.emit(
+                    self.nodeconfig, "Warning", "NodeFailed", f"{action.node}: {action.reason}"
+                )
+                return Outcome(action, applied=True, transition=NodeState.FAILED)
+            case Release():
+                drop: dict[str, str | None] = {
+                    key: None for key in OUR_ANNOTATIONS if not (action.keep_current and key == c.ANN_CURRENT)
+                }
+                unschedulable = action.was_unschedulable if action.uncordon else None
+                self._patch(action.node, action.resource_version, drop, unschedulable)
+                self._event(
+                    action.node,
+                    "Normal",
+                    "Released",
+                    f"no longer managed by NodeConfig {self.nodeconfig.name}",
+                )
+                return Outcome(action, applied=True)
+            case SetAgentOptions():
+                self._patch(action.node, action.resource_version, {c.ANN_AGENT_OPTIONS: action.agent_options})
+                return Outcome(action, applied=True)
+        raise AssertionError(f"unknown action {action!r}")
+
+    def _cordon(self, action: Cordon) -> Outcome:
+        mirror = drainer.mirror_pods(self.api, action.node)
+        if mirror and not action.include_control_plane:
+            reason = (
+                f"runs static pods ({', '.join(mirror[:3])}): EventedPLEG starts duplicate containers "
+                "for them (k8s#121349, #123087); set includeControlPlane: true to opt in"
+            )
+            marks = {
+                c.ANN_OWNER: action.owner,
+                c.ANN_DESIRED: action.hash,
+                **self._state(NodeState.SKIPPED, reason),
+            }
+            self._patch(action.node, action.resource_version, marks)
+            self._event(action.node, "Warning", "Skipped", reason)
+            return Outcome(action, applied=True, transition=NodeState.SKIPPED)
+        marks = {
+            c.ANN_OWNER: action.owner,
+            c.ANN_WAS_UNSCHEDULABLE: str(action.was_unschedulable).lower(),
+            c.ANN_CORDONED_BY_US: "true",
+            **self._state(NodeState.CORDONED),
+        }
+        self._patch(action.node, action.resource_version, marks, unschedulable=True)
+        self._event(
+            action.node, "Normal", "Cordoned", f"cordoned by NodeConfig {action.owner} to apply Evented PLEG"
+        )
+        return Outcome(action, applied=True, transition=NodeState.CORDONED)
+
+    def _drain(self, action: Drain) -> Outcome:
+        rv = action.resource_version
+        if action.starting:
+            rv = self._patch(action.node, rv, self._state(NodeState.DRAINING, "evicting pods"))
+            self._event(action.node, "Normal", "Draining", "evicting pods (PodDisruptionBudgets respected)")
+        force = action.deadline_reached and action.on_timeout is OnDrainTimeout.FORCE_DELETE
+        result = drainer.attempt(self.api, action.node, self.drain_options, force_delete=force)
+        if result.done:
+            marks = {
+                c.ANN_DESIRED: action.hash,
+                c.ANN_AGENT_OPTIONS: action.agent_options,
+                **self._state(NodeState.APPLYING, "drained; waiting for the agent"),
+            }
+            self._patch(action.node, rv, marks)
+            self._event(
+                action.node, "Normal", "Drained", f"drained; agent asked to apply config {action.hash}"
+            )
+            return Outcome(action, applied=True, transition=NodeState.APPLYING)
+        if action.deadline_reached and not force:
+            return self._drain_timed_out(action, rv, result.waiting)
+        if result.waiting != action.reason:
+            # Name what blocks the drain on the node (and so in status); written only when it changes.
+            self._patch(action.node, rv, {c.ANN_REASON: result.waiting})
+            if (
+                "refused" in result.waiting
+                or "no controller" in result.waiting
+                or "emptyDir" in result.waiting
+            ):
+                self._event(action.node, "Warning", "DrainBlocked", result.waiting)
+        return Outcome(action, applied=True, drain_retry=True)
+
+    def _drain_timed_out(self, action: Drain, rv: str, waiting: str) -> Outcome:
+        failed = action.on_timeout is OnDrainTimeout.FAIL
+        state = NodeState.FAILED if failed else NodeState.SKIPPED
+        reason = f"drain did not finish within {action.timeout_seconds}s: {waiting}"
+        was = action.was_unschedulable
+        # Give the node back: a timed-out drain must never leave our cordon behind.
+        marks = {c.ANN_DESIRED: action.hash, c.ANN_CORDONED_BY_US: None, **self._state(state, reason)}
+        self._patch(action.node, rv, marks, unschedulable=was)
+        self._event(action.node, "Warning", "DrainTimeout", reason)
+        self.recorder.emit(self.nodeconfig, "Warning", "DrainTimeout", f"{action.node}: {reason}")
+        return Outcome(action, applied=True, transition=state)

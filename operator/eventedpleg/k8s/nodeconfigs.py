@@ -1,0 +1,32 @@
+"""NodeConfig reads and status writes (eventedpleg.io/v1alpha1, cluster-scoped, status subresource)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from kubernetes import client
+
+from eventedpleg import constants as c
+from eventedpleg.k8s.errors import translated
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@translated
+def patch_status(api: client.ApiClient, name: str, status: dict[str, Any]) -> None:
+    """Replace the whole status through the /status subresource (lists such as conditions replace too)."""
+    client.CustomObjectsApi(api).patch_cluster_custom_object_status(
+        c.GROUP, c.VERSION, c.PLURAL, name, {"status": status}, _content_type=MERGE_PATCH
+    )
+
+
+@translated
+def get(api: client.ApiClient, name: str) -> dict[str, Any]:
+    obj = client.CustomObjectsApi(api).get_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL, name)
+    return cast(dict[str, Any], obj)
+
+
+@translated
+def list_all(api: client.ApiClient) -> list[dict[str, Any]]:
+    result = client.CustomObjectsApi(api).list_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL)
+    return list(cast(dict[str, Any], result).get("items", []))

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from kubernetes import client
 
@@ -47,6 +47,7 @@ class Outcome:
     transition: str = ""  # the node state written, if any
     error: str = ""
     drain_retry: bool = False
+    node_body: dict[str, Any] | None = None  # the node after our last write: the cache takes it at once
 
 
 @dataclass(frozen=True)
@@ -98,10 +99,9 @@ class Executor:
         rv: str,
         annotations: Mapping[str, str | None],
         unschedulable: bool | None = None,
-    ) -> str:
+    ) -> dict[str, Any]:
         body = node_patch(annotations=annotations, unschedulable=unschedulable, resource_version=rv)
-        result = patch_node(self.api, node, body)
-        return str(result["metadata"]["resourceVersion"])
+        return patch_node(self.api, node, body)
 
     def _event(self, node: str, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         self.recorder.emit(node_ref(node), kind, reason, message)
@@ -165,9 +165,9 @@ class Executor:
                 c.ANN_DESIRED: action.hash,
                 **self._state(NodeState.SKIPPED, reason),
             }
-            self._patch(action.node, action.resource_version, marks)
+            body = self._patch(action.node, action.resource_version, marks)
             self._event(action.node, "Warning", "Skipped", reason)
-            return Outcome(action, applied=True, transition=NodeState.SKIPPED)
+            return Outcome(action, applied=True, transition=NodeState.SKIPPED, node_body=body)
         marks = {
             c.ANN_OWNER: action.owner,
             c.ANN_WAS_UNSCHEDULABLE: str(action.was_unschedulable).lower(),
@@ -181,9 +181,10 @@ class Executor:
         return Outcome(action, applied=True, transition=NodeState.CORDONED)
 
     def _drain(self, action: Drain) -> Outcome:
-        rv = action.resource_version
+        rv, body = action.resource_version, None
         if action.starting:
-            rv = self._patch(action.node, rv, self._state(NodeState.DRAINING, "evicting pods"))
+            body = self._patch(action.node, rv, self._state(NodeState.DRAINING, "evicting pods"))
+            rv = str(body["metadata"]["resourceVersion"])
             self._event(action.node, "Normal", "Draining", "evicting pods (PodDisruptionBudgets respected)")
         force = action.deadline_reached and action.on_timeout is OnDrainTimeout.FORCE_DELETE
         result = drainer.attempt(self.api, action.node, self.drain_options, force_delete=force)
@@ -218,7 +219,6 @@ class Executor:
         was = action.was_unschedulable
         # Give the node back: a timed-out drain must never leave our cordon behind.
         marks = {c.ANN_DESIRED: action.hash, c.ANN_CORDONED_BY_US: None, **self._state(state, reason)}
-        self._patch(action.node, rv, marks, unschedulable=was)
+        body = self._patch(action.node, rv, marks, unschedulable=was)
         self._event(action.node, "Warning", "DrainTimeout", reason)
-        self.recorder.emit(self.nodeconfig, "Warning", "DrainTimeout", f"{action.node}: {reason}")
-        return Outcome(action, applied=True, transition=state)
+        return Outcome(action, applied=True, transition=state, node_body=body)

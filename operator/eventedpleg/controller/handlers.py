@@ -1,0 +1,63 @@
+"""kopf handlers: a few lines each; the work is in runtime.Runtime and the pure core.
+
+Run with `eventedpleg operator` (leader election, metrics, then kopf), or for development
+`kopf run -m eventedpleg.controller.handlers --all-namespaces` after `configure()` has a Runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+
+from eventedpleg import constants as c
+from eventedpleg.controller.runtime import Runtime
+
+NODECONFIGS = (c.GROUP, c.VERSION, c.PLURAL)
+DELETE_RETRY = 2.0
+
+
+def configure(settings: kopf.OperatorSettings) -> None:
+    """Our finalizer and annotation prefixes under eventedpleg.io; quiet kopf's own Events."""
+    settings.persistence.finalizer = c.FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=c.GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300  # re-watch from the last resourceVersion, never a periodic LIST
+    settings.watching.client_timeout = 330
+
+
+def _runtime(memo: kopf.Memo) -> Runtime:
+    runtime: Runtime = memo["runtime"]
+    return runtime
+
+
+@kopf.on.startup()
+def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    configure(settings)
+
+
+@kopf.on.event("", "v1", "nodes")
+async def node_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    _runtime(memo).node_event(event.get("type"), event["object"])
+
+
+@kopf.on.event(*NODECONFIGS)
+async def nodeconfig_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    _runtime(memo).nodeconfig_event(event.get("type"), event["object"])
+
+
+@kopf.daemon(*NODECONFIGS, cancellation_timeout=30.0)
+async def rollout(name: str, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any) -> None:
+    await _runtime(memo).run_rollout(name, stopped)
+
+
+@kopf.on.delete(*NODECONFIGS)
+async def revert_on_delete(name: str, memo: kopf.Memo, **_: Any) -> None:
+    """Keep the finalizer until every node we touched is reverted (onDelete: Revert) or let go (Keep)."""
+    if not await asyncio.to_thread(_runtime(memo).finalized, name):
+        raise kopf.TemporaryError("nodes are being reverted; see status.conditions", delay=DELETE_RETRY)

@@ -1,0 +1,113 @@
+"""The operator's Prometheus metrics and its small HTTP endpoint (/metrics, /healthz, /readyz).
+
+Served by our own thread rather than kopf's liveness endpoint because a standby replica (waiting for
+the Lease) must answer probes too, before kopf runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from eventedpleg.core.planner import Summary
+
+BUCKETS = ("total", "eligible", "updated", "updating", "failed", "skipped")
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.nodes = Gauge(
+            "eventedpleg_nodes",
+            "Nodes per NodeConfig by rollout bucket",
+            ["nodeconfig", "bucket"],
+            registry=r,
+        )
+        self.condition = Gauge(
+            "eventedpleg_condition",
+            "NodeConfig condition status (1 True, 0 False)",
+            ["nodeconfig", "type"],
+            registry=r,
+        )
+        self.steps = Histogram(
+            "eventedpleg_step_seconds",
+            "Time to carry out one rollout step against the API",
+            ["action"],
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r,
+        )
+        self.reconcile = Histogram(
+            "eventedpleg_reconcile_seconds",
+            "Time for one plan-and-execute pass",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=r,
+        )
+        self.drain_retries = Counter(
+            "eventedpleg_drain_retries_total",
+            "Drain attempts that left pods behind",
+            ["nodeconfig"],
+            registry=r,
+        )
+        self.failures = Counter(
+            "eventedpleg_node_failures_total",
+            "Node steps that ended Failed or RolledBack",
+            ["nodeconfig"],
+            registry=r,
+        )
+        self.conflicts = Counter(
+            "eventedpleg_write_conflicts_total", "Steps dropped because the node changed (409)", registry=r
+        )
+        self.leader = Gauge("eventedpleg_leader", "1 when this replica holds the leader Lease", registry=r)
+        self.ready = threading.Event()
+
+    def observe(self, nodeconfig: str, summary: Summary, conditions: dict[str, bool]) -> None:
+        counts = summary.counts
+        for bucket in BUCKETS:
+            self.nodes.labels(nodeconfig, bucket).set(getattr(counts, bucket))
+        for kind, ok in conditions.items():
+            self.condition.labels(nodeconfig, kind).set(1 if ok else 0)
+
+    def forget(self, nodeconfig: str) -> None:
+        for bucket in BUCKETS:
+            with contextlib.suppress(KeyError):
+                self.nodes.remove(nodeconfig, bucket)
+
+    def serve(self, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104 - probes come from the kubelet
+        metrics = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.startswith("/metrics"):
+                    self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
+                elif self.path.startswith("/healthz"):
+                    self._send(200, b"ok", "text/plain")
+                elif self.path.startswith("/readyz"):
+                    ok = metrics.ready.is_set()
+                    self._send(200 if ok else 503, b"ok" if ok else b"standby", "text/plain")
+                else:
+                    self._send(404, b"not found", "text/plain")
+
+            def _send(self, code: int, body: bytes, kind: str) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: object) -> None:
+                return  # probes every few seconds would flood the log
+
+        server = ThreadingHTTPServer((host, port), Handler)
+        threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+        return server

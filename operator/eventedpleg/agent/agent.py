@@ -1,0 +1,545 @@
+"""The node agent: acts on its own Node's annotations (protocol in eventedpleg.constants), on its own host.
+
+Steps are generators that yield the seconds they want to wait (`Work`), so one agent can be driven by a
+blocking loop (`drive`, production) and many by one scheduler over an injected clock (demo, benchmarks)
+without a thread per node.
+
+Apply: read the hash-named ConfigMap (re-validated) -> read the host -> decide (or refuse, touching
+nothing) -> record exact backups in AGENT_STATE_DIR -> write atomically -> restart the runtime, THEN the
+kubelet (k8s#129827) -> Verifying -> verify (version-aware, eventedpleg.core.verify) -> Done, or restore the
+backups exactly, restart, re-verify -> RolledBack (Failed if even that fails, or with onFailure=Halt).
+After Done: drift (our files changed/removed) and silent fallback (k8s#129827), healed by a kubelet
+restart when agent-options allow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+from eventedpleg import constants as c
+from eventedpleg.agent.hostfiles import HostFiles
+from eventedpleg.agent.hostread import read_facts
+from eventedpleg.agent.observe import KUBELET_UNIT, Observer
+from eventedpleg.agent.statestore import StateStore, Transaction, sha256
+from eventedpleg.constants import NodeState
+from eventedpleg.core import kubeletconfig, kubeletlog, render
+from eventedpleg.core.agentdecide import Action, next_action
+from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
+from eventedpleg.core.host import Host, KubeletEndpoint
+from eventedpleg.core.hostplan import ApplyPlan, ManagedState, Refusal, decide
+from eventedpleg.core.nodeapi import AgentApi, NodeView
+from eventedpleg.core.verify import (
+    Check,
+    Expectation,
+    Outcome,
+    VerifyResult,
+    compact_json,
+    evaluate,
+    fallen_back,
+    gate_metric,
+)
+from eventedpleg.core.versions import RuntimeKind, Version, VersionError, parse_runtime, parse_version
+from eventedpleg.models.nodeconfig import OnFailure
+
+T = TypeVar("T")
+Work = Generator[float, None, T]
+REASON_LIMIT = 1024
+_KEEP = object()
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    namespace: str  # where the rendered-config ConfigMaps live (the operator's namespace)
+    poll_seconds: float = 5.0
+    # How long verification watches the signals before it may PASS (the 300 s vs 1 s relist contrast is
+    # visible within seconds; 30 s leaves room for a late fallback). Capped at half the verify timeout.
+    min_window_seconds: float = 30.0
+    check_interval_seconds: float = 60.0
+    max_heals_per_hour: int = 3
+
+
+def drive(work: Work[T], sleep: Callable[[float], None]) -> T:
+    """Run a step to completion, sleeping whenever it asks to wait."""
+    try:
+        while True:
+            sleep(next(work))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+@dataclass
+class Agent:
+    node: str
+    host: Host
+    api: AgentApi
+    settings: AgentSettings
+    heals: list[datetime] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.files = HostFiles(self.host.root)
+        self.store = StateStore(self.files)
+        self.observer = Observer(self.host, self.api, self.node)
+
+    # --- entry points -----------------------------------------------------------------------------------
+
+    def on_node(self, seen: NodeView) -> Work[None]:
+        """React to one observed version of our Node."""
+        if seen.name != self.node or next_action(seen.annotations) is not Action.APPLY:
+            return
+        # Decide on a fresh read: a queued watch event may predate our own last report.
+        node = self.api.get_node(self.node)
+        if node is None or next_action(node.annotations) is not Action.APPLY:
+            return
+        yield from self._apply(node)
+
+    def check(self) -> Work[None]:
+        """After Done: drift and silent fallback (run every check_interval_seconds)."""
+        node = self.api.get_node(self.node)
+        if node is None or next_action(node.annotations) is not Action.WATCH:
+            return
+        yield from self._watch_done(node)
+
+    # --- helpers ----------------------------------------------------------------------------------------
+
+    @property
+    def now(self) -> datetime:
+        return self.host.clock.now()
+
+    def _report(
+        self,
+        node: NodeView,
+        state: NodeState,
+        reason: str,
+        evidence: Mapping[str, object] | None = None,
+        *,
+        current: object = _KEEP,
+        extra: Mapping[str, str | None] | None = None,
+    ) -> bool:
+        """Patch our annotations, only while desired-config is still what we acted on."""
+        changes: dict[str, str | None] = {
+            c.ANN_STATE: state.value,
+            c.ANN_REASON: reason if len(reason) <= REASON_LIMIT else reason[: REASON_LIMIT - 1] + "…",
+            c.ANN_STATE_SINCE: self.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        if evidence is not None:
+            changes[c.ANN_EVIDENCE] = compact_json(dict(evidence))
+        if current is not _KEEP:
+            changes[c.ANN_CURRENT] = current if isinstance(current, str) else None
+        changes.update(extra or {})
+        require = {c.ANN_DESIRED: node.annotations.get(c.ANN_DESIRED, "")}
+        return self.api.patch_node_annotations(self.node, changes, require=require) is not None
+
+    def _event(self, node: NodeView, reason: str, message: str, *, warning: bool = False) -> None:
+        self.api.emit_event(node, reason=reason, message=message[:1024], warning=warning)
+
+    def _reject(self, node: NodeView, why: str) -> None:
+        """Bad input from the API side: nothing on the host was touched."""
+        reason = f"{why}; nothing was changed on the node"
+        self._report(
+            node, NodeState.ROLLED_BACK, reason, {"result": "rejected", "error": why, "changed": "nothing"}
+        )
+        self._event(node, "ConfigRejected", reason, warning=True)
+
+    def _version(self, node: NodeView) -> Version | None:
+        try:
+            return parse_version(node.kubelet_version)
+        except VersionError:
+            return None
+
+    def _is_crio(self, node: NodeView) -> bool:
+        try:
+            return parse_runtime(node.runtime_version).kind is RuntimeKind.CRIO
+        except VersionError:
+            return False
+
+    def _restart(self, unit: str) -> tuple[bool, str]:
+        result = self.host.run(["systemctl", "restart", unit])
+        return result.ok, "" if result.ok else result.summary()
+
+    # --- apply ------------------------------------------------------------------------------------------
+
+    def _request(self, node: NodeView) -> tuple[AgentOptions, render.RenderedConfig] | None:
+        """agent-options and the hash-named ConfigMap, re-validated; rejects (touching nothing) when bad."""
+        desired = node.annotations[c.ANN_DESIRED]
+        try:
+            options = AgentOptions.from_json(node.annotations.get(c.ANN_AGENT_OPTIONS))
+        except AgentOptionsError as exc:
+            self._reject(node, str(exc))
+            return None
+        where = f"ConfigMap {self.settings.namespace}/{c.CONFIGMAP_PREFIX}{desired}"
+        data = self.api.read_configmap(self.settings.namespace, c.CONFIGMAP_PREFIX + desired)
+        if data is None:
+            self._reject(node, f"{where} for desired-config {desired} not found")
+            return None
+        try:
+            rendered = render.from_configmap(dict(data))
+        except render.RenderError as exc:
+            self._reject(node, f"{where} is invalid: {exc}")
+            return None
+        if rendered.hash != desired:
+            self._reject(
+                node, f"{where} content hashes to {rendered.hash}, not {desired} (modified after rendering?)"
+            )
+            return None
+        return options, rendered
+
+    def _apply(self, node: NodeView) -> Work[None]:
+        request = self._request(node)
+        if request is None:
+            return
+        options, rendered = request
+        desired = rendered.hash
+
+        txn = self.store.transaction()
+        stale = txn is not None and (txn.target_hash != desired or txn.halted)
+        if txn is not None and stale:
+            # An apply that was interrupted or halted: put the node back exactly as it was first.
+            self._restore(txn)
+            self.store.end()
+            txn = None
+
+        facts = read_facts(self.host, self.files, node, enabling=rendered.enabled)
+        managed = self.store.applied()
+        decision = decide(facts, rendered, managed, allow_static_pods=options.allow_static_pods)
+        version = facts.kubelet_version or self._version(node)
+        if isinstance(decision, Refusal) or version is None:
+            refusal = (
+                decision
+                if isinstance(decision, Refusal)
+                else Refusal("cannot read the kubelet version", "check `kubelet --version` on the host")
+            )
+            if stale:  # make the restored files effective before reporting
+                self._restart_services(restart_runtime=True, runtime_unit=self._runtime_unit(node))
+            evidence = {
+                "result": "refused",
+                "reason": refusal.reason,
+                "fix": refusal.fix,
+                "changed": "nothing",
+            }
+            self._report(node, NodeState.SKIPPED, refusal.message, evidence)
+            self._event(node, "Unsupported", refusal.message, warning=True)
+            return
+
+        plan = decision
+        txn = self._begin(txn, desired, rendered.enabled, plan, managed)
+        self._event(node, "Applying", plan.summary)
+        failure, restart_at = self._write_and_restart(plan, version)
+        if failure is None:
+            self._report(node, NodeState.VERIFYING, plan.summary)
+            timeout = options.verify_timeout_seconds
+            result = yield from self._verify(version, plan.expect, since=restart_at, timeout=timeout)
+            if result.outcome is Outcome.PASS:
+                self._commit(node, desired, rendered.enabled, plan, result)
+                return
+            failure = result
+        yield from self._fail(node, txn, plan=plan, failure=failure, version=version, options=options)
+
+    def _begin(
+        self, txn: Transaction | None, desired: str, enabled: bool, plan: ApplyPlan, managed: ManagedState
+    ) -> Transaction:
+        """Record exact backups before the first write (or extend those of our own interrupted apply)."""
+        if txn is None:
+            pre_gate, _ = gate_metric(self.observer.metrics())
+            txn = Transaction(
+                target_hash=desired,
+                enabled=enabled,
+                started=self.now.isoformat(),
+                backups=tuple((ch.path, self.files.copy_of(ch.path)) for ch in plan.changes),
+                restart_runtime=plan.restart_runtime,
+                runtime_unit=plan.runtime_unit,
+                previous=managed,
+                pre_gate=pre_gate,
+                protected=plan.protected_dirs,
+            )
+        else:
+            known = set(txn.paths)
+            extra = tuple(
+                (ch.path, self.files.copy_of(ch.path)) for ch in plan.changes if ch.path not in known
+            )
+            txn = replace(
+                txn,
+                backups=txn.backups + extra,
+                restart_runtime=txn.restart_runtime or plan.restart_runtime,
+                protected=tuple(dict.fromkeys(txn.protected + plan.protected_dirs)),
+            )
+        self.store.begin(txn)
+        return txn
+
+    def _write_and_restart(self, plan: ApplyPlan, version: Version) -> tuple[VerifyResult | None, datetime]:
+        self.files.sweep_temp_files([ch.path for ch in plan.changes], plan.protected_dirs)
+        try:
+            for change in plan.changes:
+                if change.content is None:
+                    self.files.remove(change.path)
+                else:
+                    self.files.write_atomic(
+                        change.path, change.content.encode(), protected=plan.protected_dirs
+                    )
+        except OSError as exc:
+            return _failed("write", f"writing files failed: {exc}", version), self.now
+        if plan.restart_runtime:
+            began = self.now
+            ok, why = self._restart(plan.runtime_unit)
+            if not ok:
+                tail = tuple(self.host.journal(plan.runtime_unit, began)[-2:])
+                return _failed(
+                    "runtime", f"{plan.runtime_unit} did not restart: {why}", version, tail
+                ), self.now
+        # Always after the runtime: a kubelet outliving a runtime restart falls back for good (k8s#129827).
+        restart_at = self.now
+        ok, why = self._restart("kubelet")
+        if not ok:
+            return _failed("kubelet", f"kubelet did not restart: {why}", version), restart_at
+        return None, restart_at
+
+    def _fail(
+        self,
+        node: NodeView,
+        txn: Transaction,
+        *,
+        plan: ApplyPlan,
+        failure: VerifyResult,
+        version: Version,
+        options: AgentOptions,
+    ) -> Work[None]:
+        evidence: dict[str, object] = {"failure": failure.evidence()}
+        if plan.warnings:
+            evidence["warnings"] = list(plan.warnings)
+        if options.on_failure is OnFailure.HALT:
+            self.store.mark_halted()
+            reason = f"verification failed: {failure.reason}; node left as it failed (onFailure: Halt)"
+            self._report(node, NodeState.FAILED, reason, evidence)
+            self._event(node, "VerificationFailed", reason, warning=True)
+            return
+        rollback = yield from self._rollback(txn, version, node, options)
+        evidence["rollback"] = rollback.evidence()
+        if rollback.outcome is Outcome.PASS:
+            self.store.end()
+            reason = f"verification failed: {failure.reason}; rolled back to the previous files and verified"
+            self._report(node, NodeState.ROLLED_BACK, reason, evidence)
+            self._event(node, "RolledBack", reason, warning=True)
+        else:
+            self.store.mark_halted()
+            reason = (
+                f"verification failed: {failure.reason}; ROLLBACK FAILED: {rollback.reason}; needs a human"
+            )
+            self._report(node, NodeState.FAILED, reason, evidence)
+            self._event(node, "RollbackFailed", reason, warning=True)
+
+    def _runtime_unit(self, node: NodeView) -> str:
+        return "crio" if self._is_crio(node) else "containerd"
+
+    def _commit(
+        self,
+        node: NodeView,
+        desired: str,
+        enabled: bool,
+        plan: ApplyPlan,
+        result: VerifyResult,
+    ) -> None:
+        written = {ch.path: sha256(ch.content) for ch in plan.changes if ch.content is not None}
+        if plan.config_edit is not None:
+            written.pop(
+                plan.config_edit.path, None
+            )  # an edited --config is tracked by its gate, not its bytes
+        state = ManagedState(
+            hash=desired,
+            enabled=enabled,
+            files=written if enabled else {},
+            config_edit=plan.config_edit if enabled else None,
+        )
+        self.store.save_applied(state)
+        self.store.end()
+        evidence: dict[str, object] = dict(result.evidence())
+        if plan.warnings:
+            evidence["warnings"] = list(plan.warnings)
+        relist = result.check("relist")
+        benefit = compact_json(
+            {"relistAfter": relist.observed if relist else "", "kubelet": result.kubelet, "enabled": enabled},
+            512,
+        )
+        self._report(
+            node, NodeState.DONE, result.reason, evidence, current=desired, extra={c.ANN_BENEFIT: benefit}
+        )
+        message = result.reason + (f" (warnings: {'; '.join(plan.warnings)})" if plan.warnings else "")
+        self._event(node, "Verified", message, warning=bool(plan.warnings))
+
+    def _restore(self, txn: Transaction) -> None:
+        for path, copy in txn.backups:
+            self.files.restore(path, copy, protected=txn.protected)
+
+    def _restart_services(self, *, restart_runtime: bool, runtime_unit: str) -> None:
+        if restart_runtime:
+            self._restart(runtime_unit)
+        self._restart("kubelet")
+
+    def _rollback(
+        self, txn: Transaction, version: Version, node: NodeView, options: AgentOptions
+    ) -> Work[VerifyResult]:
+        try:
+            self._restore(txn)
+        except OSError as exc:
+            return _failed("restore", f"restoring files failed: {exc}", version)
+        if txn.restart_runtime:
+            ok, why = self._restart(txn.runtime_unit)
+            if not ok:
+                return _failed("runtime", f"{txn.runtime_unit} did not restart after restore: {why}", version)
+        restart_at = self.now
+        ok, why = self._restart("kubelet")
+        if not ok:
+            return _failed("kubelet", f"kubelet did not restart after restore: {why}", version)
+        if txn.previous.enabled:
+            expect = Expectation.enabled(crio=self._is_crio(node))
+        else:
+            # Back to what the node ran before: healthy, and the gate as it was (we do not judge the relist).
+            expect = Expectation(gate=txn.pre_gate, in_use=None)
+        return (
+            yield from self._verify(version, expect, since=restart_at, timeout=options.verify_timeout_seconds)
+        )
+
+    # --- verify -----------------------------------------------------------------------------------------
+
+    def _verify(
+        self, version: Version, expect: Expectation, *, since: datetime, timeout: int
+    ) -> Work[VerifyResult]:
+        deadline = since + timedelta(seconds=timeout)
+        poll = self.settings.poll_seconds
+        min_window = min(self.settings.min_window_seconds, timeout / 2)
+        while True:
+            health = self.host.kubelet_get(KubeletEndpoint.HEALTHZ)
+            if health.ok:
+                break
+            log = kubeletlog.scan(self.host.journal(KUBELET_UNIT, since))
+            start_failure = log.example(*sorted(kubeletlog.START_FAILURES))
+            if start_failure or self.now >= deadline:
+                active = self.host.run(["systemctl", "is-active", KUBELET_UNIT])
+                waited = (self.now - since).total_seconds()
+                detail = (
+                    f"kubelet not healthy {waited:.0f}s after restart ({health.error or health.status}); "
+                    f"systemctl is-active kubelet: {active.stdout.strip() or active.returncode}"
+                )
+                lines = (start_failure,) if start_failure else ()
+                reason = f"kubelet did not start: {start_failure}" if start_failure else detail
+                return VerifyResult(
+                    Outcome.FAIL,
+                    reason,
+                    (Check("healthz", False, detail),),
+                    lines,
+                    str(version),
+                    waited,
+                )
+            yield poll
+        baseline = self.observer.metrics()
+        t0 = self.now
+        crio = expect.crio_pod_events is not None
+        while True:
+            yield poll
+            window = (self.now - t0).total_seconds()
+            obs = self.observer.observe(baseline=baseline, window=window, since=since, crio=crio)
+            result = evaluate(version, expect, obs, min_window=min_window)
+            if result.outcome is not Outcome.PENDING:
+                return result
+            if self.now >= deadline:
+                return replace(
+                    result, outcome=Outcome.FAIL, reason=f"timed out after {timeout}s: {result.reason}"
+                )
+
+    # --- after Done ---------------------------------------------------------------------------------------
+
+    def _drift(self, managed: ManagedState, desired: str) -> str | None:
+        if managed.hash != desired:
+            return f"the agent's record on the host is for {managed.hash or 'nothing'}, not {desired}"
+        for path, digest in sorted(managed.files.items()):
+            data = self.files.read_bytes(path)
+            if data is None:
+                return f"{path} was removed"
+            if sha256(data) != digest:
+                return f"{path} was changed"
+        edit = managed.config_edit
+        if managed.enabled and edit is not None:
+            text = self.files.read_text(edit.path)
+            try:
+                gate = None if text is None else kubeletconfig.config_gate(text, where=edit.path)
+            except kubeletconfig.KubeletConfigError:
+                gate = None
+            if gate is not True:
+                return (
+                    f"featureGates.EventedPLEG in {edit.path} is no longer true (kubeadm upgrade rewrites it)"
+                )
+        return None
+
+    def _watch_done(self, node: NodeView) -> Work[None]:
+        desired = node.annotations[c.ANN_DESIRED]
+        managed = self.store.applied()
+        drift = self._drift(managed, desired)
+        if drift:
+            reason = f"drift: {drift}"
+            self._report(node, NodeState.DRIFTED, reason, {"result": "drift", "drift": drift}, current=None)
+            self._event(node, "Drift", reason, warning=True)
+            return
+        if not managed.enabled:
+            return
+        proc = self.host.kubelet_process()
+        metrics = self.observer.metrics()
+        version = self._version(node)
+        if proc is None or metrics is None or version is None:
+            return  # kubelet down or restarting: the Node's Ready condition tells that story
+        since = proc.started_at or (self.now - timedelta(hours=1))
+        log = kubeletlog.scan(self.host.journal(KUBELET_UNIT, since))
+        gate_on, gate_text = gate_metric(metrics)
+        why = fallen_back(version, metrics, log)
+        if gate_on is False:
+            reason = f"drift: the running kubelet has EventedPLEG off ({gate_text})"
+            self._report(
+                node, NodeState.DRIFTED, reason, {"result": "drift", "drift": gate_text}, current=None
+            )
+            self._event(node, "Drift", reason, warning=True)
+            return
+        if why is None:
+            return
+        try:
+            options = AgentOptions.from_json(node.annotations.get(c.ANN_AGENT_OPTIONS))
+        except AgentOptionsError:
+            options = AgentOptions()
+        evidence: dict[str, object] = {"fallback": why}
+        self.heals = [t for t in self.heals if self.now - t < timedelta(hours=1)]
+        if not options.heal_fallback or len(self.heals) >= self.settings.max_heals_per_hour:
+            cause = "healFallback is off" if not options.heal_fallback else "too many heals in the last hour"
+            reason = f"fell back to generic PLEG ({why}); not healed: {cause}"
+            self._report(node, NodeState.DRIFTED, reason, evidence, current=None)
+            self._event(node, "FallbackDetected", reason, warning=True)
+            return
+        self.heals.append(self.now)
+        self._event(
+            node,
+            "FallbackDetected",
+            f"fell back to generic PLEG ({why}); restarting the kubelet",
+            warning=True,
+        )
+        restart_at = self.now
+        ok, restart_error = self._restart("kubelet")
+        if ok:
+            result = yield from self._verify(
+                version,
+                Expectation.enabled(crio=self._is_crio(node)),
+                since=restart_at,
+                timeout=options.verify_timeout_seconds,
+            )
+        else:
+            result = _failed("kubelet", restart_error, version)
+        evidence["heal"] = result.evidence()
+        if result.outcome is Outcome.PASS:
+            reason = f"healed a silent fallback to generic PLEG by restarting the kubelet (k8s#129827): {why}"
+            self._report(node, NodeState.DONE, reason, evidence)
+            self._event(node, "FallbackHealed", reason)
+        else:
+            reason = f"fell back to generic PLEG ({why}); kubelet restart did not heal it: {result.reason}"
+            self._report(node, NodeState.DRIFTED, reason, evidence, current=None)
+            self._event(node, "FallbackNotHealed", reason, warning=True)
+
+
+def _failed(name: str, why: str, version: Version, lines: tuple[str, ...] = ()) -> VerifyResult:
+    return VerifyResult(Outcome.FAIL, why, (Check(name, False, why),), lines, str(version))

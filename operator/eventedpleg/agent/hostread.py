@@ -1,0 +1,128 @@
+"""Read a host into `HostFacts` for the pure decision in eventedpleg.core.hostplan."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import PurePosixPath
+
+from eventedpleg.agent.hostfiles import HostFiles
+from eventedpleg.core import hostplan
+from eventedpleg.core.host import Host
+from eventedpleg.core.kubeletflags import (
+    UNIT_DROPIN_DIRS,
+    UNIT_FILES,
+    UnitSettings,
+    expand_exec,
+    parse_flags,
+    parse_units,
+    unit_environment,
+)
+from eventedpleg.core.nodeapi import NodeView
+from eventedpleg.core.versions import (
+    RuntimeKind,
+    RuntimeVersion,
+    Version,
+    VersionError,
+    parse_runtime,
+    parse_version,
+)
+
+_VERSION_LINE = re.compile(r"Kubernetes\s+(v?\d+\.\d+\.\d+\S*)")
+
+
+def read_unit(files: HostFiles) -> tuple[UnitSettings | None, dict[str, str]]:
+    """kubelet.service as systemd resolves it: the highest-precedence unit file, then drop-ins by name
+    (a drop-in in /etc replaces one of the same name in /usr/lib); plus the env files it references."""
+    main: str | None = None
+    for path in UNIT_FILES:  # lowest precedence first; the last existing one wins
+        text = files.read_text(path)
+        if text is not None:
+            main = text
+    dropins: dict[str, str] = {}
+    for directory in UNIT_DROPIN_DIRS:  # /usr/lib, /lib, /etc, /run: later ones override by name
+        for rel, text in files.list_files(directory):
+            if rel.endswith(".conf") and "/" not in rel and text is not None:
+                dropins[rel] = text
+    if main is None and not dropins:
+        return None, {}
+    texts = ([main] if main else []) + [dropins[name] for name in sorted(dropins)]
+    unit = parse_units(texts)
+    env_files: dict[str, str] = {}
+    for ref in unit.environment_files:
+        text = files.read_text(ref.path)
+        if text is not None:
+            env_files[ref.path] = text
+    return unit, env_files
+
+
+def kubelet_version(host: Host, exe: str, node: NodeView) -> Version | None:
+    """`kubelet --version` on the host (what will run after a restart), else the Node's kubeletVersion."""
+    result = host.run([exe, "--version"], timeout=30)
+    match = _VERSION_LINE.search(result.stdout) if result.ok else None
+    for text in ([match.group(1)] if match else []) + [node.kubelet_version]:
+        try:
+            return parse_version(text)
+        except VersionError:
+            continue
+    return None
+
+
+def runtime_of(node: NodeView, argv: tuple[str, ...] | None) -> RuntimeVersion | None:
+    try:
+        return parse_runtime(node.runtime_version)
+    except VersionError:
+        pass
+    endpoint = next((a for a in argv or () if "container-runtime-endpoint" in a), "")
+    if "crio" in endpoint:
+        return RuntimeVersion(RuntimeKind.CRIO, None, "cri-o://unknown")
+    return None
+
+
+def read_facts(host: Host, files: HostFiles, node: NodeView, *, enabling: bool) -> hostplan.HostFacts:
+    proc = host.kubelet_process()
+    unit, env_files = read_unit(files)
+    unit_argv = None
+    if unit is not None and unit.exec_start:
+        unit_argv = expand_exec(unit.exec_start, unit_environment(unit, env_files))
+    running_argv = proc.argv if proc else None
+    argv = unit_argv or running_argv
+    flags = parse_flags(argv) if argv else None
+    exe = argv[0] if argv else "kubelet"
+    version = kubelet_version(host, exe, node)
+    runtime = runtime_of(node, argv)
+    config_text = files.read_text(flags.config) if flags and flags.config else None
+    dropins: tuple[tuple[str, str], ...] = ()
+    if flags and flags.config_dir:
+        # A *.conf that is not text is still read by the kubelet (and refused): keep it, as empty text.
+        dropins = tuple((rel, text or "") for rel, text in files.list_files(flags.config_dir))
+    crio: tuple[tuple[str, str | None], ...] = ()
+    if runtime is not None and runtime.kind is RuntimeKind.CRIO:
+        crio = tuple(files.list_files(hostplan.CRIO_DROPIN_DIR))
+    facts = hostplan.HostFacts(
+        kubelet_version=version,
+        runtime=runtime,
+        running_argv=running_argv,
+        running_env=dict(proc.environ) if proc else {},
+        unit=unit,
+        unit_argv=unit_argv,
+        env_files=env_files,
+        config_text=config_text,
+        kubelet_dropins=dropins,
+        crio_dropins=crio,
+    )
+    if flags is not None:
+        manifests_dir = hostplan.static_pod_dir(facts, flags)
+        if manifests_dir:
+            manifests = tuple(
+                rel
+                for rel, _ in files.list_files(manifests_dir)
+                if not PurePosixPath(rel).name.startswith(".")
+            )
+            facts = replace(facts, static_pod_manifests=manifests)
+    if enabling:
+        result = host.run([exe, "--help"], timeout=30)
+        # Go's pflag prints help and exits 0 for --help; some builds print to stderr.
+        text = (result.stdout + result.stderr) if result.returncode in (0, 2) else None
+        facts = replace(facts, kubelet_help=text or None)
+    return facts

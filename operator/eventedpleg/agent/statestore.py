@@ -1,0 +1,160 @@
+"""The agent's bookkeeping on the host, in AGENT_STATE_DIR (never inside a drop-in directory).
+
+- `applied.json`: what we applied and verified last (hash, files with their sha256, a --config edit). Drift
+  detection and "turn it off" both start from it.
+- `txn/`: the apply in progress: the exact bytes and mode of every file we are about to touch, so a
+  rollback restores them exactly even if the agent was restarted half-way.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from eventedpleg import constants as c
+from eventedpleg.agent.hostfiles import FileCopy, HostFiles
+from eventedpleg.core.hostplan import ConfigEdit, ManagedState
+
+APPLIED = "applied.json"
+TXN = "txn.json"
+
+
+def sha256(text: str | bytes) -> str:
+    data = text.encode() if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Transaction:
+    target_hash: str
+    enabled: bool
+    started: str  # RFC 3339
+    backups: tuple[tuple[str, FileCopy], ...]  # host path -> what was there before
+    restart_runtime: bool
+    runtime_unit: str
+    previous: ManagedState
+    pre_gate: bool | None = None  # kubernetes_feature_enabled before we touched anything
+    protected: tuple[str, ...] = ()  # drop-in dirs no temp file may enter (for the restore)
+    halted: bool = False  # onFailure=Halt left the node as it failed; roll back before anything else
+
+    @property
+    def paths(self) -> list[str]:
+        return [p for p, _ in self.backups]
+
+
+def _managed_to_json(state: ManagedState) -> dict[str, Any]:
+    edit = state.config_edit
+    return {
+        "hash": state.hash,
+        "enabled": state.enabled,
+        "files": dict(state.files),
+        "configEdit": None if edit is None else {"path": edit.path, "previous": edit.previous},
+    }
+
+
+def _managed_from_json(doc: dict[str, Any]) -> ManagedState:
+    edit = doc.get("configEdit")
+    return ManagedState(
+        hash=str(doc.get("hash", "")),
+        enabled=bool(doc.get("enabled", False)),
+        files={str(k): str(v) for k, v in (doc.get("files") or {}).items()},
+        config_edit=None if not edit else ConfigEdit(str(edit["path"]), edit.get("previous")),
+    )
+
+
+class StateStore:
+    def __init__(self, files: HostFiles) -> None:
+        self.files = files
+        self.dir = "/" + c.AGENT_STATE_DIR
+
+    def _path(self, name: str) -> str:
+        return f"{self.dir}/{name}"
+
+    def _write_json(self, name: str, doc: dict[str, Any]) -> None:
+        data = json.dumps(doc, indent=1, sort_keys=True).encode()
+        self.files.write_atomic(self._path(name), data, protected=(), mode=0o600)
+
+    def _read_json(self, name: str) -> dict[str, Any] | None:
+        text = self.files.read_text(self._path(name))
+        if text is None:
+            return None
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    # --- applied ------------------------------------------------------------------------------------------
+
+    def applied(self) -> ManagedState:
+        doc = self._read_json(APPLIED)
+        return ManagedState() if doc is None else _managed_from_json(doc)
+
+    def save_applied(self, state: ManagedState) -> None:
+        self._write_json(APPLIED, _managed_to_json(state))
+
+    # --- transaction --------------------------------------------------------------------------------------
+
+    def transaction(self) -> Transaction | None:
+        doc = self._read_json(TXN)
+        if doc is None:
+            return None
+        backups = tuple(
+            (
+                str(b["path"]),
+                FileCopy(
+                    None if b.get("content") is None else base64.b64decode(b["content"]),
+                    int(b.get("mode", 0o644)),
+                ),
+            )
+            for b in doc.get("backups", [])
+        )
+        return Transaction(
+            target_hash=str(doc["targetHash"]),
+            enabled=bool(doc["enabled"]),
+            started=str(doc.get("started", "")),
+            backups=backups,
+            restart_runtime=bool(doc.get("restartRuntime", False)),
+            runtime_unit=str(doc.get("runtimeUnit", "")),
+            previous=_managed_from_json(doc.get("previous") or {}),
+            pre_gate=doc.get("preGate"),
+            protected=tuple(str(p) for p in doc.get("protected", [])),
+            halted=bool(doc.get("halted", False)),
+        )
+
+    def begin(self, txn: Transaction) -> None:
+        """Record the exact previous content of every file before the first write (one atomic file)."""
+        self._write_json(
+            TXN,
+            {
+                "targetHash": txn.target_hash,
+                "enabled": txn.enabled,
+                "started": txn.started,
+                "backups": [
+                    {
+                        "path": path,
+                        "content": None if copy.content is None else base64.b64encode(copy.content).decode(),
+                        "mode": copy.mode,
+                    }
+                    for path, copy in txn.backups
+                ],
+                "restartRuntime": txn.restart_runtime,
+                "runtimeUnit": txn.runtime_unit,
+                "previous": _managed_to_json(txn.previous),
+                "preGate": txn.pre_gate,
+                "protected": list(txn.protected),
+                "halted": txn.halted,
+            },
+        )
+
+    def mark_halted(self) -> None:
+        doc = self._read_json(TXN)
+        if doc is not None:
+            doc["halted"] = True
+            self._write_json(TXN, doc)
+
+    def end(self) -> None:
+        self.files.remove(self._path(TXN))

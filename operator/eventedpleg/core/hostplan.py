@@ -1,0 +1,449 @@
+"""Decide what to change on one host, or refuse with the reason and the exact fix. Pure.
+
+The agent reads the host (kubelet command line and unit, config files, drop-in directories, `kubelet --help`)
+into `HostFacts`; `decide` returns an `ApplyPlan` (files to write or remove, whether the runtime must restart,
+what verification must then see) or a `Refusal`. Every refusal happens before anything is touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from eventedpleg import constants as c
+from eventedpleg.core import crioconfig, kubeletconfig
+from eventedpleg.core.kubeletflags import (
+    DROPIN_ALPHA_ENV,
+    EXTRA_ARGS_ENV_FILES,
+    KubeletFlags,
+    UnitSettings,
+    env_var_holding,
+    gate_listed_in_help,
+    parse_flags,
+)
+from eventedpleg.core.render import RenderedConfig
+from eventedpleg.core.verify import Expectation
+from eventedpleg.core.versions import RuntimeKind, RuntimeVersion, Version
+from eventedpleg.models.nodeconfig import KubeletConfigMode
+
+# First line of every file we render (templates/*.j2): how we recognise our own files without our state.
+MANAGED_MARKER = "Managed by evented-pleg-operator"
+CRIO_DROPIN_DIR = "/" + c.CRIO_DROPIN_DIR
+RECOMMENDED_CONFIG_DIR = "/etc/kubernetes/kubelet.conf.d"
+
+
+@dataclass(frozen=True)
+class ConfigEdit:
+    """kubeletConfig: EditConfigFile — what featureGates.EventedPLEG was in --config before we set it."""
+
+    path: str
+    previous: bool | None
+
+
+@dataclass(frozen=True)
+class ManagedState:
+    """What the agent applied and verified last (kept in AGENT_STATE_DIR on the host)."""
+
+    hash: str = ""
+    enabled: bool = False
+    files: Mapping[str, str] = field(default_factory=dict)  # host path -> sha256 of what we wrote
+    config_edit: ConfigEdit | None = None
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """Everything `decide` needs, read from the host by the agent (paths are host paths)."""
+
+    kubelet_version: Version | None
+    runtime: RuntimeVersion | None
+    running_argv: tuple[str, ...] | None  # /proc/<pid>/cmdline of the running kubelet
+    running_env: Mapping[str, str] = field(default_factory=dict)
+    unit: UnitSettings | None = None  # kubelet.service + drop-ins
+    unit_argv: tuple[str, ...] | None = None  # ExecStart expanded with the unit's environment
+    env_files: Mapping[str, str] = field(default_factory=dict)  # EnvironmentFile path -> text
+    config_text: str | None = None  # the --config file
+    kubelet_dropins: tuple[tuple[str, str], ...] = ()  # files in --config-dir, relative paths
+    crio_dropins: tuple[tuple[str, str | None], ...] = ()  # files in crio.conf.d, relative paths
+    static_pod_manifests: tuple[str, ...] = ()  # files in staticPodPath / --pod-manifest-path
+    kubelet_help: str | None = None  # `kubelet --help`
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str  # host path
+    content: str | None  # None: remove
+    purpose: str
+
+
+@dataclass(frozen=True)
+class ApplyPlan:
+    changes: tuple[FileChange, ...]
+    restart_runtime: bool
+    runtime_unit: str
+    expect: Expectation
+    # Directories a program parses wholesale: no temp or backup file may ever appear in them.
+    protected_dirs: tuple[str, ...]
+    config_edit: ConfigEdit | None = None
+    warnings: tuple[str, ...] = ()
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The node cannot be changed safely as it is configured; nothing was touched."""
+
+    reason: str
+    fix: str
+
+    @property
+    def message(self) -> str:
+        return f"Unsupported: {self.reason}. Fix: {self.fix}"
+
+
+def effective_flags(facts: HostFacts) -> KubeletFlags | None:
+    """The flags the kubelet will have after our restart: the unit's when we can read it, else the running."""
+    argv = facts.unit_argv or facts.running_argv
+    return parse_flags(argv) if argv else None
+
+
+def static_pod_dir(facts: HostFacts, flags: KubeletFlags) -> str | None:
+    if flags.pod_manifest_path:
+        return flags.pod_manifest_path
+    config = (flags.config, facts.config_text) if flags.config and facts.config_text is not None else None
+    try:
+        doc = kubeletconfig.merged(config, facts.kubelet_dropins)
+    except kubeletconfig.KubeletConfigError:
+        return None
+    value = doc.get("staticPodPath")
+    return str(value) if value else None
+
+
+def _is_ours(text: str | None, path: str, managed: ManagedState) -> bool:
+    return text is None or path in managed.files or MANAGED_MARKER in text.split("\n", 1)[0]
+
+
+def _cli_gates(facts: HostFacts) -> tuple[dict[str, bool], list[str]]:
+    gates: dict[str, bool] = {}
+    texts: list[str] = []
+    for argv in (facts.running_argv, facts.unit_argv):
+        if not argv:
+            continue
+        for flag in parse_flags(argv).feature_gates:
+            relevant = {k: v for k, v in flag.gates.items() if k in (c.FEATURE_GATE, kubeletconfig.ALL_ALPHA)}
+            if relevant:
+                gates.update(relevant)
+                if flag.text not in texts:
+                    texts.append(flag.text)
+    return gates, texts
+
+
+def _where_is(facts: HostFacts, needle: str) -> str:
+    if facts.unit is not None:
+        where = env_var_holding(facts.env_files, facts.unit, needle)
+        if where:
+            return where
+    return "the kubelet's command line"
+
+
+def _extra_args_file(facts: HostFacts) -> str:
+    if facts.unit is not None:
+        for ref in facts.unit.environment_files:
+            if ref.path in EXTRA_ARGS_ENV_FILES:
+                return ref.path
+    return "/etc/default/kubelet (DEB) or /etc/sysconfig/kubelet (RPM)"
+
+
+def _config_dir_usable(facts: HostFacts, flags: KubeletFlags) -> tuple[str | None, str]:
+    if not flags.config_dir:
+        return None, "the kubelet is started without --config-dir"
+    version = facts.kubelet_version
+    if version is not None and version.minor_pair < (1, 28):
+        return None, f"kubelet {version} has no --config-dir (KEP-3983 arrived in 1.28)"
+    if version is not None and version.minor_pair < (1, 30):
+        env = dict(facts.unit.environment) if facts.unit is not None else {}
+        if DROPIN_ALPHA_ENV not in facts.running_env and DROPIN_ALPHA_ENV not in env:
+            return (
+                None,
+                f"kubelet {version} ignores --config-dir without {DROPIN_ALPHA_ENV} in its environment",
+            )
+    return flags.config_dir, ""
+
+
+def _no_dropin_fix(facts: HostFacts, flags: KubeletFlags) -> str:
+    version = facts.kubelet_version
+    parts = []
+    if version is None or version.minor_pair >= (1, 28):
+        env_note = (
+            f" and {DROPIN_ALPHA_ENV}=1 in the kubelet's environment"
+            if version is not None and version.minor_pair < (1, 30)
+            else ""
+        )
+        parts.append(
+            f"add --config-dir={RECOMMENDED_CONFIG_DIR} to KUBELET_EXTRA_ARGS in {_extra_args_file(facts)}"
+            f"{env_note}, create that directory and restart the kubelet"
+        )
+    target = flags.config or "the kubelet's --config file"
+    parts.append(
+        f"or set spec.kubeletConfig: EditConfigFile to let the agent edit {target} (backed up, restored)"
+    )
+    return ", ".join(parts) if len(parts) > 1 else parts[0].removeprefix("or ")
+
+
+def _refuse_command_line(facts: HostFacts, enabling: bool) -> Refusal | None:
+    """Command-line gates override every file (kubeletConfigFlagPrecedence, k8s#119390; guardrails 6, 9)."""
+    cli_gates, cli_texts = _cli_gates(facts)
+    turns_on = kubeletconfig.effective_gate(
+        kubeletconfig.GateSource("--feature-gates", k, v) for k, v in cli_gates.items()
+    )
+    if cli_gates and (enabling or turns_on):
+        names = " and ".join(sorted(cli_gates))
+        return Refusal(
+            f"the kubelet command line sets {' '.join(cli_texts)}; command-line feature gates override "
+            "the config file and every drop-in (domain-facts §3), so the operator cannot manage "
+            "EventedPLEG on this node",
+            f"remove {names} from {_where_is(facts, cli_texts[0].split('=', 1)[1])} and restart the kubelet",
+        )
+    if facts.running_argv and facts.unit_argv:
+        running, unit = parse_flags(facts.running_argv), parse_flags(facts.unit_argv)
+        if (running.config, running.config_dir) != (unit.config, unit.config_dir):
+            return Refusal(
+                f"the running kubelet (--config={running.config}, --config-dir={running.config_dir}) differs "
+                f"from its unit (--config={unit.config}, --config-dir={unit.config_dir})",
+                "restart the kubelet once so that it runs what its unit says, then retry",
+            )
+    return None
+
+
+def _refuse_enabling(
+    facts: HostFacts, rendered: RenderedConfig, flags: KubeletFlags, *, allow_static_pods: bool
+) -> Refusal | None:
+    """Never write a gate the kubelet does not know: it exits with `unrecognized feature gate` (§1).
+
+    Guardrails 1-3: gate known (version and `kubelet --help`), a runtime with events, no static pods."""
+    version = facts.kubelet_version
+    if version is not None and version.minor_pair < (1, 26):
+        return Refusal(
+            f"kubelet {version} does not know the {c.FEATURE_GATE} gate (added in 1.26, k8s#111384); writing "
+            "it would stop the kubelet with 'unrecognized feature gate: EventedPLEG'",
+            "upgrade the kubelet (1.32 or later recommended) or exclude this node",
+        )
+    if facts.kubelet_help is None:
+        return Refusal(
+            "could not run `kubelet --help` to check that the kubelet knows the EventedPLEG gate",
+            "make the kubelet binary runnable on the host",
+        )
+    if not gate_listed_in_help(facts.kubelet_help, c.FEATURE_GATE):
+        return Refusal(
+            f"`kubelet --help` does not list {c.FEATURE_GATE}=true|false; writing the gate would stop the "
+            "kubelet with 'unrecognized feature gate: EventedPLEG' (domain-facts §1)",
+            "use a kubelet that still has the gate (1.26-1.37) or exclude this node",
+        )
+    kind = facts.runtime.kind if facts.runtime is not None else RuntimeKind.OTHER
+    if kind is RuntimeKind.OTHER:
+        raw = facts.runtime.raw if facts.runtime else "unknown"
+        return Refusal(
+            f"container runtime {raw!r}: only containerd and CRI-O implement GetContainerEvents",
+            "use containerd >= 2.0.3 or CRI-O >= 1.28",
+        )
+    if kind is RuntimeKind.CRIO and rendered.file(c.CM_KEY_CRIO) is None:
+        return Refusal(
+            "the rendered config has no CRI-O drop-in for a CRI-O node", "re-render the NodeConfig"
+        )
+    if facts.static_pod_manifests and not allow_static_pods:  # k8s#121349, #123087; guardrail 2
+        shown = ", ".join(facts.static_pod_manifests[:3])
+        return Refusal(
+            f"the node runs static pods ({static_pod_dir(facts, flags)}: {shown}); Evented PLEG starts "
+            "duplicate containers for static pods (k8s#121349, #123087)",
+            "set spec.includeControlPlane: true to opt in, or label the node eventedpleg.io/skip=true",
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class _Side:
+    """The changes for one side (kubelet or runtime)."""
+
+    changes: tuple[FileChange, ...] = ()
+    warnings: tuple[str, ...] = ()
+    config_edit: ConfigEdit | None = None
+
+
+def _config_pair(facts: HostFacts, flags: KubeletFlags) -> tuple[str, str] | None:
+    return (flags.config, facts.config_text) if flags.config and facts.config_text is not None else None
+
+
+def _kubelet_enable(
+    facts: HostFacts, rendered: RenderedConfig, managed: ManagedState, flags: KubeletFlags
+) -> _Side | Refusal:
+    """Our `*.conf` drop-in sorting last in --config-dir, or (opt-in) an edit of --config (§3)."""
+    kubelet_text = rendered.file(c.CM_KEY_KUBELET)
+    if kubelet_text is None:
+        return Refusal("the rendered config has no kubelet drop-in", "re-render the NodeConfig")
+    config_dir, no_dir_reason = _config_dir_usable(facts, flags)
+    ours = c.KUBELET_DROPIN_NAME
+    if config_dir:
+        target = str(PurePosixPath(config_dir) / ours)
+        if not _is_ours(dict(facts.kubelet_dropins).get(ours), target, managed):
+            return Refusal(
+                f"{target} exists and was not written by the operator; it is left untouched",
+                f"move or rename {target} (the operator's drop-in must be named {ours})",
+            )
+        for rel, text in kubeletconfig.ordered_dropins(facts.kubelet_dropins):
+            if rel == ours:
+                continue
+            try:
+                kubeletconfig.load_dropin(text, where=str(PurePosixPath(config_dir) / rel))
+            except kubeletconfig.KubeletConfigError as exc:
+                return Refusal(
+                    f"{exc}: the kubelet would not start after the restart", "fix or remove that file"
+                )
+        later = [
+            s
+            for s in kubeletconfig.gate_sources(None, facts.kubelet_dropins, {}, skip=ours)
+            if kubeletconfig.dropin_sort_key(s.where) > kubeletconfig.dropin_sort_key(ours)
+            and s.gate == c.FEATURE_GATE
+            and s.value is False
+        ]
+        if later:
+            where = f"{config_dir}/{later[0].where}"
+            return Refusal(
+                f"{where} sorts after {ours} and sets EventedPLEG: false; it would override ours "
+                "(drop-ins merge in lexical order)",
+                f"remove EventedPLEG from {where}",
+            )
+        return _Side((FileChange(target, kubelet_text, "kubelet drop-in"),))
+    if rendered.kubelet_config_mode != KubeletConfigMode.EDIT_CONFIG_FILE.value:
+        return Refusal(
+            f"{no_dir_reason}, and kubeletConfig is DropInOnly: the agent does not edit the main kubelet "
+            "config",
+            _no_dropin_fix(facts, flags),
+        )
+    if not flags.config or facts.config_text is None:
+        return Refusal(
+            f"{no_dir_reason} and without a readable --config file there is nothing to edit",
+            f"start the kubelet with --config-dir={RECOMMENDED_CONFIG_DIR}",
+        )
+    try:
+        previous = kubeletconfig.config_gate(facts.config_text, where=flags.config)
+        if managed.config_edit is not None and managed.config_edit.path == flags.config:
+            previous = managed.config_edit.previous  # we edited it before: keep the original value
+        edited = kubeletconfig.edit_config_gate(facts.config_text, True, where=flags.config)
+    except kubeletconfig.KubeletConfigError as exc:
+        return Refusal(str(exc), "fix the kubelet config file")
+    warning = (
+        f"edited {flags.config} (kubeletConfig: EditConfigFile); kubeadm upgrade rewrites this file from "
+        "kube-system/kubelet-config and would drop the gate (domain-facts §3)"
+    )
+    return _Side(
+        (FileChange(flags.config, edited, "kubelet --config edit (EditConfigFile)"),),
+        (warning,),
+        ConfigEdit(flags.config, previous),
+    )
+
+
+def _kubelet_disable(facts: HostFacts, managed: ManagedState, flags: KubeletFlags) -> _Side | Refusal:
+    """Remove what we wrote, restore a --config edit, and refuse if the gate would stay on anyway."""
+    changes = [
+        FileChange(path, None, "remove our kubelet drop-in")
+        for path in sorted(managed.files)
+        if not path.startswith(CRIO_DROPIN_DIR + "/")
+    ]
+    config_dir, _ = _config_dir_usable(facts, flags)
+    ours = c.KUBELET_DROPIN_NAME
+    ours_text = dict(facts.kubelet_dropins).get(ours)
+    if config_dir and ours_text is not None and MANAGED_MARKER in ours_text.split("\n", 1)[0]:
+        changes.append(FileChange(str(PurePosixPath(config_dir) / ours), None, "remove our kubelet drop-in"))
+    config = _config_pair(facts, flags)
+    if managed.config_edit is not None and facts.config_text is not None:
+        edit = managed.config_edit
+        try:
+            restored = kubeletconfig.edit_config_gate(facts.config_text, edit.previous, where=edit.path)
+        except kubeletconfig.KubeletConfigError as exc:
+            return Refusal(str(exc), "fix the kubelet config file")
+        changes.append(FileChange(edit.path, restored, "restore featureGates in --config"))
+        if config is not None and config[0] == edit.path:
+            config = (edit.path, restored)
+    remaining = [(rel, text) for rel, text in facts.kubelet_dropins if rel != ours]
+    others = kubeletconfig.gate_sources(config, remaining, _cli_gates(facts)[0])
+    if kubeletconfig.effective_gate(others):
+        where = next(s.where for s in reversed(others) if s.value)
+        return Refusal(
+            f"EventedPLEG would stay on after removing the operator's files: {where} turns it on",
+            f"remove EventedPLEG/AllAlpha from {where}",
+        )
+    return _Side(tuple(changes))
+
+
+def _crio_side(facts: HostFacts, rendered: RenderedConfig, managed: ManagedState) -> _Side | Refusal:
+    """CRI-O needs enable_pod_events in crio.conf.d (§2); containerd >= 1.7 needs nothing."""
+    target = f"{CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}"
+    is_crio = facts.runtime is not None and facts.runtime.kind is RuntimeKind.CRIO
+    if not is_crio:
+        stale = (FileChange(target, None, "remove our CRI-O drop-in"),) if target in managed.files else ()
+        return _Side(stale)
+    report = crioconfig.analyze_dropins(facts.crio_dropins, c.CRIO_DROPIN_NAME, enabling=rendered.enabled)
+    if not report.ok:
+        return Refusal(
+            "; ".join(report.blocking), "fix or remove those files in /etc/crio/crio.conf.d, then retry"
+        )
+    files = dict(facts.crio_dropins)
+    existing = files.get(c.CRIO_DROPIN_NAME)
+    present = c.CRIO_DROPIN_NAME in files
+    if rendered.enabled:
+        if present and not _is_ours(existing, target, managed):
+            return Refusal(
+                f"{target} exists and was not written by the operator; it is left untouched",
+                f"move or rename {target}",
+            )
+        return _Side((FileChange(target, rendered.file(c.CM_KEY_CRIO), "CRI-O drop-in"),), report.warnings)
+    if present and _is_ours(existing, target, managed):
+        return _Side((FileChange(target, None, "remove our CRI-O drop-in"),), report.warnings)
+    return _Side((), report.warnings)
+
+
+def decide(
+    facts: HostFacts,
+    rendered: RenderedConfig,
+    managed: ManagedState,
+    *,
+    allow_static_pods: bool,
+) -> ApplyPlan | Refusal:
+    enabling = rendered.enabled
+    flags = effective_flags(facts)
+    if flags is None:
+        return Refusal("no running kubelet and no readable kubelet unit", "start the kubelet, then retry")
+    refusal = _refuse_command_line(facts, enabling)
+    if refusal is None and enabling:
+        refusal = _refuse_enabling(facts, rendered, flags, allow_static_pods=allow_static_pods)
+    if refusal is not None:
+        return refusal
+    kubelet = (
+        _kubelet_enable(facts, rendered, managed, flags)
+        if enabling
+        else _kubelet_disable(facts, managed, flags)
+    )
+    if isinstance(kubelet, Refusal):
+        return kubelet
+    runtime = _crio_side(facts, rendered, managed)
+    if isinstance(runtime, Refusal):
+        return runtime
+
+    unique = {ch.path: ch for ch in kubelet.changes + runtime.changes}  # one change per path
+    changes = tuple(unique.values())
+    is_crio = facts.runtime is not None and facts.runtime.kind is RuntimeKind.CRIO
+    config_dir, _ = _config_dir_usable(facts, flags)
+    protected = tuple(d for d in (config_dir, CRIO_DROPIN_DIR if is_crio else None) if d)
+    verb = "enable" if enabling else "disable"
+    done = ", ".join(f"{'write' if ch.content is not None else 'remove'} {ch.path}" for ch in changes)
+    return ApplyPlan(
+        changes=changes,
+        # crio reads enable_pod_events only at start (not hot-reloadable, §2); containerd needs no restart.
+        restart_runtime=is_crio and any(ch.path.startswith(CRIO_DROPIN_DIR + "/") for ch in changes),
+        runtime_unit="crio" if is_crio else "containerd",
+        expect=Expectation.enabled(crio=is_crio) if enabling else Expectation.disabled(),
+        protected_dirs=protected,
+        config_edit=kubelet.config_edit,
+        warnings=kubelet.warnings + runtime.warnings,
+        summary=f"{verb} EventedPLEG: {done or 'nothing to change'}",
+    )

@@ -1,0 +1,144 @@
+"""Recognise the kubelet log lines that tell whether Evented PLEG is on, working or has fallen back.
+
+Every pattern is the literal message from the kubelet source as listed in domain-facts §1 and §4 (evented.go
+for <=1.36 and for 1.37 after k8s#139262, remote_runtime.go for the CRI client, feature_gate.go). Lines are
+matched by substring so journald prefixes and klog headers (`E0612 10:00:01.1 1234 log.go:32] ...`) do not
+matter. Verbosity matters: V(1)/V(4) lines only appear with --v>=1/--v>=4, error lines always.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+EXAMPLE_LENGTH = 240
+
+
+class Signal(StrEnum):
+    # feature_gate.go, V(1): "feature gates: %v" -> `feature gates: &{map[EventedPLEG:true]}` (§4).
+    FEATURE_GATES = "featureGates"
+    # evented.go <=1.36, V(4): events arrive and become pod statuses (§4).
+    GENERATED_STATUS = "generatedStatus"
+    CONTAINER_EVENT = "containerEvent"
+    # evented.go <=1.36, V(4): one stream failure / the one-way fallback after 5 failures (§4).
+    RETRY = "retry"
+    FALLBACK = "fallback"
+    # evented.go 1.37 (k8s#139262): V(4) retry (lower-case "failed"), error-level give-up, V(4) relist hint.
+    RETRY_137 = "retry137"
+    FAST_PATH_DISABLED = "fastPathDisabled"
+    RELIST_HINT = "relistHint"
+    # remote_runtime.go (logged as log.go), error level, any kubelet version (§4).
+    CRI_NO_CLIENT = "criNoStreamingClient"
+    CRI_STREAM_CLOSED = "criStreamClosed"  # CRI-O with enable_pod_events=false: EOF (§2)
+    CRI_RECV_FAILED = "criReceiveFailed"  # containerd 1.6: Unimplemented (§2)
+    # evented.go, error level: events lost or malformed (§4).
+    CHANNEL_FULL = "channelFull"
+    NIL_SANDBOX = "nilSandboxStatus"
+    # The kubelet refused to start (§1, §3).
+    UNKNOWN_GATE = "unknownGate"
+    LOCKED_GATE = "lockedGate"
+    INVALID_DROPIN = "invalidDropIn"
+    # component-base cli.Run: klog.ErrorS(err, "command failed") when the kubelet exits during startup.
+    COMMAND_FAILED = "commandFailed"
+
+
+# Order matters only where one message contains another; each line counts for the first signal matching.
+_PATTERNS: tuple[tuple[Signal, re.Pattern[str]], ...] = (
+    (Signal.FEATURE_GATES, re.compile(r"feature gates: &\{map\[")),
+    (Signal.GENERATED_STATUS, re.compile(r"Evented PLEG: Generated pod status from the received event")),
+    (Signal.CONTAINER_EVENT, re.compile(r"Received Container (Started|Stopped|Created|Deleted) Event")),
+    (Signal.RETRY, re.compile(r"Evented PLEG: Failed to get container events, retrying")),
+    (Signal.FALLBACK, re.compile(r"Fall back to Generic PLEG relisting since Evented PLEG is not working")),
+    (Signal.RETRY_137, re.compile(r"Evented PLEG: failed to get container events, retrying")),
+    (
+        Signal.FAST_PATH_DISABLED,
+        re.compile(r"Evented PLEG: disabling unexpected-termination fast path after exhausting event stream"),
+    ),
+    (
+        Signal.RELIST_HINT,
+        re.compile(r"Evented PLEG: requested pod relist after unexpected container termination"),
+    ),
+    (Signal.CRI_NO_CLIENT, re.compile(r"GetContainerEvents failed to get streaming client")),
+    (Signal.CRI_STREAM_CLOSED, re.compile(r"container events stream is closed")),
+    (Signal.CRI_RECV_FAILED, re.compile(r"failed to receive streaming container event")),
+    (
+        Signal.CHANNEL_FULL,
+        re.compile(r"Evented PLEG: Event channel is full|pleg event channel capacity is full"),
+    ),
+    (Signal.NIL_SANDBOX, re.compile(r"received ContainerEventResponse with nil PodSandboxStatus")),
+    (Signal.UNKNOWN_GATE, re.compile(r"unrecognized feature gate: ")),
+    (Signal.LOCKED_GATE, re.compile(r"cannot set feature gate \S+ to \S+, feature is locked to")),
+    (Signal.INVALID_DROPIN, re.compile(r"failed to load kubelet dropin file")),
+    (Signal.COMMAND_FAILED, re.compile(r'"command failed"')),
+)
+
+_GATES = re.compile(r"feature gates: &\{map\[(?P<body>[^\]]*)\]\}")
+
+# Errors from the CRI event stream: each is one failed attempt of the 5 the kubelet allows (§4).
+STREAM_ERRORS = frozenset({Signal.CRI_NO_CLIENT, Signal.CRI_STREAM_CLOSED, Signal.CRI_RECV_FAILED})
+# The kubelet did not start because of its configuration.
+START_FAILURES = frozenset(
+    {Signal.UNKNOWN_GATE, Signal.LOCKED_GATE, Signal.INVALID_DROPIN, Signal.COMMAND_FAILED}
+)
+
+
+@dataclass(frozen=True)
+class LogScan:
+    counts: Mapping[Signal, int] = field(default_factory=dict)
+    examples: Mapping[Signal, str] = field(default_factory=dict)  # the last matching line, trimmed
+    feature_gates: Mapping[str, bool] | None = None  # from the last feature-gates line
+
+    def count(self, *signals: Signal) -> int:
+        return sum(self.counts.get(s, 0) for s in signals)
+
+    def example(self, *signals: Signal) -> str | None:
+        for s in signals:
+            if s in self.examples:
+                return self.examples[s]
+        return None
+
+
+def parse_feature_gates_line(line: str) -> dict[str, bool] | None:
+    """`feature gates: &{map[AllAlpha:false EventedPLEG:true]}` -> {"AllAlpha": False, "EventedPLEG": True}"""
+    match = _GATES.search(line)
+    if not match:
+        return None
+    gates: dict[str, bool] = {}
+    for item in match["body"].split():
+        name, _, value = item.partition(":")
+        if value in ("true", "false"):
+            gates[name] = value == "true"
+    return gates
+
+
+def classify(line: str) -> Signal | None:
+    for signal, pattern in _PATTERNS:
+        if pattern.search(line):
+            return signal
+    return None
+
+
+_KLOG_HEADER = re.compile(r"^.*?[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ (?=\S+:\d+\] )")
+
+
+def _trim(line: str) -> str:
+    """Drop journald/klog prefixes up to `file.go:NN]`, which stays (it tells which code logged it)."""
+    line = _KLOG_HEADER.sub("", line.strip())
+    return line if len(line) <= EXAMPLE_LENGTH else line[: EXAMPLE_LENGTH - 1] + "…"
+
+
+def scan(lines: Iterable[str]) -> LogScan:
+    counts: dict[Signal, int] = {}
+    examples: dict[Signal, str] = {}
+    gates: dict[str, bool] | None = None
+    for line in lines:
+        signal = classify(line)
+        if signal is None:
+            continue
+        counts[signal] = counts.get(signal, 0) + 1
+        examples[signal] = _trim(line)
+        if signal is Signal.FEATURE_GATES:
+            gates = parse_feature_gates_line(line)
+    return LogScan(counts, examples, gates)

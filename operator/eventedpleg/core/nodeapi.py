@@ -1,0 +1,50 @@
+"""The agent's view of the Kubernetes API: its own Node, the rendered-config ConfigMaps, Events.
+
+`eventedpleg.k8s.agentapi.KubeAgentApi` implements it with the kubernetes client; tests use an in-memory
+fake. Pure types only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """The parts of a Node the agent reads."""
+
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    kubelet_version: str = ""
+    runtime_version: str = ""
+    ready: bool | None = None
+    unschedulable: bool = False
+
+
+class AgentApi(Protocol):
+    def get_node(self, name: str) -> NodeView | None:
+        """The Node now (a fresh read, not a cache), None if it does not exist."""
+        ...
+
+    def watch_node(self, name: str, *, resource_version: str, timeout_seconds: int) -> Iterator[NodeView]:
+        """Changes of that one Node (fieldSelector metadata.name=NAME) until the timeout; may end early."""
+        ...
+
+    def patch_node_annotations(
+        self, name: str, changes: Mapping[str, str | None], *, require: Mapping[str, str] | None = None
+    ) -> NodeView | None:
+        """Set (or with None delete) annotations. With `require`, only if those annotations still have those
+        values (a JSON-patch `test`); returns None when that precondition failed."""
+        ...
+
+    def read_configmap(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        """The ConfigMap's data, None if it does not exist."""
+        ...
+
+    def emit_event(self, node: NodeView, *, reason: str, message: str, warning: bool = False) -> None:
+        """An Event about the Node (best effort: never raises for API errors)."""
+        ...

@@ -1,0 +1,82 @@
+"""A small reader for the Prometheus text exposition format the kubelet serves on /metrics.
+
+Only what verification needs: samples by name and labels. Comments (# HELP/# TYPE) and timestamps are
+skipped; a line we cannot read is ignored rather than failing the whole scrape.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+_SAMPLE = re.compile(
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$"
+)
+_LABEL = re.compile(r'\s*(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"(?P<value>(?:[^"\\]|\\.)*)"\s*,?')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+
+    def label(self, key: str) -> str | None:
+        return dict(self.labels).get(key)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    samples: tuple[Sample, ...]
+
+    def find(self, metric: str, /, **labels: str) -> list[Sample]:
+        return [
+            s for s in self.samples if s.name == metric and all(s.label(k) == v for k, v in labels.items())
+        ]
+
+    def value(self, metric: str, /, **labels: str) -> float | None:
+        """Sum over every series that matches (a counter may be split by labels); None if none exists."""
+        found = self.find(metric, **labels)
+        return sum(s.value for s in found) if found else None
+
+    def has(self, name: str) -> bool:
+        return any(s.name == name for s in self.samples)
+
+
+def _labels(text: str) -> tuple[tuple[str, str], ...] | None:
+    pairs: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(text):
+        match = _LABEL.match(text, pos)
+        if not match:
+            return None if text[pos:].strip() else tuple(pairs)
+        value = re.sub(r"\\[\\\"n]", lambda m: _UNESCAPE[m.group(0)], match["value"])
+        pairs.append((match["key"], value))
+        pos = match.end()
+    return tuple(pairs)
+
+
+def _value(text: str) -> float | None:
+    try:
+        return float(text)  # accepts NaN, +Inf, -Inf as Prometheus writes them
+    except ValueError:
+        return None
+
+
+def parse_metrics(text: str) -> Metrics:
+    samples: list[Sample] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        labels = _labels(match["labels"] or "")
+        value = _value(match["value"])
+        if labels is None or value is None or math.isnan(value):
+            continue
+        samples.append(Sample(match["name"], labels, value))
+    return Metrics(tuple(samples))

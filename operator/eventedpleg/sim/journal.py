@@ -1,0 +1,33 @@
+"""The simulated journal: klog-formatted lines per unit, bounded so a thousand hosts stay cheap."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime
+
+MAX_LINES_PER_UNIT = 400
+
+
+@dataclass(frozen=True)
+class Entry:
+    at: datetime
+    message: str
+
+
+def klog(severity: str, at: datetime, pid: int, source: str, message: str) -> str:
+    """`E0612 10:00:01.123456    1234 log.go:32] "container events stream is closed" err="EOF"`."""
+    stamp = at.strftime("%m%d %H:%M:%S.%f")
+    return f"{severity}{stamp} {pid:>7} {source}] {message}"
+
+
+class Journal:
+    def __init__(self, limit: int = MAX_LINES_PER_UNIT) -> None:
+        self._units: dict[str, deque[Entry]] = {}
+        self._limit = limit
+
+    def write(self, unit: str, at: datetime, message: str) -> None:
+        self._units.setdefault(unit, deque(maxlen=self._limit)).append(Entry(at, message))
+
+    def read(self, unit: str, since: datetime) -> list[str]:
+        return [e.message for e in self._units.get(unit, ()) if e.at >= since]

@@ -1,0 +1,98 @@
+"""An in-memory stand-in for the API side of the agent (eventedpleg.core.nodeapi.AgentApi).
+
+The Node's Ready condition follows the simulated host's kubelet, as the node lifecycle would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from eventedpleg.core.nodeapi import NodeView
+
+
+@dataclass
+class FakeEvent:
+    node: str
+    reason: str
+    message: str
+    warning: bool
+
+
+@dataclass
+class FakeNode:
+    name: str
+    kubelet_version: str
+    runtime_version: str
+    annotations: dict[str, str] = field(default_factory=dict)
+    resource_version: int = 1
+
+
+class FakeApi:
+    def __init__(self) -> None:
+        self.nodes: dict[str, FakeNode] = {}
+        self.ready: dict[str, Callable[[], bool]] = {}
+        self.configmaps: dict[tuple[str, str], dict[str, str]] = {}
+        self.events: list[FakeEvent] = []
+        self.patches: list[tuple[str, dict[str, str | None]]] = []
+        self.rejected_patches = 0
+
+    def add_node(
+        self, name: str, kubelet_version: str, runtime_version: str, ready: Callable[[], bool] | None = None
+    ) -> None:
+        self.nodes[name] = FakeNode(name, kubelet_version, runtime_version)
+        if ready is not None:
+            self.ready[name] = ready
+
+    def annotate(self, name: str, changes: Mapping[str, str | None]) -> None:
+        """What the operator writes."""
+        node = self.nodes[name]
+        for key, value in changes.items():
+            if value is None:
+                node.annotations.pop(key, None)
+            else:
+                node.annotations[key] = value
+        node.resource_version += 1
+
+    def view(self, name: str) -> NodeView:
+        node = self.nodes[name]
+        ready_fn = self.ready.get(name)
+        return NodeView(
+            name=name,
+            uid=f"uid-{name}",
+            resource_version=str(node.resource_version),
+            annotations=dict(node.annotations),
+            kubelet_version=node.kubelet_version,
+            runtime_version=node.runtime_version,
+            ready=ready_fn() if ready_fn else True,
+        )
+
+    # --- AgentApi ---------------------------------------------------------------------------------------
+
+    def get_node(self, name: str) -> NodeView | None:
+        return self.view(name) if name in self.nodes else None
+
+    def watch_node(self, name: str, *, resource_version: str, timeout_seconds: int) -> Iterator[NodeView]:
+        if name in self.nodes and str(self.nodes[name].resource_version) != resource_version:
+            yield self.view(name)
+
+    def patch_node_annotations(
+        self, name: str, changes: Mapping[str, str | None], *, require: Mapping[str, str] | None = None
+    ) -> NodeView | None:
+        node = self.nodes[name]
+        for key, value in (require or {}).items():
+            if node.annotations.get(key, "") != value:
+                self.rejected_patches += 1
+                return None
+        self.patches.append((name, dict(changes)))
+        self.annotate(name, changes)
+        return self.view(name)
+
+    def read_configmap(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        return self.configmaps.get((namespace, name))
+
+    def emit_event(self, node: NodeView, *, reason: str, message: str, warning: bool = False) -> None:
+        self.events.append(FakeEvent(node.name, reason, message, warning))
+
+    def event_reasons(self, name: str) -> list[str]:
+        return [e.reason for e in self.events if e.node == name]

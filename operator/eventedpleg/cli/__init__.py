@@ -15,10 +15,12 @@ def main() -> None:
 
 def _register() -> None:
     from eventedpleg.cli import crd  # noqa: PLC0415 - subcommands register themselves on import
+    from eventedpleg.cli.agent import agent  # noqa: PLC0415
     from eventedpleg.cli.cluster import cluster  # noqa: PLC0415
     from eventedpleg.cli.operator_cmd import operator  # noqa: PLC0415
 
     main.add_command(crd.crd)
+    main.add_command(agent)
     main.add_command(cluster)
     main.add_command(operator)
 

@@ -1,0 +1,137 @@
+"""The real host, as seen from the agent's privileged DaemonSet pod (hostPID, host `/` mounted).
+
+Commands run in the host's namespaces through `nsenter -t 1` (systemctl, journalctl, crio, the kubelet
+binary), files are read and written under the mounted root, the kubelet process is found in /proc, and the
+kubelet's endpoints are reached on the host's loopback (the pod uses hostNetwork):
+- healthz: http://127.0.0.1:10248/healthz (healthzBindAddress/healthzPort defaults);
+- metrics: https://127.0.0.1:10250/metrics with the pod's ServiceAccount token (RBAC: nodes/metrics get).
+  The kubelet's serving certificate is usually self-signed, so TLS is not verified for this loopback call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from eventedpleg.core.host import Clock, CommandResult, HttpResult, KubeletEndpoint, KubeletProcess
+from eventedpleg.core.kubeletflags import parse_cmdline, parse_environ
+
+TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+MAX_JOURNAL_LINES = 5000
+MAX_BODY = 8 << 20
+
+
+class RealClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+
+class LinuxHost:
+    def __init__(
+        self,
+        root: Path = Path("/"),
+        *,
+        nsenter: bool = True,
+        proc: Path = Path("/proc"),
+        healthz_url: str = "http://127.0.0.1:10248/healthz",
+        metrics_url: str = "https://127.0.0.1:10250/metrics",
+        token_file: Path = TOKEN_FILE,
+        clock: Clock | None = None,
+    ) -> None:
+        self._root = root
+        self._nsenter = nsenter
+        self._proc = proc
+        self._urls = {KubeletEndpoint.HEALTHZ: healthz_url, KubeletEndpoint.METRICS: metrics_url}
+        self._token_file = token_file
+        self._clock: Clock = clock or RealClock()
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """The argv actually executed: inside PID 1's mount/uts/ipc/net/pid namespaces when in a pod."""
+        if not self._nsenter:
+            return list(argv)
+        return ["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--", *argv]
+
+    def run(self, argv: Sequence[str], *, timeout: float = 120.0) -> CommandResult:
+        args = tuple(argv)
+        try:
+            done = subprocess.run(
+                self.command(argv), capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except FileNotFoundError as exc:
+            return CommandResult(args, 127, stderr=str(exc))
+        except subprocess.TimeoutExpired:
+            return CommandResult(args, 124, stderr=f"timed out after {timeout:.0f}s")
+        return CommandResult(args, done.returncode, done.stdout, done.stderr)
+
+    def kubelet_process(self) -> KubeletProcess | None:
+        for entry in self._proc.iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = parse_cmdline((entry / "cmdline").read_bytes())
+                if not argv or Path(argv[0]).name != "kubelet":
+                    continue
+                environ = parse_environ((entry / "environ").read_bytes())
+            except OSError:
+                continue
+            return KubeletProcess(int(entry.name), argv, environ, self._started_at(entry))
+        return None
+
+    def _started_at(self, entry: Path) -> datetime | None:
+        """/proc/<pid>/stat field 22 (start time in clock ticks after boot) + btime from /proc/stat."""
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            ticks = int(fields[19])
+            btime = next(
+                int(line.split()[1])
+                for line in (self._proc / "stat").read_text().splitlines()
+                if line.startswith("btime")
+            )
+        except (OSError, IndexError, ValueError, StopIteration):
+            return None
+        boot = datetime.fromtimestamp(btime, UTC)
+        return boot + timedelta(seconds=ticks / os.sysconf("SC_CLK_TCK"))
+
+    def journal(self, unit: str, since: datetime) -> list[str]:
+        stamp = f"@{int(since.timestamp())}"
+        result = self.run(["journalctl", "-u", unit, "--since", stamp, "-o", "cat", "--no-pager"], timeout=60)
+        if not result.ok:
+            return []
+        return result.stdout.splitlines()[-MAX_JOURNAL_LINES:]
+
+    def kubelet_get(self, endpoint: KubeletEndpoint) -> HttpResult:
+        url = self._urls[endpoint]
+        request = urllib.request.Request(url)  # noqa: S310 - fixed loopback http(s) URLs
+        context = None
+        if url.startswith("https://"):
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE  # loopback to the kubelet's usually self-signed serving cert
+            with contextlib.suppress(OSError):  # out of a pod: no token, the kubelet answers 401
+                request.add_header("Authorization", f"Bearer {self._token_file.read_text().strip()}")
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=context) as response:  # noqa: S310
+                return HttpResult(response.status, response.read(MAX_BODY).decode(errors="replace"))
+        except urllib.error.HTTPError as exc:
+            return HttpResult(exc.code, error=str(exc))
+        except (urllib.error.URLError, OSError) as exc:
+            return HttpResult(0, error=str(exc))

@@ -1,0 +1,110 @@
+"""The agent's API calls (eventedpleg.core.nodeapi.AgentApi) with the kubernetes client.
+
+Only what the agent's RBAC allows: get/watch/patch its own Node (watch with fieldSelector
+metadata.name=NODE), get ConfigMaps in the operator's namespace, create Events. The admission policy
+(manifests/.../agent-vap.yaml) further limits patches to the agent's own Node and `eventedpleg.io/*`
+annotations.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from eventedpleg.core.nodeapi import NodeView
+from eventedpleg.k8s import configmaps, nodes
+from eventedpleg.k8s.errors import Conflict, NotFound, from_api_exception
+from eventedpleg.k8s.events import EventRecorder, node_ref
+
+log = logging.getLogger(__name__)
+COMPONENT = "eventedpleg-agent"
+PATCH_ATTEMPTS = 8  # Node status heartbeats bump resourceVersion; a conflict just means "read again"
+
+
+def node_view(obj: Mapping[str, Any]) -> NodeView:
+    """A Node as a plain dict (sanitize_for_serialization) -> NodeView."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    info = status.get("nodeInfo") or {}
+    ready: bool | None = None
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+    return NodeView(
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        annotations=dict(meta.get("annotations") or {}),
+        kubelet_version=str(info.get("kubeletVersion", "")),
+        runtime_version=str(info.get("containerRuntimeVersion", "")),
+        ready=ready,
+        unschedulable=bool((obj.get("spec") or {}).get("unschedulable", False)),
+    )
+
+
+class KubeAgentApi:
+    def __init__(self, api: client.ApiClient, *, host: str = "") -> None:
+        self._api = api
+        self._core = client.CoreV1Api(api)
+        self._events = EventRecorder(api, COMPONENT, host)
+
+    def _plain(self, obj: Any) -> dict[str, Any]:
+        plain: dict[str, Any] = self._api.sanitize_for_serialization(obj)
+        return plain
+
+    def get_node(self, name: str) -> NodeView | None:
+        try:
+            return node_view(nodes.get_node(self._api, name))
+        except NotFound:
+            return None
+
+    def watch_node(self, name: str, *, resource_version: str, timeout_seconds: int) -> Iterator[NodeView]:
+        stream = watch.Watch()
+        try:
+            for event in stream.stream(
+                self._core.list_node,
+                field_selector=f"metadata.name={name}",
+                resource_version=resource_version or None,
+                timeout_seconds=timeout_seconds,
+            ):
+                kind = event.get("type")
+                if kind in ("ADDED", "MODIFIED"):
+                    yield node_view(self._plain(event["object"]))
+                elif kind == "ERROR":
+                    return  # e.g. 410 Gone: the caller reads the node again and re-watches
+        except ApiException as exc:
+            if exc.status == 410:
+                return
+            raise from_api_exception(exc) from exc
+        finally:
+            stream.stop()
+
+    def patch_node_annotations(
+        self, name: str, changes: Mapping[str, str | None], *, require: Mapping[str, str] | None = None
+    ) -> NodeView | None:
+        """Compare-and-set on annotations: read, check `require`, merge-patch with that resourceVersion."""
+        for _ in range(PATCH_ATTEMPTS):
+            current = self.get_node(name)
+            if current is None:
+                return None
+            if any(current.annotations.get(k, "") != v for k, v in (require or {}).items()):
+                return None
+            body = nodes.node_patch(annotations=changes, resource_version=current.resource_version)
+            try:
+                return node_view(nodes.patch_node(self._api, name, body))
+            except Conflict:
+                continue
+        raise Conflict(409, "Conflict", f"node {name} kept changing; gave up after {PATCH_ATTEMPTS} attempts")
+
+    def read_configmap(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        try:
+            return configmaps.read(self._api, namespace, name)
+        except NotFound:
+            return None
+
+    def emit_event(self, node: NodeView, *, reason: str, message: str, warning: bool = False) -> None:
+        self._events.emit(node_ref(node.name, node.uid), "Warning" if warning else "Normal", reason, message)

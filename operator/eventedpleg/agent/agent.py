@@ -47,6 +47,7 @@ from eventedpleg.models.nodeconfig import OnFailure
 T = TypeVar("T")
 Work = Generator[float, None, T]
 REASON_LIMIT = 1024
+RESTART_PAUSE_SECONDS = 1.0  # see Agent._restart_services
 _KEEP = object()
 
 
@@ -195,6 +196,7 @@ class Agent:
 
         txn = self.store.transaction()
         stale = txn is not None and (txn.target_hash != desired or txn.halted)
+        txn_before = txn
         if txn is not None and stale:
             # An apply that was interrupted or halted: put the node back exactly as it was first.
             self._restore(txn)
@@ -202,6 +204,7 @@ class Agent:
             txn = None
 
         facts = read_facts(self.host, self.files, node, enabling=rendered.enabled)
+        facts = replace(facts, config_baseline=self.store.config_baseline())
         managed = self.store.applied()
         decision = decide(facts, rendered, managed, allow_static_pods=options.allow_static_pods)
         version = facts.kubelet_version or self._version(node)
@@ -211,8 +214,12 @@ class Agent:
                 if isinstance(decision, Refusal)
                 else Refusal("cannot read the kubelet version", "check `kubelet --version` on the host")
             )
-            if stale:  # make the restored files effective before reporting
-                self._restart_services(restart_runtime=True, runtime_unit=self._runtime_unit(node))
+            if stale and txn_before is not None and version is not None:  # make the restored files effective
+                yield from self._restart_services(
+                    restart_runtime=txn_before.restart_runtime,
+                    runtime_unit=txn_before.runtime_unit,
+                    version=version,
+                )
             evidence = {
                 "result": "refused",
                 "reason": refusal.reason,
@@ -226,13 +233,18 @@ class Agent:
         plan = decision
         txn = self._begin(txn, desired, rendered.enabled, plan, managed)
         self._event(node, "Applying", plan.summary)
-        failure, restart_at = self._write_and_restart(plan, version)
+        failure = self._write(plan, version)
+        restart_at = self.now
+        if failure is None:
+            failure, restart_at = yield from self._restart_services(
+                restart_runtime=plan.restart_runtime, runtime_unit=plan.runtime_unit, version=version
+            )
         if failure is None:
             self._report(node, NodeState.VERIFYING, plan.summary)
             timeout = options.verify_timeout_seconds
             result = yield from self._verify(version, plan.expect, since=restart_at, timeout=timeout)
             if result.outcome is Outcome.PASS:
-                self._commit(node, desired, rendered.enabled, plan, result)
+                self._commit(node, desired, rendered.enabled, plan, result, txn, managed)
                 return
             failure = result
         yield from self._fail(node, txn, plan=plan, failure=failure, version=version, options=options)
@@ -268,29 +280,37 @@ class Agent:
         self.store.begin(txn)
         return txn
 
-    def _write_and_restart(self, plan: ApplyPlan, version: Version) -> tuple[VerifyResult | None, datetime]:
+    def _write(self, plan: ApplyPlan, version: Version) -> VerifyResult | None:
         self.files.sweep_temp_files([ch.path for ch in plan.changes], plan.protected_dirs)
         try:
             for change in plan.changes:
                 if change.content is None:
                     self.files.remove(change.path)
                 else:
-                    self.files.write_atomic(
-                        change.path, change.content.encode(), protected=plan.protected_dirs
-                    )
+                    data = change.content.encode()
+                    self.files.write_atomic(change.path, data, protected=plan.protected_dirs)
         except OSError as exc:
-            return _failed("write", f"writing files failed: {exc}", version), self.now
-        if plan.restart_runtime:
+            return _failed("write", f"writing files failed: {exc}", version)
+        return None
+
+    def _restart_services(
+        self, *, restart_runtime: bool, runtime_unit: str, version: Version
+    ) -> Work[tuple[VerifyResult | None, datetime]]:
+        """The runtime (when its config changed), THEN the kubelet: a kubelet that outlives a runtime restart
+        falls back to generic PLEG for good (k8s#129827, guardrail 4). Returns a failure or None, and the
+        kubelet's restart time (verification reads the journal from there)."""
+        # journalctl --since has one-second resolution: the pauses keep the previous kubelet's lines (an old
+        # startup error, the fallback it logs when the runtime goes away) out of the new kubelet's window.
+        yield RESTART_PAUSE_SECONDS
+        if restart_runtime:
             began = self.now
-            ok, why = self._restart(plan.runtime_unit)
+            ok, why = self._restart(runtime_unit)
             if not ok:
-                tail = tuple(self.host.journal(plan.runtime_unit, began)[-2:])
-                return _failed(
-                    "runtime", f"{plan.runtime_unit} did not restart: {why}", version, tail
-                ), self.now
-        # Always after the runtime: a kubelet outliving a runtime restart falls back for good (k8s#129827).
+                tail = tuple(self.host.journal(runtime_unit, began)[-2:])
+                return _failed("runtime", f"{runtime_unit} did not restart: {why}", version, tail), self.now
+            yield RESTART_PAUSE_SECONDS
         restart_at = self.now
-        ok, why = self._restart("kubelet")
+        ok, why = self._restart(KUBELET_UNIT)
         if not ok:
             return _failed("kubelet", f"kubelet did not restart: {why}", version), restart_at
         return None, restart_at
@@ -329,9 +349,6 @@ class Agent:
             self._report(node, NodeState.FAILED, reason, evidence)
             self._event(node, "RollbackFailed", reason, warning=True)
 
-    def _runtime_unit(self, node: NodeView) -> str:
-        return "crio" if self._is_crio(node) else "containerd"
-
     def _commit(
         self,
         node: NodeView,
@@ -339,12 +356,19 @@ class Agent:
         enabled: bool,
         plan: ApplyPlan,
         result: VerifyResult,
+        txn: Transaction,
+        previous: ManagedState,
     ) -> None:
         written = {ch.path: sha256(ch.content) for ch in plan.changes if ch.content is not None}
-        if plan.config_edit is not None:
-            written.pop(
-                plan.config_edit.path, None
-            )  # an edited --config is tracked by its gate, not its bytes
+        edit = plan.config_edit
+        if edit is not None:
+            written.pop(edit.path, None)  # an edited --config is tracked by its gate, not its bytes
+            if previous.config_edit is None:  # first edit: keep the original bytes for an exact disable
+                original = dict(txn.backups).get(edit.path)
+                if original is not None and original.content is not None:
+                    self.store.save_config_baseline(original.content)
+        elif not enabled:
+            self.store.drop_config_baseline()
         state = ManagedState(
             hash=desired,
             enabled=enabled,
@@ -371,11 +395,6 @@ class Agent:
         for path, copy in txn.backups:
             self.files.restore(path, copy, protected=txn.protected)
 
-    def _restart_services(self, *, restart_runtime: bool, runtime_unit: str) -> None:
-        if restart_runtime:
-            self._restart(runtime_unit)
-        self._restart("kubelet")
-
     def _rollback(
         self, txn: Transaction, version: Version, node: NodeView, options: AgentOptions
     ) -> Work[VerifyResult]:
@@ -383,19 +402,14 @@ class Agent:
             self._restore(txn)
         except OSError as exc:
             return _failed("restore", f"restoring files failed: {exc}", version)
-        if txn.restart_runtime:
-            ok, why = self._restart(txn.runtime_unit)
-            if not ok:
-                return _failed("runtime", f"{txn.runtime_unit} did not restart after restore: {why}", version)
-        restart_at = self.now
-        ok, why = self._restart("kubelet")
-        if not ok:
-            return _failed("kubelet", f"kubelet did not restart after restore: {why}", version)
-        if txn.previous.enabled:
-            expect = Expectation.enabled(crio=self._is_crio(node))
-        else:
-            # Back to what the node ran before: healthy, and the gate as it was (we do not judge the relist).
-            expect = Expectation(gate=txn.pre_gate, in_use=None)
+        failure, restart_at = yield from self._restart_services(
+            restart_runtime=txn.restart_runtime, runtime_unit=txn.runtime_unit, version=version
+        )
+        if failure is not None:
+            return replace(failure, reason=f"after restoring the files: {failure.reason}")
+        # Back to what the node ran before: healthy, with the gate as it was. Whether events flowed before is
+        # not ours to demand (the previous state may itself have been a drifted one).
+        expect = Expectation(gate=txn.pre_gate, in_use=None)
         return (
             yield from self._verify(version, expect, since=restart_at, timeout=options.verify_timeout_seconds)
         )
@@ -416,6 +430,10 @@ class Agent:
             start_failure = log.example(*sorted(kubeletlog.START_FAILURES))
             if start_failure or self.now >= deadline:
                 active = self.host.run(["systemctl", "is-active", KUBELET_UNIT])
+                # A startup error while systemd still calls it active is an older attempt: keep waiting.
+                if self.now < deadline and active.stdout.strip() == "active":
+                    yield poll
+                    continue
                 waited = (self.now - since).total_seconds()
                 detail = (
                     f"kubelet not healthy {waited:.0f}s after restart ({health.error or health.status}); "
@@ -519,17 +537,15 @@ class Agent:
             f"fell back to generic PLEG ({why}); restarting the kubelet",
             warning=True,
         )
-        restart_at = self.now
-        ok, restart_error = self._restart("kubelet")
-        if ok:
-            result = yield from self._verify(
-                version,
-                Expectation.enabled(crio=self._is_crio(node)),
-                since=restart_at,
-                timeout=options.verify_timeout_seconds,
-            )
+        failure, restart_at = yield from self._restart_services(
+            restart_runtime=False, runtime_unit="", version=version
+        )
+        if failure is None:
+            expect = Expectation.enabled(crio=self._is_crio(node))
+            timeout = options.verify_timeout_seconds
+            result = yield from self._verify(version, expect, since=restart_at, timeout=timeout)
         else:
-            result = _failed("kubelet", restart_error, version)
+            result = failure
         evidence["heal"] = result.evidence()
         if result.outcome is Outcome.PASS:
             reason = f"healed a silent fallback to generic PLEG by restarting the kubelet (k8s#129827): {why}"

@@ -19,6 +19,7 @@ from eventedpleg.agent.hostfiles import FileCopy, HostFiles
 from eventedpleg.core.hostplan import ConfigEdit, ManagedState
 
 APPLIED = "applied.json"
+CONFIG_BASELINE = "config-baseline"  # the kubelet --config before our first edit (EditConfigFile)
 TXN = "txn.json"
 
 
@@ -51,7 +52,9 @@ def _managed_to_json(state: ManagedState) -> dict[str, Any]:
         "hash": state.hash,
         "enabled": state.enabled,
         "files": dict(state.files),
-        "configEdit": None if edit is None else {"path": edit.path, "previous": edit.previous},
+        "configEdit": None
+        if edit is None
+        else {"path": edit.path, "previous": edit.previous, "writtenSha": edit.written_sha},
     }
 
 
@@ -61,7 +64,9 @@ def _managed_from_json(doc: dict[str, Any]) -> ManagedState:
         hash=str(doc.get("hash", "")),
         enabled=bool(doc.get("enabled", False)),
         files={str(k): str(v) for k, v in (doc.get("files") or {}).items()},
-        config_edit=None if not edit else ConfigEdit(str(edit["path"]), edit.get("previous")),
+        config_edit=None
+        if not edit
+        else ConfigEdit(str(edit["path"]), edit.get("previous"), str(edit.get("writtenSha", ""))),
     )
 
 
@@ -95,6 +100,15 @@ class StateStore:
 
     def save_applied(self, state: ManagedState) -> None:
         self._write_json(APPLIED, _managed_to_json(state))
+
+    def config_baseline(self) -> str | None:
+        return self.files.read_text(self._path(CONFIG_BASELINE))
+
+    def save_config_baseline(self, content: bytes) -> None:
+        self.files.write_atomic(self._path(CONFIG_BASELINE), content, protected=(), mode=0o600)
+
+    def drop_config_baseline(self) -> None:
+        self.files.remove(self._path(CONFIG_BASELINE))
 
     # --- transaction --------------------------------------------------------------------------------------
 

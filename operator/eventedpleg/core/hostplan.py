@@ -7,6 +7,7 @@ what verification must then see) or a `Refusal`. Every refusal happens before an
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -39,6 +40,7 @@ class ConfigEdit:
 
     path: str
     previous: bool | None
+    written_sha: str = ""  # sha256 of the file as we wrote it: unchanged since -> restore the original bytes
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class HostFacts:
     crio_dropins: tuple[tuple[str, str | None], ...] = ()  # files in crio.conf.d, relative paths
     static_pod_manifests: tuple[str, ...] = ()  # files in staticPodPath / --pod-manifest-path
     kubelet_help: str | None = None  # `kubelet --help`
+    config_baseline: str | None = None  # --config exactly as it was before our first edit (agent state)
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,10 @@ class Refusal:
     @property
     def message(self) -> str:
         return f"Unsupported: {self.reason}. Fix: {self.fix}"
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def effective_flags(facts: HostFacts) -> KubeletFlags | None:
@@ -338,7 +345,7 @@ def _kubelet_enable(
     return _Side(
         (FileChange(flags.config, edited, "kubelet --config edit (EditConfigFile)"),),
         (warning,),
-        ConfigEdit(flags.config, previous),
+        ConfigEdit(flags.config, previous, _sha256(edited)),
     )
 
 
@@ -357,10 +364,15 @@ def _kubelet_disable(facts: HostFacts, managed: ManagedState, flags: KubeletFlag
     config = _config_pair(facts, flags)
     if managed.config_edit is not None and facts.config_text is not None:
         edit = managed.config_edit
-        try:
-            restored = kubeletconfig.edit_config_gate(facts.config_text, edit.previous, where=edit.path)
-        except kubeletconfig.KubeletConfigError as exc:
-            return Refusal(str(exc), "fix the kubelet config file")
+        untouched = edit.written_sha and _sha256(facts.config_text) == edit.written_sha
+        if untouched and facts.config_baseline is not None:
+            # Nobody changed the file since our edit: put back the original bytes exactly.
+            restored = facts.config_baseline
+        else:
+            try:
+                restored = kubeletconfig.edit_config_gate(facts.config_text, edit.previous, where=edit.path)
+            except kubeletconfig.KubeletConfigError as exc:
+                return Refusal(str(exc), "fix the kubelet config file")
         changes.append(FileChange(edit.path, restored, "restore featureGates in --config"))
         if config is not None and config[0] == edit.path:
             config = (edit.path, restored)

@@ -42,7 +42,7 @@ class Observer:
         return Observation(
             window_seconds=window,
             healthz=health.ok,
-            healthz_detail="ok" if health.ok else (health.error or f"HTTP {health.status}"),
+            healthz_detail="/healthz ok" if health.ok else f"/healthz: {health.error or health.status}",
             node_ready=None if node is None else node.ready,
             baseline=baseline,
             metrics=self.metrics(),

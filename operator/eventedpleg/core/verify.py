@@ -223,7 +223,8 @@ def fallen_back(kubelet: Version, metrics: Metrics | None, log: LogScan) -> str 
 
 
 def _health_checks(obs: Observation) -> list[Check]:
-    checks = [Check("healthz", True if obs.healthz else None, obs.healthz_detail or "no answer")]
+    detail = obs.healthz_detail or ("/healthz ok" if obs.healthz else "/healthz did not answer")
+    checks = [Check("healthz", True if obs.healthz else None, detail)]
     if obs.node_ready is not None:
         ready = "Ready=True" if obs.node_ready else "Ready is not True"
         checks.append(Check("nodeReady", True if obs.node_ready else None, ready))

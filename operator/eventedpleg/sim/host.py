@@ -66,7 +66,7 @@ class SimHost:
             booted = clock.now() - timedelta(seconds=BOOT_UPTIME_SECONDS)
             self.runtime.start(booted)
             self.kubelet.start(booted, self.runtime)
-            self._advance()
+            self.advance()
 
     # --- Host protocol ----------------------------------------------------------------------------------
 
@@ -81,7 +81,7 @@ class SimHost:
     def run(self, argv: Sequence[str], *, timeout: float = 120.0) -> CommandResult:
         args = tuple(argv)
         self.commands.append(args)
-        self._advance()
+        self.advance()
         if not args:
             return CommandResult(args, 127, stderr="empty command")
         name = PurePosixPath(args[0]).name
@@ -98,7 +98,7 @@ class SimHost:
         return CommandResult(args, 127, stderr=f"{name}: command not found")
 
     def kubelet_process(self) -> KubeletProcess | None:
-        self._advance()
+        self.advance()
         if self.kubelet.status is not Status.RUNNING:
             return None
         return KubeletProcess(
@@ -106,11 +106,11 @@ class SimHost:
         )
 
     def journal(self, unit: str, since: datetime) -> list[str]:
-        self._advance()
+        self.advance()
         return self.logs.read(unit, since)
 
     def kubelet_get(self, endpoint: KubeletEndpoint) -> HttpResult:
-        self._advance()
+        self.advance()
         now = self._clock.now()
         if not self.kubelet.healthy(now):
             return HttpResult(0, error="dial tcp 127.0.0.1:10248: connect: connection refused")
@@ -122,12 +122,12 @@ class SimHost:
 
     # --- simulation -------------------------------------------------------------------------------------
 
-    def _advance(self) -> None:
+    def advance(self) -> None:
         self.kubelet.advance(self._clock.now(), self.runtime)
 
     def node_ready(self) -> bool:
         """What the node's Ready condition would say (kubelet up and posting status)."""
-        self._advance()
+        self.advance()
         return self.kubelet.healthy(self._clock.now())
 
     def restart_runtime(self) -> bool:

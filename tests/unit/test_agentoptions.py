@@ -1,0 +1,64 @@
+"""agent-options (operator -> agent) and when the agent acts (the node protocol in constants.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from eventedpleg import constants as c
+from eventedpleg.core.agentdecide import Action, next_action
+from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
+from eventedpleg.models.nodeconfig import NodeConfigSpec, OnFailure
+
+
+def test_round_trip_is_compact_camel_case() -> None:
+    options = AgentOptions(verify_timeout_seconds=120, heal_fallback=False, on_failure=OnFailure.HALT)
+    text = options.to_json()
+    assert (
+        text == '{"allowStaticPods":false,"healFallback":false,"onFailure":"Halt","verifyTimeoutSeconds":120}'
+    )
+    assert AgentOptions.from_json(text) == options
+
+
+def test_absent_means_defaults_and_bad_input_is_a_clear_error() -> None:
+    assert AgentOptions.from_json(None) == AgentOptions()
+    with pytest.raises(AgentOptionsError, match="verifyTimeoutSeconds"):
+        AgentOptions.from_json('{"verifyTimeoutSeconds": 5}')
+    with pytest.raises(AgentOptionsError, match="unknown"):
+        AgentOptions.from_json('{"unknown": 1}')
+    with pytest.raises(AgentOptionsError):
+        AgentOptions.from_json("not json")
+
+
+def test_from_spec() -> None:
+    spec = NodeConfigSpec.model_validate(
+        {
+            "eventedPleg": True,
+            "healFallback": False,
+            "includeControlPlane": True,
+            "verification": {"timeoutSeconds": 90},
+            "rollout": {"onFailure": "Halt"},
+        }
+    )
+    assert AgentOptions.from_spec(spec) == AgentOptions(
+        verify_timeout_seconds=90, heal_fallback=False, on_failure=OnFailure.HALT, allow_static_pods=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("state", "desired", "current", "action"),
+    [
+        ("Applying", "h2", "h1", Action.APPLY),
+        ("Applying", "h1", "h1", Action.APPLY),  # re-apply after Drifted: verify again, never assume
+        ("Verifying", "h2", "h1", Action.APPLY),  # we were interrupted: finish from the host journal
+        ("Verifying", "h1", "h1", Action.IDLE),
+        ("Done", "h1", "h1", Action.WATCH),
+        ("Done", "h2", "h1", Action.IDLE),
+        ("Draining", "h2", "h1", Action.IDLE),
+        ("Cordoned", "", "", Action.IDLE),
+        ("RolledBack", "h2", "h1", Action.IDLE),
+        ("Applying", "", "", Action.IDLE),
+    ],
+)
+def test_next_action(state: str, desired: str, current: str, action: Action) -> None:
+    annotations = {c.ANN_STATE: state, c.ANN_DESIRED: desired, c.ANN_CURRENT: current}
+    assert next_action({k: v for k, v in annotations.items() if v}) is action

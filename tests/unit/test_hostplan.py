@@ -1,0 +1,228 @@
+"""The pure per-host decision: what to write/remove, or a refusal with the exact fix (nothing touched)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from eventedpleg import constants as c
+from eventedpleg.core import render
+from eventedpleg.core.hostplan import ApplyPlan, ConfigEdit, HostFacts, ManagedState, Refusal, decide
+from eventedpleg.core.kubeletflags import parse_units
+from eventedpleg.core.versions import parse_runtime, parse_version
+
+CONFIG = "/var/lib/kubelet/config.yaml"
+DIR = "/etc/kubernetes/kubelet.conf.d"
+HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+HELP = "  --feature-gates mapStringBool  Options are:\n      EventedPLEG=true|false (ALPHA - default=false)\n"
+CONFIG_TEXT = HEADER + "cgroupDriver: systemd\nstaticPodPath: /etc/kubernetes/manifests\n"
+ON = render.render(enabled=True, owner="cluster", kubelet_config_mode="DropInOnly")
+ON_EDIT = render.render(enabled=True, owner="cluster", kubelet_config_mode="EditConfigFile")
+OFF = render.render(enabled=False, owner="cluster", kubelet_config_mode="DropInOnly")
+OURS = f"{DIR}/{c.KUBELET_DROPIN_NAME}"
+CRIO_OURS = f"/etc/crio/crio.conf.d/{c.CRIO_DROPIN_NAME}"
+
+
+def facts(
+    *args: str, kubelet: str = "v1.33.2", runtime: str = "containerd://2.1.3", **changes: object
+) -> HostFacts:
+    argv = ("/usr/bin/kubelet", f"--config={CONFIG}", *args)
+    base = HostFacts(
+        kubelet_version=parse_version(kubelet),
+        runtime=parse_runtime(runtime),
+        running_argv=argv,
+        unit_argv=argv,
+        config_text=CONFIG_TEXT,
+        kubelet_dropins=(("10-eviction.conf", HEADER + "evictionHard: {memory.available: 200Mi}\n"),),
+        kubelet_help=HELP,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def plan(result: ApplyPlan | Refusal) -> ApplyPlan:
+    assert isinstance(result, ApplyPlan), result
+    return result
+
+
+def refusal(result: ApplyPlan | Refusal) -> Refusal:
+    assert isinstance(result, Refusal), result
+    return result
+
+
+def test_containerd_with_config_dir_writes_one_drop_in_and_restarts_only_the_kubelet() -> None:
+    result = plan(decide(facts(f"--config-dir={DIR}"), ON, ManagedState(), allow_static_pods=False))
+    assert [(ch.path, ch.content == ON.file(c.CM_KEY_KUBELET)) for ch in result.changes] == [(OURS, True)]
+    assert not result.restart_runtime
+    assert result.protected_dirs == (DIR,)
+    assert result.expect.gate is True and result.expect.crio_pod_events is None
+
+
+def test_crio_writes_both_and_restarts_crio() -> None:
+    f = facts(f"--config-dir={DIR}", runtime="cri-o://1.33.2", crio_dropins=(("10-crun.conf", "[crio]\n"),))
+    result = plan(decide(f, ON, ManagedState(), allow_static_pods=False))
+    assert [ch.path for ch in result.changes] == [OURS, CRIO_OURS]
+    assert result.restart_runtime and result.runtime_unit == "crio"
+    assert result.protected_dirs == (DIR, "/etc/crio/crio.conf.d")
+    assert result.expect.crio_pod_events is True
+
+
+@pytest.mark.parametrize(
+    ("f", "mode", "reason", "fix"),
+    [
+        (facts(), ON, "started without --config-dir", "add --config-dir=/etc/kubernetes/kubelet.conf.d"),
+        (
+            facts(kubelet="v1.27.12"),
+            ON,
+            "started without --config-dir",
+            "set spec.kubeletConfig: EditConfigFile",
+        ),
+        (
+            facts(f"--config-dir={DIR}", kubelet="v1.29.6"),
+            ON,
+            "ignores --config-dir without",
+            "KUBELET_CONFIG",
+        ),
+        (
+            facts("--feature-gates=EventedPLEG=false", f"--config-dir={DIR}"),
+            ON,
+            "command line sets",
+            "remove",
+        ),
+        (
+            facts("--feature-gates=AllAlpha=true", f"--config-dir={DIR}"),
+            OFF,
+            "AllAlpha=true",
+            "remove AllAlpha",
+        ),
+        (
+            facts(f"--config-dir={DIR}", kubelet="v1.25.16"),
+            ON,
+            "does not know the EventedPLEG gate",
+            "upgrade",
+        ),
+        (facts(f"--config-dir={DIR}", kubelet_help="no gates"), ON, "does not list EventedPLEG", "1.26-1.37"),
+        (facts(f"--config-dir={DIR}", kubelet_help=None), ON, "could not run `kubelet --help`", "runnable"),
+        (
+            facts(f"--config-dir={DIR}", runtime="docker://24.0.1"),
+            ON,
+            "only containerd and CRI-O",
+            "containerd",
+        ),
+        (
+            facts(f"--config-dir={DIR}", static_pod_manifests=("etcd.yaml",)),
+            ON,
+            "runs static pods",
+            "includeControlPlane",
+        ),
+        (
+            facts(f"--config-dir={DIR}", kubelet_dropins=((c.KUBELET_DROPIN_NAME, HEADER + "# theirs\n"),)),
+            ON,
+            "was not written by the operator",
+            "move or rename",
+        ),
+        (
+            facts(
+                f"--config-dir={DIR}",
+                kubelet_dropins=(("zz.conf", HEADER + "featureGates: {EventedPLEG: false}"),),
+            ),
+            ON,
+            "zz.conf sorts after",
+            "remove EventedPLEG from",
+        ),
+        (
+            facts(f"--config-dir={DIR}", kubelet_dropins=(("20-x.conf", "port: 1\n"),)),
+            ON,
+            "no apiVersion/kind",
+            "fix or remove",
+        ),
+        (
+            facts(
+                f"--config-dir={DIR}",
+                kubelet_dropins=(("50-mine.conf", HEADER + "featureGates: {EventedPLEG: true}"),),
+            ),
+            OFF,
+            "would stay on after removing",
+            "50-mine.conf",
+        ),
+        (
+            facts(f"--config-dir={DIR}", unit_argv=("/usr/bin/kubelet", "--config=/other.yaml")),
+            ON,
+            "differs from its unit",
+            "restart the kubelet once",
+        ),
+        (facts(running_argv=None, unit_argv=None), ON, "no running kubelet", "start the kubelet"),
+    ],
+)
+def test_refusals(f: HostFacts, mode: render.RenderedConfig, reason: str, fix: str) -> None:
+    result = refusal(decide(f, mode, ManagedState(), allow_static_pods=False))
+    assert reason in result.reason
+    assert fix in result.fix
+    assert result.message.startswith("Unsupported: ")
+
+
+def test_kubelet_older_than_128_is_only_offered_edit_config_file() -> None:
+    result = refusal(decide(facts(kubelet="v1.27.12"), ON, ManagedState(), allow_static_pods=False))
+    assert result.fix.startswith("set spec.kubeletConfig: EditConfigFile")  # --config-dir arrived in 1.28
+
+
+def test_1_29_with_the_alpha_env_var_is_fine() -> None:
+    f = facts(f"--config-dir={DIR}", kubelet="v1.29.6", running_env={"KUBELET_CONFIG_DROPIN_DIR_ALPHA": "1"})
+    assert plan(decide(f, ON, ManagedState(), allow_static_pods=False)).changes[0].path == OURS
+
+
+def test_static_pods_are_allowed_on_opt_in() -> None:
+    f = facts(f"--config-dir={DIR}", static_pod_manifests=("etcd.yaml",))
+    assert plan(decide(f, ON, ManagedState(), allow_static_pods=True)).changes
+
+
+def test_fix_names_the_env_file_the_unit_reads() -> None:
+    unit = parse_units(["[Service]\nEnvironmentFile=-/etc/sysconfig/kubelet\nExecStart=/usr/bin/kubelet\n"])
+    result = refusal(decide(facts(unit=unit), ON, ManagedState(), allow_static_pods=False))
+    assert "KUBELET_EXTRA_ARGS in /etc/sysconfig/kubelet" in result.fix
+
+
+def test_edit_config_file_when_opted_in() -> None:
+    result = plan(decide(facts(), ON_EDIT, ManagedState(), allow_static_pods=False))
+    (change,) = result.changes
+    assert change.path == CONFIG
+    assert change.content is not None and "EventedPLEG: true" in change.content
+    assert result.config_edit is not None and result.config_edit.previous is None
+    assert "kubeadm upgrade rewrites this file" in result.warnings[0]
+
+
+def test_disable_removes_managed_files_and_restores_the_config_bytes() -> None:
+    edited = "edited: true\n"
+    import hashlib  # noqa: PLC0415
+
+    managed = ManagedState(
+        hash="h",
+        enabled=True,
+        files={OURS: "x", CRIO_OURS: "y"},
+        config_edit=ConfigEdit(CONFIG, None, hashlib.sha256(edited.encode()).hexdigest()),
+    )
+    f = facts(
+        f"--config-dir={DIR}",
+        runtime="cri-o://1.33.2",
+        config_text=edited,
+        config_baseline=CONFIG_TEXT,
+        crio_dropins=((c.CRIO_DROPIN_NAME, "# Managed by evented-pleg-operator\n"),),
+    )
+    result = plan(decide(f, OFF, managed, allow_static_pods=False))
+    changes = {ch.path: ch.content for ch in result.changes}
+    assert changes == {OURS: None, CONFIG: CONFIG_TEXT, CRIO_OURS: None}
+    assert result.restart_runtime
+    assert result.expect.gate is False and result.expect.in_use is False
+
+
+def test_disable_after_someone_edited_the_config_only_removes_our_key() -> None:
+    managed = ManagedState(
+        hash="h", enabled=True, config_edit=ConfigEdit(CONFIG, None, "not-the-current-sha")
+    )
+    now = HEADER + "featureGates:\n  EventedPLEG: true\n  Other: true\n"
+    result = plan(
+        decide(facts(config_text=now, config_baseline=CONFIG_TEXT), OFF, managed, allow_static_pods=False)
+    )
+    (change,) = result.changes
+    assert change.content is not None
+    assert "EventedPLEG" not in change.content and "Other: true" in change.content

@@ -42,6 +42,10 @@ def _metrics(host: SimHost) -> Metrics:
     return parse_metrics(result.body)
 
 
+def _stream(host: SimHost) -> Stream:
+    return host.kubelet.stream
+
+
 def _log(host: SimHost) -> str:
     return "\n".join(host.journal("kubelet", EPOCH - timedelta(days=1)))
 
@@ -61,7 +65,9 @@ def test_drop_ins_merge_maps_key_by_key_in_lexical_order(tmp_path: Path) -> None
     _restart_kubelet(host, clock)
     # 10-eviction.conf (GracefulNodeShutdown) + 20-a + 30-b all survive: maps merge, they are not replaced.
     assert host.kubelet.gates == {"EventedPLEG": True, "GracefulNodeShutdown": True, "KubeletTracing": False}
-    assert "feature gates: &{map[EventedPLEG:true GracefulNodeShutdown:true KubeletTracing:false]}" in _log(host)
+    assert "feature gates: &{map[EventedPLEG:true GracefulNodeShutdown:true KubeletTracing:false]}" in _log(
+        host
+    )
     assert "Skipped file in drop-in directory (does not have .conf extension)" in _log(host)
 
     _write(host, f"{DROPIN_DIR}/sub/40-c.conf", HEADER + "featureGates:\n  EventedPLEG: false\n")
@@ -95,11 +101,14 @@ def test_unknown_gate_stops_the_kubelet(tmp_path: Path) -> None:
 
 
 def test_unknown_gate_on_the_command_line_has_the_flags_message(tmp_path: Path) -> None:
-    host, clock = _host(tmp_path, profiles.kubelet_125().with_(extra_args=("--feature-gates=EventedPLEG=true",)))
+    host, clock = _host(
+        tmp_path, profiles.kubelet_125().with_(extra_args=("--feature-gates=EventedPLEG=true",))
+    )
     del clock
     assert host.kubelet.status is Status.FAILED
-    assert "failed to set feature gates from initial flags-based config: unrecognized feature gate: EventedPLEG" in (
-        _log(host)
+    assert (
+        "failed to set feature gates from initial flags-based config: unrecognized feature gate: EventedPLEG"
+        in (_log(host))
     )
 
 
@@ -108,7 +117,9 @@ def test_drop_in_without_api_version_stops_the_kubelet(tmp_path: Path) -> None:
     _write(host, f"{DROPIN_DIR}/20-bad.conf", "featureGates:\n  EventedPLEG: true\n")
     _restart_kubelet(host, clock)
     assert host.kubelet.status is Status.FAILED
-    assert f"failed to load kubelet dropin file, path: {DROPIN_DIR}/20-bad.conf, no apiVersion/kind" in _log(host)
+    assert f"failed to load kubelet dropin file, path: {DROPIN_DIR}/20-bad.conf, no apiVersion/kind" in _log(
+        host
+    )
 
 
 def test_config_dir_on_129_needs_the_alpha_env_var(tmp_path: Path) -> None:
@@ -176,14 +187,14 @@ def test_runtime_restart_makes_the_kubelet_fall_back_until_it_restarts(tmp_path:
     host, clock = _host(tmp_path, profiles.kubeadm_containerd().with_(verbosity=4))
     _write(host, f"{DROPIN_DIR}/99-on.conf", HEADER + "featureGates:\n  EventedPLEG: true\n")
     _restart_kubelet(host, clock)
-    assert host.kubelet.stream is Stream.CONNECTED
+    assert _stream(host) is Stream.CONNECTED
     host.restart_runtime()
     clock.advance(100)
     host.advance()
 
     metrics = _metrics(host)
     assert metrics.value("kubelet_evented_pleg_connection_error_count") == 5
-    assert host.kubelet.stream is Stream.FALLEN_BACK
+    assert _stream(host) is Stream.FALLEN_BACK
     log = _log(host)
     assert log.count("Evented PLEG: Failed to get container events, retrying") == 5
     assert "Fall back to Generic PLEG relisting since Evented PLEG is not working" in log
@@ -201,7 +212,9 @@ def test_runtime_restart_makes_the_kubelet_fall_back_until_it_restarts(tmp_path:
         (profiles.crio(), '"container events stream is closed" err="EOF"'),  # enable_pod_events unset
     ],
 )
-def test_runtime_without_events_makes_the_kubelet_fall_back(tmp_path: Path, profile: HostProfile, line: str) -> None:
+def test_runtime_without_events_makes_the_kubelet_fall_back(
+    tmp_path: Path, profile: HostProfile, line: str
+) -> None:
     host, clock = _host(tmp_path, profile.with_(verbosity=0))
     _write(host, f"{DROPIN_DIR}/99-on.conf", HEADER + "featureGates:\n  EventedPLEG: true\n")
     _restart_kubelet(host, clock)

@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - verbatim kubelet log lines
 """Kubelet log lines -> signals (literal messages from domain-facts §1, §4)."""
 
 from __future__ import annotations

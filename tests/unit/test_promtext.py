@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - verbatim metrics text
 """The Prometheus text reader used on the kubelet's /metrics."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Version-aware verification: metrics + log lines -> PASS / FAIL / PENDING with evidence (domain-facts §4)."""
+"""Version-aware verification: metrics + log lines -> PASS / FAIL / PENDING with evidence (§4)."""
 
 from __future__ import annotations
 
@@ -96,7 +96,8 @@ def test_enabled_136_passes_on_gate_stream_and_300s_relist() -> None:
         "healthz": "ok: /healthz ok",
         "nodeReady": "ok: Ready=True",
         "gate": 'ok: kubernetes_feature_enabled{name="EventedPLEG",stage="ALPHA"} 1',
-        "stream": "ok: kubelet_evented_pleg_connection_success_count 1, kubelet_evented_pleg_connection_error_count 0",
+        "stream": "ok: kubelet_evented_pleg_connection_success_count 1, "
+        "kubelet_evented_pleg_connection_error_count 0",
         "relist": "ok: 0 relists in 30s (period >= 300s)",
         "events": "info: 0 event lines",
     }
@@ -152,8 +153,8 @@ def test_137_passes_with_one_second_relist_and_fails_on_the_fast_path_line() -> 
         metrics(relists=30, period=1),
         baseline=metrics(relists=0, period=1),
         log=[
-            'E0101 evented.go:176] "Evented PLEG: disabling unexpected-termination fast path after exhausting '
-            'event stream retries"'
+            'E0101 evented.go:176] "Evented PLEG: disabling unexpected-termination fast path after '
+            'exhausting event stream retries"'
         ],
     )
     result = evaluate(V137, ENABLED, gave_up, min_window=30)

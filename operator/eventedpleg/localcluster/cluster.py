@@ -554,11 +554,12 @@ def kubectl_path() -> str:
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: the kernel sends SIGTERM when the parent dies (prctl PR_SET_PDEATHSIG), so a
-    killed pytest leaves no control plane behind."""
+    """In the child before exec: the kernel kills it when the parent dies (prctl PR_SET_PDEATHSIG), so a
+    killed pytest leaves no control plane behind. SIGKILL, not SIGTERM: every component gets it at once,
+    etcd exits first, and kube-apiserver's graceful shutdown then hung for good (seen with v1.36.4)."""
     pr_set_pdeathsig = 1
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def _free_ports(*names: str) -> dict[str, int]:

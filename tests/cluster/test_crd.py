@@ -4,6 +4,7 @@ admission naming the field, printer columns, status subresource."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ from tests.unit.test_models import BAD_SPECS
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
+# The cluster is shared with the operator's tests: our NodeConfigs go when this module is done.
+TEST_LABEL = "eventedpleg.io/test"
 
 
 def nodeconfig(name: str, spec: dict[str, Any]) -> str:
@@ -23,14 +26,14 @@ def nodeconfig(name: str, spec: dict[str, Any]) -> str:
         {
             "apiVersion": "eventedpleg.io/v1alpha1",
             "kind": "NodeConfig",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "labels": {TEST_LABEL: "crd"}},
             "spec": spec,
         }
     )
 
 
 @pytest.fixture(scope="module")
-def crd(cluster: LocalCluster) -> LocalCluster:
+def crd(cluster: LocalCluster) -> Iterator[LocalCluster]:
     applied = cluster.kubectl("apply", "-f", str(REPO / "crds"))
     assert applied.returncode == 0, applied.stderr
     assert "nodeconfigs.eventedpleg.io" in applied.stdout
@@ -38,7 +41,8 @@ def crd(cluster: LocalCluster) -> LocalCluster:
         "wait", "--for=condition=Established", "--timeout=60s", "crd/nodeconfigs.eventedpleg.io"
     )
     assert established.returncode == 0, established.stderr
-    return cluster
+    yield cluster
+    cluster.kubectl("delete", "nodeconfigs", "-l", f"{TEST_LABEL}=crd", "--wait=false", check=True)
 
 
 def table_row(output: str) -> dict[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -33,6 +33,14 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
 def kget(cluster: LocalCluster, *args: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(cluster.kubectl("get", *args, "-o", "json", check=True).stdout)
     return data
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cleanup(cluster: LocalCluster) -> Iterator[None]:
+    """The cluster is shared with the operator's tests: leave no nodes or workloads behind."""
+    yield
+    cluster.kubectl("delete", "namespace", "workloads", "--ignore-not-found", "--wait=false", check=True)
+    cluster.delete_nodes(["info-crio", "info-cp", "wl-0", "wl-1", "wl-2"])
 
 
 def test_fake_nodes_are_ready_and_keep_our_node_info(cluster: LocalCluster) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,6 +27,14 @@ def whoami(cluster: LocalCluster, kubeconfig: Any) -> dict[str, Any]:
     out = cluster.kubectl("auth", "whoami", "-o", "json", kubeconfig=kubeconfig, check=True)
     info: dict[str, Any] = json.loads(out.stdout)["status"]["userInfo"]
     return info
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cleanup(cluster: LocalCluster) -> Iterator[None]:
+    """The cluster is shared with the operator's tests: leave no nodes or namespaces behind."""
+    yield
+    cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=false", check=True)
+    cluster.delete_nodes(["bound-node"])
 
 
 def test_service_account_token_is_subject_to_rbac(cluster: LocalCluster) -> None:

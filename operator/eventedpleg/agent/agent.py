@@ -254,7 +254,9 @@ class Agent:
     ) -> Transaction:
         """Record exact backups before the first write (or extend those of our own interrupted apply)."""
         if txn is None:
-            pre_gate, _ = gate_metric(self.observer.metrics())
+            pre_gate = plan.gate_before
+            if pre_gate is None:
+                pre_gate, _ = gate_metric(self.observer.metrics())
             txn = Transaction(
                 target_hash=desired,
                 enabled=enabled,

@@ -37,7 +37,7 @@ class Transaction:
     restart_runtime: bool
     runtime_unit: str
     previous: ManagedState
-    pre_gate: bool | None = None  # kubernetes_feature_enabled before we touched anything
+    pre_gate: bool | None = None  # EventedPLEG as the files said before we touched anything
     protected: tuple[str, ...] = ()  # drop-in dirs no temp file may enter (for the restore)
     halted: bool = False  # onFailure=Halt left the node as it failed; roll back before anything else
 

@@ -90,6 +90,9 @@ class ApplyPlan:
     config_edit: ConfigEdit | None = None
     warnings: tuple[str, ...] = ()
     summary: str = ""
+    # EventedPLEG as the files on the host say before any change: what a rollback must come back to (the
+    # running kubelet may differ, e.g. after our drop-in was removed by hand and not yet restarted).
+    gate_before: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -441,10 +444,12 @@ def decide(
     if isinstance(runtime, Refusal):
         return runtime
 
+    config_dir, _ = _config_dir_usable(facts, flags)
+    dropins = facts.kubelet_dropins if config_dir else ()
+    before = kubeletconfig.gate_sources(_config_pair(facts, flags), dropins, _cli_gates(facts)[0])
     unique = {ch.path: ch for ch in kubelet.changes + runtime.changes}  # one change per path
     changes = tuple(unique.values())
     is_crio = facts.runtime is not None and facts.runtime.kind is RuntimeKind.CRIO
-    config_dir, _ = _config_dir_usable(facts, flags)
     protected = tuple(d for d in (config_dir, CRIO_DROPIN_DIR if is_crio else None) if d)
     verb = "enable" if enabling else "disable"
     done = ", ".join(f"{'write' if ch.content is not None else 'remove'} {ch.path}" for ch in changes)
@@ -458,4 +463,5 @@ def decide(
         config_edit=kubelet.config_edit,
         warnings=kubelet.warnings + runtime.warnings,
         summary=f"{verb} EventedPLEG: {done or 'nothing to change'}",
+        gate_before=kubeletconfig.effective_gate(before),
     )

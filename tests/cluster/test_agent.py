@@ -1,0 +1,398 @@
+"""The node agent on the real control plane: its RBAC and admission policy, and full applies on kwok nodes.
+
+Each agent authenticates with a ServiceAccount token bound to a Pod scheduled on its node (TokenRequest;
+the token carries authentication.kubernetes.io/node-name, KEP-4193), exactly as in the DaemonSet. The
+chart's agent-rbac.yaml and agent-vap.yaml are rendered by the real helm and applied unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from eventedpleg import constants as c
+from eventedpleg.agent import runner
+from eventedpleg.agent.agent import Agent, AgentSettings
+from eventedpleg.constants import NodeState
+from eventedpleg.core import render
+from eventedpleg.core.agentoptions import AgentOptions
+from eventedpleg.k8s import configmaps
+from eventedpleg.k8s.agentapi import KubeAgentApi
+from eventedpleg.k8s.client import api_client
+from eventedpleg.k8s.fakenodes import KWOK_TOLERATION, FakeNode
+from eventedpleg.localcluster import build
+from eventedpleg.localcluster.cluster import LocalCluster
+from eventedpleg.sim import profiles
+from eventedpleg.sim.clock import FakeClock
+from eventedpleg.sim.host import SimHost
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "manifests" / "evented-pleg-operator"
+OPERATOR_NS = "evented-pleg-system"
+AGENT_NS = "evented-pleg-agent"  # values.yaml agent.namespace
+AGENT_SA = "evented-pleg-agent"  # epo.agentName
+
+
+def _helm() -> str:
+    found = build.locate("helm")
+    if found is None:
+        build.ensure(("helm",))
+        found = build.locate("helm")
+    assert found is not None
+    return str(found)
+
+
+def _render(template: str) -> str:
+    return subprocess.run(
+        [_helm(), "template", "epo", str(CHART), "-n", OPERATOR_NS, "--show-only", f"templates/{template}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def _kubectl_ok(
+    cluster: LocalCluster, *args: str, kubeconfig: Path | None = None, stdin: str | None = None
+) -> str:
+    result = cluster.kubectl(*args, kubeconfig=kubeconfig, stdin=stdin)
+    assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
+    return result.stdout
+
+
+def _denied(
+    cluster: LocalCluster, kubeconfig: Path, *args: str, because: str, stdin: str | None = None
+) -> None:
+    result = cluster.kubectl(*args, kubeconfig=kubeconfig, stdin=stdin)
+    assert result.returncode != 0, f"kubectl {' '.join(args)} was allowed"
+    assert because in result.stderr, result.stderr
+
+
+@dataclass
+class AgentEnv:
+    cluster: LocalCluster
+    node_a: str
+    node_b: str
+    kubeconfig: Path  # the agent SA, token bound to a pod on node A
+    unbound: Path  # the agent SA, token not bound to any pod
+    admin: client.ApiClient
+
+    def node(self, name: str) -> dict[str, Any]:
+        node: dict[str, Any] = json.loads(_kubectl_ok(self.cluster, "get", "node", name, "-o", "json"))
+        return node
+
+    def annotations(self, name: str) -> dict[str, str]:
+        return dict(self.node(name)["metadata"].get("annotations") or {})
+
+    def annotate(self, name: str, changes: dict[str, str | None]) -> None:
+        client.CoreV1Api(self.admin).patch_node(name, {"metadata": {"annotations": changes}})
+
+    def events_about(self, name: str) -> list[dict[str, Any]]:
+        selector = f"involvedObject.name={name}"
+        out = _kubectl_ok(
+            self.cluster, "get", "events", "-n", "default", "--field-selector", selector, "-o", "json"
+        )
+        items: list[dict[str, Any]] = json.loads(out)["items"]
+        return items
+
+
+def _bound_pod(cluster: LocalCluster, node: str) -> str:
+    pod = f"agent-{node}"
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod, "namespace": AGENT_NS},
+        "spec": {
+            "serviceAccountName": AGENT_SA,
+            "nodeName": node,
+            "tolerations": [KWOK_TOLERATION],
+            "containers": [{"name": "agent", "image": "registry.invalid/evented-pleg-operator:test"}],
+        },
+    }
+    _kubectl_ok(cluster, "apply", "-f", "-", stdin=yaml.safe_dump(manifest))
+    return pod
+
+
+@pytest.fixture(scope="module")
+def agent_env(cluster: LocalCluster) -> Iterator[AgentEnv]:
+    for ns in (OPERATOR_NS, AGENT_NS):
+        cluster.kubectl("create", "namespace", ns)  # may exist already (other modules)
+    for template in ("agent-rbac.yaml", "agent-vap.yaml"):
+        _kubectl_ok(cluster, "apply", "-f", "-", stdin=_render(template))
+    suffix = uuid.uuid4().hex[:5]
+    profile = profiles.kubeadm_containerd()
+    names = cluster.add_nodes(
+        [
+            FakeNode(
+                f"agent-{suffix}-{x}",
+                kubelet_version=profile.kubelet_version,
+                container_runtime_version=profile.runtime,
+            )
+            for x in "ab"
+        ]
+    )
+    pod = _bound_pod(cluster, names[0])
+    kubeconfig = cluster.service_account_kubeconfig(AGENT_NS, AGENT_SA, bound_pod=pod, create=False)
+    unbound = cluster.service_account_kubeconfig(AGENT_NS, AGENT_SA, create=False)
+    with cluster.api() as admin:
+        env = AgentEnv(cluster, names[0], names[1], kubeconfig, unbound, admin)
+        # The policies take a moment to reach the admission plugin: wait until a foreign patch is denied.
+        deadline = time.monotonic() + 30
+        patch = json.dumps({"metadata": {"annotations": {c.ANN_STATE: "Probe"}}})
+        while cluster.kubectl("patch", "node", names[1], "-p", patch, kubeconfig=kubeconfig).returncode == 0:
+            assert time.monotonic() < deadline, "the ValidatingAdmissionPolicy never took effect"
+            time.sleep(0.5)
+        env.annotate(names[1], {c.ANN_STATE: None})
+        yield env
+    cluster.kubectl("delete", "pod", "-n", AGENT_NS, pod, "--wait=false")
+    cluster.delete_nodes(names)
+
+
+# --- security: RBAC + ValidatingAdmissionPolicy ----------------------------------------------------------
+
+
+def test_token_is_bound_to_node_a(agent_env: AgentEnv) -> None:
+    out = _kubectl_ok(agent_env.cluster, "auth", "whoami", "-o", "json", kubeconfig=agent_env.kubeconfig)
+    info = json.loads(out)["status"]["userInfo"]
+    assert info["username"] == f"system:serviceaccount:{AGENT_NS}:{AGENT_SA}"
+    assert info["extra"]["authentication.kubernetes.io/node-name"] == [agent_env.node_a]
+
+
+def test_agent_of_node_a_cannot_patch_node_b(agent_env: AgentEnv) -> None:
+    patch = json.dumps({"metadata": {"annotations": {c.ANN_STATE: "Done"}}})
+    _denied(
+        agent_env.cluster,
+        agent_env.kubeconfig,
+        "patch", "node", agent_env.node_b, "-p", patch,
+        because=f"may only change its own Node, not {agent_env.node_b}",
+    )  # fmt: skip
+    assert c.ANN_STATE not in agent_env.annotations(agent_env.node_b)
+
+
+@pytest.mark.parametrize(
+    ("patch", "because"),
+    [
+        ({"metadata": {"labels": {"pwned": "true"}}}, "may not change the Node's spec, labels"),
+        ({"spec": {"unschedulable": True}}, "may not change the Node's spec, labels"),
+        ({"spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}}, "may not change the Node's spec"),
+        (
+            {"metadata": {"annotations": {"example.com/other": "x"}}},
+            "may only change eventedpleg.io/* annotations",
+        ),
+        ({"metadata": {"annotations": {"kwok.x-k8s.io/node": None}}}, "may only change eventedpleg.io/*"),
+    ],
+)
+def test_agent_cannot_change_anything_else_on_its_own_node(
+    agent_env: AgentEnv, patch: dict[str, Any], because: str
+) -> None:
+    before = agent_env.node(agent_env.node_a)
+    _denied(
+        agent_env.cluster,
+        agent_env.kubeconfig,
+        "patch", "node", agent_env.node_a, "-p", json.dumps(patch),
+        because=because,
+    )  # fmt: skip
+    after = agent_env.node(agent_env.node_a)
+    assert after["spec"] == before["spec"]
+    assert after["metadata"]["labels"] == before["metadata"]["labels"]
+
+
+def test_agent_can_change_its_own_eventedpleg_annotations(agent_env: AgentEnv) -> None:
+    patch = json.dumps({"metadata": {"annotations": {c.ANN_REASON: "probe from the agent"}}})
+    _kubectl_ok(
+        agent_env.cluster, "patch", "node", agent_env.node_a, "-p", patch, kubeconfig=agent_env.kubeconfig
+    )
+    assert agent_env.annotations(agent_env.node_a)[c.ANN_REASON] == "probe from the agent"
+    remove = json.dumps({"metadata": {"annotations": {c.ANN_REASON: None}}})
+    _kubectl_ok(
+        agent_env.cluster, "patch", "node", agent_env.node_a, "-p", remove, kubeconfig=agent_env.kubeconfig
+    )
+    assert c.ANN_REASON not in agent_env.annotations(agent_env.node_a)
+
+
+def test_a_token_not_bound_to_a_pod_changes_nothing(agent_env: AgentEnv) -> None:
+    patch = json.dumps({"metadata": {"annotations": {c.ANN_REASON: "x"}}})
+    _denied(
+        agent_env.cluster,
+        agent_env.unbound,
+        "patch", "node", agent_env.node_a, "-p", patch,
+        because="must authenticate with a token bound to its pod",
+    )  # fmt: skip
+
+
+def test_rbac_is_exactly_what_the_agent_needs(agent_env: AgentEnv) -> None:
+    cluster, kubeconfig = agent_env.cluster, agent_env.kubeconfig
+
+    def can(*args: str) -> str:
+        return cluster.kubectl("auth", "can-i", *args, kubeconfig=kubeconfig).stdout.strip()
+
+    assert can("get", "nodes") == "yes"
+    assert can("watch", "nodes") == "yes"
+    assert can("patch", "nodes") == "yes"
+    assert can("get", "nodes", "--subresource=metrics") == "yes"
+    assert can("get", "configmaps", "-n", OPERATOR_NS) == "yes"
+    assert can("create", "events", "-n", "default") == "yes"
+    for args in (
+        ("list", "nodes"),
+        ("delete", "nodes"),
+        ("update", "nodes", "--subresource=status"),
+        ("get", "configmaps", "-n", "kube-system"),
+        ("list", "configmaps", "-n", OPERATOR_NS),
+        ("get", "secrets", "-n", OPERATOR_NS),
+        ("list", "pods", "-A"),
+        ("create", "pods/eviction", "-n", "default"),
+        ("create", "events", "-n", "kube-system"),
+    ):
+        assert can(*args) == "no", args
+
+
+def test_agent_can_only_record_events_about_its_own_node(agent_env: AgentEnv) -> None:
+    def event(node: str) -> str:
+        return yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"generateName": f"{node}.", "namespace": "default"},
+                "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"},
+                "reason": "Probe",
+                "message": "probe",
+                "type": "Normal",
+            }
+        )
+
+    _denied(
+        agent_env.cluster,
+        agent_env.kubeconfig,
+        "create", "-f", "-",
+        stdin=event(agent_env.node_b),
+        because="may only record Events about its own Node",
+    )  # fmt: skip
+    _kubectl_ok(
+        agent_env.cluster, "create", "-f", "-", kubeconfig=agent_env.kubeconfig, stdin=event(agent_env.node_a)
+    )
+
+
+# --- the agent itself, out of cluster, against a simulated host ------------------------------------------
+
+
+def _request(env: AgentEnv, rendered: render.RenderedConfig, options: AgentOptions | None = None) -> None:
+    """The operator's step 3 (admin credentials): the ConfigMap, then agent-options + desired + Applying."""
+    configmaps.ensure(env.admin, OPERATOR_NS, rendered)
+    env.annotate(
+        env.node_a,
+        {
+            c.ANN_AGENT_OPTIONS: (options or AgentOptions()).to_json(),
+            c.ANN_DESIRED: rendered.hash,
+            c.ANN_STATE: NodeState.APPLYING.value,
+        },
+    )
+
+
+def test_agent_applies_verifies_rolls_back_and_detects_drift_through_the_real_api(
+    agent_env: AgentEnv, tmp_path: Path
+) -> None:
+    clock = FakeClock()
+    host = SimHost(tmp_path / "root", profiles.kubeadm_containerd(), clock)
+    with api_client(str(agent_env.kubeconfig)) as agent_client:
+        agent = Agent(
+            agent_env.node_a,
+            host,
+            KubeAgentApi(agent_client, host=agent_env.node_a),
+            AgentSettings(OPERATOR_NS),
+        )
+        on = render.render(
+            enabled=True, owner=f"agent-test-{uuid.uuid4().hex[:4]}", kubelet_config_mode="DropInOnly"
+        )
+        _request(agent_env, on)
+        runner.run(agent, stop=lambda: False, once=True)
+
+        ann = agent_env.annotations(agent_env.node_a)
+        assert ann[c.ANN_STATE] == NodeState.DONE, ann.get(c.ANN_REASON)
+        assert ann[c.ANN_CURRENT] == on.hash
+        assert json.loads(ann[c.ANN_EVIDENCE])["checks"]["relist"].startswith("ok: 0 relists")
+        assert host.path(f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}").read_text() == on.file(
+            c.CM_KEY_KUBELET
+        )
+        reasons = [e["reason"] for e in agent_env.events_about(agent_env.node_a)]
+        assert "Applying" in reasons and "Verified" in reasons
+
+        # A new render whose kubelet will not start: rolled back, current-config still the verified one.
+        host.faults.kubelet.fails_when_evented = True
+        again = render.render(
+            enabled=True, owner=f"agent-test-{uuid.uuid4().hex[:4]}", kubelet_config_mode="DropInOnly"
+        )
+        # Our file removed by hand (the running kubelet still has the gate): the rollback must come back to
+        # what the files say, gate off.
+        host.path(f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}").unlink()
+        _request(agent_env, again)
+        runner.run(agent, stop=lambda: False, once=True)
+        ann = agent_env.annotations(agent_env.node_a)
+        assert ann[c.ANN_STATE] == NodeState.ROLLED_BACK, ann.get(c.ANN_REASON)
+        assert ann[c.ANN_CURRENT] == on.hash
+        assert "kubelet did not start" in ann[c.ANN_REASON]
+        assert json.loads(ann[c.ANN_EVIDENCE])["rollback"]["result"] == "pass"
+        assert "RolledBack" in [e["reason"] for e in agent_env.events_about(agent_env.node_a)]
+
+        # Back on the verified hash and Done; then our file disappears: Drifted, current-config withdrawn.
+        host.faults.kubelet.fails_when_evented = False
+        _request(agent_env, on)
+        runner.run(agent, stop=lambda: False, once=True)
+        assert agent_env.annotations(agent_env.node_a)[c.ANN_STATE] == NodeState.DONE
+        host.path(f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}").unlink()
+        runner.run(agent, stop=lambda: False, once=True)
+        ann = agent_env.annotations(agent_env.node_a)
+        assert ann[c.ANN_STATE] == NodeState.DRIFTED
+        assert c.ANN_CURRENT not in ann
+
+
+def test_missing_configmap_through_the_real_api(agent_env: AgentEnv, tmp_path: Path) -> None:
+    clock = FakeClock()
+    host = SimHost(tmp_path / "root", profiles.kubeadm_containerd(), clock)
+    agent_env.annotate(
+        agent_env.node_a, {c.ANN_DESIRED: "000000000000", c.ANN_STATE: NodeState.APPLYING.value}
+    )
+    with api_client(str(agent_env.kubeconfig)) as agent_client:
+        agent = Agent(agent_env.node_a, host, KubeAgentApi(agent_client), AgentSettings(OPERATOR_NS))
+        runner.run(agent, stop=lambda: False, once=True)
+    ann = agent_env.annotations(agent_env.node_a)
+    assert ann[c.ANN_STATE] == NodeState.ROLLED_BACK
+    assert f"ConfigMap {OPERATOR_NS}/{c.CONFIGMAP_PREFIX}000000000000" in ann[c.ANN_REASON]
+    assert host.commands == []  # nothing touched
+
+
+def test_agent_cli_process_with_a_simulated_host(agent_env: AgentEnv, tmp_path: Path) -> None:
+    """`eventedpleg agent --simulate ... --once` as a real process, real clock, bound token."""
+    rendered = render.render(
+        enabled=True, owner=f"agent-cli-{uuid.uuid4().hex[:4]}", kubelet_config_mode="DropInOnly"
+    )
+    _request(agent_env, rendered, AgentOptions(verify_timeout_seconds=60))
+    root = tmp_path / "host"
+    argv = [
+        sys.executable, "-m", "eventedpleg", "agent",
+        "--node", agent_env.node_a,
+        "--kubeconfig", str(agent_env.kubeconfig),
+        "--namespace", OPERATOR_NS,
+        "--simulate", "kubeadm-containerd",
+        "--host-root", str(root),
+        "--poll-seconds", "0.5",
+        "--min-window-seconds", "12",
+        "--once",
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    ann = agent_env.annotations(agent_env.node_a)
+    assert ann[c.ANN_STATE] == NodeState.DONE, ann.get(c.ANN_REASON)
+    assert ann[c.ANN_CURRENT] == rendered.hash
+    assert (root / profiles.CONFIG_DIR.lstrip("/") / c.KUBELET_DROPIN_NAME).is_file()

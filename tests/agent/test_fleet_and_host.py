@@ -1,0 +1,111 @@
+"""Many agents on one clock; the production host's argv and /proc reading; temp-file placement."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from eventedpleg import constants as c
+from eventedpleg.agent.agent import Agent, AgentSettings
+from eventedpleg.agent.fleet import Fleet
+from eventedpleg.agent.hostfiles import HostFiles
+from eventedpleg.agent.linuxhost import LinuxHost
+from eventedpleg.constants import NodeState
+from eventedpleg.core import render
+from eventedpleg.core.agentoptions import AgentOptions
+from eventedpleg.sim import profiles
+from eventedpleg.sim.clock import FakeClock
+from eventedpleg.sim.host import SimHost
+from tests.agent.conftest import NAMESPACE, RigFactory
+from tests.agent.fakeapi import FakeApi
+
+
+def test_fifty_agents_verify_concurrently_on_one_clock(tmp_path: Path) -> None:
+    clock = FakeClock()
+    api = FakeApi()
+    rendered = render.render(enabled=True, owner="cluster", kubelet_config_mode="DropInOnly")
+    api.configmaps[(NAMESPACE, rendered.configmap_name)] = rendered.configmap_data()
+    fleet = Fleet(clock)
+    agents = []
+    for i in range(50):
+        name = f"node-{i:02d}"
+        host = SimHost(tmp_path / name, profiles.kubeadm_containerd(), clock)
+        api.add_node(name, "v1.33.2", "containerd://2.1.3", ready=host.node_ready)
+        api.annotate(
+            name,
+            {
+                c.ANN_AGENT_OPTIONS: AgentOptions().to_json(),
+                c.ANN_DESIRED: rendered.hash,
+                c.ANN_STATE: "Applying",
+            },
+        )
+        agents.append(Agent(name, host, api, AgentSettings(namespace=NAMESPACE)))
+    start = clock.now()
+    for agent in agents:
+        assert fleet.submit(agent.node, agent.on_node(api.view(agent.node)))
+    assert not fleet.submit(agents[0].node, agents[0].on_node(api.view(agents[0].node)))  # one step per node
+    fleet.run_until_idle()
+
+    assert all(api.nodes[a.node].annotations[c.ANN_STATE] == NodeState.DONE for a in agents)
+    # Interleaved, not serial: the whole fleet took about as long as one node's verification.
+    assert clock.now() - start < timedelta(seconds=60)
+
+
+def test_linux_host_runs_commands_in_pid_1_namespaces() -> None:
+    assert LinuxHost(Path("/host")).command(["systemctl", "restart", "kubelet"]) == [
+        "nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--", "systemctl", "restart", "kubelet",
+    ]  # fmt: skip
+    assert LinuxHost(Path("/"), nsenter=False).command(["crio", "status", "config"]) == [
+        "crio",
+        "status",
+        "config",
+    ]
+
+
+def test_linux_host_finds_the_kubelet_in_proc(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    for pid, argv, env in (
+        (1, b"/sbin/init\0", b""),
+        (812, b"/usr/bin/kubelet\0--config=/var/lib/kubelet/config.yaml\0--config-dir=/d\0", b"A=1\0"),
+    ):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cmdline").write_bytes(argv)
+        (proc / str(pid) / "environ").write_bytes(env)
+        fields = ["S"] + ["0"] * 18 + ["250"]  # field 22 = start time: 250 ticks after boot
+        (proc / str(pid) / "stat").write_text(f"{pid} (x) " + " ".join(fields) + " 0 0\n")
+    (proc / "stat").write_text("cpu 1 2 3\nbtime 1700000000\n")
+    (proc / "self").mkdir()
+
+    found = LinuxHost(Path("/"), proc=proc, nsenter=False).kubelet_process()
+    assert found is not None
+    assert found.pid == 812
+    assert found.argv == ("/usr/bin/kubelet", "--config=/var/lib/kubelet/config.yaml", "--config-dir=/d")
+    assert found.environ == {"A": "1"}
+    assert found.started_at is not None and found.started_at.timestamp() > 1700000000
+
+
+def test_temp_files_go_outside_every_protected_directory(tmp_path: Path) -> None:
+    files = HostFiles(tmp_path)
+    protected = ("/etc/kubernetes/kubelet.conf.d", "/etc/crio/crio.conf.d")
+    assert files.temp_dir_for("/etc/crio/crio.conf.d/99-eventedpleg.conf", protected) == "/etc/crio"
+    assert files.temp_dir_for("/etc/kubernetes/kubelet.conf.d/sub/x.conf", protected) == "/etc/kubernetes"
+    assert files.temp_dir_for("/var/lib/kubelet/config.yaml", protected) == "/var/lib/kubelet"
+    files.write_atomic("/etc/crio/crio.conf.d/99-eventedpleg.conf", b"x = 1\n", protected=protected)
+    assert sorted(p.name for p in (tmp_path / "etc/crio").rglob("*")) == [
+        "99-eventedpleg.conf",
+        "crio.conf.d",
+    ]
+
+
+def test_rollback_after_drift_returns_to_what_the_files_say(make_rig: RigFactory) -> None:
+    # Our drop-in was removed by hand (the running kubelet still has the gate); the re-apply fails: the
+    # rollback restores "no drop-in" and verifies the gate is off, as those files imply.
+    rig = make_rig(profiles.kubeadm_containerd())
+    config_hash = rig.apply()
+    rig.path(f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}").unlink()
+    rig.host.faults.kubelet.fails_when_evented = True
+    rig.request(config_hash)
+    rig.step()
+    assert rig.state == NodeState.ROLLED_BACK
+    assert not rig.host.kubelet.evented
+    assert not rig.path(f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}").exists()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 import kopf
@@ -39,6 +40,15 @@ def _runtime(memo: kopf.Memo) -> Runtime:
 @kopf.on.startup()
 def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     configure(settings)
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """$KUBECONFIG when set (out of cluster, tests), else the pod's ServiceAccount. kopf's default reads
+    the kubernetes client's kubeconfig path, which that library fixes at import time."""
+    if os.environ.get("KUBECONFIG"):
+        return kopf.login_with_kubeconfig(**kwargs)
+    return kopf.login_with_service_account(**kwargs)
 
 
 @kopf.on.event("", "v1", "nodes")

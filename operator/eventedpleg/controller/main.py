@@ -60,6 +60,8 @@ def run(options: OperatorOptions) -> int:
         os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's own login reads it
     api = api_client(options.kubeconfig, pool_size=32)
     identity = options.identity or os.environ.get("POD_NAME") or os.uname().nodename
+    # kopf logs every handler call at INFO: one line per node event would drown the log on a big cluster.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     metrics = Metrics()
     server = metrics.serve(options.metrics_port)
     stop, lost = threading.Event(), threading.Event()

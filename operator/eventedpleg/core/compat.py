@@ -270,6 +270,7 @@ class Verdict:
     kubelet: Version | None
     runtime: RuntimeVersion | None
     targets: RenderTargets | None
+    notes: tuple[str, ...] = ()
 
     def eligible(self, policy: Policy) -> bool:
         return self.level is Level.SUPPORTED or (self.level is Level.RISKY and policy.allow_risky)
@@ -361,11 +362,11 @@ def verdict(facts: NodeFacts, policy: Policy) -> Verdict:
             )
 
     level = max((level for level, _ in findings), key=lambda lv: lv.rank, default=Level.UNSUPPORTED)
-    # Lead with what decides the level, then the rest as notes.
-    ordered = sorted(findings, key=lambda f: -f[0].rank)
-    reasons = tuple(reason for _, reason in ordered)
+    # What decides the level are the reasons; the rest are notes (shown by preflight, not in status).
+    reasons = tuple(reason for lv, reason in findings if lv is level)
+    notes = tuple(reason for lv, reason in findings if lv is not level)
     usable_runtime = runtime if runtime is not None and runtime.kind is not RuntimeKind.OTHER else None
     targets = (
         _targets(usable_runtime) if usable_runtime is not None and level is not Level.UNSUPPORTED else None
     )
-    return Verdict(facts.name, level, reasons, kubelet, runtime, targets)
+    return Verdict(facts.name, level, reasons, kubelet, runtime, targets, notes)

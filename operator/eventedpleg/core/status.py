@@ -102,6 +102,7 @@ def build_status(
     previous: Sequence[Condition],
     now: datetime,
 ) -> NodeConfigStatus:
+    now = now.replace(microsecond=0)  # RFC 3339 seconds, as Kubernetes writes conditions
     before = {cond.type: cond for cond in previous}
     conditions = []
     for kind, ok, reason, message in conditions_for(summary, enabled=enabled, deleting=deleting):

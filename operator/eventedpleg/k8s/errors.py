@@ -42,6 +42,11 @@ def from_api_exception(exc: ApiException) -> ApiError:
         body = json.loads(exc.body or "{}")
         message = str(body.get("message") or message)
         reason = str(body.get("reason") or reason)
+        # An eviction refused by a PDB names the budget only in details.causes ("The disruption budget
+        # web-pdb needs 1 healthy pods and has 1 currently").
+        causes = [str(cause.get("message")) for cause in (body.get("details") or {}).get("causes") or []]
+        if causes:
+            message = f"{message} ({'; '.join(causes)})"
     except (TypeError, ValueError):
         pass
     kinds: dict[int, type[ApiError]] = {409: Conflict, 404: NotFound, 403: Forbidden, 429: TooManyRequests}

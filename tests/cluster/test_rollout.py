@@ -1,0 +1,387 @@
+"""The operator on the real control plane: kwok nodes, real drains and PDBs, the chart's RBAC, kills."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from eventedpleg import constants as c
+from eventedpleg.k8s.fakenodes import FakeNode
+from eventedpleg.localcluster.cluster import LocalCluster
+from tests.cluster.rollout_harness import (
+    OperatorProcess,
+    ProtocolAgents,
+    install_operator_rbac,
+    nodeconfig,
+    operator_running,
+    plain,
+    wait_for,
+)
+
+pytestmark = pytest.mark.cluster
+NS = "evented-pleg-system"
+
+
+class Env:
+    def __init__(self, cluster: LocalCluster, tmp: Path) -> None:
+        self.cluster, self.tmp = cluster, tmp
+        self.prefix = f"r{uuid.uuid4().hex[:5]}"
+        self.api = cluster.api()
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.names: list[str] = []
+
+    def nodes(self, specs: list[dict[str, Any]]) -> list[str]:
+        fakes = []
+        for i, extra in enumerate(specs):
+            labels = {"rollout-test": self.prefix, **extra.pop("labels", {})}
+            fakes.append(FakeNode(name=f"{self.prefix}-{i:02d}", labels=labels, zone=f"z{i % 2}", **extra))
+        return self.cluster.add_nodes(fakes)
+
+    def apply(self, body: dict[str, Any]) -> None:
+        self.cluster.kubectl("apply", "-f", "-", stdin=json.dumps(body), check=True)
+        self.names.append(body["metadata"]["name"])
+
+    def nc(self, name: str) -> dict[str, Any]:
+        return dict(plain(self.custom.get_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL, name)))
+
+    def condition(self, name: str, kind: str) -> dict[str, Any]:
+        for cond in (self.nc(name).get("status") or {}).get("conditions", []):
+            if cond["type"] == kind:
+                return cond  # type: ignore[no-any-return]
+        return {}
+
+    def annotations(self, node: str) -> dict[str, str]:
+        return dict(plain(self.core.read_node(node))["metadata"].get("annotations") or {})
+
+    def node_states(self) -> dict[str, tuple[str | None, bool]]:
+        result = {}
+        for node in plain(self.core.list_node(label_selector=f"rollout-test={self.prefix}"))["items"]:
+            ann = node["metadata"].get("annotations") or {}
+            result[node["metadata"]["name"]] = (ann.get(c.ANN_STATE), bool(node["spec"].get("unschedulable")))
+        return result
+
+    def cleanup(self) -> None:
+        for name in self.names:
+            try:
+                self.custom.patch_cluster_custom_object(
+                    c.GROUP, c.VERSION, c.PLURAL, name, {"metadata": {"finalizers": None}}
+                )
+                self.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL, name)
+            except client.ApiException:
+                pass
+        self.api.close()
+
+
+@pytest.fixture(scope="module")
+def crd(cluster: LocalCluster) -> None:
+    crds = str(Path(__file__).resolve().parents[2] / "crds")
+    cluster.kubectl("apply", "-f", crds, check=True)
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s", check=True)
+
+
+@pytest.fixture
+def env(cluster: LocalCluster, tmp_path: Path, crd: None) -> Iterator[Env]:
+    environment = Env(cluster, tmp_path)
+    yield environment
+    environment.cleanup()
+
+
+def mixed(count: int) -> list[dict[str, Any]]:
+    """Supported nodes plus the three kinds that must be skipped with a reason."""
+    specs: list[dict[str, Any]] = [{} for _ in range(count)]
+    specs[1] = {"kubelet_version": "v1.25.16"}
+    specs[2] = {"container_runtime_version": "containerd://1.6.33"}
+    specs[3] = {"control_plane": True}
+    specs[4] = {"container_runtime_version": "cri-o://1.34.2", "kubelet_version": "v1.34.1"}
+    return specs
+
+
+def test_full_rollout_over_mixed_nodes(env: Env) -> None:
+    names = env.nodes(mixed(12))
+    env.apply(
+        nodeconfig(
+            "full", env.prefix, rollout={"maxUnavailable": 3, "canary": {"nodes": 1, "soakSeconds": 2}}
+        )
+    )
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix) as agents:
+        waited = env.cluster.kubectl("wait", "--for=condition=Available", "nodeconfig/full", "--timeout=100s")
+        assert waited.returncode == 0, (waited.stderr, op.log()[-3000:])
+    status = env.nc("full")["status"]
+    assert status["nodes"] == {
+        "total": 12,
+        "eligible": 9,
+        "updated": 9,
+        "updating": 0,
+        "failed": 0,
+        "skipped": 3,
+    }
+    skipped = {n["name"]: n["reason"] for n in status["nodeStatuses"] if n["state"] == "Skipped"}
+    assert "unrecognized feature gate" in skipped[names[1]]
+    assert "Unimplemented" in skipped[names[2]]
+    assert "includeControlPlane" in skipped[names[3]]
+    states = env.node_states()
+    for name in names:
+        state, unschedulable = states[name]
+        assert not unschedulable, name  # nobody left cordoned
+        assert state == ("Done" if name not in names[1:4] else None), name
+        assert agents.applied.get(name, 0) <= 1, name
+    crio = env.annotations(names[4])
+    assert crio[c.ANN_CURRENT] == status["renderedHash"]
+    cm = plain(env.core.read_namespaced_config_map(c.CONFIGMAP_PREFIX + status["renderedHash"], NS))
+    assert cm["immutable"] and "enable_pod_events = true" in cm["data"][c.CM_KEY_CRIO]
+    table = env.cluster.kubectl("get", "nodeconfig", "full", check=True).stdout
+    assert table.split("\n")[0].split() == [
+        "NAME",
+        "EVENTEDPLEG",
+        "UPDATED",
+        "TOTAL",
+        "AVAILABLE",
+        "PROGRESSING",
+        "DEGRADED",
+        "AGE",
+    ]
+    assert table.split("\n")[1].split()[1:7] == ["true", "9", "12", "True", "False", "False"]
+    events = env.cluster.kubectl(
+        "get", "events", "-n", "default", "--field-selector", f"involvedObject.name={names[0]}", check=True
+    ).stdout
+    for reason in ("Cordoned", "Draining", "Drained", "Uncordoned"):
+        assert reason in events
+
+
+def test_pdb_blocks_the_drain_and_is_named_without_being_violated(env: Env) -> None:
+    (node,) = env.nodes([{}])
+    env.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=env.prefix)))
+    labels = {"app": "web"}
+    pod_spec = client.V1PodSpec(
+        node_selector={"kubernetes.io/hostname": node},
+        tolerations=[client.V1Toleration(key="kwok.x-k8s.io/node", operator="Exists", effect="NoSchedule")],
+        containers=[client.V1Container(name="web", image="web:1")],
+    )
+    client.AppsV1Api(env.api).create_namespaced_deployment(
+        env.prefix,
+        client.V1Deployment(
+            metadata=client.V1ObjectMeta(name="web"),
+            spec=client.V1DeploymentSpec(
+                replicas=1,
+                selector=client.V1LabelSelector(match_labels=labels),
+                template=client.V1PodTemplateSpec(metadata=client.V1ObjectMeta(labels=labels), spec=pod_spec),
+            ),
+        ),
+    )
+    client.PolicyV1Api(env.api).create_namespaced_pod_disruption_budget(
+        env.prefix,
+        client.V1PodDisruptionBudget(
+            metadata=client.V1ObjectMeta(name="web-pdb"),
+            spec=client.V1PodDisruptionBudgetSpec(
+                min_available=1, selector=client.V1LabelSelector(match_labels=labels)
+            ),
+        ),
+    )
+
+    def pods() -> list[dict[str, Any]]:
+        items = plain(env.core.list_namespaced_pod(env.prefix))["items"]
+        return [p for p in items if p["status"].get("phase") == "Running"]
+
+    wait_for(pods, what="web pod running")
+    wait_for(
+        lambda: (
+            plain(client.PolicyV1Api(env.api).read_namespaced_pod_disruption_budget("web-pdb", env.prefix))
+            .get("status", {})
+            .get("expectedPods")
+            == 1
+        ),
+        what="PDB observed",
+    )
+    env.apply(nodeconfig("pdb", env.prefix))
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+        message = wait_for(
+            lambda: "web-pdb" in (m := env.condition("pdb", "Progressing").get("message", "")) and m,
+            what="Progressing names the PDB",
+        )
+        assert "refused" in message and node in message
+        time.sleep(3)
+        running = pods()
+        assert len(running) == 1 and "deletionTimestamp" not in running[0]["metadata"]  # never violated
+        assert env.node_states()[node] == ("Draining", True)
+        client.PolicyV1Api(env.api).delete_namespaced_pod_disruption_budget("web-pdb", env.prefix)
+        wait_for(
+            lambda: env.condition("pdb", "Available").get("status") == "True", what="Available", timeout=60
+        )
+        assert env.node_states()[node] == ("Done", False), op.log()[-2000:]
+
+
+def test_failed_node_is_rolled_back_and_the_rollout_halts(env: Env) -> None:
+    names = env.nodes([{} for _ in range(4)])
+    bad = names[0]  # zone z0, first in order
+    env.apply(nodeconfig("halt", env.prefix))
+
+    def behaviour(name: str) -> str:
+        return "RolledBack" if name == bad else "Done"
+
+    with operator_running(env.cluster, NS, env.tmp), ProtocolAgents(env.api, env.prefix, behaviour=behaviour):
+        degraded = wait_for(
+            lambda: (
+                env.condition("halt", "Degraded").get("status") == "True"
+                and env.condition("halt", "Degraded")
+            ),
+            what="Degraded",
+        )
+        assert degraded["reason"] == "RolloutHalted"
+        assert bad in degraded["message"] and "previous files restored" in degraded["message"]
+        time.sleep(3)
+        states = env.node_states()
+        assert states[bad] == ("RolledBack", False)  # healthy again and given back
+        assert [n for n, (s, _) in states.items() if s == "Done"] == []  # nothing else started
+        events = env.cluster.kubectl(
+            "get", "events", "-n", "default", "--field-selector", "involvedObject.name=halt", check=True
+        ).stdout
+        assert "RolloutHalted" in events
+
+
+def test_pause_resume_and_flip_to_false(env: Env) -> None:
+    names = env.nodes([{} for _ in range(3)])
+    env.apply(nodeconfig("flip", env.prefix, rollout={"paused": True, "canary": {"nodes": 0}}))
+    with operator_running(env.cluster, NS, env.tmp), ProtocolAgents(env.api, env.prefix):
+        wait_for(lambda: env.condition("flip", "Paused").get("status") == "True", what="Paused")
+        time.sleep(2)
+        assert all(s is None for s, _ in env.node_states().values())
+        env.apply(nodeconfig("flip", env.prefix, rollout={"paused": False, "canary": {"nodes": 0}}))
+        wait_for(lambda: env.condition("flip", "Available").get("status") == "True", what="Available")
+        on_hash = env.nc("flip")["status"]["renderedHash"]
+        env.apply(nodeconfig("flip", env.prefix, eventedPleg=False))
+        wait_for(
+            lambda: (
+                env.nc("flip")["status"]["renderedHash"] != on_hash
+                and env.condition("flip", "Available").get("status") == "True"
+            ),
+            what="Available after the flip",
+        )
+        off_hash = env.nc("flip")["status"]["renderedHash"]
+        for name in names:
+            ann = env.annotations(name)
+            assert ann[c.ANN_CURRENT] == off_hash
+        cm = plain(env.core.read_namespaced_config_map(c.CONFIGMAP_PREFIX + off_hash, NS))
+        assert json.loads(cm["data"][c.CM_KEY_MANIFEST])["files"] == []  # turning off = our files removed
+
+
+def test_delete_with_revert_waits_for_the_nodes(env: Env) -> None:
+    names = env.nodes([{} for _ in range(2)])
+    env.apply(nodeconfig("revert", env.prefix, rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+    with operator_running(env.cluster, NS, env.tmp), ProtocolAgents(env.api, env.prefix):
+        wait_for(lambda: env.condition("revert", "Available").get("status") == "True", what="Available")
+        assert c.FINALIZER in env.nc("revert")["metadata"]["finalizers"]
+        env.cluster.kubectl("delete", "nodeconfig", "revert", "--wait=false", check=True)
+
+        def gone() -> bool:
+            return env.cluster.kubectl("get", "nodeconfig", "revert").returncode != 0
+
+        wait_for(gone, what="NodeConfig finalized", timeout=120)
+        for name in names:
+            assert not [k for k in env.annotations(name) if k.startswith(c.GROUP)]
+            assert env.node_states()[name] == (None, False)
+
+
+def test_overlapping_nodeconfigs_the_later_one_reports_a_conflict(env: Env) -> None:
+    env.nodes([{}])
+    env.apply(nodeconfig("first", env.prefix))
+    time.sleep(1.1)  # creationTimestamp has one-second resolution
+    env.apply(nodeconfig("second", env.prefix))
+    with operator_running(env.cluster, NS, env.tmp), ProtocolAgents(env.api, env.prefix):
+        wait_for(lambda: env.condition("first", "Available").get("status") == "True", what="first Available")
+        degraded = wait_for(
+            lambda: (
+                env.condition("second", "Degraded").get("reason") == "Conflict"
+                and env.condition("second", "Degraded")
+            ),
+            what="conflict",
+        )
+        assert "'first'" in degraded["message"]
+        owners = {env.annotations(n).get(c.ANN_OWNER) for n in env.node_states()}
+        assert owners == {"first"}
+
+
+def test_operator_killed_mid_drain_resumes_without_double_work(env: Env) -> None:
+    names = env.nodes([{} for _ in range(4)])
+    env.apply(nodeconfig("crash", env.prefix, rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+    kubeconfig = install_operator_rbac(env.cluster, NS)
+    with ProtocolAgents(env.api, env.prefix, delay=2.0) as agents:
+        first = OperatorProcess(kubeconfig, NS, env.tmp / "op1.log").start()
+        wait_for(
+            lambda: any(s in ("Draining", "Applying") for s, _ in env.node_states().values()),
+            what="a node in progress",
+        )
+        first.kill()
+        in_flight = {n for n, (s, _) in env.node_states().items() if s}
+        second = OperatorProcess(kubeconfig, NS, env.tmp / "op2.log").start()
+        try:
+            waited = env.cluster.kubectl(
+                "wait", "--for=condition=Available", "nodeconfig/crash", "--timeout=100s"
+            )
+            assert waited.returncode == 0, second.log()[-3000:]
+        finally:
+            second.stop()
+    assert in_flight
+    for name in names:
+        assert env.node_states()[name] == ("Done", False)
+        assert agents.applied[name] == 1  # no Done node was drained and applied again
+
+
+def test_two_replicas_exactly_one_active_and_failover(env: Env) -> None:
+    names = env.nodes([{} for _ in range(3)])
+    kubeconfig = install_operator_rbac(env.cluster, NS)
+    ops = [
+        OperatorProcess(
+            kubeconfig, NS, env.tmp / f"ha{i}.log", identity=f"replica-{i}", leader_elect=True
+        ).start()
+        for i in range(2)
+    ]
+
+    def lease() -> str:
+        body = plain(client.CoordinationV1Api(env.api).read_namespaced_lease("eventedpleg-operator", NS))
+        return str(body["spec"].get("holderIdentity") or "")
+
+    try:
+        leader = wait_for(lambda: _try(lease), what="a leader")
+        standby = next(op for op in ops if op.identity != leader)
+        active = next(op for op in ops if op.identity == leader)
+        assert _http(standby.port, "/readyz") == 503 and _http(active.port, "/readyz") == 200
+        env.apply(nodeconfig("ha", env.prefix, rollout={"canary": {"nodes": 0}}))
+        with ProtocolAgents(env.api, env.prefix, delay=1.5):
+            wait_for(lambda: any(s for s, _ in env.node_states().values()), what="rollout started")
+            active.kill()
+            wait_for(lambda: _try(lease) == standby.identity, what="failover", timeout=60)
+            waited = env.cluster.kubectl(
+                "wait", "--for=condition=Available", "nodeconfig/ha", "--timeout=100s"
+            )
+            assert waited.returncode == 0, standby.log()[-3000:]
+        assert "became leader" in standby.log()
+        assert all(env.node_states()[n] == ("Done", False) for n in names)
+    finally:
+        for op in ops:
+            op.stop()
+
+
+def _try(fn: Any) -> Any:
+    try:
+        return fn()
+    except client.ApiException:
+        return None
+
+
+def _http(port: int, path: str) -> int:
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)

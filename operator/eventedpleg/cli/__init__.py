@@ -17,12 +17,18 @@ def _register() -> None:
     from eventedpleg.cli import crd  # noqa: PLC0415 - subcommands register themselves on import
     from eventedpleg.cli.agent import agent  # noqa: PLC0415
     from eventedpleg.cli.cluster import cluster  # noqa: PLC0415
+    from eventedpleg.cli.demo import demo  # noqa: PLC0415
+    from eventedpleg.cli.inspect import preflight, render_cmd, status  # noqa: PLC0415
     from eventedpleg.cli.operator_cmd import operator  # noqa: PLC0415
 
     main.add_command(crd.crd)
     main.add_command(agent)
     main.add_command(cluster)
     main.add_command(operator)
+    main.add_command(demo)
+    main.add_command(preflight)
+    main.add_command(status)
+    main.add_command(render_cmd)
 
 
 _register()

@@ -40,6 +40,7 @@ class NodeMarks:
     cordoned_by_us: bool = False
     was_unschedulable: bool = False
     agent_options: str = ""
+    benefit: str = ""
 
     @classmethod
     def parse(cls, annotations: Mapping[str, str]) -> NodeMarks:
@@ -56,6 +57,7 @@ class NodeMarks:
             cordoned_by_us=annotations.get(c.ANN_CORDONED_BY_US) == "true",
             was_unschedulable=annotations.get(c.ANN_WAS_UNSCHEDULABLE) == "true",
             agent_options=annotations.get(c.ANN_AGENT_OPTIONS, ""),
+            benefit=annotations.get(c.ANN_BENEFIT, ""),
         )
 
 

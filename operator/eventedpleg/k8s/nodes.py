@@ -47,3 +47,23 @@ def patch_node(api: client.ApiClient, name: str, body: Mapping[str, Any]) -> dic
 def get_node(api: client.ApiClient, name: str) -> dict[str, Any]:
     node: dict[str, Any] = api.sanitize_for_serialization(client.CoreV1Api(api).read_node(name))
     return node
+
+
+@translated
+def list_nodes(api: client.ApiClient, label_selector: str | None = None) -> list[dict[str, Any]]:
+    """Every Node as a plain dict (one LIST; for the CLI, never for the operator's loop)."""
+    result = client.CoreV1Api(api).list_node(label_selector=label_selector)
+    items: list[dict[str, Any]] = api.sanitize_for_serialization(result).get("items", [])
+    return items
+
+
+@translated
+def nodes_with_static_pods(api: client.ApiClient) -> set[str]:
+    """Names of nodes that run mirror pods (static pods: kubernetes.io/config.mirror), for preflight."""
+    result = client.CoreV1Api(api).list_pod_for_all_namespaces()
+    pods = api.sanitize_for_serialization(result).get("items", [])
+    return {
+        str(pod["spec"].get("nodeName"))
+        for pod in pods
+        if "kubernetes.io/config.mirror" in ((pod.get("metadata") or {}).get("annotations") or {})
+    }

@@ -138,3 +138,9 @@ def test_crd_is_structural() -> None:
     assert columns == ["EventedPLEG", "Updated", "Total", "Available", "Progressing", "Degraded", "Age"]
     assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
     assert crd["spec"]["scope"] == "Cluster"
+
+
+def test_readme_reference_and_matrix_are_generated_from_the_code() -> None:
+    from eventedpleg import docgen  # noqa: PLC0415
+
+    assert docgen.main(["--check"]) == 0, "run `python -m eventedpleg.docgen`"

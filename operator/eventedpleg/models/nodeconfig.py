@@ -241,7 +241,7 @@ class Verification(_Model):
 
 
 class NodeConfigSpec(_Model):
-    evented_pleg: bool = Field(description="Desired: true turns Evented PLEG on, false removes our drop-ins.")
+    evented_pleg: bool
     node_selector: LabelSelector = LabelSelector()
     include_control_plane: bool = False
     # Risky nodes (see core/compat.py: e.g. containerd 1.7, kubelet 1.29.1-1.31) are skipped unless true.

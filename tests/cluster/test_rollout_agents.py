@@ -1,0 +1,75 @@
+"""The operator with the REAL agent on simulated hosts (the demo's wiring), on the real control plane."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eventedpleg import constants as c
+from eventedpleg.demo.simnodes import SimulatedAgents
+from eventedpleg.k8s.client import api_client
+from eventedpleg.k8s.fakenodes import FakeNode
+from eventedpleg.localcluster.cluster import LocalCluster
+from tests.cluster.rollout_harness import nodeconfig, operator_running, wait_for
+from tests.cluster.test_rollout import NS, Env, crd  # noqa: F401 - the module fixture
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def env(cluster: LocalCluster, tmp_path: Path, crd: None) -> Iterator[Env]:  # noqa: F811
+    environment = Env(cluster, tmp_path)
+    yield environment
+    environment.cleanup()
+
+
+def test_real_agents_verify_and_one_node_rolls_back(env: Env) -> None:
+    labels = {"rollout-test": env.prefix}
+    fakes = [
+        FakeNode(f"{env.prefix}-0", labels=labels),
+        FakeNode(f"{env.prefix}-1", "v1.34.1", "cri-o://1.34.2", labels=labels),
+        FakeNode(f"{env.prefix}-2", labels=labels),  # its kubelet will not start with the gate on
+        FakeNode(f"{env.prefix}-3", "v1.37.2", labels=labels),
+    ]
+    names = env.cluster.add_nodes(fakes)
+    agents = SimulatedAgents(api_client(str(env.cluster.kubeconfig), pool_size=8), env.tmp / "hosts", NS)
+    agents.start(fakes)
+    agents.hosts[names[2]].faults.kubelet.fails_when_evented = True
+    env.apply(
+        nodeconfig(
+            "real", env.prefix, rollout={"maxUnavailable": 2, "maxFailedNodes": 2, "canary": {"nodes": 0}}
+        )
+    )
+    try:
+        with operator_running(env.cluster, NS, env.tmp) as op:
+
+            def finished() -> bool:
+                counts = env.nc("real").get("status", {}).get("nodes", {})
+                return bool(
+                    counts.get("updating") == 0 and counts.get("updated", 0) + counts.get("failed", 0) == 4
+                )
+
+            wait_for(finished, timeout=180, what="every node finished")
+            status = env.nc("real")["status"]
+            assert status["nodes"]["updated"] == 3, op.log()[-2000:]
+            assert status["nodes"]["failed"] == 1
+    finally:
+        agents.stop()
+    degraded = env.condition("real", "Degraded")
+    assert degraded["status"] == "True" and names[2] in degraded["message"]
+    states = env.node_states()
+    assert states[names[2]] == ("RolledBack", False)  # rolled back, healthy, given back
+    for name in (names[0], names[1], names[3]):
+        assert states[name] == ("Done", False)
+        evidence = json.loads(env.annotations(name)[c.ANN_EVIDENCE])
+        assert evidence["result"] == "pass", evidence
+    assert "no steady-state CPU saving" in env.annotations(names[3])[c.ANN_EVIDENCE]  # 1.37
+    failed = json.loads(env.annotations(names[2])[c.ANN_EVIDENCE])
+    assert "rollback" in failed and "failure" in failed
+    # The simulated hosts hold what the agents report: our files on Done nodes, none after the rollback.
+    crio_dropin = agents.hosts[names[1]].path(f"/{c.CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}")
+    assert "enable_pod_events = true" in crio_dropin.read_text()
+    assert not list(agents.hosts[names[2]].root.rglob(c.KUBELET_DROPIN_NAME))

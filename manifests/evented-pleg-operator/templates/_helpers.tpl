@@ -1,5 +1,11 @@
-{{- define "epo.name" -}}evented-pleg{{- end -}}
-{{- define "epo.image" -}}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{- end -}}
+{{- define "epo.name" -}}{{ .Values.nameOverride | default "evented-pleg" | trunc 40 | trimSuffix "-" }}{{- end -}}
+{{- define "epo.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
 {{- define "epo.labels" -}}
 app.kubernetes.io/part-of: evented-pleg-operator
 app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -8,3 +14,25 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
 {{- define "epo.operatorName" -}}{{ include "epo.name" . }}-operator{{- end -}}
 {{- define "epo.agentName" -}}{{ include "epo.name" . }}-agent{{- end -}}
+{{/* Selector labels are immutable on a Deployment/DaemonSet: keep them to name + instance + component. */}}
+{{- define "epo.operatorSelector" -}}
+app.kubernetes.io/name: {{ include "epo.operatorName" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+{{- define "epo.agentSelector" -}}
+app.kubernetes.io/name: {{ include "epo.agentName" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: agent
+{{- end -}}
+{{/* Common labels plus the selector's name and component (instance is already in epo.labels). */}}
+{{- define "epo.operatorLabels" -}}
+{{ include "epo.labels" . }}
+app.kubernetes.io/name: {{ include "epo.operatorName" . }}
+app.kubernetes.io/component: operator
+{{- end -}}
+{{- define "epo.agentLabels" -}}
+{{ include "epo.labels" . }}
+app.kubernetes.io/name: {{ include "epo.agentName" . }}
+app.kubernetes.io/component: agent
+{{- end -}}

@@ -1,0 +1,477 @@
+"""The Helm chart rendered by the real helm: lint, golden manifests, and what each object must say.
+
+Golden files live in tests/golden/chart/; regenerate with UPDATE_GOLDEN=1 after an intended change and
+review the diff. The targeted tests below say why each field matters, so a golden update cannot quietly
+drop a security property.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from prometheus_client import generate_latest
+
+from eventedpleg import constants as c
+from eventedpleg.cli import main as cli_main
+from eventedpleg.controller.metrics import Metrics
+from eventedpleg.core.promtext import parse_metrics
+from tests.chart.chartlib import (
+    CHART,
+    NAMESPACE,
+    Doc,
+    Rendered,
+    helm,
+    parse,
+    pod_specs,
+    render,
+    set_json_args,
+    template,
+)
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "chart"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+OPERATOR = "evented-pleg-operator"
+AGENT = "evented-pleg-agent"
+AGENT_NS = "evented-pleg-agent"
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+
+CASES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "monitoring": {
+        "serviceMonitor": {
+            "enabled": True,
+            "interval": "15s",
+            "labels": {"release": "kube-prometheus-stack"},
+        },
+        "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        "operator.replicas": 3,
+        "operator.logLevel": "debug",
+        "agent.logLevel": "debug",
+        "image.digest": "sha256:" + "ab" * 32,
+    },
+    "single-replica-own-namespace": {
+        "nameOverride": "epo",
+        "operator.replicas": 1,
+        "operator.tolerations": [KWOK_TOLERATION],
+        "operator.affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "node-role.kubernetes.io/infra", "operator": "Exists"}]}
+                    ]
+                }
+            }
+        },
+        "agent.namespace": "platform-agents",
+        "agent.createNamespace": False,
+        "agent.nodeSelector": {"eventedpleg.io/managed": "true"},
+        "agent.tolerations": [KWOK_TOLERATION],
+        "agent.priorityClassName": "",
+        "agent.updateStrategy": {"maxUnavailable": 5},
+        "imagePullSecrets": [{"name": "registry"}],
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def default() -> Rendered:
+    return render()
+
+
+def _container(doc: Doc) -> Doc:
+    containers = doc["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    container: Doc = containers[0]
+    return container
+
+
+# --- lint and golden ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_helm_lint_strict_is_clean(case: str) -> None:
+    done = helm("lint", "--strict", str(CHART), "-n", NAMESPACE, *set_json_args(CASES[case]))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[ERROR]" not in done.stdout
+    assert "[WARNING]" not in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rendered_chart_matches_golden(case: str) -> None:
+    text = render(CASES[case]).text
+    path = GOLDEN / f"{case}.yaml"
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{path.name} changed; rerun with UPDATE_GOLDEN=1 if intended"
+
+
+def test_golden_files_have_a_case_each() -> None:
+    assert {p.stem for p in GOLDEN.glob("*.yaml")} == set(CASES)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_object_is_well_formed(case: str) -> None:
+    rendered = render(CASES[case])  # parse() already refused duplicate keys
+    names = [(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in rendered.docs]
+    assert len(names) == len(set(names)), "two objects with one name"
+    cluster_scoped = {
+        "Namespace", "ClusterRole", "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+    }  # fmt: skip
+    for doc in rendered.docs:
+        meta = doc["metadata"]
+        assert meta["labels"]["app.kubernetes.io/part-of"] == "evented-pleg-operator", doc["kind"]
+        assert ("namespace" in meta) == (doc["kind"] not in cluster_scoped), (doc["kind"], meta)
+
+
+def test_default_objects(default: Rendered) -> None:
+    assert default.kinds() == sorted(
+        [
+            f"ClusterRole/{AGENT}", f"ClusterRole/{OPERATOR}",
+            f"ClusterRoleBinding/{AGENT}", f"ClusterRoleBinding/{OPERATOR}",
+            f"DaemonSet/{AGENT}", f"Deployment/{OPERATOR}", f"Namespace/{AGENT_NS}",
+            f"PodDisruptionBudget/{OPERATOR}",
+            f"Role/{AGENT}", f"Role/{AGENT}-events", f"Role/{OPERATOR}",
+            f"RoleBinding/{AGENT}", f"RoleBinding/{AGENT}-events", f"RoleBinding/{OPERATOR}",
+            f"Service/{OPERATOR}-metrics",
+            f"ServiceAccount/{AGENT}", f"ServiceAccount/{OPERATOR}",
+            f"ValidatingAdmissionPolicy/{AGENT}-own-events", f"ValidatingAdmissionPolicy/{AGENT}-own-node",
+            f"ValidatingAdmissionPolicyBinding/{AGENT}-own-events",
+            f"ValidatingAdmissionPolicyBinding/{AGENT}-own-node",
+        ]
+    )  # fmt: skip
+
+
+# --- the operator --------------------------------------------------------------------------------------
+
+
+def test_operator_pod_is_unprivileged(default: Rendered) -> None:
+    deploy = default.find("Deployment", OPERATOR)
+    pod = deploy["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 65532,  # the image's USER
+        "runAsGroup": 65532,
+        "fsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert _container(deploy)["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    for key in ("hostPID", "hostNetwork", "hostIPC"):
+        assert key not in pod
+    assert all("hostPath" not in v for v in pod["volumes"])
+
+
+def test_operator_pod_meets_pod_security_restricted(default: Rendered) -> None:
+    """The rules of the "restricted" level (k8s.io/pod-security-admission) that a pod template can break;
+    tests/cluster/test_chart.py proves the same with the real admission plugin."""
+    pod = default.find("Deployment", OPERATOR)["spec"]["template"]["spec"]
+    allowed_volumes = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                       "projected", "secret"}  # fmt: skip
+    for volume in pod.get("volumes", []):
+        assert set(volume) - {"name"} <= allowed_volumes, volume
+    for container in pod["containers"]:
+        sc = container["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"]["drop"] == ["ALL"]
+        assert set(sc["capabilities"].get("add", [])) <= {"NET_BIND_SERVICE"}
+        assert sc.get("runAsNonRoot", pod["securityContext"]["runAsNonRoot"]) is True
+        assert sc.get("runAsUser", pod["securityContext"]["runAsUser"]) != 0
+        assert "seccompProfile" in sc or "seccompProfile" in pod["securityContext"]
+        assert not any(p.get("hostPort") for p in container.get("ports", []))
+
+
+def test_operator_deployment_runs_two_replicas_one_active(default: Rendered) -> None:
+    deploy = default.find("Deployment", OPERATOR)
+    spec = deploy["spec"]
+    assert spec["replicas"] == 2
+    # The standby must start before an old replica stops; readiness must not wait for the Lease, or a
+    # rolling update could never finish (see the template's comment).
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+    container = _container(deploy)
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["ports"] == [{"name": "metrics", "containerPort": 8080, "protocol": "TCP"}]
+    anti = spec["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert anti[0]["podAffinityTerm"]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    assert container["resources"] == {
+        "requests": {"cpu": "50m", "memory": "96Mi"},
+        "limits": {"memory": "256Mi"},
+    }
+
+
+def test_operator_env_and_argv_are_accepted_by_the_cli(default: Rendered) -> None:
+    deploy = default.find("Deployment", OPERATOR)
+    container = _container(deploy)
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["EVENTEDPLEG_NAMESPACE"]["value"] == NAMESPACE
+    params = _parse_cli(container, {"POD_NAME": "op-abc", "EVENTEDPLEG_NAMESPACE": NAMESPACE})
+    assert params == {
+        "namespace": NAMESPACE,
+        "kubeconfig": None,  # in-cluster credentials
+        "metrics_port": 8080,
+        "leader_elect": True,
+        "identity": "op-abc",
+        "verbose": False,
+    }
+    assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == OPERATOR
+
+
+def test_metrics_service_and_pdb(default: Rendered) -> None:
+    deploy = default.find("Deployment", OPERATOR)
+    service = default.find("Service", f"{OPERATOR}-metrics")
+    assert service["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    pdb = default.find("PodDisruptionBudget", OPERATOR)
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+    # A single replica gets no PDB: maxUnavailable 1 of 1 protects nothing and min 1 would block drains.
+    assert render({"operator.replicas": 1}).all("PodDisruptionBudget") == []
+
+
+# --- the agent ------------------------------------------------------------------------------------------
+
+
+def test_agent_daemonset_has_the_host(default: Rendered) -> None:
+    ds = default.find("DaemonSet", AGENT)
+    assert ds["metadata"]["namespace"] == AGENT_NS
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["hostPID"] is True  # nsenter -t 1, the kubelet's /proc entries
+    assert pod["hostNetwork"] is True  # 127.0.0.1:10248 and :10250 are the host's loopback
+    assert pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert pod["priorityClassName"] == "system-node-critical"
+    assert pod["serviceAccountName"] == AGENT
+    assert ds["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": "10%"},
+    }
+    assert pod["tolerations"] == [{"operator": "Exists"}]
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    container = _container(ds)
+    assert container["securityContext"]["privileged"] is True
+    assert container["securityContext"]["runAsUser"] == 0  # the image defaults to 65532
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["host-root"]["hostPath"] == {"path": "/", "type": "Directory"}
+    assert mounts["host-root"]["mountPath"] == "/host"
+    assert not mounts["host-root"].get("readOnly", False)  # it writes drop-ins and its state there
+
+
+def test_agent_token_is_the_pod_bound_one(default: Rendered) -> None:
+    """agent-vap.yaml reads the node from the pod-bound token; the default projected token is one."""
+    pod = default.find("DaemonSet", AGENT)["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is True
+    sa = default.find("ServiceAccount", AGENT)
+    assert sa["metadata"]["namespace"] == AGENT_NS
+    assert sa["automountServiceAccountToken"] is True
+    assert not [v for v in pod["volumes"] if "secret" in v or "projected" in v]
+    vap = default.find("ValidatingAdmissionPolicy", f"{AGENT}-own-node")
+    condition = vap["spec"]["matchConditions"][0]["expression"]
+    assert f"system:serviceaccount:{AGENT_NS}:{AGENT}" in condition
+
+
+def test_agent_argv_is_accepted_by_the_cli(default: Rendered) -> None:
+    container = _container(default.find("DaemonSet", AGENT))
+    assert container["command"] == ["eventedpleg", "agent"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    params = _parse_cli(container, {"NODE_NAME": "node-1"})
+    assert params["node"] == "node-1"
+    assert params["host_root"] == Path("/host")
+    assert params["namespace"] == NAMESPACE  # where the operator writes the rendered ConfigMaps
+    assert params["simulate"] is None
+    assert params["once"] is False
+
+
+def test_agent_namespace_is_the_only_privileged_one(default: Rendered) -> None:
+    ns = default.find("Namespace", AGENT_NS)
+    labels = ns["metadata"]["labels"]
+    for mode in ("enforce", "audit", "warn"):
+        assert labels[f"pod-security.kubernetes.io/{mode}"] == "privileged"
+    assert len(default.all("Namespace")) == 1  # the release namespace is the user's (helm --create-namespace)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_nothing_but_the_agent_is_privileged(case: str) -> None:
+    rendered = render(CASES[case])
+    agent_ns = CASES[case].get("agent.namespace", AGENT_NS)
+    for doc, pod in pod_specs(rendered.docs):
+        is_agent = doc["kind"] == "DaemonSet" and doc["metadata"]["namespace"] == agent_ns
+        host = {k for k in ("hostPID", "hostNetwork", "hostIPC") if pod.get(k)}
+        host_paths = [v for v in pod.get("volumes", []) if "hostPath" in v]
+        privileged = [x["name"] for x in pod["containers"] if x.get("securityContext", {}).get("privileged")]
+        if is_agent:
+            assert host == {"hostPID", "hostNetwork"} and privileged and host_paths
+        else:
+            assert not host and not privileged and not host_paths, doc["metadata"]["name"]
+
+
+def test_no_role_grants_secrets_or_wildcards(default: Rendered) -> None:
+    for doc in default.all("ClusterRole") + default.all("Role"):
+        for rule in doc["rules"]:
+            assert "*" not in rule["verbs"] and "*" not in rule["resources"], doc["metadata"]["name"]
+            assert "secrets" not in rule["resources"], doc["metadata"]["name"]
+            assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"])
+
+
+# --- values ---------------------------------------------------------------------------------------------
+
+
+def test_values_reach_the_objects() -> None:
+    rendered = render(CASES["single-replica-own-namespace"], namespace="ops")
+    assert rendered.all("Namespace") == []  # createNamespace: false
+    ds = rendered.find("DaemonSet", "epo-agent")
+    pod = ds["spec"]["template"]["spec"]
+    assert ds["metadata"]["namespace"] == "platform-agents"
+    # helm merges maps: the default os selector stays unless set to null.
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux", "eventedpleg.io/managed": "true"}
+    assert pod["tolerations"] == [KWOK_TOLERATION]
+    assert "priorityClassName" not in pod
+    assert pod["imagePullSecrets"] == [{"name": "registry"}]
+    assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == 5
+    deploy = rendered.find("Deployment", "epo-operator")
+    op_pod = deploy["spec"]["template"]["spec"]
+    assert (
+        op_pod["affinity"] == CASES["single-replica-own-namespace"]["operator.affinity"]
+    )  # replaces the default
+    assert op_pod["tolerations"] == [KWOK_TOLERATION]
+    # nameOverride renames the cluster-wide objects, and the admission policy follows the agent's new name.
+    vap = rendered.find("ValidatingAdmissionPolicy", "epo-agent-own-node")
+    assert (
+        "system:serviceaccount:platform-agents:epo-agent" in vap["spec"]["matchConditions"][0]["expression"]
+    )
+    binding = rendered.find("ClusterRoleBinding", "epo-operator")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "epo-operator", "namespace": "ops"}]
+
+
+def test_image_tag_digest_and_debug() -> None:
+    default_image = _container(render().find("Deployment", OPERATOR))["image"]
+    assert default_image == "ghcr.io/eventedpleg/evented-pleg-operator:0.1.0"  # the chart's appVersion
+    rendered = render(CASES["monitoring"])
+    for kind, name in (("Deployment", OPERATOR), ("DaemonSet", AGENT)):
+        container = _container(rendered.find(kind, name))
+        assert container["image"] == "ghcr.io/eventedpleg/evented-pleg-operator@sha256:" + "ab" * 32
+        assert "--verbose" in container["args"]
+
+
+BAD_VALUES = [
+    ({"operator.replicas": "two"}, "/operator/replicas", "got string, want integer"),
+    ({"operator.replicas": 0}, "/operator/replicas", "minimum"),
+    ({"operator.metricsPort": 80}, "/operator/metricsPort", "minimum"),  # uid 65532 cannot bind it
+    ({"operator.logLevel": "trace"}, "/operator/logLevel", "value must be one of"),
+    ({"operator.bogus": 1}, "/operator", "additional properties 'bogus' not allowed"),
+    ({"image.pullPolicy": "Sometimes"}, "/image/pullPolicy", "value must be one of"),
+    ({"image.digest": "latest"}, "/image/digest", "does not match pattern"),
+    ({"agent.namespace": "Agents_NS"}, "/agent/namespace", "does not match pattern"),
+    ({"agent.createNamespace": "yes"}, "/agent/createNamespace", "want boolean"),
+    ({"agent.updateStrategy": {"maxUnavailable": 0}}, "/agent/updateStrategy/maxUnavailable", "oneOf"),
+    ({"agent.updateStrategy": {"maxUnavailable": "150%"}}, "/agent/updateStrategy/maxUnavailable", "oneOf"),
+    ({"agent.tolerations": [{"operator": "Sometimes"}]}, "/agent/tolerations/0/operator", "one of"),
+    ({"agent.resources": {"requests": {"cpu": "lots"}}}, "/agent/resources/requests/cpu", "pattern"),
+    ({"serviceMonitor": {"enabled": "true"}}, "/serviceMonitor/enabled", "want boolean"),
+    ({"prometheusRule": {"enabled": True, "degradedFor": "5 min"}}, "/prometheusRule/degradedFor", "pattern"),
+    ({"nameOverride": "Evented_PLEG"}, "/nameOverride", "does not match pattern"),
+    ({"typo": True}, "", "additional properties 'typo' not allowed"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("values", "path", "message"), BAD_VALUES, ids=[str(v[0]) for v in BAD_VALUES])
+def test_schema_rejects_bad_values(values: dict[str, Any], path: str, message: str) -> None:
+    done = template(values)
+    assert done.returncode != 0, f"accepted {values}"
+    assert "values don't meet the specifications of the schema" in done.stderr
+    assert f"at '{path}" in done.stderr and message in done.stderr, done.stderr
+
+
+def test_agent_namespace_must_differ_from_the_release_namespace() -> None:
+    done = template(namespace=AGENT_NS)
+    assert done.returncode != 0
+    assert "agent.namespace (evented-pleg-agent) must differ from the release namespace" in done.stderr
+    # Allowed when the user owns (and labels) the namespace: the chart then labels nothing.
+    assert template({"agent.createNamespace": False}, namespace=AGENT_NS).returncode == 0
+
+
+# --- monitoring -----------------------------------------------------------------------------------------
+
+
+def test_monitoring_objects_only_when_enabled(default: Rendered) -> None:
+    assert default.all("ServiceMonitor") == [] and default.all("PrometheusRule") == []
+    rendered = render(CASES["monitoring"])
+    monitor = rendered.find("ServiceMonitor", OPERATOR)
+    deploy = rendered.find("Deployment", OPERATOR)
+    assert monitor["spec"]["selector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "15s"}]
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert rendered.find("PodDisruptionBudget", OPERATOR)["spec"]["maxUnavailable"] == 1
+
+
+def test_alerts_use_metrics_the_operator_exports() -> None:
+    """Every `eventedpleg_*{label="value"}` selector in the alert rules matches a series the operator's
+    registry really exposes (names and label values taken from controller/metrics.py, not retyped)."""
+    metrics = Metrics()
+    for kind in c.ConditionType:
+        metrics.condition.labels("cluster", kind.value).set(0)
+    metrics.failures.labels("cluster").inc()
+    metrics.leader.set(1)
+    exported = parse_metrics(generate_latest(metrics.registry).decode())
+    rule = render(CASES["monitoring"]).find("PrometheusRule", OPERATOR)
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert {"EventedPlegRolloutDegraded", "EventedPlegNodeFailures"} <= set(alerts)
+    selector = re.compile(r"(eventedpleg_[a-z_]+)(?:\{([^}]*)\})?")
+    for name, alert in alerts.items():
+        found = selector.findall(alert["expr"])
+        assert found, name
+        for metric, matchers in found:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', matchers))
+            labels.pop("namespace", None)  # added by Prometheus' Kubernetes discovery, not the operator
+            assert exported.find(metric, **labels), f"{name}: no series {metric}{labels}"
+        assert alert["labels"]["severity"] in {"info", "warning", "critical"}
+        assert alert["annotations"]["summary"]
+
+
+# --- helpers ---------------------------------------------------------------------------------------------
+
+
+def _parse_cli(container: Doc, env: dict[str, str]) -> dict[str, Any]:
+    """Parse command + args with the real click command, $(VAR) expanded as the kubelet does."""
+    argv = [
+        re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in container["command"] + container["args"]
+    ]
+    assert argv[0] == "eventedpleg"
+    group_ctx = cli_main.make_context("eventedpleg", argv[1:2])
+    command = cli_main.get_command(group_ctx, argv[1])
+    assert isinstance(command, click.Command), argv[1]
+    # auto_envvar/envvar defaults must not leak in from the test's environment.
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k in {"KUBECONFIG", "NODE_NAME", "POD_NAME",
+             "EVENTEDPLEG_NAMESPACE", "EVENTEDPLEG_HOST_ROOT", "EVENTEDPLEG_METRICS_PORT"}}  # fmt: skip
+    try:
+        ctx = command.make_context(argv[1], argv[2:], parent=group_ctx)
+    finally:
+        os.environ.update(saved)
+    return dict(ctx.params)
+
+
+def test_parse_refuses_duplicate_keys() -> None:
+    with pytest.raises(Exception, match="duplicate key 'a'"):
+        parse("a: 1\nb: 2\na: 3\n")

@@ -385,3 +385,40 @@ def _http(port: int, path: str) -> int:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
+    except OSError:
+        return 0  # not listening yet
+
+
+def test_operator_killed_again_and_again_converges(env: Env) -> None:
+    """SIGKILL the operator 1-3 s after each start through a whole rollout: whatever phase each kill hits
+    (cordoned, draining, waiting for the agent, done-but-cordoned), the end state is the same."""
+    import random  # noqa: PLC0415
+
+    names = env.nodes([{} for _ in range(6)])
+    env.apply(nodeconfig("chaos", env.prefix, rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+    kubeconfig = install_operator_rbac(env.cluster, NS)
+    rng = random.Random(7)
+    hit: set[str] = set()
+    with ProtocolAgents(env.api, env.prefix, delay=1.0) as agents:
+        for round_ in range(40):
+            op = OperatorProcess(kubeconfig, NS, env.tmp / f"chaos{round_}.log").start()
+            wait_for(lambda: _http(op.port, "/readyz") == 200, what="operator up")  # noqa: B023
+            time.sleep(rng.uniform(1.0, 3.0))  # kopf needs ~1 s to start watching
+            for state, cordoned in env.node_states().values():
+                if state:
+                    hit.add(f"{state}{'+cordoned' if cordoned else ''}")
+            op.kill()
+            if env.condition("chaos", "Available").get("status") == "True":
+                break
+        final = OperatorProcess(kubeconfig, NS, env.tmp / "final.log").start()
+        try:
+            waited = env.cluster.kubectl(
+                "wait", "--for=condition=Available", "nodeconfig/chaos", "--timeout=100s"
+            )
+            assert waited.returncode == 0, final.log()[-3000:]
+        finally:
+            final.stop()
+    assert {"Cordoned+cordoned", "Applying+cordoned"} <= hit, hit
+    for name in names:
+        assert env.node_states()[name] == ("Done", False), name
+        assert agents.applied[name] == 1, name  # applied once: no Done node was drained again

@@ -25,7 +25,7 @@ from eventedpleg.agent.hostread import read_facts
 from eventedpleg.agent.observe import KUBELET_UNIT, Observer
 from eventedpleg.agent.statestore import StateStore, Transaction, sha256
 from eventedpleg.constants import NodeState
-from eventedpleg.core import kubeletconfig, kubeletlog, render
+from eventedpleg.core import benefit, kubeletconfig, kubeletlog, render
 from eventedpleg.core.agentdecide import Action, next_action
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.host import Host, KubeletEndpoint
@@ -60,6 +60,9 @@ class AgentSettings:
     min_window_seconds: float = 30.0
     check_interval_seconds: float = 60.0
     max_heals_per_hour: int = 3
+    # The eventedpleg.io/benefit figures: relists and kubelet CPU over a window of this length before the
+    # change (steady kubelet) and again once verification passed (0 = do not measure).
+    benefit_window_seconds: float = 30.0
 
 
 def drive(work: Work[T], sleep: Callable[[float], None]) -> T:
@@ -231,6 +234,7 @@ class Agent:
             return
 
         plan = decision
+        before = yield from self._measure()
         txn = self._begin(txn, desired, rendered.enabled, plan, managed)
         self._event(node, "Applying", plan.summary)
         failure = self._write(plan, version)
@@ -244,7 +248,15 @@ class Agent:
             timeout = options.verify_timeout_seconds
             result = yield from self._verify(version, plan.expect, since=restart_at, timeout=timeout)
             if result.outcome is Outcome.PASS:
-                self._commit(node, desired, rendered.enabled, plan, result, txn, managed)
+                after = yield from self._measure()
+                figures = benefit.document(
+                    kubelet=result.kubelet,
+                    enabled=rendered.enabled,
+                    before=before,
+                    after=after,
+                    narrowed=version.minor_pair >= (1, 37),
+                )
+                self._commit(node, desired, rendered.enabled, plan, result, txn, managed, figures)
                 return
             failure = result
         yield from self._fail(node, txn, plan=plan, failure=failure, version=version, options=options)
@@ -360,6 +372,7 @@ class Agent:
         result: VerifyResult,
         txn: Transaction,
         previous: ManagedState,
+        figures: dict[str, object],
     ) -> None:
         written = {ch.path: sha256(ch.content) for ch in plan.changes if ch.content is not None}
         edit = plan.config_edit
@@ -382,16 +395,26 @@ class Agent:
         evidence: dict[str, object] = dict(result.evidence())
         if plan.warnings:
             evidence["warnings"] = list(plan.warnings)
-        relist = result.check("relist")
-        benefit = compact_json(
-            {"relistAfter": relist.observed if relist else "", "kubelet": result.kubelet, "enabled": enabled},
-            512,
-        )
         self._report(
-            node, NodeState.DONE, result.reason, evidence, current=desired, extra={c.ANN_BENEFIT: benefit}
+            node,
+            NodeState.DONE,
+            result.reason,
+            evidence,
+            current=desired,
+            extra={c.ANN_BENEFIT: benefit.to_annotation(figures)},
         )
         message = result.reason + (f" (warnings: {'; '.join(plan.warnings)})" if plan.warnings else "")
         self._event(node, "Verified", message, warning=bool(plan.warnings))
+
+    def _measure(self) -> Work[benefit.Window | None]:
+        """Relists and kubelet CPU over benefit_window_seconds (two /metrics scrapes)."""
+        seconds = self.settings.benefit_window_seconds
+        first = self.observer.metrics() if seconds > 0 else None
+        if first is None:
+            return None
+        start = self.now
+        yield seconds
+        return benefit.window(first, self.observer.metrics(), (self.now - start).total_seconds())
 
     def _restore(self, txn: Transaction) -> None:
         for path, copy in txn.backups:

@@ -9,6 +9,11 @@ No container engine and no release downloads here: only the Go module proxy. So 
   release's own go.mod, so a new release that adds a staging module needs no change here;
 - kwok and helm with `go install pkg@version` (their go.mods have no `replace`).
 
+The real-node rig (eventedpleg.realnode) builds its binaries here too, with the same techniques: two
+kubelets (the staging-replace wrapper, one per version), containerd 2.2 + runc shim + ctr and crictl with
+`go install`.
+Those are versioned components (`ensure_component`), not looked up by bare binary name.
+
 The cache is keyed by component and version (`<cache>/bin/<component>-<version>/`), so a second run only
 checks that files exist. Binaries a user already has are honoured: $EVENTEDPLEG_BIN_DIR first, then
 $KUBEBUILDER_ASSETS (envtest's layout), then the cache; only what is missing is built.
@@ -75,6 +80,15 @@ KUBERNETES = Component(
 KWOK = Component("kwok", KWOK_VERSION, ("kwok",), "~2 minutes")
 HELM = Component("helm", HELM_VERSION, ("helm",), "~2 minutes")
 COMPONENTS = (ETCD, KUBERNETES, KWOK, HELM)
+
+# The real-node rig (real-node-recipe §1): kubelet v1.36 (EventedPLEG stretches the relist to 300 s) and
+# v1.37 (the narrowed k8s#139262 design), containerd 2.2 (go.mod without replace/exclude, several event
+# subscribers).
+KUBELET_136 = Component("kubelet", K8S_VERSION, ("kubelet",), "~10 minutes (~15 with a cold module cache)")
+KUBELET_137 = Component("kubelet", "v1.37.2", ("kubelet",), "~10 minutes (~15 with a cold module cache)")
+CONTAINERD = Component("containerd", "v2.2.9", ("containerd", "containerd-shim-runc-v2", "ctr"), "~4 minutes")
+CRICTL = Component("crictl", "v1.36.0", ("crictl",), "~1 minute")
+NODE_COMPONENTS = (KUBELET_136, KUBELET_137, CONTAINERD, CRICTL)
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 # kwok v0.8.0 has no built-in stages any more (it exits "no stages found"); its module ships them as a
@@ -127,6 +141,24 @@ def locate(binary: str) -> Path | None:
             return directory / binary
     cached = cache_dir() / "bin" / _component_of(binary).key / binary
     return cached if _executable(cached) else None
+
+
+def component_dir(comp: Component) -> Path:
+    return cache_dir() / "bin" / comp.key
+
+
+def ensure_component(comp: Component, *, log: Log = _stderr, rebuild: bool = False) -> dict[str, Path]:
+    """A versioned component's binaries from the cache, built (under the build lock) when missing."""
+
+    def present() -> bool:
+        return all(_executable(component_dir(comp) / b) for b in comp.binaries)
+
+    if rebuild or not present():
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        with _lock(cache_dir() / ".build.lock", log):
+            if rebuild or not present():
+                _build(comp, log)
+    return {b: component_dir(comp) / b for b in comp.binaries}
 
 
 def kwok_stages_dir() -> Path:
@@ -367,9 +399,22 @@ def _build_kubernetes(comp: Component, src: Path, out: Path, logfile: Path) -> N
     )
 
 
-def _install(pkg: str, version: str, ldflags: Sequence[str], *, out: Path, src: Path, logfile: Path) -> None:
-    """`go install pkg@version` with GOBIN=out (works for modules without replace directives)."""
-    args = ["install", "-trimpath", f"-ldflags={' '.join(['-s', '-w', *ldflags])}", f"{pkg}@{version}"]
+def _install(
+    pkg: str,
+    version: str,
+    ldflags: Sequence[str],
+    *,
+    out: Path,
+    src: Path,
+    logfile: Path,
+    more: Sequence[str] = (),
+    tags: Sequence[str] = (),
+) -> None:
+    """`go install pkg@version` with GOBIN=out (works for modules without replace directives); `more` are
+    further packages of the same module and version."""
+    args = ["install", "-trimpath", f"-ldflags={' '.join(['-s', '-w', *ldflags])}"]
+    args += [f"-tags={','.join(tags)}"] if tags else []
+    args += [f"{p}@{version}" for p in (pkg, *more)]
     with logfile.open("a") as fh:
         fh.write(f"\n$ GOBIN={out} go {' '.join(args)}\n")
         fh.flush()
@@ -404,9 +449,38 @@ def _build_helm(comp: Component, src: Path, out: Path, logfile: Path) -> None:
     _install("helm.sh/helm/v3/cmd/helm", comp.version, ld, out=out, src=src, logfile=logfile)
 
 
+def _build_containerd(comp: Component, src: Path, out: Path, logfile: Path) -> None:
+    # real-node-recipe step 2: CGO_ENABLED=0 (btrfs needs cgo and is then left out), the shim built the same
+    # way as the release Makefile's SHIM_CGO_ENABLED=0; urfave_cli_no_docs drops the man-page generator.
+    # The version stamp is what CRI's Version reports, i.e. the Node's containerRuntimeVersion.
+    mod = "github.com/containerd/containerd/v2"
+    ld = [f"-X {mod}/version.Version={comp.version}"]
+    cmds = [f"{mod}/cmd/{b}" for b in comp.binaries]
+    tags = ["urfave_cli_no_docs"]
+    _install(cmds[0], comp.version, ld, out=out, src=src, logfile=logfile, more=cmds[1:], tags=tags)
+
+
+def _build_crictl(comp: Component, src: Path, out: Path, logfile: Path) -> None:
+    # Not `go install pkg@version`: that also reads the module's version list to report deprecations, which
+    # our module proxy refuses for cri-tools (403); `go get` of the exact version in a wrapper does not.
+    _wrapper_module(src, logfile)
+    pkg = "sigs.k8s.io/cri-tools/cmd/crictl"
+    _run(["get", "-tool", f"{pkg}@{comp.version}"], cwd=src, logfile=logfile)
+    ld = ["-s", "-w", f"-X sigs.k8s.io/cri-tools/pkg/version.Version={comp.version}"]
+    _run(
+        ["build", "-trimpath", f"-ldflags={' '.join(ld)}", "-o", str(out / "crictl"), pkg],
+        cwd=src,
+        logfile=logfile,
+    )
+
+
 _BUILDERS: dict[str, Callable[[Component, Path, Path, Path], None]] = {
     "etcd": _build_etcd,
     "kubernetes": _build_kubernetes,
+    # The same staging-replace wrapper builds a kubelet (its binaries name the cmd/ packages).
+    "kubelet": _build_kubernetes,
+    "containerd": _build_containerd,
+    "crictl": _build_crictl,
     "kwok": _build_kwok,
     "helm": _build_helm,
 }

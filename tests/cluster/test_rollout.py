@@ -352,7 +352,8 @@ def test_two_replicas_exactly_one_active_and_failover(env: Env) -> None:
         leader = wait_for(lambda: _try(lease), what="a leader")
         standby = next(op for op in ops if op.identity != leader)
         active = next(op for op in ops if op.identity == leader)
-        assert _http(standby.port, "/readyz") == 503 and _http(active.port, "/readyz") == 200
+        wait_for(lambda: _http(standby.port, "/readyz") == 503, what="standby answers probes, not ready")
+        assert _http(active.port, "/readyz") == 200
         env.apply(nodeconfig("ha", env.prefix, rollout={"canary": {"nodes": 0}}))
         with ProtocolAgents(env.api, env.prefix, delay=1.5):
             wait_for(lambda: any(s for s, _ in env.node_states().values()), what="rollout started")

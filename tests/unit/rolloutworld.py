@@ -162,6 +162,8 @@ class World:
     def tick(self, seconds: int = 1, *, drop: random.Random | None = None) -> planner.Plan:
         """Plan, apply (optionally dropping actions as a crash would), let agents work, advance time."""
         result = self.plan()
+        if result.summary.complete:  # complete means nobody is left cordoned by us
+            assert not [n for n in self.nodes.values() if n.annotations.get(c.ANN_CORDONED_BY_US)], result
         for action in result.actions:
             if drop is not None and drop.random() < 0.5:
                 continue

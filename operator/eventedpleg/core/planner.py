@@ -231,6 +231,8 @@ class _Walk:
                 self._act(self._step(node, want))
             return
         give_back = ours and marks.cordoned_by_us
+        if give_back and marks.state is not NodeState.FAILED:
+            self.in_flight += 1  # not complete (so not Available) while our cordon is still on
         if ours and marks.state is NodeState.FAILED and (marks.cordoned_by_us or marks.desired == want):
             self._failure(node)  # a node whose rollback failed stays cordoned for a human
             return
@@ -264,15 +266,15 @@ class _Walk:
     def _let_go(self, node: NodeView) -> None:
         """A node we hold but should no longer manage (deselected, ineligible, skip-labelled, conflict)."""
         marks, target = node.marks, self.target
+        if marks.state in IN_PROGRESS or (marks.cordoned_by_us and marks.state is not NodeState.FAILED):
+            self.in_flight += 1  # not complete while we still hold it
         if marks.state in AGENT_PHASE:  # never pull a node out from under the agent
-            self.in_flight += 1
             self._act(self._step(node, marks.desired))
         elif node.skip_labelled:
             self._act(_release(node, keep_current=True))
         elif _converged(node, target.hash_off, target.hash_off):
             self._act(_release(node, keep_current=False))
         elif marks.state in IN_PROGRESS:
-            self.in_flight += 1
             self._act(self._step(node, target.hash_off))
         elif marks.cordoned_by_us:
             self._act(_uncordon(node))

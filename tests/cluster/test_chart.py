@@ -1,0 +1,376 @@
+"""The Helm chart installed by the real helm onto the real control plane (RBAC and Pod Security admission
+on, kwok nodes): every object admitted, the operator admitted under "restricted", the agent only in its
+privileged namespace, each ServiceAccount able to do what it needs and no more, the agent pod's own token
+confined to its node, clean uninstall.
+
+kwok runs no containers, so the pods never execute the image; they are scheduled and marked Running,
+which is what admission, scheduling and the token binding need.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from eventedpleg import constants as c
+from eventedpleg.k8s.fakenodes import KWOK_TOLERATION, FakeNode
+from eventedpleg.localcluster.cluster import LocalCluster
+from tests.chart.chartlib import CHART, REPO, helm, helm_env, parse, set_json_args
+from tests.cluster.rollout_harness import wait_for
+
+pytestmark = pytest.mark.cluster
+
+
+@dataclass
+class Release:
+    cluster: LocalCluster
+    name: str
+    namespace: str  # the release's (the operator's), labelled "restricted" by the test
+    agent_ns: str
+    prefix: str  # nameOverride: the cluster is shared, so cluster-wide names must not collide
+    nodes: list[str]
+    env: dict[str, str]
+    install_output: str
+
+    @property
+    def operator(self) -> str:
+        return f"{self.prefix}-operator"
+
+    @property
+    def agent(self) -> str:
+        return f"{self.prefix}-agent"
+
+    def helm(self, *args: str) -> str:
+        done = helm(*args, f"--kubeconfig={self.cluster.kubeconfig}", env=self.env)
+        assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def kubectl(self, *args: str, kubeconfig: Path | None = None, stdin: str | None = None) -> str:
+        done = self.cluster.kubectl(*args, kubeconfig=kubeconfig, stdin=stdin)
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def get(self, *args: str) -> dict[str, Any]:
+        doc: dict[str, Any] = json.loads(self.kubectl("get", *args, "-o", "json"))
+        return doc
+
+    def manifest(self) -> list[dict[str, Any]]:
+        return parse(self.helm("get", "manifest", self.name, "-n", self.namespace))
+
+    def pods(self, namespace: str, component: str) -> list[dict[str, Any]]:
+        selector = f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component={component}"
+        items: list[dict[str, Any]] = self.get("pods", "-n", namespace, "-l", selector)["items"]
+        return items
+
+
+@pytest.fixture(scope="module")
+def release(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
+    suffix = uuid.uuid4().hex[:5]
+    namespace, agent_ns, prefix = f"chart-{suffix}", f"chart-{suffix}-agent", f"chart-{suffix}"
+    restricted = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": namespace,
+            "labels": {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "warn")},
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(restricted), check=True)
+    nodes = cluster.add_nodes([FakeNode(f"chart-{suffix}-{x}", labels={"chart-test": suffix}) for x in "ab"])
+    env = helm_env(tmp_path_factory.mktemp("helm-home"))
+    values = {
+        "nameOverride": prefix,
+        "agent.namespace": agent_ns,
+        # kwok nodes are tainted; the operator's two replicas go to this test's two nodes.
+        "operator.tolerations": [KWOK_TOLERATION],
+        "operator.nodeSelector": {"chart-test": suffix},
+    }
+    name = f"epo-{suffix}"
+    done = helm(
+        "install", name, str(CHART), "-n", namespace, f"--kubeconfig={cluster.kubeconfig}",
+        *set_json_args(values), env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rel = Release(cluster, name, namespace, agent_ns, prefix, nodes, env, done.stdout)
+    try:
+        yield rel
+    finally:
+        helm("uninstall", name, "-n", namespace, f"--kubeconfig={cluster.kubeconfig}", env=env)
+        for ns in (namespace, agent_ns):
+            cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false")
+        cluster.delete_nodes(nodes)
+
+
+def test_install_prints_what_to_do_next(release: Release) -> None:
+    out = release.install_output
+    assert "STATUS: deployed" in out
+    notes = out.split("NOTES:", 1)[1]
+    assert f"DaemonSet  {release.agent_ns}/{release.agent}" in notes
+    assert f"Deployment {release.namespace}/{release.operator}" in notes
+    for step in (
+        "kubectl apply -f examples/nodeconfig.yaml",
+        "kubectl get nodeconfig cluster",
+        "kubectl wait --for=condition=Available nodeconfig/cluster",
+        "eventedpleg status",
+    ):
+        assert step in notes
+    assert (REPO / "examples" / "nodeconfig.yaml").exists()
+
+
+def test_every_object_is_admitted(release: Release) -> None:
+    manifest = release.manifest()
+    assert len(manifest) >= 20
+    for doc in manifest:
+        meta = doc["metadata"]
+        ns = ["-n", meta["namespace"]] if "namespace" in meta else []
+        kind = (
+            f"{doc['kind'].lower()}.{doc['apiVersion'].split('/')[0]}"
+            if "/" in doc["apiVersion"]
+            else doc["kind"]
+        )
+        got = release.get(kind, meta["name"], *ns)
+        assert got["metadata"]["labels"]["app.kubernetes.io/instance"] == release.name
+        assert got["metadata"]["annotations"]["meta.helm.sh/release-name"] == release.name
+    # The CRD comes from the chart's crds/ (or was there already): served and established.
+    release.kubectl("wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=30s")
+
+
+def test_agent_namespace_is_privileged_and_the_release_namespace_is_not_touched(release: Release) -> None:
+    agent_ns = release.get("namespace", release.agent_ns)["metadata"]["labels"]
+    assert agent_ns["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert agent_ns["app.kubernetes.io/instance"] == release.name
+    ours = release.get("namespace", release.namespace)["metadata"]["labels"]
+    assert ours["pod-security.kubernetes.io/enforce"] == "restricted"  # as the test made it
+
+
+def test_operator_runs_under_restricted_on_two_nodes(release: Release) -> None:
+    rolled = release.cluster.kubectl(
+        "rollout", "status", "-n", release.namespace, f"deployment/{release.operator}", "--timeout=90s"
+    )
+    assert rolled.returncode == 0, rolled.stderr
+    pods = release.pods(release.namespace, "operator")
+    assert len(pods) == 2
+    assert {p["spec"]["nodeName"] for p in pods} == set(release.nodes)  # spread by the anti-affinity
+    for pod in pods:
+        env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+        assert env["EVENTEDPLEG_NAMESPACE"]["value"] == release.namespace
+        assert pod["spec"]["serviceAccountName"] == release.operator
+    pdb = wait_for(
+        lambda: (
+            (s := release.get("pdb", "-n", release.namespace, release.operator).get("status", {})).get(
+                "currentHealthy"
+            )
+            == 2
+            and s
+        ),
+        what="the operator PDB's status",
+    )
+    assert pdb["disruptionsAllowed"] == 1  # a drain may take one replica at a time, never both
+
+
+def test_agent_runs_on_every_node(release: Release) -> None:
+    def on_our_nodes() -> list[dict[str, Any]] | None:
+        pods = [
+            p for p in release.pods(release.agent_ns, "agent") if p["spec"].get("nodeName") in release.nodes
+        ]
+        running = [p for p in pods if p.get("status", {}).get("phase") == "Running"]
+        return running if len(running) == len(release.nodes) else None
+
+    pods = wait_for(on_our_nodes, what="an agent pod Running on each test node")
+    for pod in pods:
+        spec = pod["spec"]
+        assert spec["hostPID"] and spec["hostNetwork"]
+        assert spec["containers"][0]["securityContext"]["privileged"] is True
+        assert spec["priorityClassName"] == "system-node-critical" and spec["priority"] > 2_000_000_000
+        assert spec["containers"][0]["args"][:2] == ["--node=$(NODE_NAME)", "--host-root=/host"]
+    ds = release.get("daemonset", "-n", release.agent_ns, release.agent)
+    linux = release.get("nodes", "-l", "kubernetes.io/os=linux")["items"]
+    assert ds["status"]["desiredNumberScheduled"] == len(linux)  # tolerates every taint
+
+
+def test_pod_security_admits_the_agent_only_in_its_namespace(release: Release) -> None:
+    """The agent's pod, as the DaemonSet makes it, is refused in the (restricted) release namespace: the
+    privileged label on the agent's namespace is what admits it, and admission is really on."""
+    template = release.get("daemonset", "-n", release.agent_ns, release.agent)["spec"]["template"]
+    for ns, allowed in ((release.namespace, False), (release.agent_ns, True)):
+        # ServiceAccount admission runs first: outside its namespace the agent's SA does not exist.
+        spec = {**template["spec"], "serviceAccountName": release.agent if allowed else "default"}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "agent-probe", "namespace": ns},
+            "spec": spec,
+        }
+        done = release.cluster.kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(pod))
+        if allowed:
+            assert done.returncode == 0, done.stderr
+        else:
+            assert done.returncode != 0
+            assert 'violates PodSecurity "restricted:latest"' in done.stderr
+            for reason in ("privileged", "host namespaces", '"hostPath"', "runAsUser=0"):
+                assert reason in done.stderr, done.stderr
+
+
+def test_agent_pod_token_is_confined_to_its_node(release: Release) -> None:
+    """The token the DaemonSet's pod gets is bound to it, so the chart's admission policy lets that pod's
+    agent change its own Node's eventedpleg.io/* annotations and nothing else."""
+    node_a, node_b = release.nodes
+    (pod,) = [p for p in release.pods(release.agent_ns, "agent") if p["spec"]["nodeName"] == node_a]
+    kubeconfig = release.cluster.service_account_kubeconfig(
+        release.agent_ns, release.agent, bound_pod=pod["metadata"]["name"], create=False
+    )
+    who = json.loads(release.kubectl("auth", "whoami", "-o", "json", kubeconfig=kubeconfig))["status"]
+    assert who["userInfo"]["extra"]["authentication.kubernetes.io/node-name"] == [node_a]
+    mine = f"{c.GROUP}/chart-test"
+    release.kubectl("annotate", "node", node_a, f"{mine}=1", "--overwrite", kubeconfig=kubeconfig)
+    assert release.get("node", node_a)["metadata"]["annotations"][mine] == "1"
+    for node, annotation, because in (
+        (node_b, f"{mine}=1", "may only change its own Node"),
+        (node_a, "example.com/other=1", "may only change eventedpleg.io/* annotations"),
+    ):
+        done = release.cluster.kubectl("annotate", "node", node, annotation, kubeconfig=kubeconfig)
+        assert done.returncode != 0 and because in done.stderr, done.stderr
+
+
+# --- RBAC: what each ServiceAccount can and cannot do -----------------------------------------------------
+
+# (verb, resource, namespace or "" for cluster-wide/all namespaces, allowed); {ns} is the release namespace.
+OPERATOR_CAN = [
+    ("get", "nodes", "", True), ("list", "nodes", "", True), ("watch", "nodes", "", True),
+    ("patch", "nodes", "", True),
+    ("list", "nodeconfigs.eventedpleg.io", "", True), ("watch", "nodeconfigs.eventedpleg.io", "", True),
+    ("patch", "nodeconfigs.eventedpleg.io", "", True),
+    ("patch", "nodeconfigs.eventedpleg.io/status", "", True),
+    ("list", "pods", "", True), ("delete", "pods", "default", True),
+    ("create", "pods/eviction", "default", True),
+    ("create", "events", "default", True), ("create", "events.events.k8s.io", "default", True),
+    ("create", "configmaps", "{ns}", True), ("delete", "configmaps", "{ns}", True),
+    ("get", "leases.coordination.k8s.io", "{ns}", True),
+    ("create", "leases.coordination.k8s.io", "{ns}", True),
+    ("update", "leases.coordination.k8s.io", "{ns}", True),
+    ("watch", "customresourcedefinitions.apiextensions.k8s.io", "", True),
+    # ... and no more:
+    ("get", "secrets", "{ns}", False), ("list", "secrets", "", False), ("watch", "secrets", "", False),
+    ("patch", "nodes/status", "", False), ("update", "nodes", "", False), ("delete", "nodes", "", False),
+    ("create", "pods", "default", False), ("update", "pods", "default", False),
+    ("create", "pods/exec", "default", False),
+    ("create", "nodeconfigs.eventedpleg.io", "", False), ("delete", "nodeconfigs.eventedpleg.io", "", False),
+    ("create", "configmaps", "kube-system", False), ("update", "configmaps", "{ns}", False),
+    ("update", "leases.coordination.k8s.io", "kube-system", False),
+    ("create", "serviceaccounts/token", "{ns}", False), ("create", "clusterrolebindings", "", False),
+    ("patch", "customresourcedefinitions.apiextensions.k8s.io", "", False),
+    ("impersonate", "users", "", False),
+]  # fmt: skip
+
+AGENT_CAN = [
+    ("get", "nodes", "", True), ("watch", "nodes", "", True), ("patch", "nodes", "", True),
+    ("get", "nodes/metrics", "", True), ("get", "configmaps", "{ns}", True),
+    ("create", "events", "default", True),
+    # ... and no more (the admission policy narrows the allowed ones further to its own Node):
+    ("list", "nodes", "", False), ("delete", "nodes", "", False), ("patch", "nodes/status", "", False),
+    ("get", "nodes/proxy", "", False),
+    ("get", "secrets", "{agent_ns}", False), ("list", "secrets", "", False),
+    ("list", "configmaps", "{ns}", False), ("get", "configmaps", "{agent_ns}", False),
+    ("get", "configmaps", "kube-system", False), ("create", "configmaps", "{ns}", False),
+    ("create", "events", "{ns}", False), ("list", "pods", "", False), ("create", "pods", "{agent_ns}", False),
+    ("create", "pods/eviction", "default", False), ("patch", "nodeconfigs.eventedpleg.io", "", False),
+    ("list", "nodeconfigs.eventedpleg.io", "", False),
+]  # fmt: skip
+
+
+def _can_i(release: Release, kubeconfig: Path, verb: str, resource: str, namespace: str) -> bool:
+    ns = namespace.format(ns=release.namespace, agent_ns=release.agent_ns)
+    resource, _, sub = resource.partition("/")
+    args = ["auth", "can-i", verb, resource, *([f"--subresource={sub}"] if sub else [])]
+    args += ["-n", ns] if ns else ["--all-namespaces"]
+    done = release.cluster.kubectl(*args, kubeconfig=kubeconfig)
+    assert done.stdout.strip() in {"yes", "no"}, done.stdout + done.stderr
+    return done.stdout.strip() == "yes"
+
+
+@pytest.mark.parametrize(("component", "table"), [("operator", OPERATOR_CAN), ("agent", AGENT_CAN)])
+def test_service_accounts_can_do_what_they_need_and_no_more(
+    release: Release, component: str, table: list[tuple[str, str, str, bool]]
+) -> None:
+    """Asked with each ServiceAccount's own token (no impersonation), as the pods would be."""
+    ns = release.namespace if component == "operator" else release.agent_ns
+    sa = release.operator if component == "operator" else release.agent
+    kubeconfig = release.cluster.service_account_kubeconfig(ns, sa, create=False)
+    wrong = [
+        f"{verb} {resource} in {namespace or '*'}: expected {'yes' if allowed else 'no'}"
+        for verb, resource, namespace, allowed in table
+        if _can_i(release, kubeconfig, verb, resource, namespace) != allowed
+    ]
+    assert not wrong
+
+
+@pytest.mark.parametrize(
+    ("namespace", "extra"),
+    [("{ns}", {"configmaps": {"get"}}), ("default", {"events": {"create"}}), ("{agent_ns}", {})],
+)
+def test_agent_rules_are_exactly_agent_rbac(
+    release: Release, namespace: str, extra: dict[str, set[str]]
+) -> None:
+    """`kubectl auth can-i --list` for the agent: its whole rule set per namespace, beyond what every
+    authenticated user gets, is the agent-rbac.yaml rules."""
+    kubeconfig = release.cluster.service_account_kubeconfig(release.agent_ns, release.agent, create=False)
+    ns = namespace.format(ns=release.namespace, agent_ns=release.agent_ns)
+    listed = release.kubectl("auth", "can-i", "--list", "-n", ns, kubeconfig=kubeconfig)
+    rules: dict[str, set[str]] = {}
+    for line in listed.splitlines()[1:]:
+        resource = line.split()[0]
+        if resource.startswith(("selfsubject", "[")):
+            continue  # system:basic-user and system:discovery, which every authenticated user has
+        verbs = line[line.rindex("[") :].strip("[] ").split()  # the last column
+        rules.setdefault(resource, set()).update(verbs)
+    assert rules == {"nodes": {"get", "watch", "patch"}, "nodes/metrics": {"get"}, **extra}
+
+
+# --- examples, upgrade, uninstall -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (REPO / "examples").glob("nodeconfig*.yaml")))
+def test_examples_are_accepted_by_the_api_server(release: Release, example: str) -> None:
+    done = release.cluster.kubectl("apply", "--dry-run=server", "-f", str(REPO / "examples" / example))
+    assert done.returncode == 0, done.stderr
+    assert "nodeconfig.eventedpleg.io/cluster" in done.stdout
+
+
+def test_upgrade_changes_replicas_in_place(release: Release) -> None:
+    before = release.get("deployment", "-n", release.namespace, release.operator)
+    release.helm(
+        "upgrade", release.name, str(CHART), "-n", release.namespace, "--reuse-values",
+        *set_json_args({"operator.replicas": 1}),
+    )  # fmt: skip
+    after = release.get("deployment", "-n", release.namespace, release.operator)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]  # selectors unchanged: no re-create
+    assert after["spec"]["replicas"] == 1
+    # One replica: no PDB (it could only block drains).
+    gone = release.cluster.kubectl("get", "pdb", "-n", release.namespace, release.operator)
+    assert gone.returncode != 0 and "NotFound" in gone.stderr
+
+
+def test_uninstall_removes_everything_but_the_crd(release: Release) -> None:
+    manifest = release.manifest()
+    release.helm("uninstall", release.name, "-n", release.namespace, "--wait", "--timeout=120s")
+
+    def leftovers() -> list[str]:
+        left = []
+        for doc in manifest:
+            meta = doc["metadata"]
+            ns = ["-n", meta["namespace"]] if "namespace" in meta else []
+            got = release.cluster.kubectl("get", doc["kind"], meta["name"], *ns, "-o", "name")
+            if got.returncode == 0:
+                left.append(got.stdout.strip())
+        return left
+
+    # Namespaced objects in the agent namespace go with it; the namespace controller takes a moment.
+    wait_for(lambda: not leftovers(), timeout=120, what="no object of the release left")
+    assert release.cluster.kubectl("get", "crd", c.CRD_NAME).returncode == 0  # Helm never deletes CRDs

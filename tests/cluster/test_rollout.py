@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client
 
 from eventedpleg import constants as c
+from eventedpleg.demo.harness import http_status
 from eventedpleg.k8s.fakenodes import FakeNode
 from eventedpleg.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import (
@@ -378,16 +379,7 @@ def _try(fn: Any) -> Any:
 
 
 def _http(port: int, path: str) -> int:
-    import urllib.error  # noqa: PLC0415
-    import urllib.request  # noqa: PLC0415
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
-    except OSError:
-        return 0  # not listening yet
+    return http_status(port, path)
 
 
 def test_operator_killed_again_and_again_converges(env: Env) -> None:

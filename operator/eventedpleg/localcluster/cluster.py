@@ -76,6 +76,8 @@ class LocalCluster:
     log: Log = _stderr
     detach: bool = False
     timeout: float = 120.0
+    # More kube-apiserver flags, e.g. an audit policy for the rollout benchmark's request counts.
+    apiserver_args: tuple[str, ...] = ()
     ports: dict[str, int] = field(default_factory=dict)
     procs: list[_Proc] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
@@ -240,6 +242,7 @@ class LocalCluster:
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",
                 f"--cert-dir={self.directory / 'apiserver-certs'}",
+                *self.apiserver_args,
             ],
         )
         self._wait_http(

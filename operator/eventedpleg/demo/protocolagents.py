@@ -1,0 +1,145 @@
+"""Stand-in agents that follow the node protocol (constants.py) without a host: for a node in Applying with
+desired != current, after `apply_seconds` write current-config and Done (or what `behaviour` says).
+
+For the rollout benchmark (thousands of nodes: one watch for all of them, one timer thread, a small
+pool for the writes) and for operator tests that are about the operator, not the agent. The real agent
+and its verification have their own tests (tests/agent, tests/cluster/test_agent.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from eventedpleg import constants as c
+from eventedpleg.constants import NodeState
+from eventedpleg.k8s import nodes
+from eventedpleg.k8s.errors import ApiError
+
+log = logging.getLogger(__name__)
+Behaviour = Callable[[str], str]  # node name -> "Done" | "RolledBack" | "Silent"
+
+
+class ProtocolAgents:
+    def __init__(
+        self,
+        api: Any,
+        *,
+        label_selector: str | None,
+        apply_seconds: float = 0.5,
+        behaviour: Behaviour | None = None,
+        workers: int = 8,
+    ) -> None:
+        self.api, self.selector, self.apply_seconds = api, label_selector, apply_seconds
+        self.behaviour = behaviour or (lambda _: "Done")
+        self.applied: dict[str, int] = {}  # node -> how many times it was applied
+        self.done_at: dict[str, float] = {}  # node -> wall time of the last Done write
+        self._due: list[tuple[float, str, str]] = []  # (monotonic due, node, desired hash)
+        self._scheduled: set[str] = set()  # nodes with an apply pending
+        self._written: dict[
+            str, int
+        ] = {}  # node -> resourceVersion of our last report (older events are stale)
+        self._lock = threading.Condition()
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(workers, "protocol-agent")
+        self._threads = [
+            threading.Thread(target=self._watch, name="protocol-watch", daemon=True),
+            threading.Thread(target=self._timer, name="protocol-timer", daemon=True),
+        ]
+
+    def __enter__(self) -> ProtocolAgents:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        with self._lock:
+            self._lock.notify_all()
+        for thread in self._threads:
+            thread.join(10)
+        self._pool.shutdown(wait=True)
+
+    def _see(self, node: dict[str, Any]) -> None:
+        name = str(node["metadata"]["name"])
+        ann = node["metadata"].get("annotations") or {}
+        desired = ann.get(c.ANN_DESIRED, "")
+        if ann.get(c.ANN_STATE) != NodeState.APPLYING or not desired or desired == ann.get(c.ANN_CURRENT):
+            return
+        with self._lock:
+            if name in self._scheduled or _rv(node) <= self._written.get(name, 0):
+                return
+            self._scheduled.add(name)
+            heapq.heappush(self._due, (time.monotonic() + self.apply_seconds, name, desired))
+            self._lock.notify()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                items, version = nodes.list_nodes_with_version(self.api, self.selector)
+                for node in items:
+                    self._see(node)
+                while not self._stop.is_set():
+                    for kind, node in nodes.watch_nodes(
+                        self.api, label_selector=self.selector, resource_version=version, timeout_seconds=30
+                    ):
+                        version = str(node["metadata"].get("resourceVersion", version))
+                        if kind in ("ADDED", "MODIFIED"):
+                            self._see(node)
+                    break  # timed out or 410: list again
+            except ApiError as exc:
+                log.warning("protocol agents: %s", exc)
+                self._stop.wait(1)
+
+    def _timer(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                while not self._stop.is_set() and (not self._due or self._due[0][0] > time.monotonic()):
+                    self._lock.wait(timeout=(self._due[0][0] - time.monotonic()) if self._due else 1.0)
+                if self._stop.is_set():
+                    return
+                _, name, desired = heapq.heappop(self._due)
+            self._pool.submit(self._finish, name, desired)
+
+    def _finish(self, name: str, desired: str) -> None:
+        verdict = self.behaviour(name)
+        if verdict == "Silent":
+            return  # stays scheduled: a silent agent never answers
+        marks: dict[str, str | None] = {
+            c.ANN_STATE: verdict,
+            c.ANN_STATE_SINCE: datetime.now(UTC).isoformat(timespec="seconds"),
+            c.ANN_EVIDENCE: json.dumps(
+                {"result": "pass" if verdict == "Done" else "fail", "agent": "protocol"}
+            ),
+            c.ANN_REASON: "verified"
+            if verdict == "Done"
+            else "kubelet did not become healthy; previous files restored",
+        }
+        if verdict == "Done":
+            marks[c.ANN_CURRENT] = desired
+        try:
+            written = nodes.patch_node(self.api, name, nodes.node_patch(annotations=marks))
+        except ApiError as exc:
+            log.warning("protocol agent %s: %s", name, exc)
+            with self._lock:
+                self._scheduled.discard(name)
+            return
+        with self._lock:
+            self._written[name] = _rv(written)
+            self._scheduled.discard(name)
+        self.applied[name] = self.applied.get(name, 0) + 1
+        self.done_at[name] = time.time()
+
+
+def _rv(node: dict[str, Any]) -> int:
+    try:
+        return int(node["metadata"].get("resourceVersion", 0))
+    except (TypeError, ValueError):
+        return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -153,12 +153,12 @@ def test_full_rollout_over_mixed_nodes(env: Env) -> None:
     events = env.cluster.kubectl(
         "get", "events", "-n", "default", "--field-selector", f"involvedObject.name={names[0]}", check=True
     ).stdout
-    for reason in ("Cordoned", "Draining", "Drained", "Uncordoned"):
+    for reason in ("Drained", "Uncordoned"):  # an empty node: cordoned and drained in one step
         assert reason in events
 
 
-def test_pdb_blocks_the_drain_and_is_named_without_being_violated(env: Env) -> None:
-    (node,) = env.nodes([{}])
+def protect_with_pdb(env: Env, node: str) -> Callable[[], list[dict[str, Any]]]:
+    """One Deployment pod pinned to `node` and a PDB with minAvailable 1: no eviction allowed."""
     env.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=env.prefix)))
     labels = {"app": "web"}
     pod_spec = client.V1PodSpec(
@@ -201,6 +201,12 @@ def test_pdb_blocks_the_drain_and_is_named_without_being_violated(env: Env) -> N
         ),
         what="PDB observed",
     )
+    return pods
+
+
+def test_pdb_blocks_the_drain_and_is_named_without_being_violated(env: Env) -> None:
+    (node,) = env.nodes([{}])
+    pods = protect_with_pdb(env, node)
     env.apply(nodeconfig("pdb", env.prefix))
     with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
         message = wait_for(
@@ -309,27 +315,48 @@ def test_overlapping_nodeconfigs_the_later_one_reports_a_conflict(env: Env) -> N
         assert owners == {"first"}
 
 
-def test_operator_killed_mid_drain_resumes_without_double_work(env: Env) -> None:
+def test_operator_killed_in_each_phase_resumes_without_double_work(env: Env) -> None:
+    """Kill the operator while a node drains (a PDB holds it) and another waits for its agent; the agent
+    finishes while no operator runs (Done, still cordoned); kill again while the next node is with its
+    agent. Each restart picks up where the nodes say: uncordons, keeps draining, never redoes a node."""
     names = env.nodes([{} for _ in range(4)])
+    blocked = names[0]  # zone z0, first in order
+    protect_with_pdb(env, blocked)
     env.apply(nodeconfig("crash", env.prefix, rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
     kubeconfig = install_operator_rbac(env.cluster, NS)
-    with ProtocolAgents(env.api, env.prefix, delay=2.0) as agents:
+    seen: list[dict[str, tuple[str | None, bool]]] = []
+    with ProtocolAgents(env.api, env.prefix, delay=3.0) as agents:
         first = OperatorProcess(kubeconfig, NS, env.tmp / "op1.log").start()
         wait_for(
-            lambda: any(s in ("Draining", "Applying") for s, _ in env.node_states().values()),
-            what="a node in progress",
+            lambda: (
+                env.node_states()[blocked] == ("Draining", True)
+                and ("Applying", True) in env.node_states().values()
+            ),
+            what="one node draining, one with its agent",
         )
         first.kill()
-        in_flight = {n for n, (s, _) in env.node_states().items() if s}
+        seen.append(env.node_states())
+        wait_for(
+            lambda: ("Done", True) in env.node_states().values(), what="agent done while no operator runs"
+        )
+        seen.append(env.node_states())
         second = OperatorProcess(kubeconfig, NS, env.tmp / "op2.log").start()
+        wait_for(lambda: ("Done", False) in env.node_states().values(), what="the done node uncordoned")
+        wait_for(lambda: list(env.node_states().values()).count(("Applying", True)) == 1, what="next node")
+        second.kill()
+        seen.append(env.node_states())
+        assert env.node_states()[blocked] == ("Draining", True)  # still held by the PDB, never forced
+        client.PolicyV1Api(env.api).delete_namespaced_pod_disruption_budget("web-pdb", env.prefix)
+        third = OperatorProcess(kubeconfig, NS, env.tmp / "op3.log").start()
         try:
             waited = env.cluster.kubectl(
                 "wait", "--for=condition=Available", "nodeconfig/crash", "--timeout=100s"
             )
-            assert waited.returncode == 0, second.log()[-3000:]
+            assert waited.returncode == 0, third.log()[-3000:]
         finally:
-            second.stop()
-    assert in_flight
+            third.stop()
+    phases = {state for snapshot in seen for state in snapshot.values()}
+    assert {("Draining", True), ("Applying", True), ("Done", True)} <= phases, seen
     for name in names:
         assert env.node_states()[name] == ("Done", False)
         assert agents.applied[name] == 1  # no Done node was drained and applied again
@@ -411,7 +438,7 @@ def test_operator_killed_again_and_again_converges(env: Env) -> None:
             assert waited.returncode == 0, final.log()[-3000:]
         finally:
             final.stop()
-    assert {"Cordoned+cordoned", "Applying+cordoned"} <= hit, hit
+    assert "Applying+cordoned" in hit, hit
     for name in names:
         assert env.node_states()[name] == ("Done", False), name
         assert agents.applied[name] == 1, name  # applied once: no Done node was drained again

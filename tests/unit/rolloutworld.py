@@ -104,7 +104,13 @@ class World:
                 ann[c.ANN_CORDONED_BY_US] = "true"
                 node.unschedulable = True
                 node.drains += 1
-                self._mark(node, NodeState.CORDONED)
+                # The executor's first drain attempt is part of the same step.
+                if node.drain_blocked_until is not None and self.now < node.drain_blocked_until:
+                    self._mark(node, NodeState.DRAINING, "PDB blocks eviction")
+                else:
+                    ann[c.ANN_DESIRED] = action.hash
+                    ann[c.ANN_AGENT_OPTIONS] = action.agent_options
+                    self._mark(node, NodeState.APPLYING)
             case Drain():
                 blocked = node.drain_blocked_until is not None and self.now < node.drain_blocked_until
                 if blocked and action.deadline_reached:

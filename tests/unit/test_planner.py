@@ -215,7 +215,7 @@ def test_drain_timeout_force_delete_proceeds() -> None:
 def test_pause_holds_new_nodes_but_finishes_started_ones() -> None:
     world = World(fleet(3), spec())
     world.tick()
-    assert states(world)["node-000"] == "Cordoned"
+    assert states(world)["node-000"] == "Applying"  # cordoned and drained in one step
     world.spec = spec(rollout={"paused": True})
     final = world.run()
     assert final.summary.paused
@@ -265,10 +265,12 @@ def test_delete_with_revert_removes_everything_then_finalizes() -> None:
 
 
 def test_delete_with_keep_releases_without_draining() -> None:
-    world = World(fleet(3), spec(onDelete="Keep"))
+    nodes = fleet(3)
+    nodes["node-001"].drain_blocked_until = T0 + timedelta(hours=1)
+    world = World(nodes, spec(onDelete="Keep"))
     while states(world)["node-000"] != "Done":
         world.tick()
-    while states(world)["node-001"] != "Cordoned":
+    while states(world)["node-001"] != "Draining":
         world.tick()
     world.deleting = True
     final = world.run()

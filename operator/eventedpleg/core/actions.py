@@ -13,18 +13,19 @@ from eventedpleg.models.nodeconfig import OnDrainTimeout
 
 @dataclass(frozen=True)
 class Cordon:
-    """Take the node: owner, was-unschedulable (remembered once), cordon, state=Cordoned. One write.
-
-    The executor first looks at the node's pods: a node running static (mirror) pods is marked Skipped
-    instead, unless `include_control_plane` (k8s#121349, #123087).
+    """Take the node and start draining it, in kubectl drain's order: owner, was-unschedulable, cordon,
+    state=Draining (one write); list its pods; a node running static (mirror) pods is given back and
+    marked Skipped unless `include_control_plane` (k8s#121349, #123087); otherwise the first eviction
+    pass, and an empty node goes straight to Applying (desired=hash).
     """
 
     node: str
     resource_version: str
     owner: str
-    hash: str  # recorded with a Skipped mark, so the node is not tried again for this config
+    hash: str
     include_control_plane: bool
     was_unschedulable: bool  # valid because the write is conditional on resource_version
+    agent_options: str
 
 
 @dataclass(frozen=True)

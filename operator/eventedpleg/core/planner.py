@@ -381,6 +381,7 @@ class _Walk:
                     want,
                     spec.include_control_plane,
                     was_unschedulable=node.unschedulable,
+                    agent_options=self.target.agent_options,
                 )
             )
             started += 1

@@ -58,16 +58,22 @@ def _delete(api: client.ApiClient, ref: PodRef, options: DrainOptions) -> None:
     client.CoreV1Api(api).delete_namespaced_pod(ref.name, ref.namespace, grace_period_seconds=_grace(options))
 
 
-def mirror_pods(api: client.ApiClient, node: str) -> tuple[str, ...]:
-    """Static pods on the node (mirror pods carry kubernetes.io/config.mirror)."""
-    selection = drainpods.select(node_pods(api, node), delete_empty_dir_data=True, force=True)
+def mirror_pods_in(pods: list[dict[str, Any]]) -> tuple[str, ...]:
+    """Static pods among these (mirror pods carry kubernetes.io/config.mirror)."""
+    selection = drainpods.select(pods, delete_empty_dir_data=True, force=True)
     return tuple(str(ref) for ref in selection.mirror_pods)
 
 
 def attempt(
-    api: client.ApiClient, node: str, options: DrainOptions, *, force_delete: bool = False
+    api: client.ApiClient,
+    node: str,
+    options: DrainOptions,
+    *,
+    force_delete: bool = False,
+    pods: list[dict[str, Any]] | None = None,
 ) -> DrainAttempt:
-    pods = node_pods(api, node)
+    """One pass over the node's pods (`pods` when the caller has just listed them after cordoning)."""
+    pods = node_pods(api, node) if pods is None else pods
     selection = drainpods.select(
         pods,
         delete_empty_dir_data=options.delete_empty_dir_data or force_delete,

@@ -115,7 +115,7 @@ class Executor:
             case Drain():
                 return self._drain(action)
             case Uncordon():
-                self._patch(
+                body = self._patch(
                     action.node,
                     action.resource_version,
                     {c.ANN_CORDONED_BY_US: None},
@@ -125,100 +125,110 @@ class Executor:
                     " (kept cordoned: it was cordoned before the rollout)" if action.was_unschedulable else ""
                 )
                 self._event(action.node, "Normal", "Uncordoned", f"node given back{keep}")
-                return Outcome(action, applied=True)
+                return Outcome(action, applied=True, node_body=body)
             case MarkFailed():
-                self._patch(
-                    action.node, action.resource_version, self._state(NodeState.FAILED, action.reason)
-                )
+                marks = self._state(NodeState.FAILED, action.reason)
+                body = self._patch(action.node, action.resource_version, marks)
                 self._event(action.node, "Warning", "NodeFailed", action.reason)
-                self.recorder.emit(
-                    self.nodeconfig, "Warning", "NodeFailed", f"{action.node}: {action.reason}"
-                )
-                return Outcome(action, applied=True, transition=NodeState.FAILED)
+                return Outcome(action, applied=True, transition=NodeState.FAILED, node_body=body)
             case Release():
                 drop: dict[str, str | None] = {
                     key: None for key in OUR_ANNOTATIONS if not (action.keep_current and key == c.ANN_CURRENT)
                 }
                 unschedulable = action.was_unschedulable if action.uncordon else None
-                self._patch(action.node, action.resource_version, drop, unschedulable)
+                body = self._patch(action.node, action.resource_version, drop, unschedulable)
                 self._event(
                     action.node,
                     "Normal",
                     "Released",
                     f"no longer managed by NodeConfig {self.nodeconfig.name}",
                 )
-                return Outcome(action, applied=True)
+                return Outcome(action, applied=True, node_body=body)
             case SetAgentOptions():
-                self._patch(action.node, action.resource_version, {c.ANN_AGENT_OPTIONS: action.agent_options})
-                return Outcome(action, applied=True)
+                marks = {c.ANN_AGENT_OPTIONS: action.agent_options}
+                body = self._patch(action.node, action.resource_version, marks)
+                return Outcome(action, applied=True, node_body=body)
         raise AssertionError(f"unknown action {action!r}")
 
     def _cordon(self, action: Cordon) -> Outcome:
-        mirror = drainer.mirror_pods(self.api, action.node)
+        """Cordon, then the first drain attempt in the same step (kubectl drain's order: cordon, list, evict).
+
+        An empty node goes straight to Applying: one pass and one write fewer per node than separate steps.
+        """
+        marks = {
+            c.ANN_OWNER: action.owner,
+            c.ANN_WAS_UNSCHEDULABLE: str(action.was_unschedulable).lower(),
+            c.ANN_CORDONED_BY_US: "true",
+            **self._state(NodeState.DRAINING, "evicting pods"),
+        }
+        body = self._patch(action.node, action.resource_version, marks, unschedulable=True)
+        rv = str(body["metadata"]["resourceVersion"])
+        pods = drainer.node_pods(self.api, action.node)
+        mirror = drainer.mirror_pods_in(pods)
         if mirror and not action.include_control_plane:
             reason = (
                 f"runs static pods ({', '.join(mirror[:3])}): EventedPLEG starts duplicate containers "
                 "for them (k8s#121349, #123087); set includeControlPlane: true to opt in"
             )
-            marks = {
-                c.ANN_OWNER: action.owner,
+            skip = {
                 c.ANN_DESIRED: action.hash,
+                c.ANN_CORDONED_BY_US: None,
                 **self._state(NodeState.SKIPPED, reason),
             }
-            body = self._patch(action.node, action.resource_version, marks)
+            body = self._patch(action.node, rv, skip, unschedulable=action.was_unschedulable)
             self._event(action.node, "Warning", "Skipped", reason)
             return Outcome(action, applied=True, transition=NodeState.SKIPPED, node_body=body)
-        marks = {
-            c.ANN_OWNER: action.owner,
-            c.ANN_WAS_UNSCHEDULABLE: str(action.was_unschedulable).lower(),
-            c.ANN_CORDONED_BY_US: "true",
-            **self._state(NodeState.CORDONED),
-        }
-        self._patch(action.node, action.resource_version, marks, unschedulable=True)
+        result = drainer.attempt(self.api, action.node, self.drain_options, pods=pods)
+        if result.done:
+            body = self._request_apply(action.node, rv, action.hash, action.agent_options, cordoned=True)
+            return Outcome(action, applied=True, transition=NodeState.APPLYING, node_body=body)
+        body = self._patch(action.node, rv, {c.ANN_REASON: result.waiting})
         self._event(
-            action.node, "Normal", "Cordoned", f"cordoned by NodeConfig {action.owner} to apply Evented PLEG"
+            action.node, "Normal", "Draining", f"cordoned; {result.waiting} (PodDisruptionBudgets respected)"
         )
-        return Outcome(action, applied=True, transition=NodeState.CORDONED)
+        return Outcome(action, applied=True, transition=NodeState.DRAINING, drain_retry=True, node_body=body)
+
+    def _request_apply(
+        self, node: str, rv: str, hash_: str, options: str, *, cordoned: bool
+    ) -> dict[str, Any]:
+        marks = {
+            c.ANN_DESIRED: hash_,
+            c.ANN_AGENT_OPTIONS: options,
+            **self._state(NodeState.APPLYING, "drained; waiting for the agent"),
+        }
+        body = self._patch(node, rv, marks)
+        what = "cordoned and drained" if cordoned else "drained"
+        self._event(node, "Normal", "Drained", f"{what}; agent asked to apply config {hash_}")
+        return body
 
     def _drain(self, action: Drain) -> Outcome:
-        rv, body = action.resource_version, None
-        if action.starting:
-            body = self._patch(action.node, rv, self._state(NodeState.DRAINING, "evicting pods"))
-            rv = str(body["metadata"]["resourceVersion"])
-            self._event(action.node, "Normal", "Draining", "evicting pods (PodDisruptionBudgets respected)")
+        rv = action.resource_version
         force = action.deadline_reached and action.on_timeout is OnDrainTimeout.FORCE_DELETE
         result = drainer.attempt(self.api, action.node, self.drain_options, force_delete=force)
         if result.done:
-            marks = {
-                c.ANN_DESIRED: action.hash,
-                c.ANN_AGENT_OPTIONS: action.agent_options,
-                **self._state(NodeState.APPLYING, "drained; waiting for the agent"),
-            }
-            self._patch(action.node, rv, marks)
-            self._event(
-                action.node, "Normal", "Drained", f"drained; agent asked to apply config {action.hash}"
+            applied = self._request_apply(
+                action.node, rv, action.hash, action.agent_options, cordoned=action.starting
             )
-            return Outcome(action, applied=True, transition=NodeState.APPLYING)
+            return Outcome(action, applied=True, transition=NodeState.APPLYING, node_body=applied)
         if action.deadline_reached and not force:
             return self._drain_timed_out(action, rv, result.waiting)
-        if result.waiting != action.reason:
+        body: dict[str, Any] | None = None
+        if result.waiting != action.reason or action.starting:
             # Name what blocks the drain on the node (and so in status); written only when it changes.
-            self._patch(action.node, rv, {c.ANN_REASON: result.waiting})
-            if (
-                "refused" in result.waiting
-                or "no controller" in result.waiting
-                or "emptyDir" in result.waiting
-            ):
+            marks: dict[str, str | None] = {c.ANN_REASON: result.waiting}
+            if action.starting:  # a node a previous operator cordoned (state Cordoned) but did not drain
+                marks = {**self._state(NodeState.DRAINING, result.waiting)}
+            body = self._patch(action.node, rv, marks)
+            if any(word in result.waiting for word in ("refused", "no controller", "emptyDir")):
                 self._event(action.node, "Warning", "DrainBlocked", result.waiting)
-        return Outcome(action, applied=True, drain_retry=True)
+        return Outcome(action, applied=True, drain_retry=True, node_body=body)
 
     def _drain_timed_out(self, action: Drain, rv: str, waiting: str) -> Outcome:
         failed = action.on_timeout is OnDrainTimeout.FAIL
         state = NodeState.FAILED if failed else NodeState.SKIPPED
         reason = f"drain did not finish within {action.timeout_seconds}s: {waiting}"
-        was = action.was_unschedulable
         # Give the node back: a timed-out drain must never leave our cordon behind.
         marks = {c.ANN_DESIRED: action.hash, c.ANN_CORDONED_BY_US: None, **self._state(state, reason)}
-        body = self._patch(action.node, rv, marks, unschedulable=was)
+        body = self._patch(action.node, rv, marks, unschedulable=action.was_unschedulable)
         self._event(action.node, "Warning", "DrainTimeout", reason)
         return Outcome(action, applied=True, transition=state, node_body=body)

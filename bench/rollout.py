@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import tempfile
 import threading
@@ -66,6 +67,33 @@ def rss_sampler(pid: int, stop: threading.Event, peak: list[int]) -> None:
                     peak[0] = max(peak[0], int(line.split()[1]))
         except OSError:
             return
+
+
+def operator_metrics(port: int) -> dict[str, float]:
+    """Sums and counts of the operator's own histograms: where its time went."""
+    import urllib.request  # noqa: PLC0415
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(("eventedpleg_reconcile_seconds_", "eventedpleg_step_seconds_")) and (
+            "_sum" in line or "_count" in line
+        ):
+            name, value = line.rsplit(" ", 1)
+            out[name] = round(float(value), 3)
+        if line.startswith("eventedpleg_write_conflicts_total "):
+            out["write_conflicts"] = float(line.split()[-1])
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (fields 14 and 15 of /proc/<pid>/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def audit_events(path: Path) -> list[dict[str, Any]]:
@@ -127,6 +155,11 @@ def run_one(n: int, apply_seconds: float, max_unavailable: str, work: Path, keep
             },
         }
         agents = ProtocolAgents(api, label_selector="bench=rollout", apply_seconds=apply_seconds, workers=16)
+        pids = {proc.name: proc.pid for proc in cluster.procs} | {
+            "operator": op.pid,
+            "bench+agents": os.getpid(),
+        }
+        cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         with agents:
             started = time.time()
             cluster.kubectl("apply", "-f", "-", stdin=json.dumps(body), check=True)
@@ -141,11 +174,14 @@ def run_one(n: int, apply_seconds: float, max_unavailable: str, work: Path, keep
                 time.sleep(0.5)
             finished = time.time()
             done_at = dict(agents.done_at)
+        cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 1) for name, pid in pids.items()}
         time.sleep(3)  # let the batch audit backend flush
+        internals = operator_metrics(op.port)
         op.stop()
         stop.set()
         events = [e for e in audit_events(audit_log) if ts(e) >= startup_done]
-        return analyse(n, apply_seconds, max_unavailable, started, finished, done_at, events, peak[0])
+        result = analyse(n, apply_seconds, max_unavailable, started, finished, done_at, events, peak[0])
+        return {**result, "cpu_seconds": cpu, "operator": internals}
     finally:
         if not keep:
             cluster.stop()

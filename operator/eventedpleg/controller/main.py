@@ -83,7 +83,7 @@ def run(options: OperatorOptions) -> int:
             ).start()
         metrics.leader.set(1)
         metrics.ready.set()
-        recorder = EventRecorder(api, "eventedpleg-operator", identity)
+        recorder = EventRecorder(api, "eventedpleg-operator", identity, background=True)
         runtime = Runtime(api=api, namespace=options.namespace, recorder=recorder, metrics=metrics)
         settings = kopf.OperatorSettings()
         handlers.configure(settings)

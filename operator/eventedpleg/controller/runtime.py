@@ -11,19 +11,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from eventedpleg import constants as c
-from eventedpleg.constants import ConditionType
+from eventedpleg.constants import ConditionType, NodeState
 from eventedpleg.controller.metrics import Metrics
 from eventedpleg.core import planner, render, status
+from eventedpleg.core.actions import Cordon
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.snapshot import NodeView, Peer, Target, node_view, parse_time
 from eventedpleg.k8s import configmaps, nodeconfigs
@@ -41,8 +43,9 @@ from eventedpleg.models.nodeconfig import (
 log = logging.getLogger(__name__)
 IDLE_RECHECK = 30.0  # seconds between passes when nothing happens (time-based gates: window, soak)
 BUSY_RECHECK = 2.0  # while drains wait on PodDisruptionBudgets (kubectl retries every 5 s)
+STATUS_INTERVAL = 1.0  # at most one status write a second while only the counts move
 COALESCE = 0.05  # batch the watch events of one burst into one pass
-WORKERS = 16
+WORKERS = 32  # steps in flight at once (each is 1-4 API requests)
 
 
 def _rv(body: Mapping[str, Any]) -> int:
@@ -54,13 +57,27 @@ def _rv(body: Mapping[str, Any]) -> int:
 
 @dataclass
 class NodeCache:
-    """Node name -> NodeView, fed by the node watch and by our own writes (newest resourceVersion wins)."""
+    """Node name -> NodeView, fed by the node watch and by our own writes (newest resourceVersion wins).
+
+    While a Cordon step is in flight the node is *assumed* cordoned (kube-scheduler's assume cache): the
+    next pass already counts it against maxUnavailable, so passes can overlap steps without ever taking
+    more nodes than allowed. Watch events for that node are held until the step's own write lands.
+    """
 
     views: dict[str, NodeView] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
+    held: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)  # assumed node -> newest event
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def observe(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
         name = str((body.get("metadata") or {}).get("name", ""))
+        with self.lock:
+            if name in self.held and event_type != "DELETED":
+                self.held[name] = body
+                return False
+            return self._apply(name, event_type, body)
+
+    def _apply(self, name: str, event_type: str | None, body: Mapping[str, Any]) -> bool:
         if event_type == "DELETED":
             self.views.pop(name, None)
             self.versions.pop(name, None)
@@ -71,6 +88,26 @@ class NodeCache:
         self.views[name] = node_view(body)
         self.versions[name] = rv
         return True
+
+    def assume(self, name: str, view: NodeView) -> None:
+        with self.lock:
+            self.held.setdefault(name, None)
+            self.views[name] = view
+
+    def settle(self, name: str, written: Mapping[str, Any] | None, fallback: NodeView | None) -> None:
+        """The step is over: take our write's result (or put the old view back), then any newer event."""
+        with self.lock:
+            newest = self.held.pop(name, None)
+            if written is not None:
+                self._apply(name, "MODIFIED", written)
+            elif fallback is not None:
+                self.views[name] = fallback
+            if newest is not None:
+                self._apply(name, "MODIFIED", newest)
+
+    def snapshot(self) -> list[NodeView]:
+        with self.lock:
+            return list(self.views.values())
 
 
 @dataclass
@@ -86,6 +123,10 @@ class Runtime:
     ensured: set[str] = field(default_factory=set)
     seen_failures: dict[str, set[str]] = field(default_factory=dict)
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(WORKERS, "step"))
+    busy: set[str] = field(default_factory=set)  # nodes with a step in flight: no second step for them
+    loop: asyncio.AbstractEventLoop | None = None
+    rendered: dict[tuple[bool, str, str], render.RenderedConfig] = field(default_factory=dict)
+    written: dict[str, tuple[NodeConfigStatus, float]] = field(default_factory=dict)  # last status, when
 
     # -- watch events (called on the event loop) -------------------------------------------------------
 
@@ -106,10 +147,15 @@ class Runtime:
         for event in self.wakes.values():
             event.set()
 
+    def _wake_from_thread(self) -> None:
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.wake_all)
+
     # -- the per-NodeConfig loop (a kopf daemon) -------------------------------------------------------
 
     async def run_rollout(self, name: str, stopped: Any) -> None:
         wake = self.wakes.setdefault(name, asyncio.Event())
+        self.loop = asyncio.get_running_loop()
         try:
             while not stopped:
                 wake.clear()
@@ -138,7 +184,7 @@ class Runtime:
     def finalized(self, name: str) -> bool:
         """For the delete handler: one pass in deleting mode; True once every node is let go."""
         body = self.nodeconfigs.get(name) or nodeconfigs.get(self.api, name)
-        return self._pass(body, deleting=True) == 0.0
+        return self._pass(body, deleting=True) == 0.0 and not self.busy
 
     # -- internals -------------------------------------------------------------------------------------
 
@@ -154,8 +200,8 @@ class Runtime:
             return IDLE_RECHECK
         now = self.clock()
         target = self._target(body, spec, deleting=deleting)
-        result = planner.plan(list(self.nodes.views.values()), target, now)
-        outcomes = self._execute(result.actions, ref, spec)
+        result = planner.plan(self.nodes.snapshot(), target, now)
+        self._submit(result.actions, ref, spec)
         new_status = status.build_status(
             result.summary,
             enabled=spec.evented_pleg and not target.reverting,
@@ -164,10 +210,12 @@ class Runtime:
             previous=previous.conditions,
             now=now,
         )
-        self._publish(ref, body, previous, new_status, result.summary)
+        dirty = self._publish(ref, previous, new_status, result.summary)
         if deleting:
             return 0.0 if result.summary.finalized and not result.actions else BUSY_RECHECK
-        if any(o.drain_retry for o in outcomes) or result.summary.counts.updating:
+        if dirty:
+            return STATUS_INTERVAL
+        if result.summary.counts.updating:
             return BUSY_RECHECK
         wake = result.summary.next_wake
         if wake is not None:
@@ -177,12 +225,7 @@ class Runtime:
     def _target(self, body: dict[str, Any], spec: NodeConfigSpec, *, deleting: bool) -> Target:
         name = str(body["metadata"]["name"])
         mode = spec.kubelet_config.value
-        on = render.render(enabled=spec.evented_pleg, owner=name, kubelet_config_mode=mode)
-        off = render.render(enabled=False, owner=name, kubelet_config_mode=mode)
-        for rendered in (on, off):
-            if rendered.hash not in self.ensured:
-                configmaps.ensure(self.api, self.namespace, rendered)
-                self.ensured.add(rendered.hash)
+        on, off = self._render(spec.evented_pleg, name, mode), self._render(False, name, mode)
         peers = tuple(
             Peer(other_name, _created(other), selector)
             for other_name, other in self.nodeconfigs.items()
@@ -200,9 +243,20 @@ class Runtime:
             peers=peers,
         )
 
-    def _execute(self, actions: tuple[Any, ...], ref: ObjectRef, spec: NodeConfigSpec) -> list[Outcome]:
+    def _render(self, enabled: bool, owner: str, mode: str) -> render.RenderedConfig:
+        """Rendered once per (enabled, owner, mode), and its ConfigMap created once."""
+        key = (enabled, owner, mode)
+        if key not in self.rendered:
+            rendered = render.render(enabled=enabled, owner=owner, kubelet_config_mode=mode)
+            configmaps.ensure(self.api, self.namespace, rendered)
+            self.rendered[key] = rendered
+        return self.rendered[key]
+
+    def _submit(self, actions: tuple[Any, ...], ref: ObjectRef, spec: NodeConfigSpec) -> None:
+        """Start each step on the pool without waiting: the next pass may run while steps are in flight.
+        A node with a step in flight gets no second one; a Cordon is assumed done until it lands."""
         if not actions:
-            return []
+            return
         executor = Executor(
             self.api,
             self.recorder,
@@ -212,32 +266,47 @@ class Runtime:
             ),
             clock=self.clock,
         )
+        for action in actions:
+            with self.nodes.lock:
+                if action.node in self.busy:
+                    continue
+                self.busy.add(action.node)
+                before = self.nodes.views.get(action.node)
+            if isinstance(action, Cordon) and before is not None:
+                self.nodes.assume(action.node, _assumed_cordoned(before, action))
+            self.pool.submit(self._step, executor, action, ref.name, before)
 
-        def run(action: Any) -> Outcome:
-            started = time.monotonic()
-            outcome = executor.apply(action)
-            self.metrics.steps.labels(type(action).__name__).observe(time.monotonic() - started)
-            return outcome
-
-        outcomes = list(self.pool.map(run, actions))
-        for outcome in outcomes:
-            if outcome.node_body is not None:
-                self.nodes.observe("MODIFIED", outcome.node_body)
-            if outcome.error == "conflict":
-                self.metrics.conflicts.inc()
-            if outcome.drain_retry:
-                self.metrics.drain_retries.labels(ref.name).inc()
-        return outcomes
+    def _step(self, executor: Executor, action: Any, nodeconfig: str, before: NodeView | None) -> None:
+        started = time.monotonic()
+        try:
+            outcome = executor.apply(action, before)
+        except Exception:  # a step must never leave the node marked busy or assumed
+            log.exception("step %s on %s", type(action).__name__, action.node)
+            outcome = Outcome(action, applied=False, error="internal error")
+        self.metrics.steps.labels(type(action).__name__).observe(time.monotonic() - started)
+        if isinstance(action, Cordon):
+            self.nodes.settle(action.node, outcome.node_body, None if outcome.applied else before)
+        elif outcome.node_body is not None:
+            self.nodes.observe("MODIFIED", outcome.node_body)
+        if outcome.error == "conflict":
+            self.metrics.conflicts.inc()
+        if outcome.drain_retry:
+            self.metrics.drain_retries.labels(nodeconfig).inc()
+        with self.nodes.lock:
+            self.busy.discard(action.node)
+        self._wake_from_thread()
 
     def _publish(
         self,
         ref: ObjectRef,
-        body: dict[str, Any],
         previous: NodeConfigStatus,
         new: NodeConfigStatus,
         summary: planner.Summary,
-    ) -> None:
-        before = {cond.type: cond.status for cond in previous.conditions}
+    ) -> bool:
+        """Events on transitions, metrics, and the status write (at most one a second while only counts
+        move; at once when a condition flips). True when a write was held back."""
+        last, last_at = self.written.get(ref.name, (previous, 0.0))
+        before = {cond.type: cond.status for cond in last.conditions}
         after = {cond.type: cond for cond in new.conditions}
         available, degraded = after[ConditionType.AVAILABLE], after[ConditionType.DEGRADED]
         if (
@@ -261,11 +330,17 @@ class Runtime:
             summary,
             {cond.type.value: cond.status is ConditionStatus.TRUE for cond in new.conditions},
         )
-        if new != previous:
-            try:
-                nodeconfigs.patch_status(self.api, ref.name, new.to_api())
-            except ApiError as exc:
-                log.warning("could not write status of %s: %s", ref.name, exc)
+        if new == last:
+            return False  # already written; the watch will catch the cached body up
+        flipped = {c.type: c.status for c in new.conditions} != before
+        if not flipped and time.monotonic() - last_at < STATUS_INTERVAL:
+            return True
+        try:
+            nodeconfigs.patch_status(self.api, ref.name, new.to_api())
+            self.written[ref.name] = (new, time.monotonic())
+        except ApiError as exc:
+            log.warning("could not write status of %s: %s", ref.name, exc)
+        return False
 
     def _invalid(
         self, ref: ObjectRef, body: dict[str, Any], previous: NodeConfigStatus, exc: ValidationError
@@ -289,6 +364,18 @@ class Runtime:
         if new.conditions != previous.conditions or new.observed_generation != previous.observed_generation:
             self.recorder.emit(ref, "Warning", "InvalidSpec", problems)
             nodeconfigs.patch_status(self.api, ref.name, new.to_api())
+
+
+def _assumed_cordoned(view: NodeView, action: Cordon) -> NodeView:
+    """The node as it will be once the Cordon step has written: ours, cordoned, draining."""
+    marks = replace(
+        view.marks,
+        owner=action.owner,
+        state=NodeState.DRAINING,
+        cordoned_by_us=True,
+        was_unschedulable=action.was_unschedulable,
+    )
+    return replace(view, unschedulable=True, marks=marks)
 
 
 def _plain(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ combination we recommend", not "GA".
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 
@@ -265,7 +265,6 @@ class RenderTargets:
 
 @dataclass(frozen=True)
 class Verdict:
-    node: str
     level: Level
     reasons: tuple[str, ...]
     kubelet: Version | None
@@ -312,7 +311,7 @@ def verdict(facts: NodeFacts, policy: Policy) -> Verdict:
         _is_control_plane(facts),
         facts.has_mirror_pods,
     )
-    return replace(_verdict(key, policy), node=facts.name)
+    return _verdict(key, policy)
 
 
 @dataclass(frozen=True)
@@ -395,4 +394,4 @@ def _verdict(facts: _Key, policy: Policy) -> Verdict:
     targets = (
         _targets(usable_runtime) if usable_runtime is not None and level is not Level.UNSUPPORTED else None
     )
-    return Verdict("", level, reasons, kubelet, runtime, targets, notes)
+    return Verdict(level, reasons, kubelet, runtime, targets, notes)

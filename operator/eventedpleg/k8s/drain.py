@@ -15,6 +15,7 @@ from kubernetes import client
 from eventedpleg.core import drainpods
 from eventedpleg.core.drainpods import PodRef
 from eventedpleg.k8s.errors import ApiError, NotFound, TooManyRequests, translated
+from eventedpleg.k8s.nodes import raw
 
 MAX_REASONS = 3
 
@@ -35,9 +36,9 @@ class DrainAttempt:
 
 @translated
 def node_pods(api: client.ApiClient, node: str) -> list[dict[str, Any]]:
-    result = client.CoreV1Api(api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
-    pods: list[dict[str, Any]] = api.sanitize_for_serialization(result).get("items", [])
-    return pods
+    core = client.CoreV1Api(api)
+    result = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}", _preload_content=False)
+    return list(raw(result)["items"])
 
 
 def _grace(options: DrainOptions) -> int | None:

@@ -7,6 +7,7 @@ Events about cluster-scoped objects (Nodes, NodeConfigs) live in the `default` n
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -34,11 +35,27 @@ def node_ref(name: str, uid: str = "") -> ObjectRef:
 
 
 class EventRecorder:
-    def __init__(self, api: client.ApiClient, component: str, host: str = "") -> None:
+    """Events are written in the background (`background=True`, the operator): a rollout step never waits
+    for one, and never fails because of one. The agent writes them inline (it has time, and order)."""
+
+    def __init__(
+        self, api: client.ApiClient, component: str, host: str = "", *, background: bool = False
+    ) -> None:
         self._core = client.CoreV1Api(api)
         self._component, self._host = component, host
+        self._pool = ThreadPoolExecutor(2, "events") if background else None
 
     def emit(self, ref: ObjectRef, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        if self._pool is not None:
+            self._pool.submit(self._emit, ref, kind, reason, message)
+        else:
+            self._emit(ref, kind, reason, message)
+
+    def flush(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def _emit(self, ref: ObjectRef, kind: str, reason: str, message: str) -> None:
         """Best effort: a lost Event must never fail a rollout step, so errors are only logged."""
         try:
             self._create(ref, kind, reason, message)

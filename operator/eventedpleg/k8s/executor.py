@@ -18,13 +18,22 @@ from kubernetes import client
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release, SetAgentOptions, Uncordon
+from eventedpleg.core.snapshot import NodeView, node_view
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s.errors import ApiError, Conflict, NotFound
 from eventedpleg.k8s.events import EventRecorder, ObjectRef, node_ref
-from eventedpleg.k8s.nodes import node_patch, patch_node
+from eventedpleg.k8s.nodes import get_node, node_patch, patch_node
 from eventedpleg.models.nodeconfig import OnDrainTimeout
 
 log = logging.getLogger(__name__)
+CONFLICT_RETRIES = 4
+
+
+def relied_on(view: NodeView) -> tuple[object, ...]:
+    """What a rollout step depends on: our annotations, the cordon, the labels (not status)."""
+    return (view.marks, view.unschedulable, tuple(sorted(view.labels.items())))
+
+
 OUR_ANNOTATIONS = (
     c.ANN_OWNER,
     c.ANN_DESIRED,
@@ -72,8 +81,14 @@ class Executor:
             drain.grace_period_seconds, drain.delete_empty_dir_data, drain.force
         )
         self.clock = clock
+        # (node, resourceVersion) -> what a step relies on at that version (see _patch).
+        self._relied: dict[tuple[str, str], tuple[object, ...]] = {}
 
-    def apply(self, action: Action) -> Outcome:
+    def apply(self, action: Action, basis: NodeView | None = None) -> Outcome:
+        """Carry out one step. `basis` is the node as the planner saw it: when a write hits 409 only
+        because something we do not rely on moved (a status heartbeat), the write is retried."""
+        if basis is not None:
+            self._relied[(action.node, action.resource_version)] = relied_on(basis)
         try:
             return self._apply(action)
         except Conflict:
@@ -100,8 +115,27 @@ class Executor:
         annotations: Mapping[str, str | None],
         unschedulable: bool | None = None,
     ) -> dict[str, Any]:
-        body = node_patch(annotations=annotations, unschedulable=unschedulable, resource_version=rv)
-        return patch_node(self.api, node, body)
+        """A merge patch conditional on `rv`. On 409, if what the step relies on (our annotations, the
+        cordon, the labels) is unchanged at the new version, the same write is retried at that version:
+        kubelets and kwok bump a Node's resourceVersion with every status heartbeat."""
+        for _ in range(CONFLICT_RETRIES):
+            try:
+                body = patch_node(
+                    self.api,
+                    node,
+                    node_patch(annotations=annotations, unschedulable=unschedulable, resource_version=rv),
+                )
+            except Conflict:
+                relied = self._relied.get((node, rv))
+                fresh = node_view(get_node(self.api, node))
+                if relied is None or relied_on(fresh) != relied:
+                    raise  # something we rely on changed: the next pass plans again
+                rv = fresh.resource_version
+                self._relied[(node, rv)] = relied
+                continue
+            self._relied[(node, str(body["metadata"]["resourceVersion"]))] = relied_on(node_view(body))
+            return body
+        raise Conflict(409, "Conflict", f"node {node} kept changing")
 
     def _event(self, node: str, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         self.recorder.emit(node_ref(node), kind, reason, message)

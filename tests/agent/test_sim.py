@@ -75,6 +75,14 @@ def test_drop_ins_merge_maps_key_by_key_in_lexical_order(tmp_path: Path) -> None
     assert host.kubelet.gates["EventedPLEG"] is False  # later in WalkDir order wins, subdirectories included
 
 
+def test_136_and_later_log_the_gates_in_the_structured_form(tmp_path: Path) -> None:
+    host, clock = _host(tmp_path, profiles.kubelet_137().with_(verbosity=1))
+    _write(host, f"{DROPIN_DIR}/20-a.conf", HEADER + "featureGates:\n  EventedPLEG: true\n")
+    _restart_kubelet(host, clock)
+    assert '] "Updated" featureGates={"EventedPLEG":true,"GracefulNodeShutdown":true}' in _log(host)
+    assert "feature gates: &{map[" not in _log(host)
+
+
 def test_command_line_feature_gates_win_over_drop_ins(tmp_path: Path) -> None:
     host, clock = _host(tmp_path, profiles.feature_gates_conflict())
     _write(host, f"{DROPIN_DIR}/99-on.conf", HEADER + "featureGates:\n  EventedPLEG: true\n")

@@ -98,6 +98,31 @@ def test_feature_gates_line() -> None:
     assert parse_feature_gates_line("no gates here") is None
 
 
+def test_feature_gates_line_of_136_and_later() -> None:
+    # Exactly as real v1.36.4 / v1.37.2 kubelets print it (component-base v0.36: logger.V(1).Info("Updated")).
+    line = 'I1123 01:07:39.524405    1802 feature_gate.go:477] "Updated" featureGates={"EventedPLEG":true}'
+    assert classify(line) is Signal.FEATURE_GATES
+    assert parse_feature_gates_line(line) == {"EventedPLEG": True}
+    assert parse_feature_gates_line('"Updated" featureGates={}') == {}
+    assert parse_feature_gates_line('"Updated" featureGates={"A":true,"EventedPLEG":false}') == {
+        "A": True,
+        "EventedPLEG": False,
+    }
+
+
+def test_partial_gate_updates_merge_and_the_later_one_wins() -> None:
+    # The kubelet calls SetFromMap more than once per start (flags, then the merged configuration).
+    result = scan(
+        [
+            '"Updated" featureGates={}',
+            '"Updated" featureGates={"KubeletTracing":false}',
+            '"Updated" featureGates={"EventedPLEG":true}',
+        ]
+    )
+    assert result.feature_gates == {"KubeletTracing": False, "EventedPLEG": True}
+    assert result.count(Signal.FEATURE_GATES) == 3
+
+
 def test_scan_counts_and_keeps_the_last_example_without_the_klog_header() -> None:
     lines = [JOURNAL_PREFIX + line for line, _ in CASES] + [
         'E0101 12:00:03.000000    4321 log.go:32] "container events stream is closed" err="EOF"'

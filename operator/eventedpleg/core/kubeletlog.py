@@ -8,6 +8,7 @@ matter. Verbosity matters: V(1)/V(4) lines only appear with --v>=1/--v>=4, error
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,7 +18,9 @@ EXAMPLE_LENGTH = 240
 
 
 class Signal(StrEnum):
-    # feature_gate.go, V(1): "feature gates: %v" -> `feature gates: &{map[EventedPLEG:true]}` (§4).
+    # component-base feature_gate.go, V(1), one line per SetFromMap call. Up to 1.35: "feature gates: %v"
+    # -> `feature gates: &{map[EventedPLEG:true]}` (§4). From 1.36 (component-base v0.36, seen on real
+    # v1.36.4 and v1.37.2 kubelets): `"Updated" featureGates={"EventedPLEG":true}`, only the gates set there.
     FEATURE_GATES = "featureGates"
     # evented.go <=1.36, V(4): events arrive and become pod statuses (§4).
     GENERATED_STATUS = "generatedStatus"
@@ -46,7 +49,7 @@ class Signal(StrEnum):
 
 # Order matters only where one message contains another; each line counts for the first signal matching.
 _PATTERNS: tuple[tuple[Signal, re.Pattern[str]], ...] = (
-    (Signal.FEATURE_GATES, re.compile(r"feature gates: &\{map\[")),
+    (Signal.FEATURE_GATES, re.compile(r"feature gates: &\{map\[|\"Updated\" featureGates=\{")),
     (Signal.GENERATED_STATUS, re.compile(r"Evented PLEG: Generated pod status from the received event")),
     (Signal.CONTAINER_EVENT, re.compile(r"Received Container (Started|Stopped|Created|Deleted) Event")),
     (Signal.RETRY, re.compile(r"Evented PLEG: Failed to get container events, retrying")),
@@ -75,6 +78,7 @@ _PATTERNS: tuple[tuple[Signal, re.Pattern[str]], ...] = (
 )
 
 _GATES = re.compile(r"feature gates: &\{map\[(?P<body>[^\]]*)\]\}")
+_GATES_136 = re.compile(r"\"Updated\" featureGates=(?P<json>\{[^{}]*\})")
 
 # Errors from the CRI event stream: each is one failed attempt of the 5 the kubelet allows (§4).
 STREAM_ERRORS = frozenset({Signal.CRI_NO_CLIENT, Signal.CRI_STREAM_CLOSED, Signal.CRI_RECV_FAILED})
@@ -101,7 +105,15 @@ class LogScan:
 
 
 def parse_feature_gates_line(line: str) -> dict[str, bool] | None:
-    """`feature gates: &{map[AllAlpha:false EventedPLEG:true]}` -> {"AllAlpha": False, "EventedPLEG": True}"""
+    """`feature gates: &{map[AllAlpha:false EventedPLEG:true]}` (<=1.35) or
+    `"Updated" featureGates={"AllAlpha":false,"EventedPLEG":true}` (>=1.36) -> {"AllAlpha": False, ...}"""
+    match = _GATES_136.search(line)
+    if match:
+        try:
+            doc = json.loads(match["json"])
+        except ValueError:
+            return None
+        return {str(k): v for k, v in doc.items() if isinstance(v, bool)} if isinstance(doc, dict) else None
     match = _GATES.search(line)
     if not match:
         return None
@@ -140,5 +152,8 @@ def scan(lines: Iterable[str]) -> LogScan:
         counts[signal] = counts.get(signal, 0) + 1
         examples[signal] = _trim(line)
         if signal is Signal.FEATURE_GATES:
-            gates = parse_feature_gates_line(line)
+            # Each line is one SetFromMap call (flags, then the merged config): later ones override.
+            parsed = parse_feature_gates_line(line)
+            if parsed is not None:
+                gates = {**(gates or {}), **parsed}
     return LogScan(counts, examples, gates)

@@ -18,6 +18,7 @@ Nothing runs in the background: state advances when someone looks (`advance(now)
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -206,15 +207,23 @@ class SimKubelet:
             self.started_at = self.healthy_at = None
             self._log("E", now, "run.go:72", f'"command failed" err="{exc}"')
             return False
-        if self.gates:
-            body = " ".join(f"{k}:{str(v).lower()}" for k, v in sorted(self.gates.items()))
-            self._log("I", now, "feature_gate.go:387", f"feature gates: &{{map[{body}]}}", v=1)
+        self._log_gates(now)
         self.status = Status.RUNNING
         self.started_at = now
         self.healthy_at = now + timedelta(seconds=self.faults.startup_seconds)
         period = 300.0 if self.evented and not self.narrowed else 1.0
         self.relist_segments = [(self.healthy_at, period)]
         return True
+
+    def _log_gates(self, now: datetime) -> None:
+        """component-base's V(1) line for the gates the configuration set (domain-facts §4; the format
+        changed in 1.36, as real v1.36.4/v1.37.2 kubelets print it)."""
+        if self.version.minor_pair >= (1, 36):
+            body = json.dumps(dict(sorted(self.gates.items())), separators=(",", ":"))
+            self._log("I", now, "feature_gate.go:477", f'"Updated" featureGates={body}', v=1)
+        elif self.gates:
+            body = " ".join(f"{k}:{str(v).lower()}" for k, v in sorted(self.gates.items()))
+            self._log("I", now, "feature_gate.go:387", f"feature gates: &{{map[{body}]}}", v=1)
 
     def _load(self, now: datetime) -> tuple[dict[str, bool], bool]:
         config_dirs = self._flag("config-dir")

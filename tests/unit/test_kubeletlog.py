@@ -98,6 +98,17 @@ def test_feature_gates_line() -> None:
     assert parse_feature_gates_line("no gates here") is None
 
 
+def test_137_lines_as_v1_37_2_prints_them() -> None:
+    # pkg/kubelet/pleg/evented.go at v1.37.2 (the released wording differs from the k8s#139262 commit's).
+    given_up = (
+        'E1123 01:20:01.1 5928 evented.go:81] "Evented PLEG: disabling container-termination fast path after '
+        'exhausting event stream retries" err="rpc error: code = Unimplemented" retries=5'
+    )
+    hint = 'I1123 01:22:01.1 5928 evented.go:132] "Evented PLEG: requested pod relist after container termination"'
+    assert classify(given_up) is Signal.FAST_PATH_DISABLED
+    assert classify(hint) is Signal.RELIST_HINT
+
+
 def test_feature_gates_line_of_136_and_later() -> None:
     # Exactly as real v1.36.4 / v1.37.2 kubelets print it (component-base v0.36: logger.V(1).Info("Updated")).
     line = 'I1123 01:07:39.524405    1802 feature_gate.go:477] "Updated" featureGates={"EventedPLEG":true}'

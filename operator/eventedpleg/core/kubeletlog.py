@@ -57,11 +57,16 @@ _PATTERNS: tuple[tuple[Signal, re.Pattern[str]], ...] = (
     (Signal.RETRY_137, re.compile(r"Evented PLEG: failed to get container events, retrying")),
     (
         Signal.FAST_PATH_DISABLED,
-        re.compile(r"Evented PLEG: disabling unexpected-termination fast path after exhausting event stream"),
+        # v1.37.2 says "container-termination"; the k8s#139262 commit said "unexpected-termination".
+        re.compile(
+            r"Evented PLEG: disabling (?:unexpected|container)-termination fast path "
+            r"after exhausting event stream"
+        ),
     ),
     (
         Signal.RELIST_HINT,
-        re.compile(r"Evented PLEG: requested pod relist after unexpected container termination"),
+        # v1.37.2: "after container termination" (any CONTAINER_STOPPED event); earlier: "unexpected".
+        re.compile(r"Evented PLEG: requested pod relist after (?:unexpected )?container termination"),
     ),
     (Signal.CRI_NO_CLIENT, re.compile(r"GetContainerEvents failed to get streaming client")),
     (Signal.CRI_STREAM_CLOSED, re.compile(r"container events stream is closed")),

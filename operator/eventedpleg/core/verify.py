@@ -9,7 +9,7 @@ The signals differ by kubelet version (domain-facts §4):
   "actually in use" signal, the generic relist has slowed from 1 s to 300 s
   (`kubelet_pleg_relist_interval_seconds`).
 - 1.37 (k8s#139262): the relist stays at 1 s by design (no CPU saving); the failure signal is the error-level
-  "disabling unexpected-termination fast path" line (or the error counter reaching 5).
+  "disabling container-termination fast path" line (or the error counter reaching 5).
 - Turning it off: the gate is off and relisting is back to every second.
 """
 

@@ -380,7 +380,7 @@ class SimKubelet:
                 "E",
                 at,
                 "evented.go:176",
-                '"Evented PLEG: disabling unexpected-termination fast path after exhausting event stream retries"',
+                '"Evented PLEG: disabling container-termination fast path after exhausting event stream retries"',
             )
         else:
             self._log(

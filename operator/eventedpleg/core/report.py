@@ -102,16 +102,13 @@ def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
 
 
 def benefit_text(text: str) -> str:
-    """The agent's before/after figures (eventedpleg.io/benefit JSON) as `key=value` pairs."""
+    """The agent's before/after figures (eventedpleg.io/benefit JSON, see core/benefit.py) in one line:
+    its own summary, e.g. `before: relist every 1.0s, kubelet 31m; after: no relist in 30s, kubelet 24m`."""
     try:
         data = json.loads(text) if text else {}
     except ValueError:
         return ""
-    if not isinstance(data, dict):
-        return ""
-    return " ".join(
-        f"{k}={v}" for k, v in data.items() if k not in ("kubelet", "enabled") and v not in ("", None)
-    )
+    return str(data.get("summary") or "") if isinstance(data, dict) else ""
 
 
 def status_view(nodeconfig: Mapping[str, Any], nodes: Sequence[NodeView], *, now_text: str = "") -> str:
@@ -149,7 +146,7 @@ def status_view(nodeconfig: Mapping[str, Any], nodes: Sequence[NodeView], *, now
                 node.facts.runtime_version,
                 state + (" ✓" if done and state == "Done" else ""),
                 "yes" if node.unschedulable else "",
-                short(benefit_text(marks.benefit) if state == "Done" else reason, 70),
+                short(benefit_text(marks.benefit) if state == "Done" else reason, 100),
             )
         )
     if rows:

@@ -20,11 +20,13 @@ def _register() -> None:
     from eventedpleg.cli.demo import demo  # noqa: PLC0415
     from eventedpleg.cli.inspect import preflight, render_cmd, status  # noqa: PLC0415
     from eventedpleg.cli.operator_cmd import operator  # noqa: PLC0415
+    from eventedpleg.cli.realnode import realnode  # noqa: PLC0415
 
     main.add_command(crd.crd)
     main.add_command(agent)
     main.add_command(cluster)
     main.add_command(operator)
+    main.add_command(realnode)
     main.add_command(demo)
     main.add_command(preflight)
     main.add_command(status)

@@ -1,0 +1,97 @@
+"""`eventedpleg realnode`: a real kubelet and containerd on this machine (test and benchmark rig, issue 8).
+
+Linux and root only; it changes kernel tunables and cgroups like any kubelet. Everything else stays in
+<cache>/realnode ($EVENTEDPLEG_REALNODE_DIR). See docs/realnode.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from eventedpleg.localcluster.build import BuildError
+from eventedpleg.realnode import config as cfg
+from eventedpleg.realnode import rig as rn
+
+
+def _log(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _node() -> rn.RealNode:
+    return rn.RealNode(log=_log)
+
+
+@click.group()
+def realnode() -> None:
+    """A real node: kubelet v1.36/v1.37 + containerd 2.2 (or Debian's 1.6), static hostNetwork pods."""
+
+
+@realnode.command("build")
+@click.option("--kubelet", "kubelets", multiple=True, type=click.Choice(sorted(rn.KUBELETS)))
+def build_cmd(kubelets: tuple[str, ...]) -> None:
+    """Install the Debian packages and compile (or find cached) kubelets, containerd 2.2 and crictl.
+
+    Cold, right after `eventedpleg cluster build` (the v1.36 kubelet shares its module and build cache):
+    7 min 16 s measured on 2 cores (v1.37 kubelet 273 s, containerd 72 s, crictl 42 s). Then: seconds."""
+    start = time.monotonic()
+    try:
+        bins = _node().setup(kubelets or tuple(rn.KUBELETS))
+    except (BuildError, rn.RigError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    for key, path in bins.kubelet.items():
+        click.echo(f"kubelet {key:8} {path}")
+    for name, path in bins.containerd.items():
+        click.echo(f"{name:16} {path}")
+    click.echo(f"{'crictl':16} {bins.crictl}")
+    _log(f"[realnode] ready in {time.monotonic() - start:.0f}s")
+
+
+@realnode.command("up")
+@click.option("--kubelet", default="1.36", show_default=True, type=click.Choice(sorted(rn.KUBELETS)))
+@click.option(
+    "--runtime",
+    default=cfg.Runtime.CONTAINERD_22.value,
+    show_default=True,
+    type=click.Choice([r.value for r in cfg.Runtime]),
+)
+@click.option("--pods", default=0, show_default=True, type=click.IntRange(0, 140), help="Idle static pods.")
+@click.option(
+    "--gate",
+    type=click.Choice(["on", "off", "unset"]),
+    default="unset",
+    show_default=True,
+    help="EventedPLEG in a rig drop-in; unset leaves it to the agent.",
+)
+def up(kubelet: str, runtime: str, pods: int, gate: str) -> None:
+    """Start containerd and the kubelet (building what is missing first). Replaces a running rig."""
+    node = _node()
+    spec = rn.RigSpec(
+        kubelet=kubelet,
+        runtime=cfg.Runtime(runtime),
+        pods=pods,
+        gate={"on": True, "off": False, "unset": None}[gate],
+    )
+    start = time.monotonic()
+    try:
+        node.setup((kubelet,))
+        node.up(spec)
+    except (BuildError, rn.RigError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    _log(f"[realnode] up in {time.monotonic() - start:.0f}s; stop it with `eventedpleg realnode down`")
+    click.echo(json.dumps(node.status(), indent=2))
+
+
+@realnode.command("down")
+def down() -> None:
+    """Stop the kubelet, remove the pods, stop containerd and clean up mounts (by PID, nothing else)."""
+    for line in _node().down() or ["nothing was running"]:
+        click.echo(line)
+
+
+@realnode.command("status")
+def status() -> None:
+    """What runs (PIDs, health, pods) as JSON."""
+    click.echo(json.dumps(_node().status(), indent=2))

@@ -6,12 +6,20 @@ source hack/venv.sh test
 export PATH="$PWD/.venv/bin:$PATH"
 
 step() { printf '\n==> %s\n' "$*"; }
-step "ruff";            ruff check operator tests && ruff format --check operator tests
+step "ruff";            ruff check operator tests bench && ruff format --check operator tests bench
 step "mypy --strict";   mypy
 step "import layers";   lint-imports
 step "generated files"; python -m eventedpleg.crdgen --check && python -m eventedpleg.docgen --check
 step "binaries (etcd, kube-apiserver, kcm, scheduler, kwok, helm; cached after the first build)"
 eventedpleg cluster build
+step "real node rig (kubelet v1.36 + v1.37, containerd 2.2, crictl; Debian runc/busybox/containerd 1.6)"
+# ~7 min cold, cached after. The rig runs a real kubelet, which needs root on Linux; elsewhere the
+# realnode tests are skipped and pytest's summary says so in red.
+if [ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ]; then
+  eventedpleg realnode build
+else
+  echo "not root on Linux: the tests against a real kubelet will be SKIPPED"
+fi
 step "pytest"
 # -p no:cacheprovider: a CI checkout stays clean; pytest exits 5 when it collects nothing, so that fails too.
 pytest -p no:cacheprovider "$@"

@@ -36,6 +36,9 @@ def test_benefit_text_is_the_agents_summary() -> None:
         benefit_text(_figures())
         == "before: relist every 1.0s, kubelet 31m; after: no relist in 30s, kubelet 25m"
     )
+    # A kubelet without process_cpu_seconds_total (the simulated one): no made-up or "?" CPU figure.
+    unknown = benefit.Window(seconds=30, relists=30, relist_interval_seconds=1.0, cpu_millicores=None)
+    assert unknown.describe() == "relist every 1.0s"
     assert benefit_text("") == ""
     assert benefit_text("not json") == ""
     assert benefit_text(json.dumps(["a list"])) == ""

@@ -49,8 +49,9 @@ class Window:
             relist = f"no relist in {self.seconds:.0f}s"
         else:
             relist = f"relist every {self.relist_interval_seconds or 0:.1f}s"
-        cpu = "cpu ?" if self.cpu_millicores is None else f"kubelet {self.cpu_millicores:.0f}m"
-        return f"{relist}, {cpu}"
+        if self.cpu_millicores is None:  # no process_cpu_seconds_total (e.g. a simulated kubelet)
+            return relist
+        return f"{relist}, kubelet {self.cpu_millicores:.0f}m"
 
 
 def _delta(first: Metrics, second: Metrics, name: str) -> float | None:

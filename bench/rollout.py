@@ -127,6 +127,7 @@ def run_one(n: int, apply_seconds: float, max_unavailable: str, work: Path, keep
         timeout=300,
     )
     cluster.start()
+    started_ops: list[OperatorProcess] = []
     try:
         print(f"[bench] creating {n} kwok nodes", file=sys.stderr, flush=True)
         zones = ("zone-a", "zone-b", "zone-c")
@@ -137,6 +138,7 @@ def run_one(n: int, apply_seconds: float, max_unavailable: str, work: Path, keep
         sa = install_operator(cluster)
         api = api_client(str(cluster.kubeconfig), pool_size=16)
         op = OperatorProcess(sa, NAMESPACE, work / "operator.log").start()
+        started_ops.append(op)
         stop, peak = threading.Event(), [0]
         threading.Thread(target=rss_sampler, args=(op.pid, stop, peak), daemon=True).start()
         while http_status(op.port, "/readyz") != 200:
@@ -163,28 +165,34 @@ def run_one(n: int, apply_seconds: float, max_unavailable: str, work: Path, keep
         with agents:
             started = time.time()
             cluster.kubectl("apply", "-f", "-", stdin=json.dumps(body), check=True)
-            while True:
-                status = nodeconfigs.get(api, "bench").get("status") or {}
-                available = any(
-                    cond["type"] == "Available" and cond["status"] == "True"
-                    for cond in status.get("conditions", [])
-                )
-                if available:
-                    break
-                time.sleep(0.5)
+            wait_available(api)
             finished = time.time()
             done_at = dict(agents.done_at)
         cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 1) for name, pid in pids.items()}
         time.sleep(3)  # let the batch audit backend flush
         internals = operator_metrics(op.port)
-        op.stop()
         stop.set()
         events = [e for e in audit_events(audit_log) if ts(e) >= startup_done]
         result = analyse(n, apply_seconds, max_unavailable, started, finished, done_at, events, peak[0])
         return {**result, "cpu_seconds": cpu, "operator": internals}
     finally:
+        for started_op in started_ops:  # also on a failure or Ctrl-C: never leave the operator running
+            started_op.stop()
         if not keep:
             cluster.stop()
+
+
+def wait_available(api: Any) -> None:
+    """Until the NodeConfig is Available; a halted rollout (Degraded) never will be: raise with why."""
+    while True:
+        status = nodeconfigs.get(api, "bench").get("status") or {}
+        conditions = {cond["type"]: cond for cond in status.get("conditions", [])}
+        if conditions.get("Available", {}).get("status") == "True":
+            return
+        degraded = conditions.get("Degraded", {})
+        if degraded.get("status") == "True":
+            raise RuntimeError(f"the rollout halted: {str(degraded.get('message', ''))[:600]}")
+        time.sleep(0.5)
 
 
 def analyse(

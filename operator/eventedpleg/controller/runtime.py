@@ -120,7 +120,6 @@ class Runtime:
     nodes: NodeCache = field(default_factory=NodeCache)
     nodeconfigs: dict[str, dict[str, Any]] = field(default_factory=dict)
     wakes: dict[str, asyncio.Event] = field(default_factory=dict)
-    ensured: set[str] = field(default_factory=set)
     seen_failures: dict[str, set[str]] = field(default_factory=dict)
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(WORKERS, "step"))
     busy: set[str] = field(default_factory=set)  # nodes with a step in flight: no second step for them

@@ -26,7 +26,9 @@ class Runtime(StrEnum):
 
 
 def containerd_config(runtime: Runtime, layout: lay.Layout) -> str:
-    root, state = layout.at(lay.CONTAINERD_ROOT), layout.at(lay.CONTAINERD_STATE)
+    # Separate roots per runtime: 1.6 and 2.2 keep differently versioned metadata.
+    root = layout.at(lay.CONTAINERD_ROOT) / runtime.value
+    state = layout.at(lay.CONTAINERD_STATE) / runtime.value
     sock, cni = layout.at(lay.CONTAINERD_SOCK), layout.at(lay.CNI_CONF_DIR)
     if runtime is Runtime.CONTAINERD_22:
         return f"""\

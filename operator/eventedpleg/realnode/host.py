@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from eventedpleg.agent.linuxhost import LinuxHost, RealClock
@@ -147,8 +147,7 @@ class RigHost:
         node_path = UNIT_LOGS.get(unit)
         if node_path is None:
             return []
-        # klog stamps have microseconds; the agent's pauses around restarts keep older lines out anyway.
-        return read_since(self.rig.layout.at(node_path), since - timedelta(microseconds=0))
+        return read_since(self.rig.layout.at(node_path), since)
 
     def kubelet_get(self, endpoint: KubeletEndpoint) -> HttpResult:
         return self._linux.kubelet_get(endpoint)

@@ -238,16 +238,7 @@ class RealNode:
     def start_containerd(self, runtime: cfg.Runtime) -> None:
         if self.sup.pid(CONTAINERD) is not None:
             raise RigError("containerd is already running")
-        conf = cfg.containerd_config(runtime, self.layout)
-        # Separate roots: 1.6 and 2.2 keep differently versioned metadata.
-        conf = conf.replace(
-            f'root = "{self.layout.at(lay.CONTAINERD_ROOT)}"',
-            f'root = "{self.layout.at(lay.CONTAINERD_ROOT)}/{runtime.value}"',
-        ).replace(
-            f'state = "{self.layout.at(lay.CONTAINERD_STATE)}"',
-            f'state = "{self.layout.at(lay.CONTAINERD_STATE)}/{runtime.value}"',
-        )
-        self.layout.at(lay.CONTAINERD_CONFIG).write_text(conf)
+        self.layout.at(lay.CONTAINERD_CONFIG).write_text(cfg.containerd_config(runtime, self.layout))
         sock = self.layout.at(lay.CONTAINERD_SOCK)
         sock.unlink(missing_ok=True)
         shim_dir = runtime_binaries(runtime, self.bins)["containerd-shim-runc-v2"].parent

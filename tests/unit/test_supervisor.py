@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eventedpleg.realnode.supervisor import EXEC_GRACE_SECONDS, Supervisor, UnitState
+from eventedpleg.realnode.supervisor import EXEC_GRACE_SECONDS, Supervisor, UnitState, proc_argv
 
 KTHREADD = 2  # a live process whose /proc/<pid>/cmdline is empty, like a program still being exec'd
 
@@ -40,6 +40,12 @@ def test_a_running_daemon_is_active_and_a_stranger_with_its_pid_is_not(tmp_path:
     pid = sup.start("sleeper", ["/bin/sleep", "30"], log=tmp_path / "sleeper.log", env={})
     try:
         assert sup.state("sleeper") is UnitState.ACTIVE
+        # Until the exec completes the cmdline is empty and any fresh record may claim the PID (the grace
+        # above); the stranger check is about a PID whose program is known, so wait for it (CI saw the race).
+        deadline = time.monotonic() + 10
+        while proc_argv(pid) != ("/bin/sleep", "30") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proc_argv(pid) == ("/bin/sleep", "30")
         _record(tmp_path, "other", pid, ["/usr/bin/not-sleep"], time.time())
         assert sup.pid("other") is None
     finally:

@@ -70,3 +70,12 @@ def test_a_failed_cordon_puts_the_old_view_back_then_any_newer_event() -> None:
     assert not view.unschedulable  # the assumption is gone ...
     assert view.resource_version == "8" and not view.ready  # ... and the held event was applied
     assert cache.observe("MODIFIED", _node("a", 9))  # events flow again
+
+
+def test_a_new_list_forgets_nodes_deleted_while_the_watch_was_gone_but_not_an_assumed_one() -> None:
+    cache = NodeCache()
+    for name in ("a", "b", "c"):
+        cache.observe("ADDED", _node(name, 1))
+    cache.assume("c", _assumed_cordoned(cache.views["c"], _cordon("c", 1)))  # a step is in flight on c
+    cache.retain({"a"})
+    assert sorted(cache.views) == ["a", "c"]  # b is gone; c waits for its step to settle

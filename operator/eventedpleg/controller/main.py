@@ -1,4 +1,4 @@
-"""`eventedpleg operator`: probes and metrics, leader election on a Lease, then kopf.
+"""`eventedpleg operator`: probes and metrics, leader election on a Lease, the node informer, then kopf.
 
 Why a Lease rather than kopf peering: peering pauses operators by priority but two replicas of one
 Deployment share a priority, and kopf then only warns; a Lease gives exactly one active replica, a
@@ -20,6 +20,7 @@ from eventedpleg.controller.metrics import Metrics
 from eventedpleg.controller.runtime import Runtime
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.events import EventRecorder
+from eventedpleg.k8s.informer import NodeInformer
 from eventedpleg.k8s.lease import LeaseConfig, LeaseLock
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ def run(options: OperatorOptions) -> int:
     server = metrics.serve(options.metrics_port)
     stop, lost = threading.Event(), threading.Event()
     lock: LeaseLock | None = None
+    informer: NodeInformer | None = None
     try:
         if options.leader_elect:
             lock = LeaseLock(
@@ -85,17 +87,21 @@ def run(options: OperatorOptions) -> int:
         metrics.ready.set()
         recorder = EventRecorder(api, "eventedpleg-operator", identity, background=True)
         runtime = Runtime(api=api, namespace=options.namespace, recorder=recorder, metrics=metrics)
+        informer = NodeInformer(api, runtime.node_event, runtime.node_list_done)
+        informer.start()
         settings = kopf.OperatorSettings()
         handlers.configure(settings)
         kopf.run(
             clusterwide=True,
             standalone=True,
             settings=settings,
-            memo=kopf.Memo(runtime=runtime),
+            memo=kopf.Memo(runtime=runtime, stop=stop),
             stop_flag=stop,
         )
     finally:
         stop.set()
+        if informer is not None:
+            informer.close()
         metrics.ready.clear()
         if lock is not None and not lost.is_set():
             lock.release()

@@ -105,6 +105,13 @@ class NodeCache:
             if newest is not None:
                 self._apply(name, "MODIFIED", newest)
 
+    def retain(self, names: set[str]) -> None:
+        """After a complete LIST: forget nodes that are gone (their DELETED event fell in a watch gap)."""
+        with self.lock:
+            for name in set(self.views) - names - set(self.held):
+                self.views.pop(name, None)
+                self.versions.pop(name, None)
+
     def snapshot(self) -> list[NodeView]:
         with self.lock:
             return list(self.views.values())
@@ -127,11 +134,21 @@ class Runtime:
     rendered: dict[tuple[bool, str, str], render.RenderedConfig] = field(default_factory=dict)
     written: dict[str, tuple[NodeConfigStatus, float]] = field(default_factory=dict)  # last status, when
 
-    # -- watch events (called on the event loop) -------------------------------------------------------
+    nodes_synced: threading.Event = field(default_factory=threading.Event)  # the first node LIST is in
+    wake_pending: bool = False
+
+    # -- watch events ----------------------------------------------------------------------------------
 
     def node_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        if self.nodes.observe(event_type, body):
-            self.wake_all()
+        """From the node informer's thread."""
+        if self.nodes.observe(event_type, body) and self.nodes_synced.is_set():
+            self._wake_from_thread()
+
+    def node_list_done(self, names: set[str]) -> None:
+        """From the node informer's thread, after each complete LIST."""
+        self.nodes.retain(names)
+        self.nodes_synced.set()
+        self._wake_from_thread()
 
     def nodeconfig_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         name = str(body["metadata"]["name"])
@@ -147,8 +164,14 @@ class Runtime:
             event.set()
 
     def _wake_from_thread(self) -> None:
-        if self.loop is not None and not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self.wake_all)
+        """One pending wake-up at a time: a burst of node events costs the event loop one callback."""
+        if self.loop is not None and not self.loop.is_closed() and not self.wake_pending:
+            self.wake_pending = True
+            self.loop.call_soon_threadsafe(self._woken)
+
+    def _woken(self) -> None:
+        self.wake_pending = False
+        self.wake_all()
 
     # -- the per-NodeConfig loop (a kopf daemon) -------------------------------------------------------
 
@@ -158,7 +181,11 @@ class Runtime:
         try:
             while not stopped:
                 wake.clear()
-                delay = await asyncio.to_thread(self.reconcile_once, name, False)
+                if not self.nodes_synced.is_set():
+                    # Never plan on part of the cluster: unseen nodes could be unavailable (maxUnavailable).
+                    delay: float | None = 0.5
+                else:
+                    delay = await asyncio.to_thread(self.reconcile_once, name, False)
                 if delay is None:
                     return
                 with contextlib.suppress(TimeoutError):
@@ -182,6 +209,8 @@ class Runtime:
 
     def finalized(self, name: str) -> bool:
         """For the delete handler: one pass in deleting mode; True once every node is let go."""
+        if not self.nodes_synced.is_set():
+            return False
         body = self.nodeconfigs.get(name) or nodeconfigs.get(self.api, name)
         return self._pass(body, deleting=True) == 0.0 and not self.busy
 

@@ -19,11 +19,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg.core.agentdecide import Action, next_action
 from eventedpleg.k8s import nodes
 from eventedpleg.k8s.errors import ApiError
 
 log = logging.getLogger(__name__)
+WRITE_ATTEMPTS = 8  # a report that fails (timeout, 5xx under load) is retried, as the real agent's is
 Behaviour = Callable[[str], str]  # node name -> "Done" | "RolledBack" | "Silent"
 
 
@@ -71,7 +72,7 @@ class ProtocolAgents:
         name = str(node["metadata"]["name"])
         ann = node["metadata"].get("annotations") or {}
         desired = ann.get(c.ANN_DESIRED, "")
-        if ann.get(c.ANN_STATE) != NodeState.APPLYING or not desired or desired == ann.get(c.ANN_CURRENT):
+        if next_action(ann) is not Action.APPLY:  # the real agent's rule, re-apply requests included
             return
         with self._lock:
             if name in self._scheduled or _rv(node) <= self._written.get(name, 0):
@@ -124,10 +125,8 @@ class ProtocolAgents:
         }
         if verdict == "Done":
             marks[c.ANN_CURRENT] = desired
-        try:
-            written = nodes.patch_node(self.api, name, nodes.node_patch(annotations=marks))
-        except ApiError as exc:
-            log.warning("protocol agent %s: %s", name, exc)
+        written = self._report(name, marks)
+        if written is None:
             with self._lock:
                 self._scheduled.discard(name)
             return
@@ -136,6 +135,16 @@ class ProtocolAgents:
             self._scheduled.discard(name)
         self.applied[name] = self.applied.get(name, 0) + 1
         self.done_at[name] = time.time()
+
+    def _report(self, name: str, marks: dict[str, str | None]) -> dict[str, Any] | None:
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                return nodes.patch_node(self.api, name, nodes.node_patch(annotations=marks))
+            except ApiError as exc:
+                log.warning("protocol agent %s (attempt %d): %s", name, attempt + 1, exc)
+                if self._stop.wait(min(0.25 * 2**attempt, 5.0)):
+                    break
+        return None
 
 
 def _rv(node: dict[str, Any]) -> int:

@@ -1,0 +1,146 @@
+"""A Node informer for the operator: LIST in pages, then WATCH from the list's resourceVersion; LIST again
+only when the watch is gone (410 Gone) or broken.
+
+Each Node goes to `on_event` as a plain dict and is dropped there: the caller keeps what it plans on (a
+NodeView). Memory is one page, never one dict per node, and there is no per-object machinery: at 5000
+nodes, kopf's per-object watch (a worker, a queue and a memory per node, one LIST for all) held ~100 MiB
+more than this (docs/benchmarks.md). The client's model round trip (JSON -> V1Node -> dict) is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+from urllib3.exceptions import HTTPError
+
+from eventedpleg.k8s.errors import ApiError, from_api_exception
+from eventedpleg.k8s.nodes import raw
+
+log = logging.getLogger(__name__)
+PAGE = 500  # nodes per LIST page (kubectl's default chunk size)
+WATCH_SECONDS = 300  # the server ends each watch after this; we re-watch from the last resourceVersion
+RETRY_SECONDS = (0.5, 1, 2, 5, 10)  # back-off after failures, capped at the last
+
+
+@dataclass
+class NodeInformer:
+    api: client.ApiClient
+    on_event: Callable[[str, dict[str, Any]], None]  # ("ADDED" | "MODIFIED" | "DELETED", node)
+    on_synced: Callable[[set[str]], None]  # after each complete LIST: the names that exist now
+    stop: threading.Event = field(default_factory=threading.Event)
+    label_selector: str | None = None
+    page: int = PAGE
+    watch_seconds: int = WATCH_SECONDS
+    lists: int = 0  # complete LISTs so far: 1 unless the watch was lost
+    _response: Any = None
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.run, name="node-informer", daemon=True)
+        thread.start()
+        return thread
+
+    def close(self) -> None:
+        """Stop, and end a watch that is waiting for the next event."""
+        self.stop.set()
+        # Shut the socket down rather than close the response: close() waits for the reading thread's
+        # buffer lock, i.e. for the next event (up to a minute on a quiet cluster).
+        sock = getattr(getattr(self._response, "connection", None), "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def run(self) -> None:
+        failures = 0
+        while not self.stop.is_set():
+            try:
+                version = self._list()
+                failures = 0
+                while version and not self.stop.is_set():
+                    version = self._watch(version)
+            except (ApiError, HTTPError, OSError, ValueError) as exc:
+                if self.stop.is_set():
+                    return
+                delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
+                failures += 1
+                log.warning("node informer: %s; listing again in %ss", exc, delay)
+                self.stop.wait(delay)
+
+    def _list(self) -> str:
+        core, names, token = client.CoreV1Api(self.api), set[str](), None
+        while True:
+            try:
+                body = raw(
+                    core.list_node(
+                        label_selector=self.label_selector,
+                        limit=self.page,
+                        _continue=token,
+                        _preload_content=False,
+                    )
+                )
+            except ApiException as exc:
+                raise from_api_exception(exc) from exc
+            for item in body.get("items", []):
+                names.add(str(item["metadata"]["name"]))
+                self.on_event("ADDED", item)
+            meta = body.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:  # every page carries the first page's resourceVersion: watch from there
+                self.lists += 1
+                self.on_synced(names)
+                return str(meta.get("resourceVersion", ""))
+
+    def _watch(self, version: str) -> str:
+        """One watch; returns the resourceVersion to watch from next, or "" to LIST again (410)."""
+        try:
+            self._response = client.CoreV1Api(self.api).list_node(
+                label_selector=self.label_selector,
+                watch=True,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=self.watch_seconds,
+                _preload_content=False,
+                _request_timeout=(10, self.watch_seconds + 30),
+            )
+        except ApiException as exc:
+            if exc.status == 410:
+                return ""
+            raise from_api_exception(exc) from exc
+        try:
+            for line in _lines(self._response):
+                if not line:
+                    continue
+                event = json.loads(line)
+                kind, obj = str(event.get("type", "")), event.get("object") or {}
+                if kind == "ERROR":  # a Status: 410 when our version is too old for the watch cache
+                    if obj.get("code") == 410:
+                        return ""
+                    raise ApiError(int(obj.get("code") or 0), str(obj.get("reason", "")), str(obj))
+                version = str((obj.get("metadata") or {}).get("resourceVersion", version))
+                if kind != "BOOKMARK":
+                    self.on_event(kind, obj)
+        except Exception:
+            if self.stop.is_set():
+                return ""  # close() pulled the stream from under the read: any error is the way out
+            raise
+        finally:
+            response, self._response = self._response, None
+            response.release_conn()
+        return version
+
+
+def _lines(response: Any) -> Any:
+    """The stream's lines; a stream that broke (server restart, timeout) just ends: watch again."""
+    try:
+        yield from iter_resp_lines(response)
+    except HTTPError:
+        return

@@ -227,7 +227,7 @@ def analyse(
         if later:
             after_done.append(min(later) - when)
     uncordoned = sorted(max(times) for times in node_writes.values() if times)
-    curve = [(t - started, i + 1) for i, t in enumerate(uncordoned)]
+    curve = [(round(t - started, 3), i + 1) for i, t in enumerate(uncordoned)]
     return {
         "nodes": n,
         "apply_seconds": apply_seconds,
@@ -247,6 +247,13 @@ def analyse(
         "full_list_uris": sorted({e["requestURI"] for e in full_lists})[:10],
         "curve": curve,
     }
+
+
+def as_json(result: dict[str, Any]) -> str:
+    """The figures, one per line, and the nodes-done curve on one line (so the plot can be redrawn)."""
+    head = json.dumps({k: v for k, v in result.items() if k != "curve"}, indent=2)
+    curve = json.dumps(result.get("curve", []), separators=(",", ":"))
+    return f'{head[:-2]},\n  "curve": {curve}\n}}\n'
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -279,13 +286,17 @@ def main() -> int:
     parser.add_argument("--apply-seconds", type=float, default=5.0)
     parser.add_argument("--max-unavailable", default="10%")
     parser.add_argument("--keep", action="store_true", help="leave the control plane running (debugging)")
+    parser.add_argument("--plot", type=Path, metavar="JSON", help="only redraw the PNG of a results file")
     args = parser.parse_args()
+    if args.plot:
+        plot(json.loads(args.plot.read_text()), args.plot.with_suffix(".png"))
+        return 0
     RESULTS.mkdir(parents=True, exist_ok=True)
     for n in args.nodes:
         with tempfile.TemporaryDirectory(prefix=f"bench-{n}-") as work:
             result = run_one(n, args.apply_seconds, args.max_unavailable, Path(work), args.keep)
         out = RESULTS / f"rollout-{n}.json"
-        out.write_text(json.dumps({k: v for k, v in result.items() if k != "curve"}, indent=2) + "\n")
+        out.write_text(as_json(result))
         try:
             plot(result, RESULTS / f"rollout-{n}.png")
         except ImportError:

@@ -373,8 +373,7 @@ def test_two_replicas_exactly_one_active_and_failover(env: Env) -> None:
     ]
 
     def lease() -> str:
-        body = plain(client.CoordinationV1Api(env.api).read_namespaced_lease("eventedpleg-operator", NS))
-        return str(body["spec"].get("holderIdentity") or "")
+        return _lease_holder(env)
 
     try:
         leader = wait_for(lambda: _try(lease), what="a leader")
@@ -396,6 +395,29 @@ def test_two_replicas_exactly_one_active_and_failover(env: Env) -> None:
     finally:
         for op in ops:
             op.stop()
+
+
+def _lease_holder(env: Env) -> str:
+    body = plain(client.CoordinationV1Api(env.api).read_namespaced_lease("eventedpleg-operator", NS))
+    return str(body["spec"].get("holderIdentity") or "")
+
+
+def test_sigterm_stops_the_leader_promptly_and_gives_the_lease_up(env: Env) -> None:
+    """What a rolling update or `kubectl delete pod` does: the leader must exit well inside the pod's grace
+    period and release the Lease, so the standby takes over at once. (It used to hang until SIGKILL:
+    kopf's threading stop-flag kept the event loop's executor busy.)"""
+    kubeconfig = install_operator_rbac(env.cluster, NS)
+    op = OperatorProcess(kubeconfig, NS, env.tmp / "sigterm.log", identity="sigterm-0", leader_elect=True)
+    op.start()
+    try:
+        wait_for(lambda: _try(lambda: _lease_holder(env)) == "sigterm-0", what="leadership", timeout=60)
+        wait_for(lambda: _http(op.port, "/readyz") == 200, what="ready")
+        assert op.proc is not None
+        op.proc.terminate()
+        assert op.proc.wait(15) == 0, op.log()[-3000:]
+        assert _lease_holder(env) == "", "the Lease was not released"
+    finally:
+        op.stop()
 
 
 def _try(fn: Any) -> Any:

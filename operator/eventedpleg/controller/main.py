@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -66,6 +67,9 @@ def run(options: OperatorOptions) -> int:
     metrics = Metrics()
     server = metrics.serve(options.metrics_port)
     stop, lost = threading.Event(), threading.Event()
+    # Until kopf installs its own handlers, SIGTERM (a pod deleted as it starts) must still end us through
+    # `finally` (Lease released), not by the default action; kopf sees the flag and stops at once.
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     lock: LeaseLock | None = None
     informer: NodeInformer | None = None
     try:
@@ -78,7 +82,8 @@ def run(options: OperatorOptions) -> int:
             )
             log.info("waiting for the leader Lease %s/%s as %s", options.namespace, LEASE_NAME, identity)
             while not lock.try_acquire_or_renew():
-                time.sleep(options.renew_seconds)
+                if stop.wait(options.renew_seconds):
+                    return 0  # SIGTERM while standing by
             log.info("became leader")
             threading.Thread(
                 target=_renew_until_lost, args=(lock, stop, lost, metrics), name="lease", daemon=True

@@ -1,9 +1,10 @@
 """The operator's moving parts between kopf and the pure core: watch caches, wake-ups, one reconcile pass.
 
 A pass: parse the NodeConfig, render (on and off), make sure both ConfigMaps exist, plan over the cached
-nodes, execute the actions in parallel, write status only if it changed. Nodes come from the watch kopf
-keeps (no periodic LIST); our own writes update the cache at once so the next pass never plans on data
-we already know is stale.
+nodes, execute the actions in parallel, write status only if it changed. Nodes come from our node informer
+(eventedpleg.k8s.informer: a paged LIST once, then a watch; no periodic LIST) and no pass runs before its
+first LIST is complete; our own writes update the cache at once so the next pass never plans on data we
+already know is stale.
 """
 
 from __future__ import annotations

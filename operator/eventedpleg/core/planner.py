@@ -159,7 +159,7 @@ def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool)
 
 
 def _sorted(nodes: Iterable[NodeView]) -> list[NodeView]:
-    return sorted(nodes, key=lambda n: (n.zone, n.name))
+    return sorted(nodes, key=lambda n: n.order)
 
 
 def plan(nodes: Iterable[NodeView], target: Target, now: datetime) -> Plan:

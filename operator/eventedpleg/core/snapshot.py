@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from eventedpleg import constants as c
@@ -77,6 +78,11 @@ class NodeView:
     @property
     def zone(self) -> str:
         return self.facts.labels.get(c.LABEL_ZONE, "")
+
+    @cached_property
+    def order(self) -> tuple[str, str]:
+        """The rollout order (zone, then name); cached because every pass sorts every node by it."""
+        return (self.zone, self.name)
 
     @property
     def skip_labelled(self) -> bool:

@@ -18,7 +18,7 @@ import kopf
 
 from eventedpleg.controller import handlers
 from eventedpleg.controller.metrics import Metrics
-from eventedpleg.controller.runtime import Runtime
+from eventedpleg.controller.runtime import STEP_THREADS, Runtime
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.events import EventRecorder
 from eventedpleg.k8s.informer import NodeInformer
@@ -60,7 +60,7 @@ def run(options: OperatorOptions) -> int:
     """Run until stopped; returns the process exit code (1 when leadership was lost)."""
     if options.kubeconfig:
         os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's own login reads it
-    api = api_client(options.kubeconfig, pool_size=32)
+    api = api_client(options.kubeconfig, pool_size=STEP_THREADS + 8)  # + informer, Events, status, Lease
     identity = options.identity or os.environ.get("POD_NAME") or os.uname().nodename
     # kopf logs every handler call at INFO: one line per node event would drown the log on a big cluster.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)

@@ -26,7 +26,7 @@ from eventedpleg import constants as c
 from eventedpleg.constants import ConditionType, NodeState
 from eventedpleg.controller.metrics import Metrics
 from eventedpleg.core import planner, render, status
-from eventedpleg.core.actions import Cordon
+from eventedpleg.core.actions import Cordon, Drain
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.snapshot import NodeView, Peer, Target, node_view, parse_time
 from eventedpleg.k8s import configmaps, nodeconfigs
@@ -46,7 +46,9 @@ IDLE_RECHECK = 30.0  # seconds between passes when nothing happens (time-based g
 BUSY_RECHECK = 2.0  # while drains wait on PodDisruptionBudgets (kubectl retries every 5 s)
 STATUS_INTERVAL = 1.0  # at most one status write a second while only the counts move
 COALESCE = 0.05  # batch the watch events of one burst into one pass
-WORKERS = 32  # steps in flight at once (each is 1-4 API requests)
+WORKERS = 32  # cordon/drain steps in flight at once (each is 1-4 API requests)
+GIVEBACK_WORKERS = 16  # uncordon/release/fail steps in flight at once (one request each)
+STEP_THREADS = WORKERS + GIVEBACK_WORKERS
 
 
 def _rv(body: Mapping[str, Any]) -> int:
@@ -130,6 +132,11 @@ class Runtime:
     wakes: dict[str, asyncio.Event] = field(default_factory=dict)
     seen_failures: dict[str, set[str]] = field(default_factory=dict)
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(WORKERS, "step"))
+    # Steps that give a node back (uncordon, release, fail) never queue behind the cordons and drains
+    # that take new ones: a burst of Done reports is answered at once, and it frees the budget first.
+    giveback_pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(GIVEBACK_WORKERS, "giveback")
+    )
     busy: set[str] = field(default_factory=set)  # nodes with a step in flight: no second step for them
     loop: asyncio.AbstractEventLoop | None = None
     rendered: dict[tuple[bool, str, str], render.RenderedConfig] = field(default_factory=dict)
@@ -185,13 +192,18 @@ class Runtime:
                 if not self.nodes_synced.is_set():
                     # Never plan on part of the cluster: unseen nodes could be unavailable (maxUnavailable).
                     delay: float | None = 0.5
+                    cost = 0.0
                 else:
+                    started = time.monotonic()
                     delay = await asyncio.to_thread(self.reconcile_once, name, False)
+                    cost = time.monotonic() - started
                 if delay is None:
                     return
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), timeout=delay)
-                await asyncio.sleep(COALESCE)
+                # Planning at most half the time: at 5000 nodes a pass costs ~0.1 s of a contended core,
+                # which the steps' API requests need more than a pass 50 ms after the last.
+                await asyncio.sleep(max(COALESCE, cost))
         finally:
             self.wakes.pop(name, None)
 
@@ -303,7 +315,8 @@ class Runtime:
                 before = self.nodes.views.get(action.node)
             if isinstance(action, Cordon) and before is not None:
                 self.nodes.assume(action.node, _assumed_cordoned(before, action))
-            self.pool.submit(self._step, executor, action, ref.name, before)
+            pool = self.pool if isinstance(action, Cordon | Drain) else self.giveback_pool
+            pool.submit(self._step, executor, action, ref.name, before)
 
     def _step(self, executor: Executor, action: Any, nodeconfig: str, before: NodeView | None) -> None:
         started = time.monotonic()

@@ -4,9 +4,7 @@ and a fresh LIST that names exactly the nodes that exist, nothing lost across pa
 from __future__ import annotations
 
 import threading
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,6 +13,7 @@ from eventedpleg.k8s.fakenodes import FakeNode
 from eventedpleg.k8s.informer import NodeInformer
 from eventedpleg.k8s.nodes import node_patch, patch_node
 from eventedpleg.localcluster.cluster import LocalCluster
+from tests.cluster.rollout_harness import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -34,15 +33,6 @@ class Seen:
             self.syncs.append(set(names))
 
 
-def _until(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := probe():
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_paged_list_then_watch_then_a_fresh_list_after_a_gap(cluster: LocalCluster) -> None:
     label = f"inf{uuid.uuid4().hex[:5]}"
     names = cluster.add_nodes(
@@ -53,19 +43,22 @@ def test_paged_list_then_watch_then_a_fresh_list_after_a_gap(cluster: LocalClust
     informer = NodeInformer(api, seen.event, seen.synced, label_selector=f"informer-test={label}", page=2)
     thread = informer.start()
     try:
-        _until("the first list", lambda: seen.syncs)
+        wait_for(what="the first list", check=lambda: seen.syncs)
         assert seen.syncs[0] == set(names)  # three pages of at most 2, nothing lost between them
         assert sorted(name for kind, name, _ in seen.events if kind == "ADDED") == sorted(names)
         patch_node(api, names[0], node_patch(annotations={"eventedpleg.io/test": "watched"}))
-        _until(
-            "the MODIFIED event",
-            lambda: any(
+        wait_for(
+            what="the MODIFIED event",
+            check=lambda: any(
                 kind == "MODIFIED" and (node["metadata"].get("annotations") or {}).get("eventedpleg.io/test")
                 for kind, _, node in seen.events
             ),
         )
         cluster.delete_nodes([names[1]])
-        _until("the DELETED event", lambda: ("DELETED", names[1]) in [(k, n) for k, n, _ in seen.events])
+        wait_for(
+            what="the DELETED event",
+            check=lambda: ("DELETED", names[1]) in [(k, n) for k, n, _ in seen.events],
+        )
         assert informer.lists == 1  # the watch carried every change: no LIST after the first
     finally:
         informer.close()
@@ -78,7 +71,7 @@ def test_paged_list_then_watch_then_a_fresh_list_after_a_gap(cluster: LocalClust
     again = NodeInformer(api, later.event, later.synced, label_selector=f"informer-test={label}")
     again.start()
     try:
-        _until("the second list", lambda: later.syncs)
+        wait_for(what="the second list", check=lambda: later.syncs)
         assert later.syncs[0] == {names[0], names[3], names[4]}
     finally:
         again.close()

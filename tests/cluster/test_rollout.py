@@ -372,11 +372,8 @@ def test_two_replicas_exactly_one_active_and_failover(env: Env) -> None:
         for i in range(2)
     ]
 
-    def lease() -> str:
-        return _lease_holder(env)
-
     try:
-        leader = wait_for(lambda: _try(lease), what="a leader")
+        leader = wait_for(lambda: _try(lambda: _lease_holder(env)), what="a leader")
         standby = next(op for op in ops if op.identity != leader)
         active = next(op for op in ops if op.identity == leader)
         wait_for(lambda: _http(standby.port, "/readyz") == 503, what="standby answers probes, not ready")
@@ -385,7 +382,9 @@ def test_two_replicas_exactly_one_active_and_failover(env: Env) -> None:
         with ProtocolAgents(env.api, env.prefix, delay=1.5):
             wait_for(lambda: any(s for s, _ in env.node_states().values()), what="rollout started")
             active.kill()
-            wait_for(lambda: _try(lease) == standby.identity, what="failover", timeout=60)
+            wait_for(
+                lambda: _try(lambda: _lease_holder(env)) == standby.identity, what="failover", timeout=60
+            )
             waited = env.cluster.kubectl(
                 "wait", "--for=condition=Available", "nodeconfig/ha", "--timeout=100s"
             )

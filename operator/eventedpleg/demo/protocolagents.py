@@ -22,6 +22,7 @@ from eventedpleg import constants as c
 from eventedpleg.core.agentdecide import Action, next_action
 from eventedpleg.k8s import nodes
 from eventedpleg.k8s.errors import ApiError
+from eventedpleg.k8s.informer import NodeInformer
 
 log = logging.getLogger(__name__)
 WRITE_ATTEMPTS = 8  # a report that fails (timeout, 5xx under load) is retried, as the real agent's is
@@ -50,18 +51,17 @@ class ProtocolAgents:
         self._lock = threading.Condition()
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(workers, "protocol-agent")
-        self._threads = [
-            threading.Thread(target=self._watch, name="protocol-watch", daemon=True),
-            threading.Thread(target=self._timer, name="protocol-timer", daemon=True),
-        ]
+        # One watch for all nodes: the operator's informer, so the stand-ins see what the operator sees.
+        self._informer = NodeInformer(api, self._event, lambda _: None, self._stop, label_selector)
+        self._threads = [threading.Thread(target=self._timer, name="protocol-timer", daemon=True)]
 
     def __enter__(self) -> ProtocolAgents:
-        for thread in self._threads:
-            thread.start()
+        self._threads[0].start()
+        self._threads.append(self._informer.start())
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
+        self._informer.close()  # sets _stop too
         with self._lock:
             self._lock.notify_all()
         for thread in self._threads:
@@ -81,23 +81,9 @@ class ProtocolAgents:
             heapq.heappush(self._due, (time.monotonic() + self.apply_seconds, name, desired))
             self._lock.notify()
 
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            try:
-                items, version = nodes.list_nodes_with_version(self.api, self.selector)
-                for node in items:
-                    self._see(node)
-                while not self._stop.is_set():
-                    for kind, node in nodes.watch_nodes(
-                        self.api, label_selector=self.selector, resource_version=version, timeout_seconds=30
-                    ):
-                        version = str(node["metadata"].get("resourceVersion", version))
-                        if kind in ("ADDED", "MODIFIED"):
-                            self._see(node)
-                    break  # timed out or 410: list again
-            except ApiError as exc:
-                log.warning("protocol agents: %s", exc)
-                self._stop.wait(1)
+    def _event(self, kind: str, node: dict[str, Any]) -> None:
+        if kind != "DELETED":
+            self._see(node)
 
     def _timer(self) -> None:
         while not self._stop.is_set():

@@ -24,7 +24,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from urllib3.exceptions import HTTPError
 
 from eventedpleg.k8s.errors import ApiError, from_api_exception
-from eventedpleg.k8s.nodes import raw
+from eventedpleg.k8s.nodes import list_nodes_page
 
 log = logging.getLogger(__name__)
 PAGE = 500  # nodes per LIST page (kubectl's default chunk size)
@@ -76,19 +76,9 @@ class NodeInformer:
                 self.stop.wait(delay)
 
     def _list(self) -> str:
-        core, names, token = client.CoreV1Api(self.api), set[str](), None
+        names, token = set[str](), None
         while True:
-            try:
-                body = raw(
-                    core.list_node(
-                        label_selector=self.label_selector,
-                        limit=self.page,
-                        _continue=token,
-                        _preload_content=False,
-                    )
-                )
-            except ApiException as exc:
-                raise from_api_exception(exc) from exc
+            body = list_nodes_page(self.api, self.label_selector, self.page, token)
             for item in body.get("items", []):
                 names.add(str(item["metadata"]["name"]))
                 self.on_event("ADDED", item)

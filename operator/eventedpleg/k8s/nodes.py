@@ -7,14 +7,12 @@ was read; that is how a step planned on stale data is refused (the caller plans 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from kubernetes import client, watch
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import ProtocolError, ReadTimeoutError
+from kubernetes import client
 
-from eventedpleg.k8s.errors import from_api_exception, translated
+from eventedpleg.k8s.errors import translated
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -75,37 +73,13 @@ def nodes_with_static_pods(api: client.ApiClient) -> set[str]:
     }
 
 
-def watch_nodes(
-    api: client.ApiClient, *, label_selector: str | None, resource_version: str, timeout_seconds: int
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(event type, node dict) from one watch; ends at the timeout or on 410 Gone (list again then)."""
-    stream = watch.Watch()
-    try:
-        for event in stream.stream(
-            client.CoreV1Api(api).list_node,
-            label_selector=label_selector,
-            resource_version=resource_version or None,
-            timeout_seconds=timeout_seconds,
-            allow_watch_bookmarks=True,
-        ):
-            kind = str(event.get("type"))
-            if kind == "ERROR":
-                return
-            yield kind, api.sanitize_for_serialization(event["object"])
-    except ApiException as exc:
-        if exc.status == 410:
-            return
-        raise from_api_exception(exc) from exc
-    except (ProtocolError, ReadTimeoutError):
-        return  # the server closed the stream (restart, timeout): list again
-    finally:
-        stream.stop()
-
-
 @translated
-def list_nodes_with_version(
-    api: client.ApiClient, label_selector: str | None = None
-) -> tuple[list[dict[str, Any]], str]:
-    """The nodes and the list's resourceVersion, to start a watch from."""
-    result = raw(client.CoreV1Api(api).list_node(label_selector=label_selector, _preload_content=False))
-    return list(result.get("items", [])), str(result["metadata"].get("resourceVersion", ""))
+def list_nodes_page(
+    api: client.ApiClient, label_selector: str | None, limit: int, token: str | None
+) -> dict[str, Any]:
+    """One page of a chunked LIST (items, metadata.continue, metadata.resourceVersion) as a plain dict."""
+    return raw(
+        client.CoreV1Api(api).list_node(
+            label_selector=label_selector, limit=limit, _continue=token, _preload_content=False
+        )
+    )

@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 
 import click
 
-from eventedpleg.agent import runner
+from eventedpleg.agent import health, runner
 from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.agent.linuxhost import LinuxHost, RealClock
+from eventedpleg.core.health import Heartbeats
 from eventedpleg.core.host import Host
 from eventedpleg.k8s.agentapi import KubeAgentApi
 from eventedpleg.k8s.client import api_client
@@ -49,6 +51,21 @@ from eventedpleg.sim.profiles import PROFILES
 @click.option("--poll-seconds", default=5.0, show_default=True, type=float, hidden=True)
 @click.option("--min-window-seconds", default=30.0, show_default=True, type=float, hidden=True)
 @click.option("--check-interval-seconds", default=60.0, show_default=True, type=float, hidden=True)
+@click.option(
+    "--health-port",
+    envvar="EVENTEDPLEG_HEALTH_PORT",
+    default=0,
+    show_default=True,
+    type=int,
+    help="Serve /healthz on this port (0: off).",
+)
+@click.option(
+    "--health-stale-seconds",
+    default=180.0,
+    show_default=True,
+    type=float,
+    help="/healthz fails when the loop made no progress for this long (above the check interval + 30 s).",
+)
 @click.option("--once", is_flag=True, help="Handle the node's current request and check once, then exit.")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def agent(
@@ -60,6 +77,8 @@ def agent(
     poll_seconds: float,
     min_window_seconds: float,
     check_interval_seconds: float,
+    health_port: int,
+    health_stale_seconds: float,
     once: bool,
     verbose: bool,
 ) -> None:
@@ -86,6 +105,12 @@ def agent(
         min_window_seconds=min_window_seconds,
         check_interval_seconds=check_interval_seconds,
     )
-    with api_client(kubeconfig) as client:
-        the_agent = Agent(node, host, KubeAgentApi(client, host=node), settings)
-        runner.run(the_agent, stop=stopping.is_set, once=once)
+    beats = Heartbeats(time.monotonic)
+    server = health.serve(beats, health_stale_seconds, health_port) if health_port else None
+    try:
+        with api_client(kubeconfig) as client:
+            the_agent = Agent(node, host, KubeAgentApi(client, host=node), settings)
+            runner.run(the_agent, stop=stopping.is_set, once=once, beats=beats)
+    finally:
+        if server is not None:
+            server.shutdown()

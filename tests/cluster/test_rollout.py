@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -376,8 +377,11 @@ def test_two_replicas_exactly_one_active_and_failover(env: Env) -> None:
         leader = wait_for(lambda: _try(lambda: _lease_holder(env)), what="a leader")
         standby = next(op for op in ops if op.identity != leader)
         active = next(op for op in ops if op.identity == leader)
-        wait_for(lambda: _http(standby.port, "/readyz") == 503, what="standby answers probes, not ready")
-        assert _http(active.port, "/readyz") == 200
+        # Both are Ready once their node caches are synced (a warm standby); only one leads.
+        wait_for(lambda: _http(standby.port, "/readyz") == 200, what="standby's cache synced")
+        wait_for(lambda: _http(active.port, "/readyz") == 200, what="leader's cache synced")
+        assert _leader_gauge(standby.port) == 0.0
+        assert _leader_gauge(active.port) == 1.0
         env.apply(nodeconfig("ha", env.prefix, rollout={"canary": {"nodes": 0}}))
         with ProtocolAgents(env.api, env.prefix, delay=1.5):
             wait_for(lambda: any(s for s, _ in env.node_states().values()), what="rollout started")
@@ -394,6 +398,14 @@ def test_two_replicas_exactly_one_active_and_failover(env: Env) -> None:
     finally:
         for op in ops:
             op.stop()
+
+
+def _leader_gauge(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return float(
+        next(line.split()[1] for line in text.splitlines() if line.startswith("eventedpleg_leader "))
+    )
 
 
 def _lease_holder(env: Env) -> str:

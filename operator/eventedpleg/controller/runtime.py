@@ -332,7 +332,7 @@ class Runtime:
         started = time.monotonic()
         try:
             if self.may_start():  # checked again: the step may have queued past the leader's deadline
-                log.debug("step %s on %s starts", type(action).__name__, action.node)
+                log.info("step %s on %s starts", type(action).__name__, action.node)
                 outcome = executor.apply(action, before)
             else:
                 outcome = Outcome(action, applied=False, error="not leading")

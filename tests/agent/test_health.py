@@ -13,7 +13,7 @@ from typing import Any
 from eventedpleg.agent import health, runner
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.core.nodeapi import NodeView
-from eventedpleg.sim.profiles import PROFILES
+from eventedpleg_lab.sim.profiles import PROFILES
 from tests.agent.conftest import RigFactory
 from tests.agent.fakeapi import FakeApi
 

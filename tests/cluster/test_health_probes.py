@@ -14,10 +14,10 @@ import pytest
 
 from eventedpleg.controller.probes import Thresholds, liveness
 from eventedpleg.core.health import Heartbeats
-from eventedpleg.k8s.fakenodes import FakeNode
 from eventedpleg.k8s.informer import NodeInformer
 from eventedpleg.k8s.nodes import node_patch, patch_node
-from eventedpleg.localcluster.cluster import LocalCluster
+from eventedpleg_lab.kube.fakenodes import FakeNode
+from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import wait_for
 
 pytestmark = pytest.mark.cluster

@@ -29,9 +29,9 @@ from kubernetes import client
 
 from eventedpleg.core.leaderelection import ElectionTimings
 from eventedpleg.k8s.client import api_client
-from eventedpleg.k8s.fakenodes import FakeNode
 from eventedpleg.k8s.lease import LeaseConfig, LeaseLock
-from eventedpleg.localcluster.cluster import LocalCluster
+from eventedpleg_lab.kube.fakenodes import FakeNode
+from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import (
     OperatorProcess,
     ProtocolAgents,

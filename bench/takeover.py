@@ -28,6 +28,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.cluster.tcpproxy
 
@@ -51,9 +53,14 @@ def _elect(lock: LeaseLock, stop: threading.Event) -> None:
 def one_run(cluster: LocalCluster, kubeconfig: Path, mode: str, timings: ElectionTimings) -> dict[str, float]:
     name = f"bench-{uuid.uuid4().hex[:6]}"
     proxy = PausableProxy(cluster.ports["apiserver"])
-    leader_api = api_client(str(kubeconfig))
+    leader_config = kubeconfig
     if mode == "hung":
-        leader_api.configuration.host = f"https://127.0.0.1:{proxy.port}"
+        config = yaml.safe_load(kubeconfig.read_text())
+        for entry in config["clusters"]:
+            entry["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
+        leader_config = kubeconfig.with_name("takeover-leader.kubeconfig")
+        leader_config.write_text(yaml.safe_dump(config))
+    leader_api = api_client(str(leader_config))
     standby_api = api_client(str(kubeconfig))
     leader = LeaseLock(leader_api, LeaseConfig(NAMESPACE, name, "leader", timings))
     standby = LeaseLock(standby_api, LeaseConfig(NAMESPACE, name, "standby", timings))

@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.realnode, pytest.mark.slow]
 
 DROPIN = lay.KUBELET_CONFIG_DIR + "/" + c.KUBELET_DROPIN_NAME
 # The claimed runtime of a node whose real runtime (Debian containerd 1.6) has no event stream: the
-# Node says 1.7, so preflight lets it through, and only verification can tell (domain-facts §2).
+# Node says 1.7, so preflight lets it through, and only verification can tell (docs/compatibility.md §2).
 LYING_CONTAINERD = "containerd://1.7.13"
 
 

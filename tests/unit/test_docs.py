@@ -28,7 +28,7 @@ def _texts() -> list[tuple[Path, str]]:
 def test_every_numbered_section_has_its_stable_anchor_and_heading() -> None:
     text = COMPATIBILITY.read_text()
     for number, anchor in docgen.SECTION_ANCHORS.items():
-        assert re.search(rf'<a id="{anchor}"></a>\n## {number}\. ', text), (number, anchor)
+        assert re.search(rf'<a id="{anchor}"></a>\n\n## {number}\. ', text), (number, anchor)
 
 
 def test_every_citation_of_the_compatibility_doc_names_a_section_it_has() -> None:

@@ -53,6 +53,7 @@ CASES: dict[str, dict[str, Any]] = {
         "operator.logLevel": "debug",
         "agent.logLevel": "debug",
         "image.digest": "sha256:" + "ab" * 32,
+        "drain.allowForceDelete": True,
     },
     "single-replica-own-namespace": {
         "nameOverride": "epo",
@@ -142,8 +143,10 @@ def test_default_objects(default: Rendered) -> None:
             f"Service/{OPERATOR}-metrics",
             f"ServiceAccount/{AGENT}", f"ServiceAccount/{OPERATOR}",
             f"ValidatingAdmissionPolicy/{AGENT}-own-events", f"ValidatingAdmissionPolicy/{AGENT}-own-node",
+            f"ValidatingAdmissionPolicy/{OPERATOR}-node-fields",
             f"ValidatingAdmissionPolicyBinding/{AGENT}-own-events",
             f"ValidatingAdmissionPolicyBinding/{AGENT}-own-node",
+            f"ValidatingAdmissionPolicyBinding/{OPERATOR}-node-fields",
         ]
     )  # fmt: skip
 
@@ -231,9 +234,53 @@ def test_operator_env_and_argv_are_accepted_by_the_cli(default: Rendered) -> Non
         "metrics_port": 8080,
         "leader_elect": True,
         "identity": "op-abc",
+        "allow_force_delete": False,
         "verbose": False,
     }
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == OPERATOR
+
+
+def test_pods_delete_only_when_force_delete_is_allowed(default: Rendered) -> None:
+    """`pods delete` bypasses PodDisruptionBudgets: granted, and honoured by the operator, only together."""
+
+    def pod_verbs(rendered: Rendered) -> set[str]:
+        rules = rendered.find("ClusterRole", OPERATOR)["rules"]
+        return {v for r in rules if r["apiGroups"] == [""] and "pods" in r["resources"] for v in r["verbs"]}
+
+    env = {"POD_NAME": "op-abc", "EVENTEDPLEG_NAMESPACE": NAMESPACE}
+    assert pod_verbs(default) == {"get", "list"}
+    assert _parse_cli(_container(default.find("Deployment", OPERATOR)), env)["allow_force_delete"] is False
+    allowed = render({"drain.allowForceDelete": True})
+    assert pod_verbs(allowed) == {"get", "list", "delete"}
+    assert _parse_cli(_container(allowed.find("Deployment", OPERATOR)), env)["allow_force_delete"] is True
+
+
+def test_agent_policy_names_every_operator_owned_key(default: Rendered) -> None:
+    """One writer per key: the agent's policy keeps it off the keys only the operator writes (the
+    executor's marks), named from constants.py rather than retyped."""
+    policy = default.find("ValidatingAdmissionPolicy", f"{AGENT}-own-node")
+    (listed,) = {
+        tuple(re.findall(r'"([^"]+)"', v["expression"].split("]")[0]))
+        for v in policy["spec"]["validations"]
+        if "operator-owned" in v.get("messageExpression", "")
+    }
+    operator_only = {
+        c.ANN_DESIRED,
+        c.ANN_AGENT_OPTIONS,
+        c.ANN_OWNER,
+        c.ANN_WAS_UNSCHEDULABLE,
+        c.ANN_CORDONED_BY_US,
+    }
+    assert set(listed) == operator_only
+    agent_writes = {
+        c.ANN_STATE,
+        c.ANN_REASON,
+        c.ANN_STATE_SINCE,
+        c.ANN_EVIDENCE,
+        c.ANN_CURRENT,
+        c.ANN_BENEFIT,
+    }
+    assert not agent_writes & set(listed)
 
 
 def test_metrics_service_and_pdb(default: Rendered) -> None:
@@ -464,7 +511,8 @@ def _parse_cli(container: Doc, env: dict[str, str]) -> dict[str, Any]:
     assert isinstance(command, click.Command), argv[1]
     # auto_envvar/envvar defaults must not leak in from the test's environment.
     saved = {k: os.environ.pop(k) for k in list(os.environ) if k in {"KUBECONFIG", "NODE_NAME", "POD_NAME",
-             "EVENTEDPLEG_NAMESPACE", "EVENTEDPLEG_HOST_ROOT", "EVENTEDPLEG_METRICS_PORT"}}  # fmt: skip
+             "EVENTEDPLEG_NAMESPACE", "EVENTEDPLEG_HOST_ROOT", "EVENTEDPLEG_METRICS_PORT",
+             "EVENTEDPLEG_ALLOW_FORCE_DELETE"}}  # fmt: skip
     try:
         ctx = command.make_context(argv[1], argv[2:], parent=group_ctx)
     finally:

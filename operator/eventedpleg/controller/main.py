@@ -35,6 +35,7 @@ class OperatorOptions:
     metrics_port: int = 8080
     leader_elect: bool = True
     identity: str = ""
+    allow_force_delete: bool = False
     lease_seconds: int = 15
     renew_seconds: float = 5.0
 
@@ -91,7 +92,13 @@ def run(options: OperatorOptions) -> int:
         metrics.leader.set(1)
         metrics.ready.set()
         recorder = EventRecorder(api, "eventedpleg-operator", identity, background=True)
-        runtime = Runtime(api=api, namespace=options.namespace, recorder=recorder, metrics=metrics)
+        runtime = Runtime(
+            api=api,
+            namespace=options.namespace,
+            recorder=recorder,
+            metrics=metrics,
+            allow_force_delete=options.allow_force_delete,
+        )
         informer = NodeInformer(api, runtime.node_event, runtime.node_list_done)
         informer.start()
         settings = kopf.OperatorSettings()

@@ -61,6 +61,13 @@ from eventedpleg.core.leaderelection import ElectionConfigError, ElectionTimings
     type=float,
     help="/healthz fails when the node informer made no progress for this long.",
 )
+@click.option(
+    "--allow-force-delete/--no-allow-force-delete",
+    envvar="EVENTEDPLEG_ALLOW_FORCE_DELETE",
+    default=False,
+    show_default=True,
+    help="Honour onTimeout: ForceDelete (needs RBAC pods delete; the chart's drain.allowForceDelete).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def operator(
     namespace: str,
@@ -74,6 +81,7 @@ def operator(
     lease_request_timeout: float,
     rollout_stale_seconds: float,
     informer_stale_seconds: float,
+    allow_force_delete: bool,
     verbose: bool,
 ) -> None:
     """Watch NodeConfigs and Nodes and roll Evented PLEG out node by node."""
@@ -93,5 +101,6 @@ def operator(
         identity=identity,
         election=election,
         health=Thresholds(rollout_stale_seconds, informer_stale_seconds),
+        allow_force_delete=allow_force_delete,
     )
     sys.exit(controller.run(options))

@@ -45,6 +45,7 @@ class OperatorOptions:
     identity: str = ""
     election: ElectionTimings = field(default_factory=ElectionTimings)
     health: Thresholds = field(default_factory=Thresholds)
+    allow_force_delete: bool = False
 
 
 def _renew_until_lost(
@@ -88,7 +89,12 @@ def run(options: OperatorOptions) -> int:
     try:
         recorder = EventRecorder(api, "eventedpleg-operator", identity, background=True)
         runtime = Runtime(
-            api=api, namespace=options.namespace, recorder=recorder, metrics=metrics, beats=beats
+            api=api,
+            namespace=options.namespace,
+            recorder=recorder,
+            metrics=metrics,
+            beats=beats,
+            allow_force_delete=options.allow_force_delete,
         )
 
         def synced(names: set[str]) -> None:

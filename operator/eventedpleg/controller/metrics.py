@@ -21,6 +21,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from eventedpleg.constants import NodeState
 from eventedpleg.core.planner import Summary
 
 BUCKETS = ("total", "eligible", "updated", "updating", "failed", "skipped")
@@ -67,6 +68,12 @@ class Metrics:
             ["nodeconfig"],
             registry=r,
         )
+        self.failed_cordoned = Gauge(
+            "eventedpleg_failed_cordoned_nodes",
+            "Nodes left Failed and still cordoned (their capacity is lost until someone acts)",
+            ["nodeconfig"],
+            registry=r,
+        )
         self.conflicts = Counter(
             "eventedpleg_write_conflicts_total", "Steps dropped because the node changed (409)", registry=r
         )
@@ -80,11 +87,22 @@ class Metrics:
             self.nodes.labels(nodeconfig, bucket).set(getattr(counts, bucket))
         for kind, ok in conditions.items():
             self.condition.labels(nodeconfig, kind).set(1 if ok else 0)
+        stuck = [n for n in summary.failures if n.state == NodeState.FAILED and n.unschedulable]
+        self.failed_cordoned.labels(nodeconfig).set(len(stuck))
 
     def forget(self, nodeconfig: str) -> None:
-        for bucket in BUCKETS:
-            with contextlib.suppress(KeyError):
-                self.nodes.remove(nodeconfig, bucket)
+        """Drop every series of a deleted NodeConfig, so its alerts stop firing at once."""
+        by_config = ("nodeconfig",)
+        for metric, names in (
+            (self.nodes, ("nodeconfig", "bucket")),
+            (self.condition, ("nodeconfig", "type")),
+            (self.drain_retries, by_config),
+            (self.failures, by_config),
+            (self.failed_cordoned, by_config),
+        ):
+            for labels in _label_sets(metric, nodeconfig, names):
+                with contextlib.suppress(KeyError):
+                    metric.remove(*labels)
 
     def serve(self, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104 - probes come from the kubelet
         metrics = self
@@ -115,3 +133,13 @@ class Metrics:
         server = ThreadingHTTPServer((host, port), Handler)
         threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
         return server
+
+
+def _label_sets(metric: Gauge | Counter, nodeconfig: str, names: tuple[str, ...]) -> set[tuple[str, ...]]:
+    """The label values, in `names` order, of every series of `metric` for this NodeConfig."""
+    return {
+        tuple(sample.labels[n] for n in names)
+        for family in metric.collect()
+        for sample in family.samples
+        if sample.labels.get("nodeconfig") == nodeconfig
+    }

@@ -128,6 +128,7 @@ class Runtime:
     recorder: EventRecorder
     metrics: Metrics
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    allow_force_delete: bool = False  # the chart grants `pods delete` (drain.allowForceDelete)
     nodes: NodeCache = field(default_factory=NodeCache)
     nodeconfigs: dict[str, dict[str, Any]] = field(default_factory=dict)
     wakes: dict[str, asyncio.Event] = field(default_factory=dict)
@@ -313,7 +314,10 @@ class Runtime:
             self.recorder,
             nodeconfig=ref,
             drain=DrainSettings(
-                spec.drain.grace_period_seconds, spec.drain.delete_empty_dir_data, spec.drain.force
+                spec.drain.grace_period_seconds,
+                spec.drain.delete_empty_dir_data,
+                spec.drain.force,
+                self.allow_force_delete,
             ),
             clock=self.clock,
         )

@@ -1,36 +1,51 @@
-"""The `eventedpleg` command. Each subcommand group lives in its own module and is registered here."""
+"""The `eventedpleg` command. Each subcommand lives in its own module, imported only when that command runs:
+`eventedpleg status` must not pay for kopf, the agent or the lab tools (docs: README "Command line")."""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from eventedpleg import __version__
 
+# name -> "module:attribute". Importing a module is deferred until its command is looked up.
+COMMANDS = {
+    "agent": "eventedpleg.cli.agent:agent",
+    "cluster": "eventedpleg.cli.cluster:cluster",
+    "crd": "eventedpleg.cli.crd:crd",
+    "demo": "eventedpleg.cli.demo:demo",
+    "operator": "eventedpleg.cli.operator_cmd:operator",
+    "preflight": "eventedpleg.cli.inspect:preflight",
+    "realnode": "eventedpleg.cli.realnode:realnode",
+    "render": "eventedpleg.cli.inspect:render_cmd",
+    "status": "eventedpleg.cli.inspect:status",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported by name on first use."""
+
+    def __init__(self, *args: object, lazy: dict[str, str], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module, _, attribute = self.lazy[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+)
 @click.version_option(__version__, prog_name="eventedpleg")
 def main() -> None:
     """Turn on the kubelet's Evented PLEG across a cluster, safely, node by node."""
-
-
-def _register() -> None:
-    from eventedpleg.cli import crd  # noqa: PLC0415 - subcommands register themselves on import
-    from eventedpleg.cli.agent import agent  # noqa: PLC0415
-    from eventedpleg.cli.cluster import cluster  # noqa: PLC0415
-    from eventedpleg.cli.demo import demo  # noqa: PLC0415
-    from eventedpleg.cli.inspect import preflight, render_cmd, status  # noqa: PLC0415
-    from eventedpleg.cli.operator_cmd import operator  # noqa: PLC0415
-    from eventedpleg.cli.realnode import realnode  # noqa: PLC0415
-
-    main.add_command(crd.crd)
-    main.add_command(agent)
-    main.add_command(cluster)
-    main.add_command(operator)
-    main.add_command(realnode)
-    main.add_command(demo)
-    main.add_command(preflight)
-    main.add_command(status)
-    main.add_command(render_cmd)
-
-
-_register()

@@ -8,6 +8,7 @@ import importlib
 import click
 
 from eventedpleg import __version__
+from eventedpleg.cli.failures import verbose_option
 
 # name -> "module:attribute". Importing a module is deferred until its command is looked up.
 COMMANDS = {
@@ -40,6 +41,16 @@ class LazyGroup(click.Group):
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:
+            from eventedpleg.cli.failures import report  # noqa: PLC0415
+
+            report(exc, ctx)
+
 
 @click.group(
     cls=LazyGroup,
@@ -47,5 +58,6 @@ class LazyGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
 )
 @click.version_option(__version__, prog_name="eventedpleg")
-def main() -> None:
+@verbose_option
+def main(verbose: bool) -> None:
     """Turn on the kubelet's Evented PLEG across a cluster, safely, node by node."""

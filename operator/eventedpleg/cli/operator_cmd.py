@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from eventedpleg.cli.failures import verbose_option
 from eventedpleg.controller import main as controller
 
 
@@ -21,7 +22,7 @@ from eventedpleg.controller import main as controller
 @click.option("--metrics-port", envvar="EVENTEDPLEG_METRICS_PORT", default=8080, show_default=True, type=int)
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
 @click.option("--identity", envvar="POD_NAME", default="", help="Lease holder identity (default: hostname).")
-@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+@verbose_option
 def operator(
     namespace: str,
     kubeconfig: str | None,

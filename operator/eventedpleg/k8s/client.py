@@ -7,6 +7,8 @@ from pathlib import Path
 
 from kubernetes import client, config
 
+from eventedpleg.k8s.errors import KubeconfigError, config_failure
+
 
 def api_client(
     kubeconfig: str | None = None, *, context: str | None = None, pool_size: int | None = None
@@ -14,13 +16,27 @@ def api_client(
     """A client from an explicit kubeconfig, else $KUBECONFIG/~/.kube/config, else in-cluster credentials.
 
     `pool_size` raises urllib3's connection pool for callers that use the client from several threads.
+    Raises KubeconfigError when there are no usable credentials.
     """
     path = kubeconfig or os.environ.get("KUBECONFIG")
     cfg = client.Configuration()
-    if path or (Path.home() / ".kube" / "config").exists():
-        config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
-    else:
-        config.load_incluster_config(client_configuration=cfg)
+    files = [p for p in (path or "").split(os.pathsep) if p]
+    if files and not any(Path(p).is_file() for p in files):
+        raise KubeconfigError(f"{', '.join(files)}: no such file")
+    try:
+        if path or (Path.home() / ".kube" / "config").exists():
+            config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=cfg)
+        else:
+            raise KubeconfigError("none given (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a pod")
+    except KubeconfigError:
+        raise
+    except Exception as exc:
+        failure = config_failure(exc)
+        if failure is None:
+            raise
+        raise failure from exc
     if pool_size:
         cfg.connection_pool_maxsize = pool_size
     return client.ApiClient(cfg)

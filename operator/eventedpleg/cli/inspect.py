@@ -96,9 +96,16 @@ def preflight(
 
 
 def _status_code(body: dict[str, Any]) -> int:
+    """Degraded 1; complete (Ready, or Available from an operator that predates Ready) 0; else 3. A status
+    older than the spec (observedGeneration behind) is still in progress, whatever it says."""
     if views.condition_status(body, "Degraded") == "True":
         return EXIT_DEGRADED
-    return EXIT_OK if views.condition_status(body, "Available") == "True" else EXIT_PARTIAL
+    status = body.get("status") or {}
+    if int(status.get("observedGeneration") or 0) < int(body["metadata"].get("generation") or 0):
+        return EXIT_PARTIAL
+    ready = views.condition_status(body, "Ready")
+    done = ready == "True" if ready != "Unknown" else views.condition_status(body, "Available") == "True"
+    return EXIT_OK if done else EXIT_PARTIAL
 
 
 @click.command()

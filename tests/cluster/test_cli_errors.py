@@ -166,3 +166,25 @@ def test_cli_agent_start_fails_in_one_line(kubeconfigs: dict[str, Path], case: s
     result = run("agent", "--node", "node-0", "--once", kubeconfig=kubeconfigs[case])
     assert one_line(result).startswith("error: no usable kubeconfig")
     assert result.returncode == USAGE
+
+
+PROBE = """
+import sys
+from click.testing import CliRunner
+from eventedpleg.cli import main
+result = CliRunner().invoke(main, sys.argv[1:])
+print(result.exit_code, sorted(m for m in sys.modules if m.endswith("_v1_api") or m in ("kopf", "jinja2")))
+"""
+
+
+def test_cli_reads_skip_the_generated_api_classes(bare: LocalCluster, kubeconfigs: dict[str, Path]) -> None:
+    """CoreV1Api builds hundreds of pydantic models on first use (seconds); the read-only commands GET the
+    JSON directly (eventedpleg.k8s.client.get_json)."""
+    env = {**os.environ, "KUBECONFIG": str(kubeconfigs["admin"])}
+    for args in (["status", "nope"], ["preflight"], ["render", "--node", "nope"]):
+        out = subprocess.run(
+            [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, env=env, check=True
+        ).stdout.strip()
+        code, _, modules = out.partition(" ")
+        assert code in ("4", "6"), out  # the command really talked to the API server
+        assert modules == "[]", (args, modules)

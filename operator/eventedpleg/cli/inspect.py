@@ -21,7 +21,7 @@ from eventedpleg.cli.failures import (
     fail,
     verbose_option,
 )
-from eventedpleg.core import compat, render, selector
+from eventedpleg.core import compat, selector
 from eventedpleg.core import report as views
 from eventedpleg.core.snapshot import NodeView, node_view
 from eventedpleg.k8s import nodeconfigs, nodes
@@ -174,6 +174,8 @@ def render_cmd(
     verdict = compat.verdict(
         facts, compat.Policy(spec.include_control_plane, spec.allow_risky, spec.runtime.value)
     )
+    from eventedpleg.core import render  # noqa: PLC0415 - jinja2 and tomlkit only once there is work
+
     rendered = render.render(enabled=enabled, owner=name, kubelet_config_mode=spec.kubelet_config.value)
     click.echo(f"# node {facts.name}: kubelet {facts.kubelet_version}, runtime {facts.runtime_version}")
     click.echo(f"# spec: {source}")

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 from eventedpleg.k8s.errors import KubeconfigError, config_failure
 
@@ -40,3 +44,21 @@ def api_client(
     if pool_size:
         cfg.connection_pool_maxsize = pool_size
     return client.ApiClient(cfg)
+
+
+def get_json(api: client.ApiClient, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """GET an API path and return its JSON body. The generated API classes are skipped on purpose: the
+    first use of CoreV1Api imports and builds hundreds of pydantic models, seconds of a CLI's start."""
+    request = api.param_serialize(
+        "GET",
+        path,
+        query_params=list((query or {}).items()),
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(*request)
+    data: Any = response.read()
+    if not 200 <= response.status <= 299:
+        raise ApiException.from_response(http_resp=response, body=None, data=None)
+    body: dict[str, Any] = json.loads(data)
+    return body

@@ -48,13 +48,16 @@ def main() -> int:
     cases = [["--help"], ["status", "--help"]]
     if options.kubeconfig:
         env["KUBECONFIG"] = options.kubeconfig
-        node = options.node or subprocess.run(
-            ["kubectl", "get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=True,
-        ).stdout
+        node = (
+            options.node
+            or subprocess.run(
+                ["kubectl", "get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=True,
+            ).stdout
+        )
         cases += [["status"], ["preflight"], ["render", "--node", node]]
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {options.runs} runs each")
     for args in cases:

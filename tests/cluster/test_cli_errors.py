@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 if TYPE_CHECKING:
-    from eventedpleg.localcluster.cluster import LocalCluster
+    from eventedpleg_lab.localcluster.cluster import LocalCluster
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]

@@ -1,45 +1,51 @@
-"""The `eventedpleg` command. Each subcommand lives in its own module, imported only when that command runs:
-`eventedpleg status` must not pay for kopf, the agent or the lab tools (docs: README "Command line")."""
+"""The `eventedpleg` command. Subcommands are imported only when they run (or when --help lists them), so
+`eventedpleg status` loads the status code alone and `eventedpleg operator` never loads the lab.
+
+The lab's commands (distribution evented-pleg-lab: cluster, demo, realnode, sim-agent) join through the
+`eventedpleg.commands` entry-point group. `eventedpleg --help` lists them by name without loading them.
+"""
 
 from __future__ import annotations
 
 import importlib
+from importlib import metadata
 
 import click
 
 from eventedpleg import __version__
 from eventedpleg.cli.failures import verbose_option
 
-# name -> "module:attribute". Importing a module is deferred until its command is looked up.
+LAB_COMMANDS = "eventedpleg.commands"  # the entry-point group the lab's distribution registers in
+# name -> "module:attribute" of the production commands.
 COMMANDS = {
     "agent": "eventedpleg.cli.agent:agent",
-    "cluster": "eventedpleg.cli.cluster:cluster",
     "crd": "eventedpleg.cli.crd:crd",
-    "demo": "eventedpleg.cli.demo:demo",
     "operator": "eventedpleg.cli.operator_cmd:operator",
     "preflight": "eventedpleg.cli.inspect:preflight",
-    "realnode": "eventedpleg.cli.realnode:realnode",
     "render": "eventedpleg.cli.inspect:render_cmd",
     "status": "eventedpleg.cli.inspect:status",
 }
 
 
+def lab_commands() -> dict[str, metadata.EntryPoint]:
+    """The installed lab commands; a production name always wins over a lab entry of the same name."""
+    return {ep.name: ep for ep in metadata.entry_points(group=LAB_COMMANDS) if ep.name not in COMMANDS}
+
+
 class LazyGroup(click.Group):
-    """A group whose subcommands are imported by name on first use."""
-
-    def __init__(self, *args: object, lazy: dict[str, str], **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.lazy = lazy
-
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *self.lazy})
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in self.lazy:
-            module, _, attribute = self.lazy[cmd_name].partition(":")
+        if cmd_name in COMMANDS:
+            module, _, attribute = COMMANDS[cmd_name].partition(":")
             command = getattr(importlib.import_module(module), attribute)
-            self.add_command(command, cmd_name)
-        return super().get_command(ctx, cmd_name)
+        elif (entry := lab_commands().get(cmd_name)) is not None:
+            command = entry.load()
+        else:
+            return None
+        assert isinstance(command, click.Command), COMMANDS.get(cmd_name, cmd_name)
+        return command
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -51,11 +57,15 @@ class LazyGroup(click.Group):
 
             report(exc, ctx)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_commands(ctx, formatter)
+        if lab := sorted(lab_commands()):
+            with formatter.section("Lab commands (evented-pleg-lab; `eventedpleg COMMAND --help` for each)"):
+                formatter.write_text(", ".join(lab))
+
 
 @click.group(
-    cls=LazyGroup,
-    lazy=COMMANDS,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}
 )
 @click.version_option(__version__, prog_name="eventedpleg")
 @verbose_option

@@ -50,12 +50,12 @@ def _conflicts_text(conflicts: Sequence[Conflict]) -> str:
     return "; ".join(parts) + " (narrow spec.nodeSelector so that NodeConfigs do not overlap)"
 
 
-Verdict = tuple[bool, str, str]
+CondValue = tuple[bool, str, str]  # (status, reason, message)
 
 
 def _kstatus(
-    avail: Verdict, prog: Verdict, deg: Verdict, paused: Verdict, *, deleting: bool
-) -> tuple[Verdict, Verdict, Verdict]:
+    avail: CondValue, prog: CondValue, deg: CondValue, paused: CondValue, *, deleting: bool
+) -> tuple[CondValue, CondValue, CondValue]:
     """Ready, Reconciling, Stalled from the other four. Stalled: degraded and nothing left that can move
     (halted, or the rest is done); Reconciling: any other state short of Ready, paused included (the spec
     is not yet realised, and no human action is needed beyond unpausing)."""

@@ -121,6 +121,7 @@ class Diagnosis:
     message: str  # one line, says what to do where we know it
 
 
+# The one resource type we use that a cluster may not serve: ours.
 CRD_HINT = "the NodeConfig CRD (nodeconfigs.eventedpleg.io) is not installed: kubectl apply -f crds/"
 
 

@@ -92,3 +92,7 @@ class ConditionType(StrEnum):
     PROGRESSING = "Progressing"
     DEGRADED = "Degraded"
     PAUSED = "Paused"
+    # kstatus (sigs.k8s.io/cli-utils/pkg/kstatus), read by Flux, Argo CD and `kubectl wait`:
+    READY = "Ready"  # the rollout is complete for this generation, nothing failed
+    RECONCILING = "Reconciling"  # abnormal-true: work is left and it can go on
+    STALLED = "Stalled"  # abnormal-true: it cannot go on without a human

@@ -119,6 +119,7 @@ def build_crd() -> dict[str, Any]:
                         {"name": "EventedPLEG", "type": "boolean", "jsonPath": ".spec.eventedPleg"},
                         {"name": "Updated", "type": "integer", "jsonPath": ".status.nodes.updated"},
                         {"name": "Total", "type": "integer", "jsonPath": ".status.nodes.total"},
+                        _condition_column("Ready"),
                         _condition_column("Available"),
                         _condition_column("Progressing"),
                         _condition_column("Degraded"),

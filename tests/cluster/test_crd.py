@@ -163,6 +163,7 @@ def test_printer_columns_and_status_subresource(crd: LocalCluster) -> None:
         "EVENTEDPLEG",
         "UPDATED",
         "TOTAL",
+        "READY",
         "AVAILABLE",
         "PROGRESSING",
         "DEGRADED",
@@ -173,6 +174,12 @@ def test_printer_columns_and_status_subresource(crd: LocalCluster) -> None:
     status = {
         "nodes": {"total": 5, "updated": 2},
         "conditions": [
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "NodesUpdating",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            },
             {
                 "type": "Available",
                 "status": "False",
@@ -200,7 +207,12 @@ def test_printer_columns_and_status_subresource(crd: LocalCluster) -> None:
     row = table_row(crd.kubectl("get", "nodeconfig", "columns", check=True).stdout)
     assert row["EVENTEDPLEG"] == "true"
     assert (row["UPDATED"], row["TOTAL"]) == ("2", "5")
-    assert (row["AVAILABLE"], row["PROGRESSING"], row["DEGRADED"]) == ("False", "True", "")
+    assert (row["READY"], row["AVAILABLE"], row["PROGRESSING"], row["DEGRADED"]) == (
+        "False",
+        "False",
+        "True",
+        "",
+    )
 
     # Through the main resource: the status part of a patch is ignored, the spec change lands.
     patch = json.dumps({"spec": {"eventedPleg": False}, "status": {"nodes": {"total": 99}}})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import urllib.request
 import uuid
@@ -16,7 +17,7 @@ from kubernetes import client
 from eventedpleg import constants as c
 from eventedpleg_lab.demo.harness import http_status
 from eventedpleg_lab.kube.fakenodes import FakeNode
-from eventedpleg_lab.localcluster.cluster import LocalCluster
+from eventedpleg_lab.localcluster.cluster import LocalCluster, kubectl_path
 from tests.cluster.rollout_harness import (
     OperatorProcess,
     ProtocolAgents,
@@ -302,7 +303,7 @@ def test_delete_with_revert_waits_for_the_nodes(env: Env) -> None:
 
 
 def test_overlapping_nodeconfigs_the_later_one_reports_a_conflict(env: Env) -> None:
-    env.nodes([{}])
+    names = env.nodes([{}, {}])
     env.apply(nodeconfig("first", env.prefix))
     time.sleep(1.1)  # creationTimestamp has one-second resolution
     env.apply(nodeconfig("second", env.prefix))
@@ -315,9 +316,80 @@ def test_overlapping_nodeconfigs_the_later_one_reports_a_conflict(env: Env) -> N
             ),
             what="conflict",
         )
-        assert "'first'" in degraded["message"]
+        message = degraded["message"]
+        assert message.count("'first'") == 1
+        assert all(message.count(name) == 1 for name in names), message  # each node named once
         owners = {env.annotations(n).get(c.ANN_OWNER) for n in env.node_states()}
         assert owners == {"first"}
+        stalled = wait_for(
+            lambda: env.condition("second", "Stalled").get("status") == "True", what="second Stalled"
+        )
+        assert stalled
+        second = {cond["type"]: cond["status"] for cond in env.nc("second")["status"]["conditions"]}
+        assert second["Available"] == "False" and second["Ready"] == "False"  # never Available while Degraded
+
+
+def test_a_failed_canary_halts_the_rollout_whatever_max_failed_nodes_says(env: Env) -> None:
+    names = env.nodes([{} for _ in range(4)])
+    canary = names[0]  # zone z0, first in order
+    env.apply(
+        nodeconfig(
+            "canary", env.prefix, rollout={"maxFailedNodes": 3, "canary": {"nodes": 1, "soakSeconds": 1}}
+        )
+    )
+
+    def behaviour(name: str) -> str:
+        return "RolledBack" if name == canary else "Done"
+
+    with operator_running(env.cluster, NS, env.tmp), ProtocolAgents(env.api, env.prefix, behaviour=behaviour):
+        degraded = wait_for(
+            lambda: (
+                env.condition("canary", "Degraded").get("status") == "True"
+                and env.condition("canary", "Degraded")
+            ),
+            what="Degraded",
+        )
+        assert degraded["reason"] == "CanaryFailed" and canary in degraded["message"]
+        time.sleep(3)
+        states = env.node_states()
+        assert [n for n, (s, _) in states.items() if s is not None] == [canary]  # nothing else started
+        assert env.condition("canary", "Stalled").get("status") == "True"
+
+
+def test_kubectl_wait_for_ready_status_returns_when_the_rollout_completes_and_not_before(env: Env) -> None:
+    names = env.nodes([{} for _ in range(3)])
+    env.apply(nodeconfig("ready", env.prefix, rollout={"maxUnavailable": 1, "canary": {"nodes": 0}}))
+    with operator_running(env.cluster, NS, env.tmp) as op:
+        # The operator has written a first status (Reconciling) before any agent answers.
+        wait_for(lambda: env.condition("ready", "Reconciling").get("status") == "True", what="Reconciling")
+        argv = [kubectl_path(), f"--kubeconfig={env.cluster.kubeconfig}", "wait"]
+        waiting = subprocess.Popen(
+            [*argv, "--for=condition=Ready", "nodeconfig/ready", "--timeout=150s"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            time.sleep(3)
+            assert waiting.poll() is None  # no agent yet: nothing can be Done, so not Ready
+            samples = []
+            with ProtocolAgents(env.api, env.prefix, delay=1.0):
+                while waiting.poll() is None:
+                    samples.append(sum(state == "Done" for state, _ in env.node_states().values()))
+                    time.sleep(0.3)
+                states = env.node_states()
+            out, err = waiting.communicate(timeout=10)
+        finally:
+            waiting.kill()
+        assert waiting.returncode == 0, (err, op.log()[-3000:])
+        assert "condition met" in out
+        assert all(states[name] == ("Done", False) for name in names), states
+        assert min(samples) < len(names)  # kubectl was still waiting while nodes were rolling
+        conditions = {cond["type"]: cond for cond in env.nc("ready")["status"]["conditions"]}
+        generation = env.nc("ready")["metadata"]["generation"]
+        assert conditions["Ready"]["observedGeneration"] == generation
+        assert (conditions["Available"]["status"], conditions["Progressing"]["status"]) == ("True", "False")
+        assert (conditions["Reconciling"]["status"], conditions["Stalled"]["status"]) == ("False", "False")
 
 
 def test_operator_killed_in_each_phase_resumes_without_double_work(env: Env) -> None:

@@ -13,7 +13,7 @@ from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core import planner
 from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release, SetAgentOptions, Uncordon
-from eventedpleg.core.snapshot import NodeView, Target, node_view
+from eventedpleg.core.snapshot import NodeView, Peer, Target, node_view
 from eventedpleg.models.nodeconfig import NodeConfigSpec, OnDrainTimeout
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -59,6 +59,7 @@ class World:
     now: datetime = T0
     agent_seconds: int = 5
     deleting: bool = False
+    peers: tuple[Peer, ...] = ()  # other NodeConfigs (name, created, selector)
     history: list[tuple[datetime, int]] = field(default_factory=list)  # (time, unavailable)
     log: list[str] = field(default_factory=list)
 
@@ -74,6 +75,7 @@ class World:
             hash_off=H_OFF,
             agent_options='{"o":1}',
             deleting=self.deleting,
+            peers=self.peers,
         )
 
     def views(self) -> list[NodeView]:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+import pytest
+
 PROBE = """
 import contextlib, io, json, sys
 from eventedpleg.cli import main
@@ -62,3 +64,28 @@ def test_running_a_lab_command_does_load_the_lab() -> None:
     result = probe(["cluster", "--help"])
     assert "eventedpleg_lab.cli.cluster" in result.loaded
     assert "cryptography" in result.loaded
+
+
+READ_ONLY_PROBE = """
+import json, sys
+from click.testing import CliRunner
+from eventedpleg.cli import main
+result = CliRunner().invoke(main, [{command!r}, "--help"])
+assert result.exit_code == 0, result.output
+print(json.dumps(sorted(sys.modules)))
+"""
+HEAVY = ("kopf", "aiohttp", "eventedpleg.controller", "eventedpleg.agent", "eventedpleg_lab", "jinja2")
+
+
+@pytest.mark.parametrize("command", ["status", "render", "preflight", "crd"])
+def test_read_only_commands_do_not_import_the_operator_machinery(command: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", READ_ONLY_PROBE.format(command=command)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    modules = json.loads(out.stdout)
+    loaded = [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+    assert loaded == []
+    assert "eventedpleg.cli.inspect" in modules or command == "crd"

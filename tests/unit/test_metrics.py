@@ -13,7 +13,7 @@ from eventedpleg.core.promtext import parse_metrics
 def _summary(*failures: NodeNote) -> Summary:
     return Summary(
         counts=Counts(total=3, eligible=3, failed=len(failures)), want_hash="h", complete=False, halted=True,
-        paused=False, window_closed=False, waiting="", conflicts=(), attention=failures,
+        canary_failed=False, paused=False, window_closed=False, waiting="", conflicts=(), attention=failures,
         attention_truncated=0, failures=failures, finalized=False, next_wake=None,
     )  # fmt: skip
 

@@ -129,7 +129,16 @@ def test_crd_is_structural() -> None:
     assert max_unavailable["x-kubernetes-int-or-string"] is True
     assert max_unavailable["x-kubernetes-validations"]
     columns = [col["name"] for col in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
-    assert columns == ["EventedPLEG", "Updated", "Total", "Available", "Progressing", "Degraded", "Age"]
+    assert columns == [
+        "EventedPLEG",
+        "Updated",
+        "Total",
+        "Ready",
+        "Available",
+        "Progressing",
+        "Degraded",
+        "Age",
+    ]
     assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
     assert crd["spec"]["scope"] == "Cluster"
 

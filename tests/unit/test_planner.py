@@ -292,8 +292,46 @@ def test_overlapping_nodeconfigs_the_older_one_wins() -> None:
     result = planner.plan(
         world.views(), target.__class__(**{**target.__dict__, "peers": (older,)}), world.now
     )
-    assert "conflict: also selected by NodeConfig 'older'" in result.summary.conflicts[0]
+    assert result.summary.conflicts == (planner.Conflict("node-000", "older"),)
     assert [a.node for a in result.actions] == ["node-001"]
+    skipped = [n for n in result.summary.attention if n.name == "node-000"]
+    assert "conflict: also selected by NodeConfig 'older'" in skipped[0].reason
+
+
+@pytest.mark.parametrize("max_failed", [1, 2, 5])
+def test_a_failed_canary_halts_whatever_max_failed_nodes_says(max_failed: int) -> None:
+    nodes = fleet(5)
+    nodes["node-000"].agent_fails = True  # the first node in order is the canary
+    world = World(
+        nodes, spec(rollout={"maxFailedNodes": max_failed, "canary": {"nodes": 1, "soakSeconds": 5}})
+    )
+    final = world.run()
+    assert final.summary.halted and final.summary.canary_failed
+    assert "a canary node failed" in final.summary.waiting
+    assert nodes["node-000"].annotations[c.ANN_STATE] == "RolledBack"
+    assert not any(c.ANN_STATE in nodes[f"node-00{i}"].annotations for i in range(1, 5))  # none started
+
+
+def test_after_the_canaries_passed_max_failed_nodes_applies_again() -> None:
+    nodes = fleet(5)
+    nodes["node-002"].agent_fails = True  # fails after the canary (node-000) was Done and soaked
+    world = World(nodes, spec(rollout={"maxFailedNodes": 2, "canary": {"nodes": 1, "soakSeconds": 5}}))
+    final = world.run()
+    assert not final.summary.halted and not final.summary.canary_failed
+    assert final.summary.counts.updated == 4
+    assert final.summary.counts.failed == 1
+
+
+def test_every_canary_must_pass_before_a_failure_stops_being_a_canarys() -> None:
+    nodes = fleet(5)
+    nodes["node-001"].agent_fails = True  # the second of two canaries
+    world = World(
+        nodes,
+        spec(rollout={"maxFailedNodes": 3, "maxUnavailable": 2, "canary": {"nodes": 2, "soakSeconds": 5}}),
+    )
+    final = world.run()
+    assert final.summary.canary_failed
+    assert final.summary.counts.updated == 1  # node-000 finished; nothing after the canaries started
 
 
 def test_deselected_node_gets_our_files_removed_then_released() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from eventedpleg.core import status
+from eventedpleg.core.snapshot import Peer
 from tests.unit.rolloutworld import T0, World, fleet, spec
 
 
@@ -85,3 +86,142 @@ def test_status_counts_and_bounded_node_list() -> None:
     assert result.nodes.skipped == 60
     assert len(result.node_statuses) == 50
     assert result.node_statuses_truncated == 10
+
+
+# --- kstatus: Ready, Reconciling, Stalled ----------------------------------------------------------------
+
+
+def kstatus(got: dict[str, tuple[str, str, str]]) -> tuple[str, str, str]:
+    return got["Ready"][0], got["Reconciling"][0], got["Stalled"][0]
+
+
+def test_ready_only_when_the_rollout_is_complete() -> None:
+    world = World(fleet(3), spec())
+    assert kstatus(conds(world)) == ("False", "True", "False")  # nothing started yet: reconciling
+    world.tick()
+    assert kstatus(conds(world)) == ("False", "True", "False")
+    world.run()
+    got = conds(world)
+    assert kstatus(got) == ("True", "False", "False")
+    assert got["Ready"][1:] == ("RolloutComplete", "3 of 3 eligible node(s) run Evented PLEG")
+
+
+def test_halt_is_stalled_not_reconciling() -> None:
+    nodes = fleet(3)
+    nodes["node-000"].agent_fails = True
+    world = World(nodes, spec())
+    world.run()
+    got = conds(world)
+    assert kstatus(got) == ("False", "False", "True")
+    assert got["Stalled"][1] == "RolloutHalted"
+    assert "node-000: kubelet did not start" in got["Stalled"][2]
+
+
+def test_a_failure_below_max_failed_nodes_reconciles_then_stalls_when_the_rest_is_done() -> None:
+    nodes = fleet(4)
+    nodes["node-000"].agent_fails = True
+    world = World(nodes, spec(rollout={"maxFailedNodes": 2}))
+    while world.plan().summary.counts.failed == 0:
+        world.tick()
+    mid = conds(world)
+    assert mid["Degraded"][0] == "True"
+    assert kstatus(mid) == ("False", "True", "False")  # the others still roll
+    world.run()
+    end = conds(world)
+    assert kstatus(end) == ("False", "False", "True")
+    assert end["Stalled"][1] == "NodesFailed"
+
+
+def test_paused_with_work_left_is_reconciling_and_says_why() -> None:
+    world = World(fleet(2), spec(rollout={"paused": True}))
+    got = conds(world)
+    assert kstatus(got) == ("False", "True", "False")
+    assert got["Reconciling"][1] == "SpecPaused"
+    assert got["Ready"][1] == "SpecPaused"
+
+
+def test_deleting_is_reconciling_never_ready() -> None:
+    world = World(fleet(2), spec())
+    world.run()
+    result = status.build_status(
+        world.plan().summary, enabled=True, deleting=True, generation=3, previous=[], now=T0
+    )
+    got = {c.type.value: (c.status.value, c.reason) for c in result.conditions}
+    assert got["Ready"] == ("False", "Deleting")
+    assert got["Reconciling"] == ("True", "Deleting")
+    assert got["Stalled"][0] == "False"
+
+
+def test_a_failed_canary_is_reported_as_such() -> None:
+    nodes = fleet(4)
+    nodes["node-000"].agent_fails = True
+    world = World(nodes, spec(rollout={"maxFailedNodes": 3, "canary": {"nodes": 1, "soakSeconds": 5}}))
+    world.run()
+    got = conds(world)
+    assert got["Degraded"][:2] == ("True", "CanaryFailed")
+    assert "a canary node failed" in got["Degraded"][2]
+    assert got["Stalled"][:2] == ("True", "CanaryFailed")
+
+
+def conflict_world(count: int) -> World:
+    nodes = fleet(count + 1)
+    for name in list(nodes)[:count]:
+        nodes[name].labels["pool"] = "a"
+    older = Peer(
+        "older", T0 - timedelta(days=1), spec(nodeSelector={"matchLabels": {"pool": "a"}}).node_selector
+    )
+    return World(nodes, spec(), peers=(older,))
+
+
+def test_a_conflict_names_its_nodes_once_and_is_not_available() -> None:
+    world = conflict_world(3)
+    world.run()
+    got = conds(world)
+    message = got["Degraded"][2]
+    assert got["Degraded"][:2] == ("True", "Conflict")
+    assert message.count("'older'") == 1
+    for name in ("node-000", "node-001", "node-002"):
+        assert message.count(name) == 1
+    assert "3 node(s)" in message
+    assert got["Available"][:2] == ("False", "Conflict")
+    assert kstatus(got) == ("False", "False", "True")
+
+
+def test_a_large_conflict_is_bounded() -> None:
+    world = conflict_world(9)
+    message = conds(world)["Degraded"][2]
+    assert "9 node(s)" in message and "and 4 more" in message
+
+
+def test_condition_invariants_over_whole_rollouts() -> None:
+    """Through every pass of rollouts that complete, fail, halt and pause: Ready means complete, at most one
+    of Reconciling/Stalled, never Available while Degraded, every condition at the current generation."""
+    worlds = [World(fleet(4), spec(rollout={"maxUnavailable": 2}))]
+    failing = fleet(4)
+    failing["node-002"].agent_fails = True
+    worlds.append(World(failing, spec(rollout={"maxFailedNodes": 2})))
+    halting = fleet(4)
+    halting["node-001"].agent_fails = True
+    worlds.append(World(halting, spec()))
+    worlds.append(conflict_world(2))
+    seen: set[tuple[str, str, str]] = set()
+    for world in worlds:
+        for _ in range(200):
+            summary = world.plan().summary
+            result = status.build_status(
+                summary, enabled=True, deleting=False, generation=7, previous=[], now=T0
+            )
+            got = {c.type.value: c.status.value for c in result.conditions}
+            assert {c.observed_generation for c in result.conditions} == {7}
+            assert not (got["Available"] == "True" and got["Degraded"] == "True")
+            assert not (got["Reconciling"] == "True" and got["Stalled"] == "True")
+            ready = (
+                got["Available"] == "True" and got["Progressing"] == "False" and got["Degraded"] == "False"
+            )
+            assert (got["Ready"] == "True") == ready
+            assert (got["Ready"] == "True") == (
+                summary.complete and not summary.counts.failed and not summary.conflicts
+            )
+            seen.add((got["Ready"], got["Reconciling"], got["Stalled"]))
+            world.tick()
+    assert seen == {("True", "False", "False"), ("False", "True", "False"), ("False", "False", "True")}

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from eventedpleg.agent.agent import Agent, drive
 from eventedpleg.agent.health import LOOP
 from eventedpleg.core.health import Heartbeats
+from eventedpleg.k8s.errors import diagnose
 
 log = logging.getLogger(__name__)
 ERROR_BACKOFF_SECONDS = 5.0
@@ -57,6 +58,11 @@ def run(
                     drive(agent.check(), sleep)
                     last_check = clock.now()
             drive(agent.check(), sleep)
-        except Exception:  # a bad moment of the API server must not kill the agent
-            log.exception("agent loop error; retrying in %.0fs", ERROR_BACKOFF_SECONDS)
+        except Exception as exc:  # a bad moment of the API server must not kill the agent
+            diagnosis = diagnose(exc)
+            if diagnosis is None:
+                log.exception("agent loop error; retrying in %.0fs", ERROR_BACKOFF_SECONDS)
+            else:  # an outage is one line per attempt; the traceback only with --verbose
+                log.warning("%s; retrying in %.0fs", diagnosis.message, ERROR_BACKOFF_SECONDS)
+                log.debug("agent loop error", exc_info=exc)
             sleep(ERROR_BACKOFF_SECONDS)

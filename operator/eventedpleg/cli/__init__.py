@@ -13,6 +13,7 @@ from importlib import metadata
 import click
 
 from eventedpleg import __version__
+from eventedpleg.cli.failures import verbose_option
 
 LAB_COMMANDS = "eventedpleg.commands"  # the entry-point group the lab's distribution registers in
 # name -> "module:attribute" of the production commands.
@@ -46,6 +47,16 @@ class LazyGroup(click.Group):
         assert isinstance(command, click.Command), COMMANDS.get(cmd_name, cmd_name)
         return command
 
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:
+            from eventedpleg.cli.failures import report  # noqa: PLC0415
+
+            report(exc, ctx)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         super().format_commands(ctx, formatter)
         if lab := sorted(lab_commands()):
@@ -57,5 +68,6 @@ class LazyGroup(click.Group):
     cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}
 )
 @click.version_option(__version__, prog_name="eventedpleg")
-def main() -> None:
+@verbose_option
+def main(verbose: bool) -> None:
     """Turn on the kubelet's Evented PLEG across a cluster, safely, node by node."""

@@ -20,6 +20,7 @@ import click
 from eventedpleg.agent import health, runner
 from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.agent.linuxhost import LinuxHost
+from eventedpleg.cli.failures import verbose_option
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.core.host import Host
 from eventedpleg.k8s.agentapi import KubeAgentApi
@@ -43,7 +44,7 @@ _OPTIONS = (
     click.option("--min-window-seconds", default=30.0, show_default=True, type=float, hidden=True),
     click.option("--check-interval-seconds", default=60.0, show_default=True, type=float, hidden=True),
     click.option("--once", is_flag=True, help="Handle the node's current request and check once, then exit."),
-    click.option("-v", "--verbose", is_flag=True, help="Debug logging."),
+    verbose_option,
 )
 
 

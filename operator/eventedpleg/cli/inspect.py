@@ -1,51 +1,53 @@
 """`eventedpleg preflight | status | render`: look before (and while) rolling out. They change nothing.
-
-Exit codes scripts can rely on:
-  0  all good (preflight: every selected node eligible; status: Available)
-  1  status: Degraded (a node failed or the rollout halted)
-  2  usage or API error (click's own usage errors are 2 as well)
-  3  preflight: some selected nodes will be skipped; status: still progressing / paused / unknown
-  4  preflight: no selected node is eligible
-"""
+Exit codes: eventedpleg.cli.failures (API and kubeconfig failures are reported there, in one line)."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 from pydantic import ValidationError
 
 from eventedpleg import constants as c
-from eventedpleg.core import compat, render, selector
+from eventedpleg.cli.failures import (
+    EXIT_DEGRADED,
+    EXIT_NONE,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    fail,
+    verbose_option,
+)
+from eventedpleg.core import compat, selector
 from eventedpleg.core import report as views
 from eventedpleg.core.snapshot import NodeView, node_view
 from eventedpleg.k8s import nodeconfigs, nodes
 from eventedpleg.k8s.client import api_client
-from eventedpleg.k8s.errors import ApiError, NotFound
+from eventedpleg.k8s.errors import NotFound, NotServed
 from eventedpleg.models.nodeconfig import NodeConfigSpec
 
-EXIT_OK, EXIT_DEGRADED, EXIT_ERROR, EXIT_PARTIAL, EXIT_NONE = 0, 1, 2, 3, 4
 kubeconfig_option = click.option(
     "--kubeconfig", envvar="KUBECONFIG", default=None, help="Default: $KUBECONFIG."
 )
 
 
-def fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(EXIT_ERROR)
+def _nodeconfig(api: Any, name: str) -> dict[str, Any]:
+    """The NodeConfig, or exit 6 naming it; a missing CRD goes on to the one-line CRD hint."""
+    try:
+        return nodeconfigs.get(api, name)
+    except NotServed:
+        raise
+    except NotFound:
+        fail(f"NodeConfig {name!r} not found (kubectl get nodeconfigs)", EXIT_NOT_FOUND)
 
 
 def _spec(api: Any, name: str | None) -> NodeConfigSpec | None:
     if name is None:
         return None
-    try:
-        body = nodeconfigs.get(api, name)
-    except NotFound:
-        fail(f"NodeConfig {name!r} not found (kubectl get nodeconfigs)")
+    body = _nodeconfig(api, name)
     try:
         return NodeConfigSpec.model_validate(body.get("spec") or {})
     except ValidationError as exc:
@@ -64,17 +66,20 @@ def _views(api: Any) -> list[NodeView]:
     "-o", "--output", type=click.Choice(["table", "wide", "json"]), default="table", show_default=True
 )
 @kubeconfig_option
+@verbose_option
 def preflight(
-    name: str | None, include_control_plane: bool, allow_risky: bool, output: str, kubeconfig: str | None
+    name: str | None,
+    include_control_plane: bool,
+    allow_risky: bool,
+    output: str,
+    kubeconfig: str | None,
+    verbose: bool,
 ) -> None:
     """Per-node verdicts from the compatibility matrix: what would be changed, skipped, and why."""
-    try:
-        with api_client(kubeconfig) as api:
-            spec = _spec(api, name)
-            all_nodes = _views(api)
-            static = nodes.nodes_with_static_pods(api)
-    except ApiError as exc:
-        fail(str(exc))
+    with api_client(kubeconfig) as api:
+        spec = _spec(api, name)
+        all_nodes = _views(api)
+        static = nodes.nodes_with_static_pods(api)
     policy = compat.Policy(include_control_plane, allow_risky)
     chosen = all_nodes
     if spec is not None:
@@ -91,9 +96,16 @@ def preflight(
 
 
 def _status_code(body: dict[str, Any]) -> int:
+    """Degraded 1; complete (Ready, or Available from an operator that predates Ready) 0; else 3. A status
+    older than the spec (observedGeneration behind) is still in progress, whatever it says."""
     if views.condition_status(body, "Degraded") == "True":
         return EXIT_DEGRADED
-    return EXIT_OK if views.condition_status(body, "Available") == "True" else EXIT_PARTIAL
+    status = body.get("status") or {}
+    if int(status.get("observedGeneration") or 0) < int(body["metadata"].get("generation") or 0):
+        return EXIT_PARTIAL
+    ready = views.condition_status(body, "Ready")
+    done = ready == "True" if ready != "Unknown" else views.condition_status(body, "Available") == "True"
+    return EXIT_OK if done else EXIT_PARTIAL
 
 
 @click.command()
@@ -101,27 +113,22 @@ def _status_code(body: dict[str, Any]) -> int:
 @click.option("-w", "--watch", is_flag=True, help="Redraw until Available or Degraded (Ctrl-C to stop).")
 @click.option("--interval", default=1.0, show_default=True, type=float, help="Seconds between redraws.")
 @kubeconfig_option
-def status(name: str, watch: bool, interval: float, kubeconfig: str | None) -> None:
+@verbose_option
+def status(name: str, watch: bool, interval: float, kubeconfig: str | None, verbose: bool) -> None:
     """Conditions and per-node progress of a NodeConfig (default: `cluster`)."""
-    try:
-        with api_client(kubeconfig) as api:
-            while True:
-                try:
-                    body = nodeconfigs.get(api, name)
-                except NotFound:
-                    fail(f"NodeConfig {name!r} not found")
-                stamp = datetime.now(UTC).strftime("%H:%M:%S")
-                text = views.status_view(body, _views(api), now_text=stamp if watch else "")
-                if watch and sys.stdout.isatty():
-                    click.echo("\x1b[H\x1b[2J" + text)  # redraw in place
-                else:
-                    click.echo(text + ("\n" if watch else ""))
-                code = _status_code(body)
-                if not watch or code != EXIT_PARTIAL:
-                    sys.exit(code)
-                time.sleep(interval)
-    except ApiError as exc:
-        fail(str(exc))
+    with api_client(kubeconfig) as api:
+        while True:
+            body = _nodeconfig(api, name)
+            stamp = datetime.now(UTC).strftime("%H:%M:%S")
+            text = views.status_view(body, _views(api), now_text=stamp if watch else "")
+            if watch and sys.stdout.isatty():
+                click.echo("\x1b[H\x1b[2J" + text)  # redraw in place
+            else:
+                click.echo(text + ("\n" if watch else ""))
+            code = _status_code(body)
+            if not watch or code != EXIT_PARTIAL:
+                sys.exit(code)
+            time.sleep(interval)
 
 
 @click.command("render")
@@ -133,6 +140,7 @@ def status(name: str, watch: bool, interval: float, kubeconfig: str | None) -> N
 )
 @click.option("--disable", is_flag=True, help="Show what turning Evented PLEG off does instead.")
 @kubeconfig_option
+@verbose_option
 def render_cmd(
     node: str | None,
     kubelet_version: str | None,
@@ -140,17 +148,24 @@ def render_cmd(
     name: str,
     disable: bool,
     kubeconfig: str | None,
+    verbose: bool,
 ) -> None:
     """The exact drop-ins a node would get, and where they go."""
     spec = NodeConfigSpec.model_validate({"eventedPleg": not disable})
+    source = "defaults"
     if node is not None:
-        try:
-            with api_client(kubeconfig) as api:
+        with api_client(kubeconfig) as api:
+            try:
                 facts = node_view(nodes.get_node(api, node)).facts
-                with contextlib.suppress(NotFound):
-                    spec = NodeConfigSpec.model_validate(nodeconfigs.get(api, name).get("spec") or {})
-        except ApiError as exc:
-            fail(str(exc))
+            except NotFound:
+                fail(f"node {node!r} not found (kubectl get nodes)", EXIT_NOT_FOUND)
+            try:
+                spec = NodeConfigSpec.model_validate(nodeconfigs.get(api, name).get("spec") or {})
+                source = f"NodeConfig {name!r}"
+            except NotServed:
+                source = "defaults (the NodeConfig CRD is not installed)"
+            except NotFound:
+                source = f"defaults (no NodeConfig {name!r})"
     elif kubelet_version and runtime_version:
         facts = compat.NodeFacts("offline", kubelet_version, runtime_version)
     else:
@@ -159,8 +174,11 @@ def render_cmd(
     verdict = compat.verdict(
         facts, compat.Policy(spec.include_control_plane, spec.allow_risky, spec.runtime.value)
     )
+    from eventedpleg.core import render  # noqa: PLC0415 - jinja2 and tomlkit only once there is work
+
     rendered = render.render(enabled=enabled, owner=name, kubelet_config_mode=spec.kubelet_config.value)
     click.echo(f"# node {facts.name}: kubelet {facts.kubelet_version}, runtime {facts.runtime_version}")
+    click.echo(f"# spec: {source}")
     click.echo(f"# verdict: {verdict.level} — {verdict.summary}")
     click.echo(f"# config {rendered.hash} (ConfigMap {rendered.configmap_name})")
     if verdict.targets is None:

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from eventedpleg.cli.failures import verbose_option
 from eventedpleg.controller import main as controller
 from eventedpleg.controller.probes import Thresholds
 from eventedpleg.core.leaderelection import ElectionConfigError, ElectionTimings
@@ -68,7 +69,7 @@ from eventedpleg.core.leaderelection import ElectionConfigError, ElectionTimings
     show_default=True,
     help="Honour onTimeout: ForceDelete (needs RBAC pods delete; the chart's drain.allowForceDelete).",
 )
-@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+@verbose_option
 def operator(
     namespace: str,
     kubeconfig: str | None,

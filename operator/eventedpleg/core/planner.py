@@ -13,8 +13,9 @@ Rules, in the order they apply:
 - Budget: at most maxUnavailable selected nodes unavailable (NotReady, cordoned by anyone, or in our
   hands) -- nodes already unavailable count, as in MCO. A node that is already cordoned by someone else
   costs nothing to process, and keeps its cordon afterwards.
-- Gates on *starting* a node: halted (failures >= maxFailedNodes), paused, outside the window, canary
-  soak. A node already started always finishes, so no gate ever leaves a node cordoned.
+- Gates on *starting* a node: halted (failures >= maxFailedNodes, or any failure before the canaries have
+  passed: a canary exists to stop the rest), paused, outside the window, canary soak. A node already
+  started always finishes, so no gate ever leaves a node cordoned.
 - Order: zone, then name (zone by zone limits the blast radius, as MCO does).
 """
 
@@ -56,6 +57,14 @@ class NodeNote:
 
 
 @dataclass(frozen=True)
+class Conflict:
+    """A selected node that an older NodeConfig manages."""
+
+    node: str
+    owner: str
+
+
+@dataclass(frozen=True)
 class Counts:
     total: int = 0
     eligible: int = 0
@@ -71,10 +80,11 @@ class Summary:
     want_hash: str
     complete: bool  # every eligible node is at the wanted hash and nothing is in progress
     halted: bool
+    canary_failed: bool  # halted because a node failed before the canaries passed
     paused: bool
     window_closed: bool
     waiting: str  # why nothing new starts right now ("" when starting or done)
-    conflicts: tuple[str, ...]
+    conflicts: tuple[Conflict, ...]
     attention: tuple[NodeNote, ...]
     attention_truncated: int
     failures: tuple[NodeNote, ...]
@@ -100,7 +110,7 @@ class _Tally:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(Counts.__annotations__, 0))
     notes: list[NodeNote] = field(default_factory=list)
     failures: list[NodeNote] = field(default_factory=list)
-    conflicts: list[str] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
     wakes: list[datetime] = field(default_factory=list)
 
     def note(self, node: NodeView, state: str, reason: str) -> None:
@@ -215,7 +225,7 @@ class _Walk:
             self.tally.counts["skipped"] += 1
             self.tally.note(node, NodeState.SKIPPED, reason)
             if owner != target.name:
-                self.tally.conflicts.append(reason)
+                self.tally.conflicts.append(Conflict(node.name, owner))
         if ours:
             self._let_go(node)
 
@@ -323,12 +333,15 @@ class _Walk:
 
     def finish(self) -> Plan:
         target, spec, tally = self.target, self.target.spec, self.tally
-        halted = self.failed >= spec.rollout.max_failed_nodes
+        canary_failed = self.failed > 0 and not _canaries_passed(self.done_for_want, self.tally, target)
+        halted = self.failed >= spec.rollout.max_failed_nodes or canary_failed
         paused = spec.rollout.paused and not target.deleting
         window_closed = not window.is_open(spec.rollout.window, self.now)
         waiting = ""
         if self.candidates:
-            waiting = self._start(halted=halted, paused=paused, window_closed=window_closed)
+            waiting = self._start(
+                halted=halted, canary_failed=canary_failed, paused=paused, window_closed=window_closed
+            )
         attention = tally.notes[:MAX_ATTENTION]
         complete = not self.candidates and self.in_flight == 0
         return Plan(
@@ -338,6 +351,7 @@ class _Walk:
                 want_hash=self.want,
                 complete=complete,
                 halted=halted,
+                canary_failed=canary_failed,
                 paused=paused,
                 window_closed=window_closed,
                 waiting=waiting,
@@ -350,9 +364,14 @@ class _Walk:
             ),
         )
 
-    def _start(self, *, halted: bool, paused: bool, window_closed: bool) -> str:
+    def _start(self, *, halted: bool, canary_failed: bool, paused: bool, window_closed: bool) -> str:
         """Cordon as many candidates as the gates and the budget allow; return why the rest wait."""
         spec = self.target.spec
+        if canary_failed:
+            return (
+                f"halted: a canary node failed ({self.failed} failed before the canaries passed; "
+                "a failed canary halts the rollout whatever rollout.maxFailedNodes says)"
+            )
         if halted:
             limit = spec.rollout.max_failed_nodes
             return f"halted after {self.failed} failed node(s) (rollout.maxFailedNodes={limit})"
@@ -393,6 +412,15 @@ class _Walk:
         if room == 0:
             return "canary: waiting for the canary node(s) in progress to finish"
         return _budget_text(spec.rollout.max_unavailable, total, self.unavailable)
+
+
+def _canaries_passed(done: list[NodeView], tally: _Tally, target: Target) -> bool:
+    """True once enough nodes are Done at the wanted config to cover the canary count (or there is no
+    canary phase). Until then every node that starts is a canary, so any failure is a canary's."""
+    nodes = target.spec.rollout.canary.nodes
+    if nodes == 0 or target.deleting:
+        return True
+    return len(done) >= min(nodes, tally.counts["eligible"])
 
 
 def _canary_gate(

@@ -124,7 +124,7 @@ def status_view(nodeconfig: Mapping[str, Any], nodes: Sequence[NodeView], *, now
         f"{counts.get('updating', 0)} updating, {counts.get('failed', 0)} failed, "
         f"{counts.get('skipped', 0)} skipped, {counts.get('total', 0)} selected",
     ]
-    for kind in ("Available", "Progressing", "Degraded", "Paused"):
+    for kind in ("Ready", "Available", "Progressing", "Degraded", "Paused", "Stalled"):
         cond = _condition(status, kind)
         if cond:
             message = f": {short(str(cond.get('message')), 110)}" if cond.get("message") else ""

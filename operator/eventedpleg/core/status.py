@@ -1,6 +1,12 @@
-"""NodeConfig status from a plan summary: conditions (Available, Progressing, Degraded, Paused), counts and
-the bounded per-node list. Pure; lastTransitionTime only moves when a condition's status changes, so an
-unchanged rollout produces an identical status and no write."""
+"""NodeConfig status from a plan summary: conditions (Available, Progressing, Degraded, Paused, and the
+kstatus trio Ready, Reconciling, Stalled), counts and the bounded per-node list. Pure; lastTransitionTime
+only moves when a condition's status changes, so an unchanged rollout produces an identical status and no
+write.
+
+kstatus (sigs.k8s.io/cli-utils/pkg/kstatus, which Flux uses; Argo CD and `kubectl wait` read Ready):
+Reconciling and Stalled are abnormal-true, so True means "not done yet" and "needs a human"; at most one of
+them is True, and Ready is True exactly when neither is and the rollout is complete without failures or
+conflicts. Every condition carries the generation it describes."""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from eventedpleg.constants import ConditionType
-from eventedpleg.core.planner import NodeNote, Summary
+from eventedpleg.core.planner import Conflict, NodeNote, Summary
 from eventedpleg.models.nodeconfig import (
     MAX_NODE_STATUSES,
     Condition,
@@ -28,6 +34,43 @@ def _nodes_text(notes: Sequence[NodeNote]) -> str:
     return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
 
 
+def _conflicts_text(conflicts: Sequence[Conflict]) -> str:
+    """Each node once, grouped by the NodeConfig that manages it."""
+    owners: dict[str, list[str]] = {}
+    for conflict in conflicts:
+        owners.setdefault(conflict.owner, []).append(conflict.node)
+    parts = []
+    for owner, names in sorted(owners.items()):
+        shown = ", ".join(names[:MAX_MESSAGE_NODES])
+        more = f" and {len(names) - MAX_MESSAGE_NODES} more" if len(names) > MAX_MESSAGE_NODES else ""
+        parts.append(
+            f"{len(names)} node(s) also selected by the older NodeConfig {owner!r}, which manages them: "
+            f"{shown}{more}"
+        )
+    return "; ".join(parts) + " (narrow spec.nodeSelector so that NodeConfigs do not overlap)"
+
+
+CondValue = tuple[bool, str, str]  # (status, reason, message)
+
+
+def _kstatus(
+    avail: CondValue, prog: CondValue, deg: CondValue, paused: CondValue, *, deleting: bool
+) -> tuple[CondValue, CondValue, CondValue]:
+    """Ready, Reconciling, Stalled from the other four. Stalled: degraded and nothing left that can move
+    (halted, or the rest is done); Reconciling: any other state short of Ready, paused included (the spec
+    is not yet realised, and no human action is needed beyond unpausing)."""
+    if avail[0] and not prog[0] and not deg[0]:
+        ready = (True, "RolloutComplete", avail[2])
+        return ready, (False, "RolloutComplete", ""), (False, "AsExpected", "")
+    stalled = deg[0] and not prog[0] and not deleting
+    if stalled:
+        return (False, deg[1], deg[2]), (False, deg[1], ""), (True, deg[1], deg[2])
+    why = prog if prog[0] or not paused[0] else paused
+    reason = "Deleting" if deleting else why[1]
+    message = avail[2] if deleting else why[2] or avail[2]
+    return (False, reason, message), (True, reason, message), (False, "AsExpected", "")
+
+
 def conditions_for(
     summary: Summary, *, enabled: bool, deleting: bool
 ) -> list[tuple[ConditionType, bool, str, str]]:
@@ -39,7 +82,7 @@ def conditions_for(
     ]
     skipped = f", {counts.skipped} skipped" if counts.skipped else ""
 
-    available = summary.complete and counts.failed == 0 and not deleting
+    available = summary.complete and counts.failed == 0 and not summary.conflicts and not deleting
     if available:
         avail = (
             True,
@@ -50,6 +93,8 @@ def conditions_for(
         avail = (False, "Deleting", "the NodeConfig is being deleted")
     elif counts.failed:
         avail = (False, "NodesFailed", f"{counts.failed} node(s) failed: {_nodes_text(summary.failures)}")
+    elif summary.conflicts and summary.complete:
+        avail = (False, "Conflict", f"{counts.updated} of {counts.eligible} eligible node(s) {what}{skipped}")
     else:
         avail = (False, "RolloutInProgress", f"{counts.updated} of {counts.eligible} eligible node(s) {what}")
 
@@ -70,11 +115,12 @@ def conditions_for(
         prog = (True, "NodesUpdating" if in_progress else "Waiting", "; ".join(parts))
 
     if summary.halted:
-        deg = (True, "RolloutHalted", f"{summary.waiting}: {_nodes_text(summary.failures)}")
+        reason = "CanaryFailed" if summary.canary_failed else "RolloutHalted"
+        deg = (True, reason, f"{summary.waiting}: {_nodes_text(summary.failures)}")
     elif counts.failed:
         deg = (True, "NodesFailed", _nodes_text(summary.failures))
     elif summary.conflicts:
-        deg = (True, "Conflict", "; ".join(summary.conflicts[:MAX_MESSAGE_NODES]))
+        deg = (True, "Conflict", _conflicts_text(summary.conflicts))
     else:
         deg = (False, "AsExpected", "")
 
@@ -85,11 +131,15 @@ def conditions_for(
     else:
         paused = (False, "Running", "")
 
+    ready, reconciling, stalled = _kstatus(avail, prog, deg, paused, deleting=deleting)
     return [
+        (ConditionType.READY, *ready),
         (ConditionType.AVAILABLE, *avail),
         (ConditionType.PROGRESSING, *prog),
         (ConditionType.DEGRADED, *deg),
         (ConditionType.PAUSED, *paused),
+        (ConditionType.RECONCILING, *reconciling),
+        (ConditionType.STALLED, *stalled),
     ]
 
 

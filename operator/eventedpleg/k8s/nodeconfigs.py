@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from typing import Any, cast
+from urllib.parse import quote
 
 from kubernetes import client
 
 from eventedpleg import constants as c
+from eventedpleg.k8s.client import get_json
 from eventedpleg.k8s.errors import translated
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -22,8 +24,7 @@ def patch_status(api: client.ApiClient, name: str, status: dict[str, Any]) -> No
 
 @translated
 def get(api: client.ApiClient, name: str) -> dict[str, Any]:
-    obj = client.CustomObjectsApi(api).get_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL, name)
-    return cast(dict[str, Any], obj)
+    return get_json(api, f"/apis/{c.GROUP}/{c.VERSION}/{c.PLURAL}/{quote(name, safe='')}")
 
 
 @translated

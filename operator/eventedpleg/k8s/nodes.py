@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 from kubernetes import client
 
+from eventedpleg.k8s.client import get_json
 from eventedpleg.k8s.errors import translated
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -51,21 +53,20 @@ def patch_node(api: client.ApiClient, name: str, body: Mapping[str, Any]) -> dic
 
 @translated
 def get_node(api: client.ApiClient, name: str) -> dict[str, Any]:
-    return raw(client.CoreV1Api(api).read_node(name, _preload_content=False))
+    return get_json(api, f"/api/v1/nodes/{quote(name, safe='')}")
 
 
 @translated
 def list_nodes(api: client.ApiClient, label_selector: str | None = None) -> list[dict[str, Any]]:
     """Every Node as a plain dict (one LIST; for the CLI, never for the operator's loop)."""
-    return list(
-        raw(client.CoreV1Api(api).list_node(label_selector=label_selector, _preload_content=False))["items"]
-    )
+    query = {"labelSelector": label_selector} if label_selector else None
+    return list(get_json(api, "/api/v1/nodes", query)["items"])
 
 
 @translated
 def nodes_with_static_pods(api: client.ApiClient) -> set[str]:
     """Names of nodes that run mirror pods (static pods: kubernetes.io/config.mirror), for preflight."""
-    pods = raw(client.CoreV1Api(api).list_pod_for_all_namespaces(_preload_content=False))["items"]
+    pods = get_json(api, "/api/v1/pods")["items"]
     return {
         str(pod["spec"].get("nodeName"))
         for pod in pods

@@ -295,6 +295,10 @@ class Lab:
         if state is not None:
             with ThreadPoolExecutor(max_workers=max(1, len(state.pids))) as pool:
                 list(pool.map(machine.stop, state.pids.values()))
+            # The kernel finishes tearing down a PID namespace after its init is gone: give it a moment.
+            deadline = time.monotonic() + 15
+            while machine.processes_in_lab_cgroups() and time.monotonic() < deadline:
+                time.sleep(0.2)
             for spec in state.specs:
                 for cgroup in machine.node_cgroups(spec):
                     machine.remove_cgroup_tree(cgroup)

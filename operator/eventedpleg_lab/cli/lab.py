@@ -63,6 +63,18 @@ def up(directory: Path | None, spec: str, timeout: float) -> None:
     click.echo(f"export KUBECONFIG={the_lab.kubeconfig}")
 
 
+@lab.command("load")
+@_DIR
+@click.option("--archive", type=click.Path(dir_okay=False, exists=True, path_type=Path), required=True)
+@click.option("--ref", required=True, help="The name pods use, e.g. localhost/evented-pleg-operator:0.1.0.")
+def load(directory: Path | None, archive: Path, ref: str) -> None:
+    """Import an OCI image archive into every node's runtime (containerd: ctr; CRI-O: skopeo)."""
+    try:
+        Lab(directory, log=_log).load_image(archive, ref)
+    except LabError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
 @lab.command("status")
 @_DIR
 def status(directory: Path | None) -> None:

@@ -243,6 +243,43 @@ class Lab:
                     self.log(f"[lab] {name}, last journal lines:\n{journal.stdout}")
             raise LabError(f"not Ready after {timeout:.0f}s: {', '.join(sorted(pending))}")
 
+    # --- images -----------------------------------------------------------------------------------------
+
+    def load_image(self, archive: Path, ref: str) -> dict[str, str]:
+        """Import an OCI archive into every node's runtime under `ref` (no registry: pods use
+        imagePullPolicy Never/IfNotPresent). Returns node -> what the runtime now lists for `ref`."""
+        state = self.state()
+        if state is None:
+            raise LabError("no lab is up")
+        repo = ref.rsplit(":", 1)[0]
+        found: dict[str, str] = {}
+        for spec in state.specs:
+            init = self.init_pid(spec.name)
+            if init is None:
+                raise LabError(f"{spec.name} is not running")
+            node_path = f"{nf.IMAGE_DIR}/load/{archive.name}"
+            target = self.node_dir(spec.name) / "rootfs" / node_path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(archive, target)
+            if spec.runtime.is_crio:
+                argv = ["skopeo", "copy", "-q", f"oci-archive:{node_path}", f"containers-storage:{ref}"]
+                check = ["skopeo", "inspect", "--format", "{{.Digest}}", f"containers-storage:{ref}"]
+            else:
+                # The archive's ref.name is the whole reference; ctr keeps only its tag part and prefixes
+                # --base-name (containerd archive importer), which gives back `ref`.
+                argv = ["ctr", "-n", "k8s.io", "images", "import", f"--base-name={repo}", node_path]
+                check = ["ctr", "-n", "k8s.io", "images", "ls", "-q", f"name=={ref}"]
+            done = machine.nsenter(init, argv, timeout=300)
+            target.unlink(missing_ok=True)
+            if done.returncode != 0:
+                raise LabError(f"{spec.name}: {' '.join(argv)}: {done.stderr.strip()[-400:]}")
+            listed = machine.nsenter(init, check, timeout=60).stdout.strip()
+            if not listed:
+                raise LabError(f"{spec.name}: {ref} not listed after the import")
+            found[spec.name] = listed
+            self.log(f"[lab] {spec.name}: {ref} imported ({listed})")
+        return found
+
     # --- status -----------------------------------------------------------------------------------------
 
     def init_pid(self, name: str) -> int | None:

@@ -87,7 +87,9 @@ def test_node_files_join_the_cluster_with_the_node_identity() -> None:
 
 def test_runc_wrapper_clamps_what_this_machine_cannot_grant(tmp_path: Path) -> None:
     bundle = tmp_path
-    config = {"process": {"oomScoreAdj": -998}, "linux": {"resources": {"hugepageLimits": [
+    caps = ["CAP_CHOWN", "CAP_SYS_RESOURCE", "CAP_SYS_ADMIN"]
+    config = {"process": {"oomScoreAdj": -998, "capabilities": {"bounding": caps, "effective": caps[1:2]}},
+              "linux": {"resources": {"hugepageLimits": [
         {"pageSize": "2MB", "limit": 0}, {"pageSize": "1GB", "limit": 0}]}}}  # fmt: skip
     (bundle / "config.json").write_text(json.dumps(config, indent="\t"))
     wrapper = bundle / "runc-lab"
@@ -98,3 +100,10 @@ def test_runc_wrapper_clamps_what_this_machine_cannot_grant(tmp_path: Path) -> N
     edited = json.loads((bundle / "config.json").read_text())
     assert edited["process"]["oomScoreAdj"] == 0
     assert edited["linux"]["resources"]["hugepageLimits"] == []
+    bounding = int(next(ln.split()[1] for ln in Path("/proc/self/status").read_text().splitlines()
+                        if ln.startswith("CapBnd:")), 16)  # fmt: skip
+    if bounding >> 24 & 1:  # this machine grants CAP_SYS_RESOURCE: the wrapper leaves the list alone
+        assert edited["process"]["capabilities"]["bounding"] == caps
+    else:
+        assert edited["process"]["capabilities"]["bounding"] == ["CAP_CHOWN", "CAP_SYS_ADMIN"]
+        assert edited["process"]["capabilities"]["effective"] == []

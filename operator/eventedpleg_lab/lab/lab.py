@@ -329,6 +329,7 @@ class Lab:
         restore the kernel tunables; returns what is still left (empty when clean)."""
         state = self.state()
         saved = state.sysctls if state else {}
+        t0 = time.monotonic()
         if state is not None:
             with ThreadPoolExecutor(max_workers=max(1, len(state.pids))) as pool:
                 list(pool.map(machine.stop, state.pids.values()))
@@ -340,6 +341,7 @@ class Lab:
                 for cgroup in machine.node_cgroups(spec):
                     machine.remove_cgroup_tree(cgroup)
                 machine.remove_nspawn_runtime(spec.name, created_run_dir=not state.nspawn_run_existed)
+        self.log(f"[lab] nodes stopped in {time.monotonic() - t0:.0f}s")
         lc.stop(self.cluster_dir)
         machine.bridge_down()
         restored = machine.restore_sysctls(saved)
@@ -348,7 +350,13 @@ class Lab:
         names = tuple(s.name for s in state.specs) if state else ()
         left = machine.leftovers(self.directory, saved, names)
         if not left:
-            shutil.rmtree(self.directory / "nodes", ignore_errors=True)
+            t0 = time.monotonic()
+            nodes_dir = self.directory / "nodes"
+            roots = list(nodes_dir.iterdir()) if nodes_dir.is_dir() else []
+            with ThreadPoolExecutor(max_workers=max(1, len(roots))) as pool:  # ~1 GB of small files each
+                list(pool.map(lambda p: shutil.rmtree(p, ignore_errors=True), roots))
+            shutil.rmtree(nodes_dir, ignore_errors=True)
+            self.log(f"[lab] node roots removed in {time.monotonic() - t0:.0f}s")
             lc.remove_state(self.cluster_dir)
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / STATE_FILE).unlink()

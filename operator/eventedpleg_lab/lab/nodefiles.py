@@ -42,7 +42,9 @@ exec /lib/systemd/systemd
 # machine withholds (real-node-recipe 0.2). containerd has restrict_oom_score_adj for that; CRI-O has no
 # such option, so its runtime is this wrapper, which clamps the value to 0 in the bundle's config.json.
 # It also drops CRI-O's hugepage limits: this machine has no v1 hugetlb controller, and runc would fail
-# "cannot set hugetlb limit" (containerd leaves them out when the controller is missing).
+# "cannot set hugetlb limit" (containerd leaves them out when the controller is missing). And for a
+# privileged container CRI-O asks for every capability; without CAP_SYS_RESOURCE in the bounding set runc
+# fails "unable to apply caps" (containerd grants a privileged container only what it holds itself).
 RUNC_WRAPPER = """\
 #!/bin/sh
 b=""; prev=""
@@ -55,6 +57,11 @@ if [ -n "$b" ] && [ -f "$b/config.json" ]; then
   # the whole (indented) file in one pattern space, so a list spanning lines matches
   sed -i -e ':a;N;$!ba' -e 's/"oomScoreAdj": *-[0-9]*/"oomScoreAdj": 0/' \
     -e 's/"hugepageLimits": *\\[[^]]*\\]/"hugepageLimits": []/' "$b/config.json"
+  bnd=$(sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status)
+  if [ $(( 0x$bnd >> 24 & 1 )) -eq 0 ]; then  # 24 = CAP_SYS_RESOURCE
+    sed -i -e ':a;N;$!ba' -e 's/"CAP_SYS_RESOURCE",[[:space:]]*//g' \\
+      -e 's/,[[:space:]]*"CAP_SYS_RESOURCE"//g' -e 's/"CAP_SYS_RESOURCE"//g' "$b/config.json"
+  fi
 fi
 exec /usr/sbin/runc "$@"
 """

@@ -4,7 +4,7 @@
   plugins, Debian's containerd 1.6, skopeo, nftables, ...), unpacked afresh for every node at `lab up`;
 - nspawn/: systemd-nspawn and its library, unpacked from Debian's .debs (installing systemd-container on a
   host whose PID 1 is not systemd would be pointless, and nspawn needs no running systemd with --keep-unit);
-- crio-v1.34.0/: crio and pinns built from Go modules (real-cluster-recipe §6);
+- crio-v1.34.0/: crio and pinns built from Go modules (docs/lab.md);
 - images/: OCI archives (pause, idle, a busybox with every applet) written by our own code.
 
 kubelets, containerd 2.2 and crictl are the real-node rig's builds (localcluster/build.py), not rebuilt here.
@@ -36,7 +36,7 @@ ROOTFS_PACKAGES = (
 NSPAWN_DEBS = ("systemd-container", "libsystemd-shared")
 CRIO_VERSION = "v1.34.0"
 CRIO_MODULE = "github.com/cri-o/cri-o"
-# real-cluster-recipe §6: a static, cgo-free build (no seccomp support in it).
+# A static, cgo-free build (no seccomp support in it).
 CRIO_TAGS = "containers_image_openpgp exclude_graphdriver_btrfs btrfs_noversion containers_image_ostree_stub"
 BUSYBOX = Path("/bin/busybox")
 

@@ -1,7 +1,7 @@
 """The host side of the lab's nodes: the bridge, each node's cgroups, booting and stopping a node, and the
 check that nothing is left behind.
 
-A node is `systemd-nspawn` booting a Debian root with systemd as PID 1 (real-cluster-recipe §2). Before nspawn
+A node is `systemd-nspawn` booting a Debian root with systemd as PID 1 (docs/lab.md). Before nspawn
 starts, its process moves into a cgroup of its own (`eplab-<node>`) in every v1 hierarchy, so that each node
 gets its own cgroup-namespace root; its entrypoint remounts the controllers writable before systemd starts.
 Everything a node starts lives in its PID namespace and its network namespace: when its systemd exits, the

@@ -39,7 +39,7 @@ exec /lib/systemd/systemd
 """
 
 # CRI-O sets the sandbox's oom_score_adj to -998; runc cannot lower it without CAP_SYS_RESOURCE, which this
-# machine withholds (real-node-recipe 0.2). containerd has restrict_oom_score_adj for that; CRI-O has no
+# machine withholds (docs/realnode.md). containerd has restrict_oom_score_adj for that; CRI-O has no
 # such option, so its runtime is this wrapper, which clamps the value to 0 in the bundle's config.json.
 # It also drops CRI-O's hugepage limits: this machine has no v1 hugetlb controller, and runc would fail
 # "cannot set hugetlb limit" (containerd leaves them out when the controller is missing). And for a
@@ -213,7 +213,7 @@ version = 3
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = '{PAUSE_IMAGE}'
 [plugins.'io.containerd.cri.v1.runtime']
-  restrict_oom_score_adj = true   # no CAP_SYS_RESOURCE here (real-node-recipe 0.2)
+  restrict_oom_score_adj = true   # no CAP_SYS_RESOURCE here (docs/realnode.md)
   [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
     runtime_type = 'io.containerd.runc.v2'
   [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]

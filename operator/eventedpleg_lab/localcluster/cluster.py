@@ -241,6 +241,8 @@ class LocalCluster:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
                 "--allow-privileged=true",
+                f"--kubelet-client-certificate={p.kubelet_client_crt}",
+                f"--kubelet-client-key={p.kubelet_client_key}",
                 f"--cert-dir={self.directory / 'apiserver-certs'}",
                 *self.apiserver_args,
             ],

@@ -60,6 +60,14 @@ class Pki:
     def sa_pub(self) -> Path:
         return self.path("sa.pub")
 
+    @property
+    def kubelet_client_crt(self) -> Path:
+        return self.path("apiserver-kubelet-client.crt")
+
+    @property
+    def kubelet_client_key(self) -> Path:
+        return self.path("apiserver-kubelet-client.key")
+
 
 def _key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
@@ -189,4 +197,30 @@ def create(directory: Path) -> Pki:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
+    # The apiserver's identity towards kubelets (logs, exec, port-forward), as kubeadm makes it; real kubelets
+    # authenticate it by this CA and authorize it through a SubjectAccessReview (system:masters: allowed).
+    sign_client(
+        pki, "kube-apiserver-kubelet-client", "system:masters", pki.kubelet_client_crt, pki.kubelet_client_key
+    )
     return pki
+
+
+def sign_client(pki: Pki, common_name: str, organization: str, crt: Path, key: Path) -> None:
+    """A client certificate from the cluster's CA: CN is the user, O the group (e.g. a kubelet's
+    system:node:<name> in system:nodes, which the Node authorizer and NodeRestriction recognise)."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki.ca_key}: not an EC key")
+    issuer = x509.load_pem_x509_certificate(pki.ca_crt.read_bytes()).subject
+    client_key = _key()
+    _write_key(key, client_key)
+    _write_cert(
+        crt,
+        _cert(
+            _name(common_name, organization),
+            client_key.public_key(),
+            issuer,
+            ca_key,
+            usage=ExtendedKeyUsageOID.CLIENT_AUTH,
+        ),
+    )

@@ -49,22 +49,28 @@ def _tar_member(tar: tarfile.TarFile, name: str, *, data: bytes | None = None, l
         tar.addfile(info, io.BytesIO(data))
 
 
-def layer(busybox: bytes) -> tuple[bytes, bytes]:
+def layer(busybox: bytes, applets: tuple[str, ...] = APPLETS) -> tuple[bytes, bytes]:
     """(uncompressed tar, gzip) of /bin/busybox plus applet symlinks and empty mount points."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for directory in ("bin", *EMPTY_DIRS):
             _tar_member(tar, directory)
         _tar_member(tar, "bin/busybox", data=busybox)
-        for applet in APPLETS:
+        for applet in applets:
             _tar_member(tar, f"bin/{applet}", link="busybox")
     plain = raw.getvalue()
     return plain, gzip.compress(plain, mtime=0)
 
 
-def image_archive(name: str, busybox: bytes, *, entrypoint: tuple[str, ...] = ("/bin/sleep", "inf")) -> bytes:
+def image_archive(
+    name: str,
+    busybox: bytes,
+    *,
+    entrypoint: tuple[str, ...] = ("/bin/sleep", "inf"),
+    applets: tuple[str, ...] = APPLETS,
+) -> bytes:
     """An OCI image layout as a tar, naming the image `name`."""
-    plain, gz = layer(busybox)
+    plain, gz = layer(busybox, applets)
     layer_blob = Blob("application/vnd.oci.image.layer.v1.tar+gzip", gz)
     config = {
         "architecture": "amd64",

@@ -1,0 +1,109 @@
+"""The lab's node set and the files written into a node (pure parts of eventedpleg_lab.lab)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from eventedpleg_lab.lab import nodefiles as nf
+from eventedpleg_lab.lab.nodes import DEFAULT_SPEC, Runtime, SpecError, parse
+
+
+def test_default_node_set_covers_the_issue_cases() -> None:
+    specs = parse(DEFAULT_SPEC)
+    cases = {(s.kubelet, s.runtime, s.admin_pod_events_off) for s in specs}
+    assert cases == {
+        ("1.36", Runtime.CONTAINERD_22, False),
+        ("1.36", Runtime.CRIO_134, False),
+        ("1.37", Runtime.CONTAINERD_22, False),
+        ("1.36", Runtime.CONTAINERD_16, False),
+        ("1.36", Runtime.CRIO_134, True),
+    }
+    assert [s.index for s in specs] == [1, 2, 3, 4, 5]
+    assert len({s.ip for s in specs}) == len({s.pod_subnet for s in specs}) == 5
+    assert specs[0].ip == "172.16.77.11" and specs[0].pod_subnet == "10.244.1.0/24"
+    assert parse(",".join(s.to_text() for s in specs)) == specs
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "a:1.35:containerd-2.2",
+        "a:1.36:docker",
+        "a:1.36:containerd-2.2:admin-pod-events-off",  # the option is CRI-O's
+        "a:1.36:containerd-2.2,a:1.37:containerd-2.2",
+        "Upper:1.36:containerd-2.2",
+        "a:1.36",
+        ",".join(f"n{i}:1.36:containerd-2.2" for i in range(10)),
+    ],
+)
+def test_bad_specs_are_refused(text: str) -> None:
+    with pytest.raises(SpecError):
+        parse(text)
+
+
+def test_node_files_join_the_cluster_with_the_node_identity() -> None:
+    specs = parse("a:1.36:containerd-2.2,b:1.36:crio-1.34:admin-pod-events-off,c:1.36:containerd-1.6")
+    a, b, c = specs
+    files = nf.node_files(a, specs, api_port=6443, machine_id="0" * 32)
+    kubeconfig = yaml.safe_load(files[nf.KUBELET_KUBECONFIG].text)
+    cluster = kubeconfig["clusters"][0]["cluster"]
+    assert cluster["server"] == "https://172.16.77.1:6443"
+    assert cluster["tls-server-name"] == "kubernetes"
+    kubelet = yaml.safe_load(files["/etc/kubernetes/kubelet.yaml"].text)
+    assert kubelet["containerRuntimeEndpoint"] == "unix:///run/containerd/containerd.sock"
+    assert kubelet["failCgroupV1"] is False and kubelet["podCIDR"] == "10.244.1.0/24"
+    assert kubelet["authorization"]["mode"] == "Webhook"  # the agent's token needs nodes/metrics
+    cni = json.loads(files["/etc/cni/net.d/10-lab.conflist"].text)
+    assert cni["plugins"][0]["ipam"]["ranges"] == [[{"subnet": "10.244.1.0/24", "gateway": "10.244.1.1"}]]
+    net = files["/etc/systemd/system/lab-net.service"].text
+    assert "ip route add 10.244.2.0/24 via 172.16.77.12" in net
+    assert "ip route add 10.244.3.0/24 via 172.16.77.13" in net
+    assert "10.244.1.0/24" not in net  # no route to its own subnet
+    assert "dnat to 172.16.77.1:6443" in files["/etc/lab/kubernetes-service.nft"].text
+    assert "restrict_oom_score_adj = true" in files["/etc/containerd/config.toml"].text
+    assert "ExecStart=/usr/local/bin/containerd " in files["/etc/systemd/system/containerd.service"].text
+    assert files["/usr/local/bin/lab-entrypoint"].mode == 0o755
+    assert "/etc/crio/crio.conf" not in files
+
+    crio = nf.node_files(b, specs, api_port=6443, machine_id="1" * 32)
+    assert "containerd.service" not in "".join(k for k in crio if k.startswith("/etc/systemd"))
+    assert nf.CRIO_ADMIN_DROPIN in crio and "enable_pod_events = false" in crio[nf.CRIO_ADMIN_DROPIN].text
+    assert 'runtime_path = "/usr/local/bin/runc-lab"' in crio["/etc/crio/crio.conf"].text
+    assert nf.node_links(b)["/etc/systemd/system/containerd.service"] == "/dev/null"
+    assert "/etc/systemd/system/multi-user.target.wants/crio.service" in nf.node_links(b)
+    plain_crio = nf.node_files(parse("x:1.36:crio-1.34")[0], specs, api_port=1, machine_id="2" * 32)
+    assert nf.CRIO_ADMIN_DROPIN not in plain_crio
+
+    debian = nf.node_files(c, specs, api_port=6443, machine_id="3" * 32)
+    assert "version = 2" in debian["/etc/containerd/config.toml"].text
+    assert "ExecStart=/usr/bin/containerd " in debian["/etc/systemd/system/containerd.service"].text
+
+
+def test_runc_wrapper_clamps_what_this_machine_cannot_grant(tmp_path: Path) -> None:
+    bundle = tmp_path
+    caps = ["CAP_CHOWN", "CAP_SYS_RESOURCE", "CAP_SYS_ADMIN"]
+    config = {"process": {"oomScoreAdj": -998, "capabilities": {"bounding": caps, "effective": caps[1:2]}},
+              "linux": {"resources": {"hugepageLimits": [
+        {"pageSize": "2MB", "limit": 0}, {"pageSize": "1GB", "limit": 0}]}}}  # fmt: skip
+    (bundle / "config.json").write_text(json.dumps(config, indent="\t"))
+    wrapper = bundle / "runc-lab"
+    # The real wrapper, with runc replaced by `true` so only the edit runs.
+    wrapper.write_text(nf.RUNC_WRAPPER.replace("exec /usr/sbin/runc", "exec true"))
+    wrapper.chmod(0o755)
+    subprocess.run([str(wrapper), "create", "--bundle", str(bundle), "id"], check=True)
+    edited = json.loads((bundle / "config.json").read_text())
+    assert edited["process"]["oomScoreAdj"] == 0
+    assert edited["linux"]["resources"]["hugepageLimits"] == []
+    bounding = int(next(ln.split()[1] for ln in Path("/proc/self/status").read_text().splitlines()
+                        if ln.startswith("CapBnd:")), 16)  # fmt: skip
+    if bounding >> 24 & 1:  # this machine grants CAP_SYS_RESOURCE: the wrapper leaves the list alone
+        assert edited["process"]["capabilities"]["bounding"] == caps
+    else:
+        assert edited["process"]["capabilities"]["bounding"] == ["CAP_CHOWN", "CAP_SYS_ADMIN"]
+        assert edited["process"]["capabilities"]["effective"] == []

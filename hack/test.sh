@@ -33,6 +33,8 @@ step "real node rig (kubelet v1.36 + v1.37, containerd 2.2, crictl; Debian runc/
 # realnode tests are skipped and pytest's summary says so in red.
 if [ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ]; then
   eventedpleg realnode build
+  step "lab nodes (bookworm rootfs, systemd-nspawn, CRI-O v1.34 from Go modules; cached after the first build)"
+  eventedpleg lab build
 else
   echo "not root on Linux: the tests against a real kubelet will be SKIPPED"
 fi

@@ -35,6 +35,28 @@ def lab() -> None:
     """A real cluster on this machine: real kubelets and runtimes in systemd-nspawn nodes."""
 
 
+@lab.command("build")
+@click.option(
+    "--nodes",
+    "spec",
+    default=nodes.DEFAULT_SPEC,
+    show_default=True,
+    help="Build what this node set needs (the same syntax as `lab up --nodes`).",
+)
+def build_cmd(spec: str) -> None:
+    """Build or find in the cache what the nodes are made from (rootfs, nspawn, CRI-O, kubelets, runtimes)."""
+    try:
+        specs = nodes.parse(spec)
+    except nodes.SpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--nodes") from exc
+    start = time.monotonic()
+    try:
+        Lab(None, log=_log).prepare(specs)
+    except (AssetError, BuildError, subprocess.CalledProcessError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    _log(f"[lab] built in {time.monotonic() - start:.0f}s")
+
+
 @lab.command("up")
 @_DIR
 @click.option(

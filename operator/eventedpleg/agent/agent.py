@@ -65,6 +65,28 @@ class AgentSettings:
     benefit_window_seconds: float = 30.0
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One apply under way: what was asked, the host plan, and the transaction holding the backups."""
+
+    node: NodeView
+    options: AgentOptions
+    rendered: render.RenderedConfig
+    plan: ApplyPlan
+    version: Version
+    previous: ManagedState  # what the agent had applied before this attempt
+    txn: Transaction
+
+
+@dataclass(frozen=True)
+class Verified:
+    """An attempt whose verification passed, with its eventedpleg.io/benefit figures: ready to commit."""
+
+    attempt: Attempt
+    result: VerifyResult
+    figures: dict[str, object]
+
+
 def drive(work: Work[T], sleep: Callable[[float], None]) -> T:
     """Run a step to completion, sleeping whenever it asks to wait."""
     try:
@@ -163,7 +185,7 @@ class Agent:
         result = self.host.run(["systemctl", "restart", unit])
         return result.ok, "" if result.ok else result.summary()
 
-    # --- apply ------------------------------------------------------------------------------------------
+    # --- apply: request, recover, plan (or refuse), measure, begin, change, verify, commit or fail -------
 
     def _request(self, node: NodeView) -> tuple[AgentOptions, render.RenderedConfig] | None:
         """agent-options and the hash-named ConfigMap, re-validated; rejects (touching nothing) when bad."""
@@ -195,104 +217,106 @@ class Agent:
         if request is None:
             return
         options, rendered = request
-        desired = rendered.hash
-
-        txn = self.store.transaction()
-        stale = txn is not None and (txn.target_hash != desired or txn.halted)
-        txn_before = txn
-        if txn is not None and stale:
-            # An apply that was interrupted or halted: put the node back exactly as it was first.
-            self._restore(txn)
-            self.store.end()
-            txn = None
-
-        facts = read_facts(self.host, self.files, node, enabling=rendered.enabled)
-        facts = replace(facts, config_baseline=self.store.config_baseline())
-        managed = self.store.applied()
-        decision = decide(facts, rendered, managed, allow_static_pods=options.allow_static_pods)
-        version = facts.kubelet_version or self._version(node)
+        resumed, restored = self._recover(rendered.hash)
+        decision, version, previous = self._plan(node, rendered, options)
         if isinstance(decision, Refusal) or version is None:
-            refusal = (
-                decision
-                if isinstance(decision, Refusal)
-                else Refusal("cannot read the kubelet version", "check `kubelet --version` on the host")
-            )
-            if stale and txn_before is not None and version is not None:  # make the restored files effective
-                yield from self._restart_services(
-                    restart_runtime=txn_before.restart_runtime,
-                    runtime_unit=txn_before.runtime_unit,
-                    version=version,
-                )
-            evidence = {
-                "result": "refused",
-                "reason": refusal.reason,
-                "fix": refusal.fix,
-                "changed": "nothing",
-            }
-            self._report(node, NodeState.SKIPPED, refusal.message, evidence)
-            self._event(node, "Unsupported", refusal.message, warning=True)
+            yield from self._refuse(node, _refusal(decision), restored=restored, version=version)
             return
-
-        plan = decision
         before = yield from self._measure()
-        txn = self._begin(txn, desired, rendered.enabled, plan, managed)
-        self._event(node, "Applying", plan.summary)
-        failure = self._write(plan, version)
-        restart_at = self.now
+        txn = self._begin(resumed, rendered, decision, previous)
+        attempt = Attempt(node, options, rendered, decision, version, previous, txn)
+        self._event(node, "Applying", decision.summary)
+        failure, restart_at = yield from self._change_host(attempt)
         if failure is None:
-            failure, restart_at = yield from self._restart_services(
-                restart_runtime=plan.restart_runtime, runtime_unit=plan.runtime_unit, version=version
-            )
-        if failure is None:
-            self._report(node, NodeState.VERIFYING, plan.summary)
-            timeout = options.verify_timeout_seconds
-            result = yield from self._verify(version, plan.expect, since=restart_at, timeout=timeout)
+            result = yield from self._verify_apply(attempt, since=restart_at)
             if result.outcome is Outcome.PASS:
-                after = yield from self._measure()
-                figures = benefit.document(
-                    kubelet=result.kubelet,
-                    enabled=rendered.enabled,
-                    before=before,
-                    after=after,
-                    narrowed=version.minor_pair >= (1, 37),
-                )
-                self._commit(node, desired, rendered.enabled, plan, result, txn, managed, figures)
+                figures = yield from self._benefit(attempt, result, before)
+                self._commit(Verified(attempt, result, figures))
                 return
             failure = result
-        yield from self._fail(node, txn, plan=plan, failure=failure, version=version, options=options)
+        yield from self._fail(attempt, failure)
+
+    def _recover(self, desired: str) -> tuple[Transaction | None, Transaction | None]:
+        """Our own interrupted apply of `desired` (to resume), or a stale/halted one, restored exactly and
+        returned second (its restored files take effect only after a restart)."""
+        txn = self.store.transaction()
+        if txn is None or (txn.target_hash == desired and not txn.halted):
+            return txn, None
+        # An apply that was interrupted or halted: put the node back exactly as it was first.
+        self._restore(txn)
+        self.store.end()
+        return None, txn
+
+    def _plan(
+        self, node: NodeView, rendered: render.RenderedConfig, options: AgentOptions
+    ) -> tuple[ApplyPlan | Refusal, Version | None, ManagedState]:
+        """Read the host and decide (eventedpleg.core.hostplan); also the kubelet version and our record."""
+        facts = read_facts(self.host, self.files, node, enabling=rendered.enabled)
+        facts = replace(facts, config_baseline=self.store.config_baseline())
+        previous = self.store.applied()
+        decision = decide(facts, rendered, previous, allow_static_pods=options.allow_static_pods)
+        return decision, facts.kubelet_version or self._version(node), previous
+
+    def _refuse(
+        self, node: NodeView, refusal: Refusal, *, restored: Transaction | None, version: Version | None
+    ) -> Work[None]:
+        """Skip the node, changing nothing (beyond making a stale apply's restored files effective)."""
+        if restored is not None and version is not None:
+            yield from self._restart_services(
+                restart_runtime=restored.restart_runtime, runtime_unit=restored.runtime_unit, version=version
+            )
+        evidence = {"result": "refused", "reason": refusal.reason, "fix": refusal.fix, "changed": "nothing"}
+        self._report(node, NodeState.SKIPPED, refusal.message, evidence)
+        self._event(node, "Unsupported", refusal.message, warning=True)
 
     def _begin(
-        self, txn: Transaction | None, desired: str, enabled: bool, plan: ApplyPlan, managed: ManagedState
+        self,
+        resumed: Transaction | None,
+        rendered: render.RenderedConfig,
+        plan: ApplyPlan,
+        previous: ManagedState,
     ) -> Transaction:
         """Record exact backups before the first write (or extend those of our own interrupted apply)."""
-        if txn is None:
+        if resumed is None:
             pre_gate = plan.gate_before
             if pre_gate is None:
                 pre_gate, _ = gate_metric(self.observer.metrics())
             txn = Transaction(
-                target_hash=desired,
-                enabled=enabled,
+                target_hash=rendered.hash,
+                enabled=rendered.enabled,
                 started=self.now.isoformat(),
                 backups=tuple((ch.path, self.files.copy_of(ch.path)) for ch in plan.changes),
                 restart_runtime=plan.restart_runtime,
                 runtime_unit=plan.runtime_unit,
-                previous=managed,
+                previous=previous,
                 pre_gate=pre_gate,
                 protected=plan.protected_dirs,
             )
         else:
-            known = set(txn.paths)
+            known = set(resumed.paths)
             extra = tuple(
                 (ch.path, self.files.copy_of(ch.path)) for ch in plan.changes if ch.path not in known
             )
             txn = replace(
-                txn,
-                backups=txn.backups + extra,
-                restart_runtime=txn.restart_runtime or plan.restart_runtime,
-                protected=tuple(dict.fromkeys(txn.protected + plan.protected_dirs)),
+                resumed,
+                backups=resumed.backups + extra,
+                restart_runtime=resumed.restart_runtime or plan.restart_runtime,
+                protected=tuple(dict.fromkeys(resumed.protected + plan.protected_dirs)),
             )
         self.store.begin(txn)
         return txn
+
+    def _change_host(self, attempt: Attempt) -> Work[tuple[VerifyResult | None, datetime]]:
+        """Write the files, then restart; a failure (or None) and the kubelet's restart time."""
+        failure = self._write(attempt.plan, attempt.version)
+        if failure is not None:
+            return failure, self.now
+        plan = attempt.plan
+        return (
+            yield from self._restart_services(
+                restart_runtime=plan.restart_runtime, runtime_unit=plan.runtime_unit, version=attempt.version
+            )
+        )
 
     def _write(self, plan: ApplyPlan, version: Version) -> VerifyResult | None:
         self.files.sweep_temp_files([ch.path for ch in plan.changes], plan.protected_dirs)
@@ -329,26 +353,36 @@ class Agent:
             return _failed("kubelet", f"kubelet did not restart: {why}", version), restart_at
         return None, restart_at
 
-    def _fail(
-        self,
-        node: NodeView,
-        txn: Transaction,
-        *,
-        plan: ApplyPlan,
-        failure: VerifyResult,
-        version: Version,
-        options: AgentOptions,
-    ) -> Work[None]:
+    def _verify_apply(self, attempt: Attempt, *, since: datetime) -> Work[VerifyResult]:
+        self._report(attempt.node, NodeState.VERIFYING, attempt.plan.summary)
+        timeout = attempt.options.verify_timeout_seconds
+        return (yield from self._verify(attempt.version, attempt.plan.expect, since=since, timeout=timeout))
+
+    def _benefit(
+        self, attempt: Attempt, result: VerifyResult, before: benefit.Window | None
+    ) -> Work[dict[str, object]]:
+        """The eventedpleg.io/benefit figures: the window before the change against one after it passed."""
+        after = yield from self._measure()
+        return benefit.document(
+            kubelet=result.kubelet,
+            enabled=attempt.rendered.enabled,
+            before=before,
+            after=after,
+            narrowed=attempt.version.minor_pair >= (1, 37),
+        )
+
+    def _fail(self, attempt: Attempt, failure: VerifyResult) -> Work[None]:
+        node, plan = attempt.node, attempt.plan
         evidence: dict[str, object] = {"failure": failure.evidence()}
         if plan.warnings:
             evidence["warnings"] = list(plan.warnings)
-        if options.on_failure is OnFailure.HALT:
+        if attempt.options.on_failure is OnFailure.HALT:
             self.store.mark_halted()
             reason = f"verification failed: {failure.reason}; node left as it failed (onFailure: Halt)"
             self._report(node, NodeState.FAILED, reason, evidence)
             self._event(node, "VerificationFailed", reason, warning=True)
             return
-        rollback = yield from self._rollback(txn, version, node, options)
+        rollback = yield from self._rollback(attempt)
         evidence["rollback"] = rollback.evidence()
         if rollback.outcome is Outcome.PASS:
             self.store.end()
@@ -363,48 +397,48 @@ class Agent:
             self._report(node, NodeState.FAILED, reason, evidence)
             self._event(node, "RollbackFailed", reason, warning=True)
 
-    def _commit(
-        self,
-        node: NodeView,
-        desired: str,
-        enabled: bool,
-        plan: ApplyPlan,
-        result: VerifyResult,
-        txn: Transaction,
-        previous: ManagedState,
-        figures: dict[str, object],
-    ) -> None:
-        written = {ch.path: sha256(ch.content) for ch in plan.changes if ch.content is not None}
-        edit = plan.config_edit
-        if edit is not None:
-            written.pop(edit.path, None)  # an edited --config is tracked by its gate, not its bytes
-            if previous.config_edit is None:  # first edit: keep the original bytes for an exact disable
-                original = dict(txn.backups).get(edit.path)
-                if original is not None and original.content is not None:
-                    self.store.save_config_baseline(original.content)
-        elif not enabled:
-            self.store.drop_config_baseline()
-        state = ManagedState(
-            hash=desired,
-            enabled=enabled,
-            files=written if enabled else {},
-            config_edit=plan.config_edit if enabled else None,
-        )
-        self.store.save_applied(state)
+    def _commit(self, verified: Verified) -> None:
+        """Record what is now applied, end the transaction, and report Done."""
+        attempt, result = verified.attempt, verified.result
+        plan, desired = attempt.plan, attempt.rendered.hash
+        self._record_applied(attempt)
         self.store.end()
         evidence: dict[str, object] = dict(result.evidence())
         if plan.warnings:
             evidence["warnings"] = list(plan.warnings)
         self._report(
-            node,
+            attempt.node,
             NodeState.DONE,
             result.reason,
             evidence,
             current=desired,
-            extra={c.ANN_BENEFIT: benefit.to_annotation(figures)},
+            extra={c.ANN_BENEFIT: benefit.to_annotation(verified.figures)},
         )
         message = result.reason + (f" (warnings: {'; '.join(plan.warnings)})" if plan.warnings else "")
-        self._event(node, "Verified", message, warning=bool(plan.warnings))
+        self._event(attempt.node, "Verified", message, warning=bool(plan.warnings))
+
+    def _record_applied(self, attempt: Attempt) -> None:
+        """The managed state (file digests, the --config edit) and the original --config bytes."""
+        plan, enabled = attempt.plan, attempt.rendered.enabled
+        written = {ch.path: sha256(ch.content) for ch in plan.changes if ch.content is not None}
+        edit = plan.config_edit
+        if edit is not None:
+            written.pop(edit.path, None)  # an edited --config is tracked by its gate, not its bytes
+            if (
+                attempt.previous.config_edit is None
+            ):  # first edit: keep the original bytes for an exact disable
+                original = dict(attempt.txn.backups).get(edit.path)
+                if original is not None and original.content is not None:
+                    self.store.save_config_baseline(original.content)
+        elif not enabled:
+            self.store.drop_config_baseline()
+        state = ManagedState(
+            hash=attempt.rendered.hash,
+            enabled=enabled,
+            files=written if enabled else {},
+            config_edit=plan.config_edit if enabled else None,
+        )
+        self.store.save_applied(state)
 
     def _measure(self) -> Work[benefit.Window | None]:
         """Relists and kubelet CPU over benefit_window_seconds (two /metrics scrapes)."""
@@ -420,9 +454,8 @@ class Agent:
         for path, copy in txn.backups:
             self.files.restore(path, copy, protected=txn.protected)
 
-    def _rollback(
-        self, txn: Transaction, version: Version, node: NodeView, options: AgentOptions
-    ) -> Work[VerifyResult]:
+    def _rollback(self, attempt: Attempt) -> Work[VerifyResult]:
+        txn, version = attempt.txn, attempt.version
         try:
             self._restore(txn)
         except OSError as exc:
@@ -435,9 +468,8 @@ class Agent:
         # Back to what the node ran before: healthy, with the gate as it was. Whether events flowed before is
         # not ours to demand (the previous state may itself have been a drifted one).
         expect = Expectation(gate=txn.pre_gate, in_use=None)
-        return (
-            yield from self._verify(version, expect, since=restart_at, timeout=options.verify_timeout_seconds)
-        )
+        timeout = attempt.options.verify_timeout_seconds
+        return (yield from self._verify(version, expect, since=restart_at, timeout=timeout))
 
     # --- verify -----------------------------------------------------------------------------------------
 
@@ -580,6 +612,13 @@ class Agent:
             reason = f"fell back to generic PLEG ({why}); kubelet restart did not heal it: {result.reason}"
             self._report(node, NodeState.DRIFTED, reason, evidence, current=None)
             self._event(node, "FallbackNotHealed", reason, warning=True)
+
+
+def _refusal(decision: ApplyPlan | Refusal) -> Refusal:
+    """The decision's refusal, or (for a plan) the one for a kubelet version that could not be read."""
+    if isinstance(decision, Refusal):
+        return decision
+    return Refusal("cannot read the kubelet version", "check `kubelet --version` on the host")
 
 
 def _failed(name: str, why: str, version: Version, lines: tuple[str, ...] = ()) -> VerifyResult:

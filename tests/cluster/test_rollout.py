@@ -478,17 +478,16 @@ def test_nodeconfigs_created_and_deleted_during_a_rollout(env: Env) -> None:
     churned: list[str] = []
 
     def churn() -> None:
-        """Create each peer (it selects no node) and delete the one created five before it."""
-        for i, peer in enumerate(peers):
+        """Create every peer (each selects no node), then delete them all: passes that iterate the peers
+        run all the while, in worker threads, on the NodeConfigs of the moment."""
+        for peer in peers:
             body = nodeconfig(peer, f"{env.prefix}-none")
             env.custom.create_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL, body)
-            if i >= 5:
-                env.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL, peers[i - 5])
-                churned.append(peers[i - 5])
-            time.sleep(0.05)
-        for peer in peers[-5:]:
+            time.sleep(0.02)
+        for peer in peers:
             env.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL, peer)
             churned.append(peer)
+            time.sleep(0.02)
 
     with (
         operator_running(env.cluster, NS, env.tmp) as op,

@@ -12,10 +12,11 @@ ARG PYTHON_IMAGE=python:3.11-slim
 # --- builder: the project's wheel plus the wheels of its dependencies --------------------------------------
 FROM ${PYTHON_IMAGE} AS builder
 WORKDIR /src
-# Exactly what the wheel is built from (pyproject.toml: the operator/ package; templates/, crds/ and the chart
-# force-included; README.md as the long description). .dockerignore keeps everything else out of the context.
+# Exactly what the wheel is built from (pyproject.toml: the operator/eventedpleg package; templates/, crds/ and
+# the chart force-included; README.md as the long description). .dockerignore keeps everything else out of the
+# context, the lab (operator/eventedpleg_lab, its own distribution) included.
 COPY pyproject.toml README.md ./
-COPY operator/ operator/
+COPY operator/eventedpleg/ operator/eventedpleg/
 COPY templates/ templates/
 COPY crds/ crds/
 COPY manifests/evented-pleg-operator/ manifests/evented-pleg-operator/

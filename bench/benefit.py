@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from eventedpleg.core.promtext import Metrics, parse_metrics
-from eventedpleg.realnode import config as cfg
-from eventedpleg.realnode import layout as lay
-from eventedpleg.realnode import rig as rn
-from eventedpleg.realnode.host import line_time, read_since
+from eventedpleg_lab.realnode import config as cfg
+from eventedpleg_lab.realnode import layout as lay
+from eventedpleg_lab.realnode import rig as rn
+from eventedpleg_lab.realnode.host import line_time, read_since
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")

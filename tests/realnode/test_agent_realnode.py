@@ -21,9 +21,9 @@ from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.kubeletlog import Signal
 from eventedpleg.core.promtext import parse_metrics
 from eventedpleg.core.verify import CONN_ERROR, CONN_SUCCESS, FEATURE_METRIC, RELIST_COUNT, RELIST_SUM
-from eventedpleg.realnode import config as cfg
-from eventedpleg.realnode import layout as lay
-from eventedpleg.realnode import rig as rn
+from eventedpleg_lab.realnode import config as cfg
+from eventedpleg_lab.realnode import layout as lay
+from eventedpleg_lab.realnode import rig as rn
 from tests.realnode.conftest import FIXTURES, Seen, make_agent_rig
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]

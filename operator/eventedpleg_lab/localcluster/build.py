@@ -9,7 +9,7 @@ No container engine and no release downloads here: only the Go module proxy. So 
   release's own go.mod, so a new release that adds a staging module needs no change here;
 - kwok and helm with `go install pkg@version` (their go.mods have no `replace`).
 
-The real-node rig (eventedpleg.realnode) builds its binaries here too, with the same techniques: two
+The real-node rig (eventedpleg_lab.realnode) builds its binaries here too, with the same techniques: two
 kubelets (the staging-replace wrapper, one per version), containerd 2.2 + runc shim + ctr and crictl with
 `go install`.
 Those are versioned components (`ensure_component`), not looked up by bare binary name.
@@ -18,7 +18,7 @@ The cache is keyed by component and version (`<cache>/bin/<component>-<version>/
 checks that files exist. Binaries a user already has are honoured: $EVENTEDPLEG_BIN_DIR first, then
 $KUBEBUILDER_ASSETS (envtest's layout), then the cache; only what is missing is built.
 
-    python -m eventedpleg.localcluster.build            # build everything missing, print the paths
+    python -m eventedpleg_lab.localcluster.build            # build everything missing, print the paths
 """
 
 from __future__ import annotations

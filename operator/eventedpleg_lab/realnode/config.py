@@ -10,8 +10,8 @@ from enum import StrEnum
 
 import yaml
 
-from eventedpleg.realnode import layout as lay
-from eventedpleg.realnode.images import IDLE_IMAGE, PAUSE_IMAGE
+from eventedpleg_lab.realnode import layout as lay
+from eventedpleg_lab.realnode.images import IDLE_IMAGE, PAUSE_IMAGE
 
 CONTAINERD_METRICS = "127.0.0.1:1338"
 HEALTHZ_PORT = 10248

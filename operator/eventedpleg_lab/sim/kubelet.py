@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import yaml
 
 from eventedpleg.core.versions import Version, parse_version
-from eventedpleg.sim.journal import Journal, klog
+from eventedpleg_lab.sim.journal import Journal, klog
 
 UNIT = "kubelet"
 EVENTED = "EventedPLEG"

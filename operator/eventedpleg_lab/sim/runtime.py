@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from eventedpleg.core.versions import Version
-from eventedpleg.sim.journal import Journal
-from eventedpleg.sim.kubelet import StreamProblem
+from eventedpleg_lab.sim.journal import Journal
+from eventedpleg_lab.sim.kubelet import StreamProblem
 
 CRIO_MAIN = "etc/crio/crio.conf"
 CRIO_DIR = "etc/crio/crio.conf.d"

@@ -17,9 +17,9 @@ from eventedpleg.agent import runner
 from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.agent.linuxhost import RealClock
 from eventedpleg.k8s.agentapi import KubeAgentApi
-from eventedpleg.k8s.fakenodes import FakeNode
-from eventedpleg.sim import profiles
-from eventedpleg.sim.host import SimHost
+from eventedpleg_lab.kube.fakenodes import FakeNode
+from eventedpleg_lab.sim import profiles
+from eventedpleg_lab.sim.host import SimHost
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""The simulated host follows the real rules (domain-facts §1-§4), so passing agent tests mean something."""
+"""The simulated host follows the real rules (docs/compatibility.md §1-§4), so passing agent tests mean
+something."""
 
 from __future__ import annotations
 

@@ -198,13 +198,14 @@ def test_operator_deployment_runs_two_replicas_one_active(default: Rendered) -> 
     spec = deploy["spec"]
     assert spec["replicas"] == 2
     # The standby must start before an old replica stops; readiness must not wait for the Lease, or a
-    # rolling update could never finish (see the template's comment).
+    # rolling update could never finish (see the template's comment): it is the node cache being synced,
+    # which the standby's is too. Liveness is the loops' progress.
     assert spec["strategy"] == {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
     }
     container = _container(deploy)
-    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert container["ports"] == [{"name": "metrics", "containerPort": 8080, "protocol": "TCP"}]
     anti = spec["template"]["spec"]["affinity"]["podAntiAffinity"][
@@ -231,8 +232,20 @@ def test_operator_env_and_argv_are_accepted_by_the_cli(default: Rendered) -> Non
         "metrics_port": 8080,
         "leader_elect": True,
         "identity": "op-abc",
+        # client-go's rules: the leader stops (renew deadline) before a standby may take over (duration).
+        "lease_duration": 15.0,
+        "renew_deadline": 10.0,
+        "retry_period": 2.0,
+        "lease_request_timeout": 5.0,
+        "rollout_stale_seconds": 120.0,
+        "informer_stale_seconds": 420.0,
         "verbose": False,
     }
+    lease = render(
+        {"operator.leaderElection": {"leaseDuration": 30, "renewDeadline": 20, "retryPeriod": 4}}
+    ).find("Deployment", OPERATOR)
+    params = _parse_cli(_container(lease), {"POD_NAME": "op-abc", "EVENTEDPLEG_NAMESPACE": NAMESPACE})
+    assert (params["lease_duration"], params["renew_deadline"], params["retry_period"]) == (30, 20, 4)
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == OPERATOR
 
 
@@ -298,10 +311,21 @@ def test_agent_argv_is_accepted_by_the_cli(default: Rendered) -> None:
     assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
     params = _parse_cli(container, {"NODE_NAME": "node-1"})
     assert params["node"] == "node-1"
+    assert (params["health_port"], params["health_stale_seconds"]) == (9441, 180.0)
     assert params["host_root"] == Path("/host")
     assert params["namespace"] == NAMESPACE  # where the operator writes the rendered ConfigMaps
     assert "simulate" not in params and "profile" not in params  # the image's agent has no simulator
     assert params["once"] is False
+
+
+def test_agent_probes_use_its_health_endpoint(default: Rendered) -> None:
+    container = _container(default.find("DaemonSet", AGENT))
+    assert container["ports"] == [{"name": "health", "containerPort": 9441, "protocol": "TCP"}]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    # The probe must tolerate a quiet watch (60 s) plus its read timeout before restarting the agent.
+    liveness = container["livenessProbe"]
+    assert liveness["periodSeconds"] * liveness["failureThreshold"] >= 60
 
 
 def test_agent_namespace_is_the_only_privileged_one(default: Rendered) -> None:
@@ -464,7 +488,8 @@ def _parse_cli(container: Doc, env: dict[str, str]) -> dict[str, Any]:
     assert isinstance(command, click.Command), argv[1]
     # auto_envvar/envvar defaults must not leak in from the test's environment.
     saved = {k: os.environ.pop(k) for k in list(os.environ) if k in {"KUBECONFIG", "NODE_NAME", "POD_NAME",
-             "EVENTEDPLEG_NAMESPACE", "EVENTEDPLEG_HOST_ROOT", "EVENTEDPLEG_METRICS_PORT"}}  # fmt: skip
+             "EVENTEDPLEG_NAMESPACE", "EVENTEDPLEG_HOST_ROOT", "EVENTEDPLEG_METRICS_PORT",
+             "EVENTEDPLEG_HEALTH_PORT"}}  # fmt: skip
     try:
         ctx = command.make_context(argv[1], argv[2:], parent=group_ctx)
     finally:

@@ -80,7 +80,8 @@ def test_pre_cordoned_node_is_processed_for_free_and_stays_cordoned() -> None:
 
 
 def test_an_administrators_cordon_uses_up_the_budget() -> None:
-    """Already-unavailable nodes count (DESIGN.md, as in MCO): with maxUnavailable 1 nothing else starts."""
+    """Already-unavailable nodes count (README, "Availability budget"; as in MCO): with maxUnavailable 1
+    nothing else starts."""
     nodes = fleet(3)
     nodes["node-000"].unschedulable = True
     world = World(nodes, spec())

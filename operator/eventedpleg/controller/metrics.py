@@ -1,13 +1,15 @@
 """The operator's Prometheus metrics and its small HTTP endpoint (/metrics, /healthz, /readyz).
 
 Served by our own thread rather than kopf's liveness endpoint because a standby replica (waiting for
-the Lease) must answer probes too, before kopf runs.
+the Lease) must answer probes too, before kopf runs. /healthz is `live()` (controller/probes.py: the
+loops made progress recently); /readyz is `ready` (the node cache is synced, on leader and standby).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import (
@@ -70,6 +72,7 @@ class Metrics:
         )
         self.leader = Gauge("eventedpleg_leader", "1 when this replica holds the leader Lease", registry=r)
         self.ready = threading.Event()
+        self.live: Callable[[], tuple[bool, str]] = lambda: (True, "ok")
 
     def observe(self, nodeconfig: str, summary: Summary, conditions: dict[str, bool]) -> None:
         counts = summary.counts
@@ -91,10 +94,11 @@ class Metrics:
                 if self.path.startswith("/metrics"):
                     self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
                 elif self.path.startswith("/healthz"):
-                    self._send(200, b"ok", "text/plain")
+                    ok, message = metrics.live()
+                    self._send(200 if ok else 503, message.encode(), "text/plain")
                 elif self.path.startswith("/readyz"):
                     ok = metrics.ready.is_set()
-                    self._send(200 if ok else 503, b"ok" if ok else b"standby", "text/plain")
+                    self._send(200 if ok else 503, b"ok" if ok else b"caches not synced", "text/plain")
                 else:
                     self._send(404, b"not found", "text/plain")
 

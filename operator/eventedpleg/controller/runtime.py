@@ -30,6 +30,7 @@ from eventedpleg.controller.nodeconfigstore import NodeConfigStore
 from eventedpleg.controller.publisher import StatusPublisher
 from eventedpleg.controller.reconciler import Reconciler
 from eventedpleg.controller.steps import STEP_THREADS, StepRunner
+from eventedpleg.core.health import Heartbeats
 from eventedpleg.k8s.events import EventRecorder
 
 __all__ = ["STEP_THREADS", "Runtime"]
@@ -50,6 +51,10 @@ class Runtime:
     loop: asyncio.AbstractEventLoop | None = None
     nodes_synced: threading.Event = field(default_factory=threading.Event)  # the first node LIST is in
     wake_pending: bool = False
+    # Liveness: each rollout loop beats once a pass (controller/probes.py judges staleness).
+    beats: Heartbeats | None = None
+    # Leader election: no step starts unless this says so (a leader that cannot renew stops at once).
+    may_start: Callable[[], bool] = lambda: True
     publisher: StatusPublisher = field(init=False)
     steps: StepRunner = field(init=False)
     reconciler: Reconciler = field(init=False)
@@ -57,11 +62,21 @@ class Runtime:
     def __post_init__(self) -> None:
         self.publisher = StatusPublisher(self.api, self.recorder, self.metrics)
         self.steps = StepRunner(
-            self.api, self.recorder, self.metrics, self.nodes, self.clock, self._wake_from_thread
+            self.api,
+            self.recorder,
+            self.metrics,
+            self.nodes,
+            self.clock,
+            self._wake_from_thread,
+            self._may_start,
         )
         self.reconciler = Reconciler(
             self.api, self.namespace, self.metrics, self.nodes, self.steps, self.publisher, self.clock
         )
+
+    def _may_start(self) -> bool:
+        """Read at each step: main replaces `may_start` once it leads."""
+        return self.may_start()
 
     # -- watch events ----------------------------------------------------------------------------------
 
@@ -102,8 +117,11 @@ class Runtime:
     async def run_rollout(self, name: str, stopped: Any) -> None:
         wake = self.wakes.setdefault(name, asyncio.Event())
         self.loop = asyncio.get_running_loop()
+        loop = f"rollout/{name}"
         try:
             while not stopped:
+                if self.beats is not None:
+                    self.beats.beat(loop)
                 wake.clear()
                 if not self.nodes_synced.is_set():
                     # Never plan on part of the cluster: unseen nodes could be unavailable (maxUnavailable).
@@ -123,6 +141,8 @@ class Runtime:
                 await asyncio.sleep(max(COALESCE, cost))
         finally:
             self.wakes.pop(name, None)
+            if self.beats is not None:
+                self.beats.forget(loop)
 
     async def finalized(self, name: str) -> bool:
         """For the delete handler: one pass in deleting mode; True once every node is let go."""

@@ -33,6 +33,7 @@ class StepRunner:
     nodes: NodeCache
     clock: Callable[[], datetime]
     settled: Callable[[], None]  # called from a pool thread after each step: wake the passes
+    may_start: Callable[[], bool] = lambda: True  # leader election: False stops every new step
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(WORKERS, "step"))
     # Steps that give a node back (uncordon, release, fail) never queue behind the cordons and drains
     # that take new ones: a burst of Done reports is answered at once, and it frees the budget first.
@@ -43,7 +44,7 @@ class StepRunner:
     def submit(self, actions: tuple[Action, ...], ref: ObjectRef, spec: NodeConfigSpec) -> None:
         """Start each step on a pool without waiting: the next pass may run while steps are in flight.
         A node with a step in flight gets no second one; a Cordon is assumed done until it lands."""
-        if not actions:
+        if not actions or not self.may_start():
             return
         executor = Executor(
             self.api,
@@ -66,7 +67,11 @@ class StepRunner:
     def _step(self, executor: Executor, action: Action, nodeconfig: str, before: NodeView | None) -> None:
         started = time.monotonic()
         try:
-            outcome = executor.apply(action, before)
+            if self.may_start():  # checked again: the step may have queued past the leader's deadline
+                log.info("step %s on %s starts", type(action).__name__, action.node)
+                outcome = executor.apply(action, before)
+            else:
+                outcome = Outcome(action, applied=False, error="not leading")
         except Exception:  # a step must never leave the node marked busy or assumed
             log.exception("step %s on %s", type(action).__name__, action.node)
             outcome = Outcome(action, applied=False, error="internal error")

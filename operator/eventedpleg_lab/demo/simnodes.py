@@ -36,7 +36,7 @@ def profile_for(node: FakeNode) -> profiles.HostProfile:
         kubelet_version=node.kubelet_version,
         runtime=node.container_runtime_version,
         static_pods=node.control_plane,
-        verbosity=4,  # the Evented PLEG lines are V(4) (domain-facts §4)
+        verbosity=4,  # the Evented PLEG lines are V(4) (docs/compatibility.md §4)
     )
 
 

@@ -81,7 +81,7 @@ KWOK = Component("kwok", KWOK_VERSION, ("kwok",), "~2 minutes")
 HELM = Component("helm", HELM_VERSION, ("helm",), "~2 minutes")
 COMPONENTS = (ETCD, KUBERNETES, KWOK, HELM)
 
-# The real-node rig (real-node-recipe §1): kubelet v1.36 (EventedPLEG stretches the relist to 300 s) and
+# The real-node rig (docs/realnode.md): kubelet v1.36 (EventedPLEG stretches the relist to 300 s) and
 # v1.37 (the narrowed k8s#139262 design), containerd 2.2 (go.mod without replace/exclude, several event
 # subscribers).
 KUBELET_136 = Component("kubelet", K8S_VERSION, ("kubelet",), "~10 minutes (~15 with a cold module cache)")
@@ -371,7 +371,7 @@ def godebug_lines(kubernetes_go_mod: str) -> list[str]:
 def _build_kubernetes(comp: Component, src: Path, out: Path, logfile: Path) -> None:
     # k8s.io/kubernetes requires its staging modules at v0.0.0 and maps them with replace => ./staging/...;
     # replaces of a dependency are ignored and v0.0.0 is not on the proxy, so we add our own replace to the
-    # published tag v0.<minor>.<patch> for each (recipe section 1; kubernetes#79384).
+    # published tag v0.<minor>.<patch> for each (docs/realnode.md; kubernetes#79384).
     _wrapper_module(src, logfile)
     staging_version = "v0." + comp.version.removeprefix("v1.")
     info = _download_json(f"k8s.io/kubernetes@{comp.version}", cwd=src, logfile=logfile)
@@ -450,7 +450,7 @@ def _build_helm(comp: Component, src: Path, out: Path, logfile: Path) -> None:
 
 
 def _build_containerd(comp: Component, src: Path, out: Path, logfile: Path) -> None:
-    # real-node-recipe step 2: CGO_ENABLED=0 (btrfs needs cgo and is then left out), the shim built the same
+    # docs/realnode.md: CGO_ENABLED=0 (btrfs needs cgo and is then left out), the shim built the same
     # way as the release Makefile's SHIM_CGO_ENABLED=0; urfave_cli_no_docs drops the man-page generator.
     # The version stamp is what CRI's Version reports, i.e. the Node's containerRuntimeVersion.
     mod = "github.com/containerd/containerd/v2"

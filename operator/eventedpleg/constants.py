@@ -18,32 +18,68 @@ CRD_NAME: Final = f"{PLURAL}.{GROUP}"
 FINALIZER: Final = f"{GROUP}/revert-on-delete"
 
 # --- Node protocol (request/acknowledge, as MCO's desiredConfig/currentConfig) --------------------------
+# The operator's steps are planned by core.planner and written by core.steppolicy (through k8s.executor);
+# the agent's rule for acting is core.agentdecide. Every operator write is conditional on the
+# resourceVersion it planned on; every agent write is conditional on desired-config being unchanged.
+#
 # Operator, for a node that needs hash H (ConfigMap CONFIGMAP_PREFIX+H in the operator's namespace):
-#   1. owner=<NodeConfig>, was-unschedulable=<true|false>, cordon, cordoned=true, state=Cordoned
-#   2. state=Draining while evicting (PDBs respected)
-#   3. once drained: agent-options=<json>, desired-config=H, state=Applying
-# Agent (acts only when state=Applying and desired-config != current-config):
+#   1. Cordon step, one write: owner=<NodeConfig>, was-unschedulable=<true|false>, spec.unschedulable,
+#      cordoned=true, state=Draining. Then, in the same step: static pods on the node -> give it back,
+#      desired-config=H, state=Skipped (unless includeControlPlane); else the first eviction pass.
+#   2. Drain step while pods remain (PDBs respected): reason names what blocks; at drain.timeoutSeconds
+#      onTimeout decides: give the node back with state=Failed or Skipped (desired-config=H), or delete.
+#   3. Once drained (in step 1 or 2): agent-options=<json>, desired-config=H, state=Applying.
+# Agent (core.agentdecide: acts when desired-config is set and state=Applying -- also when
+# current-config already equals it, a re-apply request --, or state=Verifying with desired != current,
+# i.e. it was interrupted after writing files):
 #   4. state=Verifying after writing files and restarting runtime then kubelet
-#   5. success: current-config=H, state=Done, evidence, reason
+#   5. success: current-config=H, state=Done, evidence, benefit, reason
 #      failure: restore the previous files exactly, restart, re-verify -> state=RolledBack (current-config
-#      unchanged) with evidence; onFailure=Halt or a failed rollback -> state=Failed (node stays cordoned)
+#      unchanged) with evidence; onFailure=Halt or a failed rollback -> state=Failed (node stays cordoned);
+#      a node the agent refuses (unsupported host) -> state=Skipped, nothing changed
 # Operator:
 #   6. Done: uncordon unless was-unschedulable, drop `cordoned`. RolledBack/Failed: count the failure,
-#      halt the rollout at maxFailedNodes.
+#      halt the rollout at maxFailedNodes. No report within the verification timeout: state=Failed.
+#   7. A node no longer selected (or the NodeConfig deleted): all keys below removed (current-config kept
+#      when our files stay on the node), our cordon undone.
 # Agent after Done: watches for drift (our file changed/removed) and silent fallback to generic PLEG
-# (k8s#129827); heals fallback by a kubelet restart when agent-options allow, else state=Drifted, which
-# the operator treats as "needs update" (cordon, drain, apply again).
+# (k8s#129827); heals fallback by a kubelet restart when agent-options allow (state stays Done), else
+# state=Drifted with current-config removed, which the operator treats as "needs update" (steps 1-3).
+#
+# Writers. Each key has one writer, except the three that carry the hand-off (state, state-since, reason):
+# the operator writes them while it holds the node (Draining, Applying, and Failed/Skipped when it gives a
+# node up), the agent from Applying on (Verifying, Done, RolledBack, Failed, Skipped, Drifted). They never
+# write at the same time: the operator writes nothing while the agent holds the node (Applying,
+# Verifying: core.snapshot.AGENT_PHASE) except Failed when the agent never answers, and the agent writes
+# only in the states core.agentdecide names, conditional on desired-config. One key, not one per writer,
+# because `kubectl get node -L eventedpleg.io/state` and status must show one current state. Release (7)
+# removes every key, agent keys included: it is the end of the protocol for that node.
 ANN_DESIRED: Final = f"{GROUP}/desired-config"  # operator: hash the agent must apply (set once drained)
-ANN_CURRENT: Final = f"{GROUP}/current-config"  # agent: hash verified on this node
-ANN_STATE: Final = f"{GROUP}/state"  # NodeState below; written by whoever owns the step
-ANN_REASON: Final = f"{GROUP}/reason"  # one line, human readable
+ANN_CURRENT: Final = f"{GROUP}/current-config"  # agent: hash verified on this node (Release removes it)
+ANN_STATE: Final = f"{GROUP}/state"  # NodeState below; operator and agent, by phase (see Writers)
+ANN_REASON: Final = f"{GROUP}/reason"  # operator and agent, with state: one line, human readable
 ANN_EVIDENCE: Final = f"{GROUP}/evidence"  # agent: compact JSON of what verification saw
-ANN_OWNER: Final = f"{GROUP}/owner"  # name of the NodeConfig that manages the node
-ANN_WAS_UNSCHEDULABLE: Final = f"{GROUP}/was-unschedulable"  # "true" when the node was cordoned before us
-ANN_CORDONED_BY_US: Final = f"{GROUP}/cordoned"  # "true" while our cordon is in place
-ANN_STATE_SINCE: Final = f"{GROUP}/state-since"  # RFC 3339 time the state was entered
+ANN_OWNER: Final = f"{GROUP}/owner"  # operator: name of the NodeConfig that manages the node
+ANN_WAS_UNSCHEDULABLE: Final = f"{GROUP}/was-unschedulable"  # operator: "true" when cordoned before us
+ANN_CORDONED_BY_US: Final = f"{GROUP}/cordoned"  # operator: "true" while our cordon is in place
+ANN_STATE_SINCE: Final = f"{GROUP}/state-since"  # operator and agent, with state: RFC 3339 time entered
 ANN_AGENT_OPTIONS: Final = f"{GROUP}/agent-options"  # operator: JSON AgentOptions (timeouts, heal, onFailure)
 ANN_BENEFIT: Final = f"{GROUP}/benefit"  # agent: before/after relist and CPU figures (JSON)
+
+# Every node annotation of the protocol: what Release removes.
+NODE_ANNOTATIONS: Final = (
+    ANN_OWNER,
+    ANN_DESIRED,
+    ANN_CURRENT,
+    ANN_STATE,
+    ANN_STATE_SINCE,
+    ANN_REASON,
+    ANN_EVIDENCE,
+    ANN_CORDONED_BY_US,
+    ANN_WAS_UNSCHEDULABLE,
+    ANN_AGENT_OPTIONS,
+    ANN_BENEFIT,
+)
 
 # A node labelled with this (any value but "false") is never touched; status lists it as Skipped.
 LABEL_SKIP: Final = f"{GROUP}/skip"
@@ -75,8 +111,7 @@ EVENT_SOURCE: Final = "eventedpleg"
 class NodeState(StrEnum):
     """Per-node rollout state, in the order a node moves through them."""
 
-    PENDING = "Pending"
-    CORDONED = "Cordoned"
+    PENDING = "Pending"  # status only (waiting for capacity or a gate); never written on a node
     DRAINING = "Draining"
     APPLYING = "Applying"
     VERIFYING = "Verifying"

@@ -13,8 +13,9 @@ import yaml
 
 from eventedpleg import constants as c
 from eventedpleg.core.actions import Drain
+from eventedpleg.core.steppolicy import FORCE_DELETE_DISABLED
 from eventedpleg.k8s.events import EventRecorder, ObjectRef
-from eventedpleg.k8s.executor import FORCE_DELETE_DISABLED, DrainSettings, Executor
+from eventedpleg.k8s.executor import DrainSettings, Executor
 from eventedpleg.models.nodeconfig import OnDrainTimeout
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
@@ -80,8 +81,9 @@ def test_force_delete_not_allowed_fails_the_node_and_deletes_nothing(cluster: Lo
         clock=lambda: datetime.now(UTC),
     )
     drain = Drain(
-        NODE, node["metadata"]["resourceVersion"], "h1", "{}", starting=False, deadline_reached=True,
-        on_timeout=OnDrainTimeout.FORCE_DELETE, timeout_seconds=60, was_unschedulable=False, reason="",
+        NODE, node["metadata"]["resourceVersion"], "h1", "{}", include_control_plane=False,
+        deadline_reached=True, on_timeout=OnDrainTimeout.FORCE_DELETE, timeout_seconds=60,
+        was_unschedulable=False, reason="",
     )  # fmt: skip
     outcome = executor.apply(drain)
 

@@ -551,3 +551,60 @@ def test_operator_killed_again_and_again_converges(env: Env) -> None:
     for name in names:
         assert env.node_states()[name] == ("Done", False), name
         assert agents.applied[name] == 1, name  # applied once: no Done node was drained again
+
+
+def test_nodeconfigs_created_and_deleted_during_a_rollout(env: Env) -> None:
+    """50 other NodeConfigs come and go while a rollout runs. Every pass plans over a frozen set of peers,
+    so none fails ("dictionary changed size during iteration" was the symptom), and no node is drained or
+    applied twice."""
+    import threading  # noqa: PLC0415
+
+    names = env.nodes([{} for _ in range(8)])
+    env.apply(nodeconfig("stress", env.prefix, rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+    peers = [f"{env.prefix}-peer-{i:02d}" for i in range(50)]
+    env.names.extend(peers)  # cleanup drops their finalizers if a test step fails
+    churned: list[str] = []
+
+    def churn() -> None:
+        """Create every peer (each selects no node), then delete them all: passes that iterate the peers
+        run all the while, in worker threads, on the NodeConfigs of the moment."""
+        for peer in peers:
+            body = nodeconfig(peer, f"{env.prefix}-none")
+            env.custom.create_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL, body)
+            time.sleep(0.02)
+        for peer in peers:
+            env.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL, peer)
+            churned.append(peer)
+            time.sleep(0.02)
+
+    with (
+        operator_running(env.cluster, NS, env.tmp) as op,
+        ProtocolAgents(env.api, env.prefix, delay=2.0) as agents,
+    ):
+        wait_for(lambda: ("Applying", True) in env.node_states().values(), what="rollout under way")
+        churner = threading.Thread(target=churn, name="churn")
+        churner.start()
+        churner.join(120)
+        assert len(churned) == len(peers), churned
+        waited = env.cluster.kubectl(
+            "wait", "--for=condition=Available", "nodeconfig/stress", "--timeout=120s"
+        )
+        assert waited.returncode == 0, (waited.stderr, op.log()[-3000:])
+
+        def peers_gone() -> bool:
+            listed = plain(env.custom.list_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL))
+            return not {item["metadata"]["name"] for item in listed["items"]} & set(peers)
+
+        wait_for(peers_gone, what="every peer finalized by the operator", timeout=120)
+        log = op.log()
+    assert "changed size" not in log, log[-5000:]
+    assert "Traceback" not in log, log[-5000:]
+    for name in names:
+        assert env.node_states()[name] == ("Done", False), name
+        assert agents.applied[name] == 1, name  # the agent was asked once
+        drained = plain(
+            env.core.list_namespaced_event(
+                "default", field_selector=f"involvedObject.name={name},reason=Drained"
+            )
+        )["items"]
+        assert sum(event.get("count") or 1 for event in drained) == 1, (name, drained)  # drained once

@@ -1,5 +1,6 @@
-"""A tiny model of a cluster for planner tests: nodes as annotation dicts, the executor's and the agent's
-effects applied by the same rules the real ones follow (constants.py protocol). Pure and fast, so the
+"""A tiny model of a cluster for planner tests: nodes as annotation dicts. The operator's steps run the
+product's own step policy (core.steppolicy), answered from this model, one write at a time, so a crash
+can end a step between two writes; the agent follows the protocol (constants.py). Pure and fast, so the
 property tests can replay thousands of interrupted rollouts."""
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from typing import Any
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core import planner
-from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release, SetAgentOptions, Uncordon
-from eventedpleg.core.snapshot import NodeView, Peer, Target, node_view
-from eventedpleg.models.nodeconfig import NodeConfigSpec, OnDrainTimeout
+from eventedpleg.core import planner, steppolicy
+from eventedpleg.core.actions import Action, Cordon
+from eventedpleg.core.drainpods import Blocker, DrainResult
+from eventedpleg.core.snapshot import IN_PROGRESS, NodeView, Peer, Target, node_view
+from eventedpleg.core.steppolicy import AttemptDrain, Emit, FindMirrorPods, Write
+from eventedpleg.models.nodeconfig import NodeConfigSpec
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 H_ON, H_OFF = "on0000000000", "off000000000"
@@ -30,9 +33,10 @@ class SimNode:
     unschedulable: bool = False
     annotations: dict[str, str] = field(default_factory=dict)
     drain_blocked_until: datetime | None = None  # a PDB keeps pods here until then
+    mirror_pods: tuple[str, ...] = ()  # static pods the kubelet runs from files
     agent_fails: bool = False  # the agent rolls back (kubelet would not start)
     agent_silent: bool = False  # no agent answers on this node
-    drains: int = 0
+    drains: int = 0  # times the operator took the node (cordoned it for a rollout)
     rv: int = 1
 
     def body(self) -> dict[str, Any]:
@@ -60,8 +64,10 @@ class World:
     agent_seconds: int = 5
     deleting: bool = False
     peers: tuple[Peer, ...] = ()  # other NodeConfigs (name, created, selector)
+    allow_force_delete: bool = True  # the installation grants `pods delete` (chart drain.allowForceDelete)
     history: list[tuple[datetime, int]] = field(default_factory=list)  # (time, unavailable)
     log: list[str] = field(default_factory=list)
+    events: list[tuple[str, str]] = field(default_factory=list)  # (node, reason) of Node Events
 
     @property
     def target(self) -> Target:
@@ -84,68 +90,62 @@ class World:
     def plan(self) -> planner.Plan:
         return planner.plan(self.views(), self.target, self.now)
 
-    # -- the executor's effects ------------------------------------------------------------------------
+    # -- the executor's effects: the product's step policy, answered by this model -------------------
 
     def _mark(self, node: SimNode, state: NodeState, reason: str = "") -> None:
         node.annotations[c.ANN_STATE] = state.value
         node.annotations[c.ANN_STATE_SINCE] = self.now.isoformat()
         node.annotations[c.ANN_REASON] = reason
 
-    def apply(self, action: Action) -> bool:
-        """Apply one action as the executor would; False when its resourceVersion is stale (409)."""
+    def _write(self, node: SimNode, write: Write) -> None:
+        if write.annotations.get(c.ANN_CORDONED_BY_US) == "true":
+            node.drains += 1
+        for key, value in write.annotations.items():
+            if value is None:
+                node.annotations.pop(key, None)
+            else:
+                node.annotations[key] = value
+        if write.unschedulable is not None:
+            node.unschedulable = write.unschedulable
+        node.rv += 1
+
+    def _drain(self, node: SimNode, request: AttemptDrain) -> DrainResult:
+        blocked = node.drain_blocked_until is not None and self.now < node.drain_blocked_until
+        if blocked and not request.force_delete:
+            return DrainResult(False, "PDB blocks eviction", frozenset({Blocker.EVICTION_REFUSED}))
+        return DrainResult(True)
+
+    def apply(self, action: Action, *, writes: int | None = None) -> bool:
+        """Apply one action as the executor would; False when its resourceVersion is stale (409).
+        `writes`: the operator dies after that many of the step's writes (None: the step completes)."""
         node = self.nodes[action.node]
         if action.resource_version != str(node.rv):
             return False
-        node.rv += 1
-        ann = node.annotations
-        match action:
-            case Cordon():
-                assert action.was_unschedulable == node.unschedulable  # the rv precondition makes it so
-                ann[c.ANN_WAS_UNSCHEDULABLE] = str(action.was_unschedulable).lower()
-                ann[c.ANN_OWNER] = action.owner
-                ann[c.ANN_CORDONED_BY_US] = "true"
-                node.unschedulable = True
-                node.drains += 1
-                # The executor's first drain attempt is part of the same step.
-                if node.drain_blocked_until is not None and self.now < node.drain_blocked_until:
-                    self._mark(node, NodeState.DRAINING, "PDB blocks eviction")
-                else:
-                    ann[c.ANN_DESIRED] = action.hash
-                    ann[c.ANN_AGENT_OPTIONS] = action.agent_options
-                    self._mark(node, NodeState.APPLYING)
-            case Drain():
-                blocked = node.drain_blocked_until is not None and self.now < node.drain_blocked_until
-                if blocked and action.deadline_reached:
-                    if action.on_timeout is OnDrainTimeout.FORCE_DELETE:
-                        blocked = False
-                    else:
-                        node.unschedulable = action.was_unschedulable
-                        ann.pop(c.ANN_CORDONED_BY_US, None)
-                        ann[c.ANN_DESIRED] = action.hash
-                        failed = action.on_timeout is OnDrainTimeout.FAIL
-                        self._mark(node, NodeState.FAILED if failed else NodeState.SKIPPED, "drain timed out")
-                        return True
-                if blocked:
-                    if ann.get(c.ANN_STATE) != NodeState.DRAINING:
-                        self._mark(node, NodeState.DRAINING, "PDB blocks eviction")
-                    return True
-                ann[c.ANN_DESIRED] = action.hash
-                ann[c.ANN_AGENT_OPTIONS] = action.agent_options
-                self._mark(node, NodeState.APPLYING)
-            case Uncordon():
-                node.unschedulable = action.was_unschedulable
-                ann.pop(c.ANN_CORDONED_BY_US, None)
-            case MarkFailed():
-                self._mark(node, NodeState.FAILED, action.reason)
-            case Release():
-                if action.uncordon:
-                    node.unschedulable = action.was_unschedulable
-                keep = {c.ANN_CURRENT} if action.keep_current else set()
-                for key in [k for k in ann if k.startswith(c.GROUP + "/") and k not in keep]:
-                    del ann[key]
-            case SetAgentOptions():
-                ann[c.ANN_AGENT_OPTIONS] = action.agent_options
-        return True
+        if isinstance(action, Cordon):
+            assert action.was_unschedulable == node.unschedulable  # the rv precondition makes it so
+        step = steppolicy.step(
+            action, clock=lambda: self.now, nodeconfig=self.name, allow_force_delete=self.allow_force_delete
+        )
+        answer: steppolicy.Answer = None
+        done = 0
+        try:
+            while True:
+                request = step.send(answer)
+                answer = None
+                match request:
+                    case Write():
+                        if writes is not None and done >= writes:
+                            return True  # crashed: the rest of the step never happens
+                        self._write(node, request)
+                        done += 1
+                    case FindMirrorPods():
+                        answer = node.mirror_pods
+                    case AttemptDrain():
+                        answer = self._drain(node, request)
+                    case Emit():
+                        self.events.append((node.name, request.reason))
+        except StopIteration:
+            return True
 
     # -- the agent's effects ---------------------------------------------------------------------------
 
@@ -174,6 +174,7 @@ class World:
             assert not [n for n in self.nodes.values() if n.annotations.get(c.ANN_CORDONED_BY_US)], result
         for action in result.actions:
             if drop is not None and drop.random() < 0.5:
+                self.apply(action, writes=drop.randrange(3))  # a crash before, or between, its writes
                 continue
             self.apply(action)
         self.agents()
@@ -192,10 +193,7 @@ class World:
         raise AssertionError(f"no convergence in {limit} ticks: {result.summary}")
 
     def _quiet(self) -> bool:
-        return all(
-            n.annotations.get(c.ANN_STATE) not in {"Cordoned", "Draining", "Applying", "Verifying"}
-            for n in self.nodes.values()
-        )
+        return all(n.annotations.get(c.ANN_STATE) not in IN_PROGRESS for n in self.nodes.values())
 
 
 def spec(**kw: Any) -> NodeConfigSpec:

@@ -85,13 +85,13 @@ def operator_probe() -> Iterator[tuple[Runtime, FakeMonotonic, int, threading.Ev
     runtime.nodes_synced.set()
     frozen, stuck = threading.Event(), threading.Event()
 
-    def reconcile_once(name: str, deleting: bool) -> float:
+    def reconcile_once(inputs: object) -> float:
         while frozen.is_set():  # a pass that never returns (a hang without a timeout)
             stuck.set()
             time.sleep(0.01)
         return 0.05
 
-    runtime.reconcile_once = reconcile_once  # type: ignore[method-assign]
+    runtime.reconciler.reconcile_once = reconcile_once  # type: ignore[method-assign]
     stopped = Stopped()
     thread = threading.Thread(target=asyncio.run, args=(runtime.run_rollout("cluster", stopped),))
     thread.start()
@@ -102,8 +102,8 @@ def operator_probe() -> Iterator[tuple[Runtime, FakeMonotonic, int, threading.Ev
         stopped.flag.set()
         thread.join(10)
         server.shutdown()
-        runtime.pool.shutdown()
-        runtime.giveback_pool.shutdown()
+        runtime.steps.pool.shutdown()
+        runtime.steps.giveback_pool.shutdown()
 
 
 def test_operator_healthz_fails_while_the_rollout_loop_is_stuck_and_recovers(

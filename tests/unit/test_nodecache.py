@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from eventedpleg.constants import NodeState
-from eventedpleg.controller.runtime import NodeCache, _assumed_cordoned
+from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
 from eventedpleg.core.actions import Cordon
 
 
@@ -43,7 +43,7 @@ def test_a_cordon_in_flight_counts_at_once_and_events_wait_for_its_write() -> No
     cache = NodeCache()
     cache.observe("ADDED", _node("a", 5))
     before = cache.views["a"]
-    cache.assume("a", _assumed_cordoned(before, _cordon("a", 5)))
+    cache.assume("a", assumed_cordoned(before, _cordon("a", 5)))
 
     # The next pass already sees the node taken (cordoned, ours, draining) ...
     (view,) = cache.snapshot()
@@ -61,7 +61,7 @@ def test_a_failed_cordon_puts_the_old_view_back_then_any_newer_event() -> None:
     cache = NodeCache()
     cache.observe("ADDED", _node("a", 5))
     before = cache.views["a"]
-    cache.assume("a", _assumed_cordoned(before, _cordon("a", 5)))
+    cache.assume("a", assumed_cordoned(before, _cordon("a", 5)))
     cache.observe("MODIFIED", _node("a", 8, ready=False))  # held while the step runs
 
     cache.settle("a", None, before)
@@ -76,6 +76,6 @@ def test_a_new_list_forgets_nodes_deleted_while_the_watch_was_gone_but_not_an_as
     cache = NodeCache()
     for name in ("a", "b", "c"):
         cache.observe("ADDED", _node(name, 1))
-    cache.assume("c", _assumed_cordoned(cache.views["c"], _cordon("c", 1)))  # a step is in flight on c
+    cache.assume("c", assumed_cordoned(cache.views["c"], _cordon("c", 1)))  # a step is in flight on c
     cache.retain({"a"})
     assert sorted(cache.views) == ["a", "c"]  # b is gone; c waits for its step to settle

@@ -213,6 +213,17 @@ def test_drain_timeout_force_delete_proceeds() -> None:
     assert_converged_on(world, H_ON)
 
 
+def test_drain_timeout_force_delete_not_granted_fails_the_node_and_gives_it_back() -> None:
+    nodes = fleet(2)
+    nodes["node-000"].drain_blocked_until = T0 + timedelta(days=1)
+    world = World(nodes, spec(drain={"timeoutSeconds": 20, "onTimeout": "ForceDelete"}))
+    world.allow_force_delete = False
+    world.run()
+    assert states(world)["node-000"] == "Failed"
+    assert "drain.allowForceDelete=true" in world.nodes["node-000"].annotations[c.ANN_REASON]
+    assert not world.nodes["node-000"].unschedulable  # a timed-out drain never keeps our cordon
+
+
 def test_pause_holds_new_nodes_but_finishes_started_ones() -> None:
     world = World(fleet(3), spec())
     world.tick()

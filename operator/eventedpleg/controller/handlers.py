@@ -1,4 +1,4 @@
-"""kopf handlers: a few lines each; the work is in runtime.Runtime and the pure core.
+"""kopf handlers: a few lines each; the work is in runtime.Runtime (and the parts it wires) and the pure core.
 
 Run with `eventedpleg operator` (leader election, metrics, then kopf), or for development
 `kopf run -m eventedpleg.controller.handlers --all-namespaces` after `configure()` has a Runtime.
@@ -6,7 +6,6 @@ Run with `eventedpleg operator` (leader election, metrics, then kopf), or for de
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -79,5 +78,5 @@ async def rollout(name: str, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: 
 @kopf.on.delete(*NODECONFIGS)
 async def revert_on_delete(name: str, memo: kopf.Memo, **_: Any) -> None:
     """Keep the finalizer until every node we touched is reverted (onDelete: Revert) or let go (Keep)."""
-    if not await asyncio.to_thread(_runtime(memo).finalized, name):
+    if not await _runtime(memo).finalized(name):
         raise kopf.TemporaryError("nodes are being reverted; see status.conditions", delay=DELETE_RETRY)

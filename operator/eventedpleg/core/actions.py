@@ -31,13 +31,14 @@ class Cordon:
 @dataclass(frozen=True)
 class Drain:
     """Evict what kubectl drain would evict (PDBs respected). Once nothing is left: desired=hash,
-    agent-options, state=Applying. `deadline_reached` applies `on_timeout` instead of waiting longer."""
+    agent-options, state=Applying. `deadline_reached` applies `on_timeout` instead of waiting longer.
+    Static pods are looked for again (the Cordon step may have ended before its own check)."""
 
     node: str
     resource_version: str
     hash: str
     agent_options: str
-    starting: bool  # the node is still Cordoned: mark it Draining
+    include_control_plane: bool
     deadline_reached: bool
     on_timeout: OnDrainTimeout
     timeout_seconds: int

@@ -1,4 +1,15 @@
-"""When the agent acts, from its Node's annotations (the protocol in eventedpleg.constants). Pure."""
+"""When the agent acts, from its Node's annotations (the protocol in eventedpleg.constants). Pure.
+
+The rule, in order:
+- no desired-config: IDLE (the node is not, or not yet, asked for anything);
+- state=Applying: APPLY -- the operator's request, also when current-config already equals desired-config
+  (a re-apply request, e.g. after Drifted: verify again, never report Done without looking);
+- state=Verifying and desired-config != current-config: APPLY -- this agent was interrupted between writing
+  the files and reporting; the host journal lets it finish exactly;
+- state=Done and current-config == desired-config: WATCH for drift and silent fallback;
+- anything else (Draining, RolledBack, Failed, Skipped, Drifted, Done at another hash, a state this
+  version does not know): IDLE -- it is the operator's turn, or a human's.
+"""
 
 from __future__ import annotations
 
@@ -21,10 +32,6 @@ def next_action(annotations: Mapping[str, str]) -> Action:
     current = annotations.get(c.ANN_CURRENT, "")
     if not desired:
         return Action.IDLE
-    # Applying: the operator's request (step 3). Verifying with desired != current: we were interrupted
-    # between writing files and reporting (agent restart); the host journal lets us finish exactly.
-    # Applying with desired == current is a re-apply request (e.g. after Drifted): verify again, never
-    # report Done without looking.
     if state == NodeState.APPLYING.value:
         return Action.APPLY
     if state == NodeState.VERIFYING.value and desired != current:

@@ -4,15 +4,40 @@ filters.go), pure, over pods as API dicts.
 In kubectl's order: pods already being deleted are waited for; DaemonSet pods are skipped (we always
 behave as --ignore-daemonsets, like MCO and SUC); mirror (static) pods are skipped; emptyDir pods need
 deleteEmptyDirData; pods without a controller need force. Succeeded/Failed pods are always removable.
+
+Why a pod is skipped or blocks the drain is a kind (SkipKind, Blocker), never parsed text: the step policy
+(core.steppolicy) decides on kinds; the English is only for people (the reason annotation, Events).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+MAX_REASONS = 3  # blocking pods named in the reason; the rest are counted
+
+
+class SkipKind(StrEnum):
+    """A pod a drain leaves where it is (the value is how people read it)."""
+
+    DAEMONSET = "DaemonSet pod"
+    MIRROR = "mirror pod"  # a static pod: the kubelet runs it from a file, eviction cannot move it
+
+
+class Blocker(StrEnum):
+    """What keeps a pod on the node (the value is how people read it, after the pod's name)."""
+
+    EMPTY_DIR = "uses emptyDir (local data would be lost); set drain.deleteEmptyDirData: true"
+    NO_CONTROLLER = "has no controller (it would not come back); set drain.force: true"
+    EVICTION_REFUSED = "eviction refused"  # HTTP 429: a PodDisruptionBudget says not now
+    EVICTION_FAILED = "eviction failed"  # any other API error: try again on the next pass
+
+
+# Blockers a person has to look at (a PDB that never allows, a spec option): they get a Warning Event.
+NEEDS_ATTENTION = frozenset({Blocker.EMPTY_DIR, Blocker.NO_CONTROLLER, Blocker.EVICTION_REFUSED})
 
 
 @dataclass(frozen=True)
@@ -28,12 +53,12 @@ class PodRef:
 class DrainSelection:
     evict: tuple[PodRef, ...]
     terminating: tuple[PodRef, ...]  # deletion requested: wait for them to go
-    skipped: tuple[tuple[PodRef, str], ...]
-    blocked: tuple[tuple[PodRef, str], ...]  # cannot be evicted with these options
+    skipped: tuple[tuple[PodRef, SkipKind], ...]
+    blocked: tuple[tuple[PodRef, Blocker], ...]  # cannot be evicted with these options
 
     @property
     def mirror_pods(self) -> tuple[PodRef, ...]:
-        return tuple(ref for ref, why in self.skipped if why == "mirror pod")
+        return tuple(ref for ref, kind in self.skipped if kind is SkipKind.MIRROR)
 
     @property
     def done(self) -> bool:
@@ -55,8 +80,8 @@ def _controller(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def select(pods: Iterable[Mapping[str, Any]], *, delete_empty_dir_data: bool, force: bool) -> DrainSelection:
     evict: list[PodRef] = []
     terminating: list[PodRef] = []
-    skipped: list[tuple[PodRef, str]] = []
-    blocked: list[tuple[PodRef, str]] = []
+    skipped: list[tuple[PodRef, SkipKind]] = []
+    blocked: list[tuple[PodRef, Blocker]] = []
     for pod in pods:
         ref, meta = _ref(pod), pod.get("metadata") or {}
         phase = (pod.get("status") or {}).get("phase", "")
@@ -65,19 +90,56 @@ def select(pods: Iterable[Mapping[str, Any]], *, delete_empty_dir_data: bool, fo
         if meta.get("deletionTimestamp"):
             terminating.append(ref)
         elif controller is not None and controller.get("kind") == "DaemonSet":
-            skipped.append((ref, "DaemonSet pod"))
+            skipped.append((ref, SkipKind.DAEMONSET))
         elif MIRROR_ANNOTATION in (meta.get("annotations") or {}):
-            skipped.append((ref, "mirror pod"))
+            skipped.append((ref, SkipKind.MIRROR))
         elif finished:
             evict.append(ref)
         elif not delete_empty_dir_data and any(
             "emptyDir" in v for v in (pod.get("spec") or {}).get("volumes") or []
         ):
-            blocked.append(
-                (ref, "uses emptyDir (local data would be lost); set drain.deleteEmptyDirData: true")
-            )
+            blocked.append((ref, Blocker.EMPTY_DIR))
         elif controller is None and not force:
-            blocked.append((ref, "has no controller (it would not come back); set drain.force: true"))
+            blocked.append((ref, Blocker.NO_CONTROLLER))
         else:
             evict.append(ref)
     return DrainSelection(tuple(evict), tuple(terminating), tuple(skipped), tuple(blocked))
+
+
+@dataclass(frozen=True)
+class EvictionProblem:
+    """An eviction the API did not accept on this attempt."""
+
+    pod: PodRef
+    kind: Blocker  # EVICTION_REFUSED or EVICTION_FAILED
+    detail: str  # what the API said
+
+    def __str__(self) -> str:
+        verb = "refused" if self.kind is Blocker.EVICTION_REFUSED else "failed"
+        return f"eviction of {self.pod} {verb}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    """One drain attempt, as the step policy reads it."""
+
+    done: bool  # nothing left that must go: the node may be handed to the agent
+    waiting: str = ""  # why not done, naming the pods and PDBs, for people (empty when done)
+    blockers: frozenset[Blocker] = frozenset()  # the kinds of what keeps pods on the node
+
+
+def result(selection: DrainSelection, problems: Sequence[EvictionProblem] = ()) -> DrainResult:
+    """The outcome of one attempt: `selection` as listed, `problems` from the evictions requested."""
+    if selection.done:
+        return DrainResult(done=True)
+    texts = [f"{ref} {kind}" for ref, kind in selection.blocked] + [str(p) for p in problems]
+    parts = []
+    if selection.evict:
+        parts.append(f"evicting {len(selection.evict)} pod(s)")
+    if selection.terminating:
+        parts.append(f"waiting for {len(selection.terminating)} terminating pod(s)")
+    parts.extend(texts[:MAX_REASONS])
+    if len(texts) > MAX_REASONS:
+        parts.append(f"and {len(texts) - MAX_REASONS} more")
+    kinds = frozenset([kind for _, kind in selection.blocked] + [p.kind for p in problems])
+    return DrainResult(done=False, waiting="; ".join(parts), blockers=kinds)

@@ -160,7 +160,7 @@ def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool)
         node.resource_version,
         hash=want,
         agent_options=target.agent_options,
-        starting=node.marks.state is NodeState.CORDONED,
+        include_control_plane=target.spec.include_control_plane,
         deadline_reached=deadline_reached,
         on_timeout=target.spec.drain.on_timeout,
         timeout_seconds=target.spec.drain.timeout_seconds,
@@ -306,11 +306,9 @@ class _Walk:
             self.actions.append(action)
 
     def _step(self, node: NodeView, want: str) -> Action | None:
-        """The next step for a node we already hold (Cordoned .. Verifying)."""
+        """The next step for a node we already hold (Draining .. Verifying)."""
         marks, spec, now = node.marks, self.target.spec, self.now
         since = marks.since or now
-        if marks.state is NodeState.CORDONED:
-            return _drain(node, self.target, want, deadline_reached=False)
         if marks.state is NodeState.DRAINING:
             timeout = spec.drain.timeout_seconds
             deadline = since + timedelta(seconds=timeout)
@@ -454,7 +452,6 @@ def _budget_text(value: int | str, total: int, unavailable: int) -> str:
 
 def _progress_text(state: NodeState) -> str:
     return {
-        NodeState.CORDONED: "cordoned, drain starts next",
         NodeState.DRAINING: "evicting pods",
         NodeState.APPLYING: "agent is writing drop-ins and restarting the runtime and kubelet",
         NodeState.VERIFYING: "agent is verifying that Evented PLEG is in use",

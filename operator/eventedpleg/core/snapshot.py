@@ -13,7 +13,7 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core.compat import NodeFacts
 from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec
 
-IN_PROGRESS = frozenset({NodeState.CORDONED, NodeState.DRAINING, NodeState.APPLYING, NodeState.VERIFYING})
+IN_PROGRESS = frozenset({NodeState.DRAINING, NodeState.APPLYING, NodeState.VERIFYING})
 # While the agent holds the node we never pull it back: it is mid-write or mid-restart.
 AGENT_PHASE = frozenset({NodeState.APPLYING, NodeState.VERIFYING})
 

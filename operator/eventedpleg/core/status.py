@@ -15,6 +15,7 @@ from datetime import datetime
 
 from eventedpleg.constants import ConditionType
 from eventedpleg.core.planner import Conflict, NodeNote, Summary
+from eventedpleg.core.snapshot import IN_PROGRESS
 from eventedpleg.models.nodeconfig import (
     MAX_NODE_STATUSES,
     Condition,
@@ -77,9 +78,7 @@ def conditions_for(
     """(type, status, reason, message) for each condition, before timestamps are attached."""
     counts = summary.counts
     what = "run Evented PLEG" if enabled else "have no Evented PLEG drop-ins of ours"
-    in_progress = [
-        n for n in summary.attention if n.state in ("Cordoned", "Draining", "Applying", "Verifying")
-    ]
+    in_progress = [n for n in summary.attention if n.state in IN_PROGRESS]
     skipped = f", {counts.skipped} skipped" if counts.skipped else ""
 
     available = summary.complete and counts.failed == 0 and not summary.conflicts and not deleting

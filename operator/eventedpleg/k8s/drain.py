@@ -13,11 +13,9 @@ from typing import Any
 from kubernetes import client
 
 from eventedpleg.core import drainpods
-from eventedpleg.core.drainpods import PodRef
+from eventedpleg.core.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
 from eventedpleg.k8s.errors import ApiError, NotFound, TooManyRequests, translated
 from eventedpleg.k8s.nodes import raw
-
-MAX_REASONS = 3
 
 
 @dataclass(frozen=True)
@@ -25,13 +23,6 @@ class DrainOptions:
     grace_period_seconds: int  # -1: the pod's own
     delete_empty_dir_data: bool
     force: bool
-
-
-@dataclass(frozen=True)
-class DrainAttempt:
-    done: bool  # nothing left that must go: the node may be handed to the agent
-    waiting: str  # why not done, naming the pods and PDBs (empty when done)
-    mirror_pods: tuple[str, ...]
 
 
 @translated
@@ -72,7 +63,7 @@ def attempt(
     *,
     force_delete: bool = False,
     pods: list[dict[str, Any]] | None = None,
-) -> DrainAttempt:
+) -> DrainResult:
     """One pass over the node's pods (`pods` when the caller has just listed them after cordoning)."""
     pods = node_pods(api, node) if pods is None else pods
     selection = drainpods.select(
@@ -80,10 +71,9 @@ def attempt(
         delete_empty_dir_data=options.delete_empty_dir_data or force_delete,
         force=options.force or force_delete,
     )
-    mirror = tuple(str(ref) for ref in selection.mirror_pods)
     if selection.done:
-        return DrainAttempt(True, "", mirror)
-    problems: list[str] = [f"{ref} {why}" for ref, why in selection.blocked]
+        return drainpods.result(selection)
+    problems: list[EvictionProblem] = []
     for ref in selection.evict:
         try:
             if force_delete:
@@ -93,15 +83,7 @@ def attempt(
         except NotFound:
             continue  # already gone
         except TooManyRequests as exc:  # a PodDisruptionBudget says not now (kubectl: retry)
-            problems.append(f"eviction of {ref} refused: {exc.message}")
+            problems.append(EvictionProblem(ref, Blocker.EVICTION_REFUSED, exc.message))
         except ApiError as exc:
-            problems.append(f"eviction of {ref} failed: {exc}")
-    parts = []
-    if selection.evict:
-        parts.append(f"evicting {len(selection.evict)} pod(s)")
-    if selection.terminating:
-        parts.append(f"waiting for {len(selection.terminating)} terminating pod(s)")
-    parts.extend(problems[:MAX_REASONS])
-    if len(problems) > MAX_REASONS:
-        parts.append(f"and {len(problems) - MAX_REASONS} more")
-    return DrainAttempt(False, "; ".join(parts), mirror)
+            problems.append(EvictionProblem(ref, Blocker.EVICTION_FAILED, str(exc)))
+    return drainpods.result(selection, problems)

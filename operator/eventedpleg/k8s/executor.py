@@ -1,4 +1,5 @@
-"""Carry out planner actions against the API: one action, one or two node writes, an Event.
+"""Carry out planner actions against the API: the step policy (eventedpleg.core.steppolicy) decides the
+writes and the Event; this module answers its requests -- node patches, pod lists, drain attempts, Events.
 
 Every node write is a merge patch that carries the resourceVersion the planner saw (or the one returned
 by the previous write of the same step); a 409 means the node moved on, and the action is dropped: the
@@ -11,19 +12,18 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from kubernetes import client
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
-from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release, SetAgentOptions, Uncordon
+from eventedpleg.core import steppolicy
+from eventedpleg.core.actions import Action
 from eventedpleg.core.snapshot import NodeView, node_view
+from eventedpleg.core.steppolicy import AttemptDrain, Emit, FindMirrorPods, StepEnd, Write
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s.errors import ApiError, Conflict, NotFound
 from eventedpleg.k8s.events import EventRecorder, ObjectRef, node_ref
 from eventedpleg.k8s.nodes import get_node, node_patch, patch_node
-from eventedpleg.models.nodeconfig import OnDrainTimeout
 
 log = logging.getLogger(__name__)
 CONFLICT_RETRIES = 4
@@ -32,21 +32,6 @@ CONFLICT_RETRIES = 4
 def relied_on(view: NodeView) -> tuple[object, ...]:
     """What a rollout step depends on: our annotations, the cordon, the labels (not status)."""
     return (view.marks, view.unschedulable, tuple(sorted(view.labels.items())))
-
-
-OUR_ANNOTATIONS = (
-    c.ANN_OWNER,
-    c.ANN_DESIRED,
-    c.ANN_CURRENT,
-    c.ANN_STATE,
-    c.ANN_STATE_SINCE,
-    c.ANN_REASON,
-    c.ANN_EVIDENCE,
-    c.ANN_CORDONED_BY_US,
-    c.ANN_WAS_UNSCHEDULABLE,
-    c.ANN_AGENT_OPTIONS,
-    c.ANN_BENEFIT,
-)
 
 
 @dataclass(frozen=True)
@@ -67,12 +52,6 @@ class DrainSettings:
     # Whether this installation grants `pods delete` (chart value drain.allowForceDelete). Without it,
     # onTimeout: ForceDelete fails the node with a message that says so, instead of a 403 on every retry.
     allow_force_delete: bool = False
-
-
-FORCE_DELETE_DISABLED = (
-    "onTimeout: ForceDelete is not enabled in this installation "
-    "(Helm value drain.allowForceDelete=true grants the operator pods delete)"
-)
 
 
 class Executor:
@@ -109,15 +88,6 @@ class Executor:
             log.warning("step %s on %s failed: %s", type(action).__name__, action.node, exc)
             return Outcome(action, applied=False, error=str(exc))
 
-    # -- helpers ---------------------------------------------------------------------------------------
-
-    def _state(self, state: NodeState, reason: str = "") -> dict[str, str | None]:
-        return {
-            c.ANN_STATE: state.value,
-            c.ANN_STATE_SINCE: self.clock().isoformat(timespec="seconds"),
-            c.ANN_REASON: reason,
-        }
-
     def _patch(
         self,
         node: str,
@@ -147,138 +117,42 @@ class Executor:
             return body
         raise Conflict(409, "Conflict", f"node {node} kept changing")
 
-    def _event(self, node: str, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
-        self.recorder.emit(node_ref(node), kind, reason, message)
-
-    # -- actions ---------------------------------------------------------------------------------------
-
     def _apply(self, action: Action) -> Outcome:
-        match action:
-            case Cordon():
-                return self._cordon(action)
-            case Drain():
-                return self._drain(action)
-            case Uncordon():
-                body = self._patch(
-                    action.node,
-                    action.resource_version,
-                    {c.ANN_CORDONED_BY_US: None},
-                    action.was_unschedulable,
-                )
-                keep = (
-                    " (kept cordoned: it was cordoned before the rollout)" if action.was_unschedulable else ""
-                )
-                self._event(action.node, "Normal", "Uncordoned", f"node given back{keep}")
-                return Outcome(action, applied=True, node_body=body)
-            case MarkFailed():
-                marks = self._state(NodeState.FAILED, action.reason)
-                body = self._patch(action.node, action.resource_version, marks)
-                self._event(action.node, "Warning", "NodeFailed", action.reason)
-                return Outcome(action, applied=True, transition=NodeState.FAILED, node_body=body)
-            case Release():
-                drop: dict[str, str | None] = {
-                    key: None for key in OUR_ANNOTATIONS if not (action.keep_current and key == c.ANN_CURRENT)
-                }
-                unschedulable = action.was_unschedulable if action.uncordon else None
-                body = self._patch(action.node, action.resource_version, drop, unschedulable)
-                self._event(
-                    action.node,
-                    "Normal",
-                    "Released",
-                    f"no longer managed by NodeConfig {self.nodeconfig.name}",
-                )
-                return Outcome(action, applied=True, node_body=body)
-            case SetAgentOptions():
-                marks = {c.ANN_AGENT_OPTIONS: action.agent_options}
-                body = self._patch(action.node, action.resource_version, marks)
-                return Outcome(action, applied=True, node_body=body)
-        raise AssertionError(f"unknown action {action!r}")
-
-    def _cordon(self, action: Cordon) -> Outcome:
-        """Cordon, then the first drain attempt in the same step (kubectl drain's order: cordon, list, evict).
-
-        An empty node goes straight to Applying: one pass and one write fewer per node than separate steps.
-        """
-        marks = {
-            c.ANN_OWNER: action.owner,
-            c.ANN_WAS_UNSCHEDULABLE: str(action.was_unschedulable).lower(),
-            c.ANN_CORDONED_BY_US: "true",
-            **self._state(NodeState.DRAINING, "evicting pods"),
-        }
-        body = self._patch(action.node, action.resource_version, marks, unschedulable=True)
-        rv = str(body["metadata"]["resourceVersion"])
-        pods = drainer.node_pods(self.api, action.node)
-        mirror = drainer.mirror_pods_in(pods)
-        if mirror and not action.include_control_plane:
-            reason = (
-                f"runs static pods ({', '.join(mirror[:3])}): EventedPLEG starts duplicate containers "
-                "for them (k8s#121349, #123087); set includeControlPlane: true to opt in"
-            )
-            skip = {
-                c.ANN_DESIRED: action.hash,
-                c.ANN_CORDONED_BY_US: None,
-                **self._state(NodeState.SKIPPED, reason),
-            }
-            body = self._patch(action.node, rv, skip, unschedulable=action.was_unschedulable)
-            self._event(action.node, "Warning", "Skipped", reason)
-            return Outcome(action, applied=True, transition=NodeState.SKIPPED, node_body=body)
-        result = drainer.attempt(self.api, action.node, self.drain_options, pods=pods)
-        if result.done:
-            body = self._request_apply(action.node, rv, action.hash, action.agent_options, cordoned=True)
-            return Outcome(action, applied=True, transition=NodeState.APPLYING, node_body=body)
-        body = self._patch(action.node, rv, {c.ANN_REASON: result.waiting})
-        self._event(
-            action.node, "Normal", "Draining", f"cordoned; {result.waiting} (PodDisruptionBudgets respected)"
-        )
-        return Outcome(action, applied=True, transition=NodeState.DRAINING, drain_retry=True, node_body=body)
-
-    def _request_apply(
-        self, node: str, rv: str, hash_: str, options: str, *, cordoned: bool
-    ) -> dict[str, Any]:
-        marks = {
-            c.ANN_DESIRED: hash_,
-            c.ANN_AGENT_OPTIONS: options,
-            **self._state(NodeState.APPLYING, "drained; waiting for the agent"),
-        }
-        body = self._patch(node, rv, marks)
-        what = "cordoned and drained" if cordoned else "drained"
-        self._event(node, "Normal", "Drained", f"{what}; agent asked to apply config {hash_}")
-        return body
-
-    def _drain(self, action: Drain) -> Outcome:
-        rv = action.resource_version
-        force = (
-            action.deadline_reached
-            and action.on_timeout is OnDrainTimeout.FORCE_DELETE
-            and self.allow_force_delete
-        )
-        result = drainer.attempt(self.api, action.node, self.drain_options, force_delete=force)
-        if result.done:
-            applied = self._request_apply(
-                action.node, rv, action.hash, action.agent_options, cordoned=action.starting
-            )
-            return Outcome(action, applied=True, transition=NodeState.APPLYING, node_body=applied)
-        if action.deadline_reached and not force:
-            return self._drain_timed_out(action, rv, result.waiting)
+        """Answer the policy's requests in order; an ApiError (409 included) ends the step there."""
+        node, rv = action.node, action.resource_version
         body: dict[str, Any] | None = None
-        if result.waiting != action.reason or action.starting:
-            # Name what blocks the drain on the node (and so in status); written only when it changes.
-            marks: dict[str, str | None] = {c.ANN_REASON: result.waiting}
-            if action.starting:  # a node a previous operator cordoned (state Cordoned) but did not drain
-                marks = {**self._state(NodeState.DRAINING, result.waiting)}
-            body = self._patch(action.node, rv, marks)
-            if any(word in result.waiting for word in ("refused", "no controller", "emptyDir")):
-                self._event(action.node, "Warning", "DrainBlocked", result.waiting)
-        return Outcome(action, applied=True, drain_retry=True, node_body=body)
-
-    def _drain_timed_out(self, action: Drain, rv: str, waiting: str) -> Outcome:
-        failed = action.on_timeout is not OnDrainTimeout.SKIP
-        state = NodeState.FAILED if failed else NodeState.SKIPPED
-        reason = f"drain did not finish within {action.timeout_seconds}s: {waiting}"
-        if action.on_timeout is OnDrainTimeout.FORCE_DELETE:  # reached only when not allowed
-            reason += f"; {FORCE_DELETE_DISABLED}"
-        # Give the node back: a timed-out drain must never leave our cordon behind.
-        marks = {c.ANN_DESIRED: action.hash, c.ANN_CORDONED_BY_US: None, **self._state(state, reason)}
-        body = self._patch(action.node, rv, marks, unschedulable=action.was_unschedulable)
-        self._event(action.node, "Warning", "DrainTimeout", reason)
-        return Outcome(action, applied=True, transition=state, node_body=body)
+        pods: list[dict[str, Any]] | None = None  # listed for the static-pod check, reused by the drain
+        step = steppolicy.step(
+            action,
+            clock=self.clock,
+            nodeconfig=self.nodeconfig.name,
+            allow_force_delete=self.allow_force_delete,
+        )
+        answer: steppolicy.Answer = None
+        try:
+            while True:
+                request = step.send(answer)
+                answer = None
+                match request:
+                    case Write():
+                        body = self._patch(node, rv, request.annotations, request.unschedulable)
+                        rv = str(body["metadata"]["resourceVersion"])
+                    case FindMirrorPods():
+                        pods = drainer.node_pods(self.api, node)
+                        answer = drainer.mirror_pods_in(pods)
+                    case AttemptDrain():
+                        answer = drainer.attempt(
+                            self.api, node, self.drain_options, force_delete=request.force_delete, pods=pods
+                        )
+                        pods = None
+                    case Emit():
+                        self.recorder.emit(node_ref(node), request.kind, request.reason, request.message)
+        except StopIteration as stop:
+            end: StepEnd = stop.value
+        return Outcome(
+            action,
+            applied=True,
+            transition=end.transition or "",
+            drain_retry=end.drain_retry,
+            node_body=body,
+        )

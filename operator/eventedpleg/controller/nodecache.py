@@ -1,0 +1,114 @@
+"""The operator's view of the Nodes: name -> NodeView, fed by the node watch and by our own writes, and
+which nodes have a step in flight. Shared by the informer's thread, the passes and the step pools, so
+every read and write holds its lock."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from eventedpleg.constants import NodeState
+from eventedpleg.core.actions import Cordon
+from eventedpleg.core.snapshot import NodeView, node_view
+
+
+def _rv(body: Mapping[str, Any]) -> int:
+    try:
+        return int((body.get("metadata") or {}).get("resourceVersion", 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass
+class NodeCache:
+    """Node name -> NodeView, newest resourceVersion wins; plus the nodes with a step in flight (`busy`).
+
+    While a Cordon step is in flight the node is *assumed* cordoned (kube-scheduler's assume cache): the
+    next pass already counts it against maxUnavailable, so passes can overlap steps without ever taking
+    more nodes than allowed. Watch events for that node are held until the step's own write lands.
+    """
+
+    views: dict[str, NodeView] = field(default_factory=dict)
+    versions: dict[str, int] = field(default_factory=dict)
+    held: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)  # assumed node -> newest event
+    busy: set[str] = field(default_factory=set)  # nodes with a step in flight: no second step for them
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def observe(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
+        name = str((body.get("metadata") or {}).get("name", ""))
+        with self.lock:
+            if name in self.held and event_type != "DELETED":
+                self.held[name] = body
+                return False
+            return self._apply(name, event_type, body)
+
+    def _apply(self, name: str, event_type: str | None, body: Mapping[str, Any]) -> bool:
+        if event_type == "DELETED":
+            self.views.pop(name, None)
+            self.versions.pop(name, None)
+            return True
+        rv = _rv(body)
+        if rv and rv < self.versions.get(name, 0):
+            return False  # an older event than a write we already saw
+        self.views[name] = node_view(body)
+        self.versions[name] = rv
+        return True
+
+    def claim(self, name: str) -> tuple[bool, NodeView | None]:
+        """Mark the node busy for one step: (False, None) when a step is already in flight on it, else
+        (True, the node as cached now)."""
+        with self.lock:
+            if name in self.busy:
+                return False, None
+            self.busy.add(name)
+            return True, self.views.get(name)
+
+    def release(self, name: str) -> None:
+        with self.lock:
+            self.busy.discard(name)
+
+    def idle(self) -> bool:
+        """No step in flight on any node."""
+        with self.lock:
+            return not self.busy
+
+    def assume(self, name: str, view: NodeView) -> None:
+        with self.lock:
+            self.held.setdefault(name, None)
+            self.views[name] = view
+
+    def settle(self, name: str, written: Mapping[str, Any] | None, fallback: NodeView | None) -> None:
+        """The step is over: take our write's result (or put the old view back), then any newer event."""
+        with self.lock:
+            newest = self.held.pop(name, None)
+            if written is not None:
+                self._apply(name, "MODIFIED", written)
+            elif fallback is not None:
+                self.views[name] = fallback
+            if newest is not None:
+                self._apply(name, "MODIFIED", newest)
+
+    def retain(self, names: set[str]) -> None:
+        """After a complete LIST: forget nodes that are gone (their DELETED event fell in a watch gap)."""
+        with self.lock:
+            for name in set(self.views) - names - set(self.held):
+                self.views.pop(name, None)
+                self.versions.pop(name, None)
+
+    def snapshot(self) -> list[NodeView]:
+        with self.lock:
+            return list(self.views.values())
+
+
+def assumed_cordoned(view: NodeView, action: Cordon) -> NodeView:
+    """The node as it will be once the Cordon step's first write lands: ours, cordoned, draining."""
+    marks = replace(
+        view.marks,
+        owner=action.owner,
+        state=NodeState.DRAINING,
+        cordoned_by_us=True,
+        was_unschedulable=action.was_unschedulable,
+    )
+    return replace(view, unschedulable=True, marks=marks)

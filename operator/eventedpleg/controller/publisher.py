@@ -1,0 +1,112 @@
+"""What a pass tells people: Events on condition transitions and node failures, metrics, and the status
+write (at most one a second while only counts move; at once when a condition flips)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from eventedpleg.constants import ConditionType
+from eventedpleg.controller.metrics import Metrics
+from eventedpleg.core.planner import Summary
+from eventedpleg.k8s import nodeconfigs
+from eventedpleg.k8s.errors import ApiError
+from eventedpleg.k8s.events import EventRecorder, ObjectRef
+from eventedpleg.models.nodeconfig import Condition, ConditionStatus, NodeConfigStatus
+
+log = logging.getLogger(__name__)
+STATUS_INTERVAL = 1.0  # at most one status write a second while only the counts move
+
+
+@dataclass
+class StatusPublisher:
+    api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
+    recorder: EventRecorder
+    metrics: Metrics
+    written: dict[str, tuple[NodeConfigStatus, float]] = field(default_factory=dict)  # last status, when
+    seen_failures: dict[str, set[str]] = field(default_factory=dict)  # nodes whose failure had its Event
+
+    def publish(
+        self,
+        ref: ObjectRef,
+        previous: NodeConfigStatus,
+        new: NodeConfigStatus,
+        summary: Summary,
+    ) -> bool:
+        """Events on transitions, metrics, and the status write. True when a write was held back."""
+        last, last_at = self.written.get(ref.name, (previous, 0.0))
+        before = {cond.type: cond.status for cond in last.conditions}
+        after = {cond.type: cond for cond in new.conditions}
+        available, degraded = after[ConditionType.AVAILABLE], after[ConditionType.DEGRADED]
+        if (
+            available.status is ConditionStatus.TRUE
+            and before.get(ConditionType.AVAILABLE) != available.status
+        ):
+            self.recorder.emit(ref, "Normal", "RolloutComplete", available.message)
+        if degraded.status != before.get(ConditionType.DEGRADED, ConditionStatus.FALSE):
+            if degraded.status is ConditionStatus.TRUE:
+                self.recorder.emit(ref, "Warning", degraded.reason, degraded.message)
+            else:
+                self.recorder.emit(ref, "Normal", "Recovered", "no longer degraded")
+        seen = self.seen_failures.setdefault(ref.name, set())
+        for note in summary.failures:
+            if note.name not in seen:
+                seen.add(note.name)
+                self.metrics.failures.labels(ref.name).inc()
+                self.recorder.emit(ref, "Warning", f"Node{note.state}", f"{note.name}: {note.reason}")
+        self.metrics.observe(
+            ref.name,
+            summary,
+            {cond.type.value: cond.status is ConditionStatus.TRUE for cond in new.conditions},
+        )
+        if new == last:
+            return False  # already written; the watch will catch the cached body up
+        flipped = {c.type: c.status for c in new.conditions} != before
+        if not flipped and time.monotonic() - last_at < STATUS_INTERVAL:
+            return True
+        try:
+            nodeconfigs.patch_status(self.api, ref.name, new.to_api())
+            self.written[ref.name] = (new, time.monotonic())
+        except ApiError as exc:
+            log.warning("could not write status of %s: %s", ref.name, exc)
+        return False
+
+    def invalid(
+        self,
+        ref: ObjectRef,
+        body: Mapping[str, Any],
+        previous: NodeConfigStatus,
+        exc: ValidationError,
+        now: datetime,
+    ) -> None:
+        """Degraded=True, reason InvalidSpec, naming the first problems; written once per change."""
+        problems = "; ".join(
+            f"spec.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:5]
+        )
+        generation = int(body["metadata"].get("generation", 0))
+        conditions = [
+            Condition(
+                type=ConditionType.DEGRADED,
+                status=ConditionStatus.TRUE,
+                reason="InvalidSpec",
+                message=problems,
+                observed_generation=generation,
+                last_transition_time=now,
+            )
+        ]
+        new = previous.model_copy(update={"conditions": conditions, "observed_generation": generation})
+        if new.conditions != previous.conditions or new.observed_generation != previous.observed_generation:
+            self.recorder.emit(ref, "Warning", "InvalidSpec", problems)
+            nodeconfigs.patch_status(self.api, ref.name, new.to_api())
+
+    def forget(self, name: str) -> None:
+        """The NodeConfig is gone: its metrics and what we remember of its status go too."""
+        self.metrics.forget(name)
+        self.written.pop(name, None)
+        self.seen_failures.pop(name, None)

@@ -1,0 +1,128 @@
+"""One reconcile pass over one NodeConfig, from immutable inputs: parse the spec, render (on and off) and
+make sure both ConfigMaps exist, plan over the cached nodes, hand the actions to the step runner, publish
+status. Runs in a worker thread; everything it reads that the event loop changes comes in `PassInputs`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from eventedpleg import constants as c
+from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.nodecache import NodeCache
+from eventedpleg.controller.nodeconfigstore import PassInputs, created
+from eventedpleg.controller.publisher import STATUS_INTERVAL, StatusPublisher
+from eventedpleg.controller.steps import StepRunner
+from eventedpleg.core import planner, render, status
+from eventedpleg.core.agentoptions import AgentOptions
+from eventedpleg.core.snapshot import Peer, Target
+from eventedpleg.k8s import configmaps, nodeconfigs
+from eventedpleg.k8s.errors import ApiError
+from eventedpleg.k8s.events import ObjectRef
+from eventedpleg.models.nodeconfig import NodeConfigSpec, NodeConfigStatus
+
+IDLE_RECHECK = 30.0  # seconds between passes when nothing happens (time-based gates: window, soak)
+BUSY_RECHECK = 2.0  # while drains wait on PodDisruptionBudgets (kubectl retries every 5 s)
+
+
+@dataclass
+class Reconciler:
+    api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
+    namespace: str
+    metrics: Metrics
+    nodes: NodeCache
+    steps: StepRunner
+    publisher: StatusPublisher
+    clock: Callable[[], datetime]
+    rendered: dict[tuple[bool, str, str], render.RenderedConfig] = field(default_factory=dict)
+
+    def reconcile_once(self, inputs: PassInputs) -> float | None:
+        """One pass; returns seconds until the next one (None: the NodeConfig is gone)."""
+        body = inputs.body
+        if body is None:
+            try:
+                body = nodeconfigs.get(self.api, inputs.name)
+            except ApiError:
+                return None
+        started = time.monotonic()
+        result = self._pass(body, inputs.peers, deleting=inputs.deleting)
+        self.metrics.reconcile.observe(time.monotonic() - started)
+        return result
+
+    def finalize(self, inputs: PassInputs) -> bool:
+        """One pass in deleting mode; True once every node is let go."""
+        body = inputs.body if inputs.body is not None else nodeconfigs.get(self.api, inputs.name)
+        return self._pass(body, inputs.peers, deleting=True) == 0.0 and self.nodes.idle()
+
+    def _pass(self, body: Mapping[str, Any], peers: tuple[Peer, ...], *, deleting: bool) -> float:
+        meta = body["metadata"]
+        name, generation = str(meta["name"]), int(meta.get("generation", 0))
+        ref = ObjectRef(c.KIND, name, f"{c.GROUP}/{c.VERSION}", str(meta.get("uid", "")))
+        previous = _previous_status(body)
+        try:
+            spec = NodeConfigSpec.model_validate(body.get("spec") or {})
+        except ValidationError as exc:
+            self.publisher.invalid(ref, body, previous, exc, self.clock())
+            return IDLE_RECHECK
+        now = self.clock()
+        target = self._target(body, spec, peers, deleting=deleting)
+        result = planner.plan(self.nodes.snapshot(), target, now)
+        self.steps.submit(result.actions, ref, spec)
+        new_status = status.build_status(
+            result.summary,
+            enabled=spec.evented_pleg and not target.reverting,
+            deleting=deleting,
+            generation=generation,
+            previous=previous.conditions,
+            now=now,
+        )
+        dirty = self.publisher.publish(ref, previous, new_status, result.summary)
+        if deleting:
+            return 0.0 if result.summary.finalized and not result.actions else BUSY_RECHECK
+        if dirty:
+            return STATUS_INTERVAL
+        if result.summary.counts.updating:
+            return BUSY_RECHECK
+        wake = result.summary.next_wake
+        if wake is not None:
+            return max(0.5, min(IDLE_RECHECK, (wake - now).total_seconds() + 0.5))
+        return IDLE_RECHECK
+
+    def _target(
+        self, body: Mapping[str, Any], spec: NodeConfigSpec, peers: tuple[Peer, ...], *, deleting: bool
+    ) -> Target:
+        name = str(body["metadata"]["name"])
+        mode = spec.kubelet_config.value
+        on, off = self._render(spec.evented_pleg, name, mode), self._render(False, name, mode)
+        return Target(
+            name=name,
+            spec=spec,
+            created=created(body),
+            generation=int(body["metadata"].get("generation", 0)),
+            hash_on=on.hash,
+            hash_off=off.hash,
+            agent_options=AgentOptions.from_spec(spec).to_json(),
+            deleting=deleting,
+            peers=peers,
+        )
+
+    def _render(self, enabled: bool, owner: str, mode: str) -> render.RenderedConfig:
+        """Rendered once per (enabled, owner, mode), and its ConfigMap created once."""
+        key = (enabled, owner, mode)
+        if key not in self.rendered:
+            rendered = render.render(enabled=enabled, owner=owner, kubelet_config_mode=mode)
+            configmaps.ensure(self.api, self.namespace, rendered)
+            self.rendered[key] = rendered
+        return self.rendered[key]
+
+
+def _previous_status(body: Mapping[str, Any]) -> NodeConfigStatus:
+    try:
+        return NodeConfigStatus.model_validate(body.get("status") or {})
+    except ValidationError:
+        return NodeConfigStatus()

@@ -1,0 +1,92 @@
+"""The step runner: carries out a pass's actions on two thread pools without waiting for them, one step per
+node at a time, and feeds each step's write back into the node cache."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
+from eventedpleg.core.actions import Action, Cordon, Drain
+from eventedpleg.core.snapshot import NodeView
+from eventedpleg.k8s.events import EventRecorder, ObjectRef
+from eventedpleg.k8s.executor import DrainSettings, Executor, Outcome
+from eventedpleg.models.nodeconfig import NodeConfigSpec
+
+log = logging.getLogger(__name__)
+WORKERS = 32  # cordon/drain steps in flight at once (each is 1-4 API requests)
+GIVEBACK_WORKERS = 16  # uncordon/release/fail steps in flight at once (one request each)
+STEP_THREADS = WORKERS + GIVEBACK_WORKERS
+
+
+@dataclass
+class StepRunner:
+    api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
+    recorder: EventRecorder
+    metrics: Metrics
+    nodes: NodeCache
+    clock: Callable[[], datetime]
+    settled: Callable[[], None]  # called from a pool thread after each step: wake the passes
+    may_start: Callable[[], bool] = lambda: True  # leader election: False stops every new step
+    allow_force_delete: bool = False  # the chart grants `pods delete` (drain.allowForceDelete)
+    pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(WORKERS, "step"))
+    # Steps that give a node back (uncordon, release, fail) never queue behind the cordons and drains
+    # that take new ones: a burst of Done reports is answered at once, and it frees the budget first.
+    giveback_pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(GIVEBACK_WORKERS, "giveback")
+    )
+
+    def submit(self, actions: tuple[Action, ...], ref: ObjectRef, spec: NodeConfigSpec) -> None:
+        """Start each step on a pool without waiting: the next pass may run while steps are in flight.
+        A node with a step in flight gets no second one; a Cordon is assumed done until it lands."""
+        if not actions or not self.may_start():
+            return
+        executor = Executor(
+            self.api,
+            self.recorder,
+            nodeconfig=ref,
+            drain=DrainSettings(
+                spec.drain.grace_period_seconds,
+                spec.drain.delete_empty_dir_data,
+                spec.drain.force,
+                self.allow_force_delete,
+            ),
+            clock=self.clock,
+        )
+        for action in actions:
+            claimed, before = self.nodes.claim(action.node)
+            if not claimed:
+                continue
+            if isinstance(action, Cordon) and before is not None:
+                self.nodes.assume(action.node, assumed_cordoned(before, action))
+            pool = self.pool if isinstance(action, Cordon | Drain) else self.giveback_pool
+            pool.submit(self._step, executor, action, ref.name, before)
+
+    def _step(self, executor: Executor, action: Action, nodeconfig: str, before: NodeView | None) -> None:
+        started = time.monotonic()
+        try:
+            if self.may_start():  # checked again: the step may have queued past the leader's deadline
+                log.info("step %s on %s starts", type(action).__name__, action.node)
+                outcome = executor.apply(action, before)
+            else:
+                outcome = Outcome(action, applied=False, error="not leading")
+        except Exception:  # a step must never leave the node marked busy or assumed
+            log.exception("step %s on %s", type(action).__name__, action.node)
+            outcome = Outcome(action, applied=False, error="internal error")
+        self.metrics.steps.labels(type(action).__name__).observe(time.monotonic() - started)
+        if isinstance(action, Cordon):
+            self.nodes.settle(action.node, outcome.node_body, None if outcome.applied else before)
+        elif outcome.node_body is not None:
+            self.nodes.observe("MODIFIED", outcome.node_body)
+        if outcome.error == "conflict":
+            self.metrics.conflicts.inc()
+        if outcome.drain_retry:
+            self.metrics.drain_retries.labels(nodeconfig).inc()
+        self.nodes.release(action.node)
+        self.settled()

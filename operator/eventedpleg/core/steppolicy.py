@@ -1,0 +1,220 @@
+"""What one planner action writes on its node, and which Event it records, given what the API answers. Pure.
+
+A step is a generator. It yields requests -- `Write` (one conditional merge patch of the node),
+`FindMirrorPods`, `AttemptDrain`, `Emit` (a Node Event) -- receives each answer, and returns how it ended
+(`StepEnd`). The executor (eventedpleg.k8s.executor) answers from the API; the tests' world model
+(tests/unit/rolloutworld.py) answers from a model cluster: both run these rules, nobody copies them.
+
+A step is not atomic: each Write is its own request, and a conflict (409) or a crash between two of them
+ends the step with only the earlier writes done. Every prefix is a state the planner resumes from (a
+cordoned node in Draining with no drain attempt yet is drained on the next pass), and the policy re-checks
+what a missing later write would have decided (static pods are looked for on every drain attempt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from eventedpleg import constants as c
+from eventedpleg.constants import NodeState
+from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release, SetAgentOptions, Uncordon
+from eventedpleg.core.drainpods import NEEDS_ATTENTION, DrainResult
+from eventedpleg.models.nodeconfig import OnDrainTimeout
+
+MAX_NAMED_STATIC_PODS = 3
+
+
+@dataclass(frozen=True)
+class Write:
+    """One merge patch of the node, conditional on the resourceVersion of the step's previous write."""
+
+    annotations: Mapping[str, str | None]  # None removes the key
+    unschedulable: bool | None = None  # None leaves spec.unschedulable alone
+
+
+@dataclass(frozen=True)
+class FindMirrorPods:
+    """Answer: the node's static (mirror) pods as "namespace/name" strings."""
+
+
+@dataclass(frozen=True)
+class AttemptDrain:
+    """Answer: a DrainResult. One pass of evictions (or deletes when `force_delete`); never waits."""
+
+    force_delete: bool = False
+
+
+@dataclass(frozen=True)
+class Emit:
+    """A Node Event."""
+
+    kind: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+Request = Write | FindMirrorPods | AttemptDrain | Emit
+Answer = tuple[str, ...] | DrainResult | None
+
+
+@dataclass(frozen=True)
+class StepEnd:
+    transition: NodeState | None = None  # the node state this step wrote last, if any
+    drain_retry: bool = False  # pods are still there: the next pass tries again
+
+
+Step = Generator[Request, Answer, StepEnd]
+Clock = Callable[[], datetime]
+
+
+# Said when onTimeout: ForceDelete is asked for but this installation does not grant `pods delete`.
+FORCE_DELETE_DISABLED = (
+    "onTimeout: ForceDelete is not enabled in this installation "
+    "(Helm value drain.allowForceDelete=true grants the operator pods delete)"
+)
+
+
+def step(action: Action, *, clock: Clock, nodeconfig: str, allow_force_delete: bool = False) -> Step:
+    """The rules for `action`; `clock` is read at each write (state-since), `nodeconfig` names the owner,
+    `allow_force_delete`: this installation grants `pods delete` (chart value drain.allowForceDelete)."""
+    match action:
+        case Cordon():
+            return _cordon(action, clock)
+        case Drain():
+            return _drain(action, clock, allow_force_delete)
+        case Uncordon():
+            return _uncordon(action)
+        case MarkFailed():
+            return _mark_failed(action, clock)
+        case Release():
+            return _release(action, nodeconfig)
+        case SetAgentOptions():
+            return _set_agent_options(action)
+    raise AssertionError(f"unknown action {action!r}")
+
+
+def _state(state: NodeState, reason: str, clock: Clock) -> dict[str, str | None]:
+    return {
+        c.ANN_STATE: state.value,
+        c.ANN_STATE_SINCE: clock().isoformat(timespec="seconds"),
+        c.ANN_REASON: reason,
+    }
+
+
+def _mirror_pods(answer: Answer) -> tuple[str, ...]:
+    if not isinstance(answer, tuple):
+        raise TypeError(f"FindMirrorPods answered {answer!r}")
+    return answer
+
+
+def _drain_result(answer: Answer) -> DrainResult:
+    if not isinstance(answer, DrainResult):
+        raise TypeError(f"AttemptDrain answered {answer!r}")
+    return answer
+
+
+def _static_pod_skip(
+    node_hash: str, mirror: tuple[str, ...], was_unschedulable: bool, clock: Clock
+) -> Generator[Request, Answer, StepEnd]:
+    """Give the node back and mark it Skipped: EventedPLEG duplicates static pods' containers."""
+    reason = (
+        f"runs static pods ({', '.join(mirror[:MAX_NAMED_STATIC_PODS])}): EventedPLEG starts duplicate "
+        "containers for them (k8s#121349, #123087); set includeControlPlane: true to opt in"
+    )
+    skip = {c.ANN_DESIRED: node_hash, c.ANN_CORDONED_BY_US: None, **_state(NodeState.SKIPPED, reason, clock)}
+    yield Write(skip, unschedulable=was_unschedulable)
+    yield Emit("Warning", "Skipped", reason)
+    return StepEnd(NodeState.SKIPPED)
+
+
+def _request_apply(
+    node_hash: str, options: str, what: str, clock: Clock
+) -> Generator[Request, Answer, StepEnd]:
+    marks = {
+        c.ANN_DESIRED: node_hash,
+        c.ANN_AGENT_OPTIONS: options,
+        **_state(NodeState.APPLYING, "drained; waiting for the agent", clock),
+    }
+    yield Write(marks)
+    yield Emit("Normal", "Drained", f"{what}; agent asked to apply config {node_hash}")
+    return StepEnd(NodeState.APPLYING)
+
+
+def _cordon(action: Cordon, clock: Clock) -> Step:
+    """Cordon, then the first drain attempt in the same step (kubectl drain's order: cordon, list, evict).
+    An empty node goes straight to Applying: one pass and one write fewer per node than separate steps."""
+    marks = {
+        c.ANN_OWNER: action.owner,
+        c.ANN_WAS_UNSCHEDULABLE: str(action.was_unschedulable).lower(),
+        c.ANN_CORDONED_BY_US: "true",
+        **_state(NodeState.DRAINING, "evicting pods", clock),
+    }
+    yield Write(marks, unschedulable=True)
+    mirror = _mirror_pods((yield FindMirrorPods()))
+    if mirror and not action.include_control_plane:
+        return (yield from _static_pod_skip(action.hash, mirror, action.was_unschedulable, clock))
+    result = _drain_result((yield AttemptDrain()))
+    if result.done:
+        return (yield from _request_apply(action.hash, action.agent_options, "cordoned and drained", clock))
+    yield Write({c.ANN_REASON: result.waiting})
+    yield Emit("Normal", "Draining", f"cordoned; {result.waiting} (PodDisruptionBudgets respected)")
+    return StepEnd(NodeState.DRAINING, drain_retry=True)
+
+
+def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
+    """Another drain attempt on a node in Draining; at the deadline, `on_timeout` decides."""
+    mirror = _mirror_pods((yield FindMirrorPods()))
+    if mirror and not action.include_control_plane:
+        # The Cordon step that took the node ended before its static-pod check (conflict or crash).
+        return (yield from _static_pod_skip(action.hash, mirror, action.was_unschedulable, clock))
+    force_asked = action.deadline_reached and action.on_timeout is OnDrainTimeout.FORCE_DELETE
+    force = force_asked and allow_force_delete
+    result = _drain_result((yield AttemptDrain(force_delete=force)))
+    if result.done:
+        return (yield from _request_apply(action.hash, action.agent_options, "drained", clock))
+    if action.deadline_reached and not force:
+        state = NodeState.SKIPPED if action.on_timeout is OnDrainTimeout.SKIP else NodeState.FAILED
+        reason = f"drain did not finish within {action.timeout_seconds}s: {result.waiting}"
+        if force_asked:  # ForceDelete without `pods delete`: say so instead of a 403 on every retry
+            reason += f"; {FORCE_DELETE_DISABLED}"
+        # Give the node back: a timed-out drain must never leave our cordon behind.
+        marks = {c.ANN_DESIRED: action.hash, c.ANN_CORDONED_BY_US: None, **_state(state, reason, clock)}
+        yield Write(marks, unschedulable=action.was_unschedulable)
+        yield Emit("Warning", "DrainTimeout", reason)
+        return StepEnd(state)
+    if result.waiting != action.reason:
+        # Name what blocks the drain on the node (and so in status); written only when it changes.
+        yield Write({c.ANN_REASON: result.waiting})
+        if result.blockers & NEEDS_ATTENTION:
+            yield Emit("Warning", "DrainBlocked", result.waiting)
+    return StepEnd(drain_retry=True)
+
+
+def _uncordon(action: Uncordon) -> Step:
+    yield Write({c.ANN_CORDONED_BY_US: None}, unschedulable=action.was_unschedulable)
+    keep = " (kept cordoned: it was cordoned before the rollout)" if action.was_unschedulable else ""
+    yield Emit("Normal", "Uncordoned", f"node given back{keep}")
+    return StepEnd()
+
+
+def _mark_failed(action: MarkFailed, clock: Clock) -> Step:
+    yield Write(_state(NodeState.FAILED, action.reason, clock))
+    yield Emit("Warning", "NodeFailed", action.reason)
+    return StepEnd(NodeState.FAILED)
+
+
+def _release(action: Release, nodeconfig: str) -> Step:
+    drop: dict[str, str | None] = {
+        key: None for key in c.NODE_ANNOTATIONS if not (action.keep_current and key == c.ANN_CURRENT)
+    }
+    yield Write(drop, unschedulable=action.was_unschedulable if action.uncordon else None)
+    yield Emit("Normal", "Released", f"no longer managed by NodeConfig {nodeconfig}")
+    return StepEnd()
+
+
+def _set_agent_options(action: SetAgentOptions) -> Step:
+    yield Write({c.ANN_AGENT_OPTIONS: action.agent_options})
+    return StepEnd()

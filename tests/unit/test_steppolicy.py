@@ -1,0 +1,189 @@
+"""The step policy (core.steppolicy): what each action writes and records, from what the API answers.
+The executor and the world model (rolloutworld.py) both run it; these tests pin the decisions."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from eventedpleg import constants as c
+from eventedpleg.constants import NodeState
+from eventedpleg.core import drainpods, steppolicy
+from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release
+from eventedpleg.core.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
+from eventedpleg.core.steppolicy import AttemptDrain, Emit, FindMirrorPods, StepEnd, Write
+from eventedpleg.models.nodeconfig import OnDrainTimeout
+from tests.unit.rolloutworld import T0, World, fleet, spec
+
+
+def run(
+    action: Action,
+    *,
+    mirror: tuple[str, ...] = (),
+    drain: DrainResult | None = None,
+    allow_force_delete: bool = True,
+) -> tuple[list[steppolicy.Request], StepEnd]:
+    """Run a step to its end, answering from the arguments; returns its requests in order."""
+    step = steppolicy.step(
+        action, clock=lambda: T0, nodeconfig="cluster", allow_force_delete=allow_force_delete
+    )
+    requests: list[steppolicy.Request] = []
+    answer: steppolicy.Answer = None
+    try:
+        while True:
+            request = step.send(answer)
+            requests.append(request)
+            answer = mirror if isinstance(request, FindMirrorPods) else None
+            if isinstance(request, AttemptDrain):
+                answer = drain or DrainResult(True)
+    except StopIteration as stop:
+        return requests, stop.value
+
+
+CORDON = Cordon(
+    "n", "1", "cluster", "h", include_control_plane=False, was_unschedulable=False, agent_options="{}"
+)
+DRAIN = Drain(
+    "n", "1", "h", "{}", include_control_plane=False, deadline_reached=False,
+    on_timeout=OnDrainTimeout.FAIL, timeout_seconds=60, was_unschedulable=False, reason="evicting pods",
+)  # fmt: skip
+
+
+def cordon(**kw: Any) -> Cordon:
+    return replace(CORDON, **kw)
+
+
+def drain(**kw: Any) -> Drain:
+    return replace(DRAIN, **kw)
+
+
+def writes(requests: list[steppolicy.Request]) -> list[Write]:
+    return [r for r in requests if isinstance(r, Write)]
+
+
+def events(requests: list[steppolicy.Request]) -> list[tuple[str, str]]:
+    return [(r.kind, r.reason) for r in requests if isinstance(r, Emit)]
+
+
+def test_cordon_takes_the_node_then_an_empty_node_goes_straight_to_applying() -> None:
+    requests, end = run(cordon())
+    first, second = writes(requests)
+    assert first.unschedulable is True
+    assert first.annotations[c.ANN_STATE] == "Draining" and first.annotations[c.ANN_CORDONED_BY_US] == "true"
+    assert second.annotations[c.ANN_STATE] == "Applying" and second.annotations[c.ANN_DESIRED] == "h"
+    assert events(requests) == [("Normal", "Drained")]
+    assert end == StepEnd(NodeState.APPLYING)
+
+
+def test_static_pods_give_the_node_back_as_skipped_unless_opted_in() -> None:
+    requests, end = run(cordon(), mirror=("kube-system/etcd-n",))
+    skip = writes(requests)[-1]
+    assert skip.unschedulable is False and skip.annotations[c.ANN_CORDONED_BY_US] is None
+    assert "kube-system/etcd-n" in str(skip.annotations[c.ANN_REASON])
+    assert events(requests) == [("Warning", "Skipped")] and end.transition == "Skipped"
+    assert not [r for r in requests if isinstance(r, AttemptDrain)]  # nothing evicted
+
+    _, opted_in = run(cordon(include_control_plane=True), mirror=("kube-system/etcd-n",))
+    assert opted_in.transition == "Applying"
+
+
+def test_a_drain_looks_for_static_pods_too() -> None:
+    """A Cordon cut off after its first write (409, crash) never reached its static-pod check."""
+    requests, end = run(drain(), mirror=("kube-system/etcd-n",))
+    assert end.transition == "Skipped" and events(requests) == [("Warning", "Skipped")]
+
+
+def test_blockers_decide_the_warning_by_kind_not_by_text() -> None:
+    pdb = drainpods.result(
+        drainpods.DrainSelection((PodRef("ns", "web"),), (), (), ()),
+        [EvictionProblem(PodRef("ns", "web"), Blocker.EVICTION_REFUSED, "Cannot evict pod")],
+    )
+    assert pdb.waiting == "evicting 1 pod(s); eviction of ns/web refused: Cannot evict pod"
+    requests, end = run(drain(), drain=pdb)
+    assert writes(requests)[0].annotations == {c.ANN_REASON: pdb.waiting}
+    assert events(requests) == [("Warning", "DrainBlocked")] and end == StepEnd(drain_retry=True)
+
+    # An API error on a pod whose name says "refused" is not a PDB: no Warning (the old text match warned).
+    flaky = drainpods.result(
+        drainpods.DrainSelection((PodRef("ns", "refused-emptyDir"),), (), (), ()),
+        [EvictionProblem(PodRef("ns", "refused-emptyDir"), Blocker.EVICTION_FAILED, "timeout")],
+    )
+    requests, _ = run(drain(), drain=flaky)
+    assert writes(requests) and not events(requests)
+
+    # The same reason as on the node: nothing written, nothing recorded, try again.
+    requests, end = run(drain(reason=pdb.waiting), drain=pdb)
+    assert [r for r in requests if not isinstance(r, FindMirrorPods | AttemptDrain)] == []
+    assert end == StepEnd(drain_retry=True)
+
+
+@pytest.mark.parametrize(
+    ("on_timeout", "state"), [(OnDrainTimeout.FAIL, "Failed"), (OnDrainTimeout.SKIP, "Skipped")]
+)
+def test_drain_timeout_gives_the_node_back(on_timeout: OnDrainTimeout, state: str) -> None:
+    blocked = DrainResult(False, "PDB blocks eviction", frozenset({Blocker.EVICTION_REFUSED}))
+    requests, end = run(drain(deadline_reached=True, on_timeout=on_timeout), drain=blocked)
+    (write,) = writes(requests)
+    assert write.unschedulable is False and write.annotations[c.ANN_STATE] == state
+    assert write.annotations[c.ANN_REASON] == "drain did not finish within 60s: PDB blocks eviction"
+    assert events(requests) == [("Warning", "DrainTimeout")] and end.transition == state
+
+
+def test_drain_timeout_force_delete_deletes_instead_of_evicting() -> None:
+    requests, end = run(drain(deadline_reached=True, on_timeout=OnDrainTimeout.FORCE_DELETE))
+    assert AttemptDrain(force_delete=True) in requests and end.transition == "Applying"
+
+
+def test_drain_timeout_force_delete_not_granted_fails_and_gives_the_node_back() -> None:
+    stuck = DrainResult(False, "1 pod(s) blocked by a PodDisruptionBudget")
+    timed_out = drain(deadline_reached=True, on_timeout=OnDrainTimeout.FORCE_DELETE)
+    requests, end = run(timed_out, drain=stuck, allow_force_delete=False)
+    assert AttemptDrain(force_delete=False) in requests and end.transition == "Failed"
+    (write,) = writes(requests)
+    assert steppolicy.FORCE_DELETE_DISABLED in str(write.annotations[c.ANN_REASON])
+    assert write.unschedulable is False  # the node is given back, not kept cordoned
+    assert events(requests) == [("Warning", "DrainTimeout")]
+
+
+def test_release_removes_every_protocol_key_but_current_when_kept() -> None:
+    requests, _ = run(Release("n", "1", keep_current=True, uncordon=False, was_unschedulable=False))
+    (write,) = writes(requests)
+    assert set(write.annotations) == set(c.NODE_ANNOTATIONS) - {c.ANN_CURRENT}
+    assert write.unschedulable is None
+    assert events(requests) == [("Normal", "Released")]
+
+
+def test_mark_failed() -> None:
+    requests, end = run(MarkFailed("n", "1", "agent silent"))
+    assert writes(requests)[0].annotations[c.ANN_STATE] == "Failed" and end.transition == "Failed"
+
+
+def test_a_static_pod_node_cut_off_mid_cordon_is_never_applied() -> None:
+    """World model: the operator dies right after the cordon write of a node running static pods."""
+    nodes = fleet(2)
+    nodes["node-000"].mirror_pods = ("kube-system/etcd-node-000",)
+    world = World(nodes, spec())
+    (action,) = world.plan().actions
+    assert isinstance(action, Cordon)
+    assert world.apply(action, writes=1)
+    assert nodes["node-000"].annotations[c.ANN_STATE] == "Draining" and nodes["node-000"].unschedulable
+    world.run()
+    skipped = nodes["node-000"]
+    assert skipped.annotations[c.ANN_STATE] == "Skipped" and not skipped.unschedulable
+    assert c.ANN_CURRENT not in skipped.annotations  # the agent was never asked
+    assert nodes["node-001"].annotations[c.ANN_STATE] == "Done"
+    assert ("node-000", "Skipped") in world.events
+
+
+def test_crashes_between_writes_of_any_step_still_converge() -> None:
+    for seed in range(30):
+        nodes = fleet(5)
+        nodes["node-001"].drain_blocked_until = T0.replace(second=20)
+        world = World(nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+        final = world.run(drop=random.Random(seed))
+        assert final.summary.complete, seed
+        assert all(n.annotations[c.ANN_STATE] == "Done" and not n.unschedulable for n in nodes.values())
+        assert all(n.drains == 1 for n in nodes.values()), seed

@@ -28,11 +28,12 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/build
 WORKDIR /src
-# Exactly what the wheel is built from (pyproject.toml: the operator/ package; templates/, crds/ and the chart
-# force-included; README.md as the long description) and the pins. .dockerignore keeps everything else out.
+# Exactly what the wheel is built from (pyproject.toml: the operator/eventedpleg package; templates/, crds/ and
+# the chart force-included; README.md as the long description) and the pins. .dockerignore keeps everything
+# else out of the context, the lab (operator/eventedpleg_lab, its own distribution) included.
 COPY pyproject.toml README.md ./
 COPY hack/constraints.txt hack/constraints.txt
-COPY operator/ operator/
+COPY operator/eventedpleg/ operator/eventedpleg/
 COPY templates/ templates/
 COPY crds/ crds/
 COPY manifests/evented-pleg-operator/ manifests/evented-pleg-operator/

@@ -2,7 +2,7 @@
 
 CPU/relist benchmark (kubelet v1.36 + containerd 2.2), for each N in --pods and --repeats rounds of
 gate off, gate on (ABAB...):
-  1. N idle hostNetwork static pods, started with the gate off (recipe step 8: no duplicate containers);
+  1. N idle hostNetwork static pods, started with the gate off (docs/realnode.md: no duplicate containers);
   2. write the gate drop-in, restart the kubelet (every phase restarts it, so both arms pay the same);
   3. warm up --warmup seconds, then a fixed --window: deltas of
      - utime+stime(+children) of the kubelet, containerd and every shim from /proc/<pid>/stat;
@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from eventedpleg.core.promtext import Metrics, parse_metrics
-from eventedpleg.realnode import config as cfg
-from eventedpleg.realnode import layout as lay
-from eventedpleg.realnode import rig as rn
-from eventedpleg.realnode.host import line_time, read_since
+from eventedpleg_lab.realnode import config as cfg
+from eventedpleg_lab.realnode import layout as lay
+from eventedpleg_lab.realnode import rig as rn
+from eventedpleg_lab.realnode.host import line_time, read_since
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -31,12 +31,18 @@ from pathlib import Path
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.demo.harness import NAMESPACE, OPERATOR_SA, OperatorProcess, http_status, install_operator
-from eventedpleg.demo.protocolagents import ProtocolAgents
 from eventedpleg.k8s import nodeconfigs
 from eventedpleg.k8s.client import api_client
-from eventedpleg.k8s.fakenodes import FakeNode
-from eventedpleg.localcluster.cluster import LocalCluster
+from eventedpleg_lab.demo.harness import (
+    NAMESPACE,
+    OPERATOR_SA,
+    OperatorProcess,
+    http_status,
+    install_operator,
+)
+from eventedpleg_lab.demo.protocolagents import ProtocolAgents
+from eventedpleg_lab.kube.fakenodes import FakeNode
+from eventedpleg_lab.localcluster.cluster import LocalCluster
 
 RESULTS = Path(__file__).resolve().parent / "results"
 OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:{OPERATOR_SA}"

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this). Exits non-zero on any failure.
+#   bash hack/test.sh [PYTEST ARGS]         everything: lint, types, layers, every test tier (CI)
+#   bash hack/test.sh --fast [PYTEST ARGS]  development lane: the same checks, then the unit, agent and chart
+#                                           golden tests only; builds nothing and starts no cluster or kubelet
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fast=false
+if [ "${1-}" = "--fast" ]; then fast=true; shift; fi
 source hack/venv.sh test
 export PATH="$PWD/.venv/bin:$PATH"
 
@@ -10,6 +15,17 @@ step "ruff";            ruff check operator tests bench && ruff format --check o
 step "mypy --strict";   mypy
 step "import layers";   lint-imports
 step "generated files"; python -m eventedpleg.crdgen --check && python -m eventedpleg.docgen --check
+if $fast; then
+  tiers=(tests/unit tests/agent)
+  # The chart goldens render with the real helm: run them when it is already built, never build it here.
+  if [ -n "$(python -c 'from eventedpleg_lab.localcluster import build; print(build.locate("helm") or "")')" ]; then
+    tiers+=(tests/chart)
+  else
+    echo "helm is not built yet (the full run builds it): tests/chart SKIPPED in this lane"
+  fi
+  step "pytest, fast lane: ${tiers[*]}"
+  exec pytest -p no:cacheprovider -m "not cluster and not realnode" "${tiers[@]}" "$@"
+fi
 step "binaries (etcd, kube-apiserver, kcm, scheduler, kwok, helm; cached after the first build)"
 eventedpleg cluster build
 step "real node rig (kubelet v1.36 + v1.37, containerd 2.2, crictl; Debian runc/busybox/containerd 1.6)"

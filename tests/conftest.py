@@ -1,4 +1,4 @@
-"""Shared fixtures. `cluster`: one real control plane per test session (see eventedpleg.localcluster)."""
+"""Shared fixtures. `cluster`: one real control plane per test session (see eventedpleg_lab.localcluster)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from eventedpleg.localcluster import build
+from eventedpleg_lab.localcluster import build
 
 if TYPE_CHECKING:
-    from eventedpleg.localcluster.cluster import LocalCluster
+    from eventedpleg_lab.localcluster.cluster import LocalCluster
 
 _build_error: list[str] = []
 
@@ -33,7 +33,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     .service_account_kubeconfig(ns, name, bound_pod=...). Processes are stopped at session end."""
     if _build_error:
         pytest.fail(f"cannot build the local control plane: {_build_error[0]}", pytrace=False)
-    from eventedpleg.localcluster.cluster import LocalCluster  # noqa: PLC0415 - loads the k8s client
+    from eventedpleg_lab.localcluster.cluster import LocalCluster  # noqa: PLC0415 - loads the k8s client
 
     with LocalCluster(tmp_path_factory.mktemp("cluster")) as local:
         yield local

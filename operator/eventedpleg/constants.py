@@ -60,7 +60,8 @@ CM_KEY_CRIO: Final = "crio.conf"
 CM_KEY_MANIFEST: Final = "manifest.json"
 
 # File names on the host. "99-" sorts after every kubeadm/distro drop-in we know of, so ours wins the
-# JSON-merge (kubelet: lexical WalkDir order; CRI-O: lexical order, last file wins; domain-facts §2, §3).
+# JSON-merge (kubelet: lexical WalkDir order; CRI-O: lexical order, last file wins;
+# docs/compatibility.md §2, §3).
 KUBELET_DROPIN_NAME: Final = "99-eventedpleg.conf"
 CRIO_DROPIN_NAME: Final = "99-eventedpleg.conf"
 CRIO_DROPIN_DIR: Final = "etc/crio/crio.conf.d"

@@ -19,10 +19,33 @@ from eventedpleg.core import compat
 from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+COMPATIBILITY = "docs/compatibility.md"
+# Its sections by number, as the code cites them ("docs/compatibility.md §2"), and their stable anchors.
+SECTION_ANCHORS = {
+    "0": "matrix",
+    "1": "gate-history",
+    "2": "runtimes",
+    "3": "kubelet-config",
+    "4": "verification",
+    "5": "known-bugs",
+    "6": "cri-api",
+    "7": "measured",
+}
+_CITATION = re.compile(re.escape(COMPATIBILITY) + r" (§\d(?:, §\d)*)")
 
 
 def _triple(t: compat.Triple) -> str:
     return "∞" if t == compat.INFINITY else ".".join(map(str, t))
+
+
+def link_sections(source: str) -> str:
+    """`docs/compatibility.md §1, §5` -> `compatibility [§1](docs/compatibility.md#gate-history), [§5](…)`."""
+
+    def links(match: re.Match[str]) -> str:
+        numbers = [part.strip().lstrip("§") for part in match[1].split(",")]
+        return "compatibility " + ", ".join(f"[§{n}]({COMPATIBILITY}#{SECTION_ANCHORS[n]})" for n in numbers)
+
+    return _CITATION.sub(links, source)
 
 
 def matrix_table() -> str:
@@ -36,7 +59,7 @@ def matrix_table() -> str:
             else:
                 span = f"{_triple(row.low)} to < {_triple(row.high)}"
             why = row.reason.replace(" {v}", "").replace("{v}", "").replace("|", "/")
-            lines.append(f"| {row.component} | {span} | {row.level} | {why} | {row.source} |")
+            lines.append(f"| {row.component} | {span} | {row.level} | {why} | {link_sections(row.source)} |")
     return "\n".join(lines)
 
 

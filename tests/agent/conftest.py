@@ -1,4 +1,4 @@
-"""Agent tests: the real agent against a simulated host (eventedpleg.sim) and an in-memory API."""
+"""Agent tests: the real agent against a simulated host (eventedpleg_lab.sim) and an in-memory API."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.models.nodeconfig import KubeletConfigMode
-from eventedpleg.sim.clock import FakeClock
-from eventedpleg.sim.host import SimHost
-from eventedpleg.sim.profiles import HostProfile
+from eventedpleg_lab.sim.clock import FakeClock
+from eventedpleg_lab.sim.host import SimHost
+from eventedpleg_lab.sim.profiles import HostProfile
 from tests.agent.fakeapi import FakeApi
 
 NAMESPACE = "evented-pleg-system"

@@ -14,8 +14,8 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core import render
 from eventedpleg.core.host import KubeletEndpoint
 from eventedpleg.core.promtext import parse_metrics
-from eventedpleg.sim import profiles
-from eventedpleg.sim.kubelet import Stream
+from eventedpleg_lab.sim import profiles
+from eventedpleg_lab.sim.kubelet import Stream
 from tests.agent.conftest import NODE, RigFactory
 
 KUBELET_DROPIN = f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}"

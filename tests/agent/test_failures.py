@@ -11,8 +11,8 @@ from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.constants import NodeState
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.models.nodeconfig import KubeletConfigMode, OnFailure
-from eventedpleg.sim import profiles
-from eventedpleg.sim.kubelet import Status, Stream
+from eventedpleg_lab.sim import profiles
+from eventedpleg_lab.sim.kubelet import Status, Stream
 from tests.agent.conftest import NAMESPACE, NODE, Rig, RigFactory
 
 KUBELET_DROPIN = f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}"

@@ -1,4 +1,5 @@
-"""The simulated host follows the real rules (domain-facts §1-§4), so passing agent tests mean something."""
+"""The simulated host follows the real rules (docs/compatibility.md §1-§4), so passing agent tests mean
+something."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import pytest
 
 from eventedpleg.core.host import KubeletEndpoint
 from eventedpleg.core.promtext import Metrics, parse_metrics
-from eventedpleg.sim import profiles
-from eventedpleg.sim.clock import EPOCH, FakeClock
-from eventedpleg.sim.host import SimHost
-from eventedpleg.sim.kubelet import Status, Stream
-from eventedpleg.sim.profiles import HostProfile
+from eventedpleg_lab.sim import profiles
+from eventedpleg_lab.sim.clock import EPOCH, FakeClock
+from eventedpleg_lab.sim.host import SimHost
+from eventedpleg_lab.sim.kubelet import Status, Stream
+from eventedpleg_lab.sim.profiles import HostProfile
 
 DROPIN_DIR = profiles.CONFIG_DIR
 HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"

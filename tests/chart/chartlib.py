@@ -1,4 +1,4 @@
-"""Render the chart with the real helm (built from the Go module proxy by eventedpleg.localcluster.build)."""
+"""Render the chart with the real helm (built from the Go module proxy by eventedpleg_lab.localcluster)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from eventedpleg.localcluster import build
+from eventedpleg_lab.localcluster import build
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "manifests" / "evented-pleg-operator"

@@ -1,6 +1,6 @@
 """Run the operator for real against the local control plane: as a subprocess (so it can be SIGKILLed),
 under the chart's ServiceAccount and RBAC, with agents acknowledging the node protocol. The pieces are the
-package's own (eventedpleg.demo.harness / .protocolagents), shared with the demo and the benchmark."""
+package's own (eventedpleg_lab.demo.harness / .protocolagents), shared with the demo and the benchmark."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typing import Any
 from kubernetes import client
 
 from eventedpleg import constants as c
-from eventedpleg.demo.harness import OperatorProcess, install_operator
-from eventedpleg.demo.protocolagents import Behaviour
-from eventedpleg.demo.protocolagents import ProtocolAgents as _ProtocolAgents
-from eventedpleg.localcluster.cluster import LocalCluster
+from eventedpleg_lab.demo.harness import OperatorProcess, install_operator
+from eventedpleg_lab.demo.protocolagents import Behaviour
+from eventedpleg_lab.demo.protocolagents import ProtocolAgents as _ProtocolAgents
+from eventedpleg_lab.localcluster.cluster import LocalCluster
 
 __all__ = ["OperatorProcess", "ProtocolAgents", "install_operator_rbac", "nodeconfig", "plain", "wait_for"]
 

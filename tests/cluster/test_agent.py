@@ -30,12 +30,12 @@ from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.k8s import configmaps
 from eventedpleg.k8s.agentapi import KubeAgentApi
 from eventedpleg.k8s.client import api_client
-from eventedpleg.k8s.fakenodes import KWOK_TOLERATION, FakeNode
-from eventedpleg.localcluster import build
-from eventedpleg.localcluster.cluster import LocalCluster
-from eventedpleg.sim import profiles
-from eventedpleg.sim.clock import FakeClock
-from eventedpleg.sim.host import SimHost
+from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
+from eventedpleg_lab.localcluster import build
+from eventedpleg_lab.localcluster.cluster import LocalCluster
+from eventedpleg_lab.sim import profiles
+from eventedpleg_lab.sim.clock import FakeClock
+from eventedpleg_lab.sim.host import SimHost
 
 pytestmark = pytest.mark.cluster
 
@@ -373,18 +373,19 @@ def test_missing_configmap_through_the_real_api(agent_env: AgentEnv, tmp_path: P
 
 
 def test_agent_cli_process_with_a_simulated_host(agent_env: AgentEnv, tmp_path: Path) -> None:
-    """`eventedpleg agent --simulate ... --once` as a real process, real clock, bound token."""
+    """The lab's `eventedpleg sim-agent ... --once` (the production agent code on a simulated host) as a real
+    process, real clock, bound token."""
     rendered = render.render(
         enabled=True, owner=f"agent-cli-{uuid.uuid4().hex[:4]}", kubelet_config_mode="DropInOnly"
     )
     _request(agent_env, rendered, AgentOptions(verify_timeout_seconds=60))
     root = tmp_path / "host"
     argv = [
-        sys.executable, "-m", "eventedpleg", "agent",
+        sys.executable, "-m", "eventedpleg", "sim-agent",
         "--node", agent_env.node_a,
         "--kubeconfig", str(agent_env.kubeconfig),
         "--namespace", OPERATOR_NS,
-        "--simulate", "kubeadm-containerd",
+        "--profile", "kubeadm-containerd",
         "--host-root", str(root),
         "--poll-seconds", "0.5",
         "--min-window-seconds", "12",

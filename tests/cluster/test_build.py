@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from eventedpleg.localcluster import build
+from eventedpleg_lab.localcluster import build
 
 # An excerpt in the shape of k8s.io/kubernetes's go.mod (v1.36.x).
 KUBERNETES_GO_MOD = """\

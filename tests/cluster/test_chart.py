@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
-from eventedpleg.k8s.fakenodes import KWOK_TOLERATION, FakeNode
-from eventedpleg.localcluster.cluster import LocalCluster
+from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
+from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.chart.chartlib import CHART, REPO, helm, helm_env, parse, set_json_args
 from tests.cluster.rollout_harness import wait_for
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eventedpleg.localcluster.cluster import kubectl_path, remove_state
+from eventedpleg_lab.localcluster.cluster import kubectl_path, remove_state
 
 pytestmark = pytest.mark.cluster
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from eventedpleg.localcluster.cluster import LocalCluster
+from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.unit.test_models import BAD_SPECS
 
 pytestmark = pytest.mark.cluster

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from eventedpleg.k8s.fakenodes import FakeNode
 from eventedpleg.k8s.informer import NodeInformer
 from eventedpleg.k8s.nodes import node_patch, patch_node
-from eventedpleg.localcluster.cluster import LocalCluster
+from eventedpleg_lab.kube.fakenodes import FakeNode
+from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import wait_for
 
 pytestmark = pytest.mark.cluster

@@ -13,8 +13,8 @@ import yaml
 from kubernetes import client
 from kubernetes.client import ApiException
 
-from eventedpleg.k8s.fakenodes import KWOK_TOLERATION, FakeNode
-from eventedpleg.localcluster.cluster import LocalCluster, fake_nodes
+from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
+from eventedpleg_lab.localcluster.cluster import LocalCluster, fake_nodes
 
 pytestmark = pytest.mark.cluster
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from eventedpleg.k8s.fakenodes import KWOK_TOLERATION, FakeNode
-from eventedpleg.localcluster.cluster import LocalCluster
+from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
+from eventedpleg_lab.localcluster.cluster import LocalCluster
 
 pytestmark = pytest.mark.cluster
 

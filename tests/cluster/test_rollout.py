@@ -13,9 +13,9 @@ import pytest
 from kubernetes import client
 
 from eventedpleg import constants as c
-from eventedpleg.demo.harness import http_status
-from eventedpleg.k8s.fakenodes import FakeNode
-from eventedpleg.localcluster.cluster import LocalCluster
+from eventedpleg_lab.demo.harness import http_status
+from eventedpleg_lab.kube.fakenodes import FakeNode
+from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import (
     OperatorProcess,
     ProtocolAgents,

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from eventedpleg import constants as c
-from eventedpleg.demo.simnodes import SimulatedAgents
 from eventedpleg.k8s.client import api_client
-from eventedpleg.k8s.fakenodes import FakeNode
-from eventedpleg.localcluster.cluster import LocalCluster
+from eventedpleg_lab.demo.simnodes import SimulatedAgents
+from eventedpleg_lab.kube.fakenodes import FakeNode
+from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import nodeconfig, operator_running, wait_for
 from tests.cluster.test_rollout import NS, Env, crd  # noqa: F401 - the module fixture
 

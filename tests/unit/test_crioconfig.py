@@ -1,4 +1,4 @@
-"""CRI-O drop-in rules: every file parsed, last wins, invalid TOML is fatal (domain-facts §2)."""
+"""CRI-O drop-in rules: every file parsed, last wins, invalid TOML is fatal (docs/compatibility.md §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""KubeletConfiguration merging as the kubelet does it (domain-facts §3, KEP-3983)."""
+"""KubeletConfiguration merging as the kubelet does it (docs/compatibility.md §3, KEP-3983)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_docs_example_merge() -> None:
             {"EventedPLEG": False},
             False,
         ),  # CLI wins
-        ("featureGates: {AllAlpha: true}", [], {}, True),  # guardrail 9
+        ("featureGates: {AllAlpha: true}", [], {}, True),  # docs/compatibility.md §5 guardrail 9
         ("featureGates: {AllAlpha: true, EventedPLEG: false}", [], {}, False),
     ],
 )

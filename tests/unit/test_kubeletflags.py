@@ -1,4 +1,5 @@
-"""How the kubelet is started: /proc cmdline, kubeadm's unit drop-in and env files (domain-facts §3)."""
+"""How the kubelet is started: /proc cmdline, kubeadm's unit drop-in and env files (docs/compatibility.md
+§3)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 # ruff: noqa: E501 - verbatim kubelet log lines
-"""Kubelet log lines -> signals (literal messages from domain-facts §1, §4)."""
+"""Kubelet log lines -> signals (literal messages from docs/compatibility.md §1, §4)."""
 
 from __future__ import annotations
 

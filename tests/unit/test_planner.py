@@ -80,7 +80,8 @@ def test_pre_cordoned_node_is_processed_for_free_and_stays_cordoned() -> None:
 
 
 def test_an_administrators_cordon_uses_up_the_budget() -> None:
-    """Already-unavailable nodes count (DESIGN.md, as in MCO): with maxUnavailable 1 nothing else starts."""
+    """Already-unavailable nodes count (README, "Availability budget"; as in MCO): with maxUnavailable 1
+    nothing else starts."""
     nodes = fleet(3)
     nodes["node-000"].unschedulable = True
     world = World(nodes, spec())
@@ -331,10 +332,22 @@ def test_agent_options_change_needs_no_drain() -> None:
 def test_spec_change_produces_a_new_rollout_but_done_nodes_are_never_drained_twice_for_one_hash() -> None:
     world = World(fleet(3), spec())
     world.run()
+    assert all(n.drains == 1 and n.annotations[c.ANN_CURRENT] == H_ON for n in world.nodes.values())
+    # A spec change that renders the same drop-ins (same hash) starts nothing.
+    world.spec = spec(rollout={"maxUnavailable": 2})
     for _ in range(5):
         assert world.plan().actions == ()
         world.tick()
-    assert all(n.drains == 1 for n in world.nodes.values())
+    # One that renders other drop-ins (Evented PLEG off: a new hash) rolls out again, once per node...
+    world.spec = spec(eventedPleg=False)
+    assert world.plan().actions != ()
+    world.run()
+    assert all(n.drains == 2 and n.annotations[c.ANN_CURRENT] == H_OFF for n in world.nodes.values())
+    # ...and then no node is touched again for that hash.
+    for _ in range(5):
+        assert world.plan().actions == ()
+        world.tick()
+    assert all(n.drains == 2 for n in world.nodes.values())
 
 
 def test_mark_failed_is_only_for_the_agent_phase() -> None:

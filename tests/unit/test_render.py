@@ -37,7 +37,7 @@ def test_render_matches_golden(golden: str, template: str, enabled: bool) -> Non
 @pytest.mark.parametrize("enabled", [True, False])
 def test_kubelet_dropin_is_a_kubelet_configuration(enabled: bool) -> None:
     doc = yaml.safe_load(render.render_file(render.KUBELET_TEMPLATE, enabled=enabled, owner="x"))
-    # The kubelet refuses a drop-in without apiVersion/kind (domain-facts §3).
+    # The kubelet refuses a drop-in without apiVersion/kind (docs/compatibility.md §3).
     assert doc == {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -50,7 +50,7 @@ def test_crio_dropin_is_valid_toml(enabled: bool) -> None:
     text = render.render_file(render.CRIO_TEMPLATE, enabled=enabled, owner="x")
     assert tomllib.loads(text) == {"crio": {"runtime": {"enable_pod_events": enabled}}}
     assert tomlkit.parse(text).unwrap() == tomllib.loads(text)
-    assert "enable_pod_events:" not in text  # the docs' invalid-TOML form (domain-facts §2)
+    assert "enable_pod_events:" not in text  # the docs' invalid-TOML form (docs/compatibility.md §2)
 
 
 def test_docs_snippet_form_is_rejected() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eventedpleg.realnode.supervisor import EXEC_GRACE_SECONDS, Supervisor, UnitState, proc_argv
+from eventedpleg_lab.realnode.supervisor import EXEC_GRACE_SECONDS, Supervisor, UnitState, proc_argv
 
 KTHREADD = 2  # a live process whose /proc/<pid>/cmdline is empty, like a program still being exec'd
 

@@ -1,4 +1,5 @@
-"""Version-aware verification: metrics + log lines -> PASS / FAIL / PENDING with evidence (§4)."""
+"""Version-aware verification: metrics + log lines -> PASS / FAIL / PENDING with evidence
+(docs/compatibility.md §4)."""
 
 from __future__ import annotations
 

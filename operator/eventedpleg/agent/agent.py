@@ -311,7 +311,7 @@ class Agent:
         self, *, restart_runtime: bool, runtime_unit: str, version: Version
     ) -> Work[tuple[VerifyResult | None, datetime]]:
         """The runtime (when its config changed), THEN the kubelet: a kubelet that outlives a runtime restart
-        falls back to generic PLEG for good (k8s#129827, guardrail 4). Returns a failure or None, and the
+        falls back to generic PLEG for good (k8s#129827; compatibility §5). Returns a failure or None, and the
         kubelet's restart time (verification reads the journal from there)."""
         # journalctl --since has one-second resolution: the pauses keep the previous kubelet's lines (an old
         # startup error, the fallback it logs when the runtime goes away) out of the new kubelet's window.

@@ -1,9 +1,9 @@
 """File work on the host root: reads, directory listings, and atomic writes that never litter drop-in dirs.
 
 CRI-O parses every regular file in crio.conf.d and the kubelet every `*.conf` in its --config-dir
-(domain-facts §2, §3), so a temp file or a backup inside them would be applied — or stop the daemon. Temp
-files go to the nearest directory outside every protected directory (same filesystem in practice, so the
-rename stays atomic); backups live in AGENT_STATE_DIR.
+(docs/compatibility.md §2, §3), so a temp file or a backup inside them would be applied — or stop the
+daemon. Temp files go to the nearest directory outside every protected directory (same filesystem in
+practice, so the rename stays atomic); backups live in AGENT_STATE_DIR.
 """
 
 from __future__ import annotations

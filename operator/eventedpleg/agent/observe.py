@@ -26,7 +26,7 @@ class Observer:
     def crio_pod_events(self) -> tuple[bool | None, str]:
         """The running daemon's enable_pod_events: `crio status config` (1.28+), `crio-status config` before
         that, else `crio config` — only what a fresh start loads, valid because we just restarted crio
-        (domain-facts §2)."""
+        (docs/compatibility.md §2)."""
         for argv in (["crio", "status", "config"], ["crio-status", "config"], ["crio", "config"]):
             result = self.host.run(argv, timeout=30)
             if result.ok:

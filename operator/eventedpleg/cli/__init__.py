@@ -1,36 +1,61 @@
-"""The `eventedpleg` command. Each subcommand group lives in its own module and is registered here."""
+"""The `eventedpleg` command. Subcommands are imported only when they run (or when --help lists them), so
+`eventedpleg status` loads the status code alone and `eventedpleg operator` never loads the lab.
+
+The lab's commands (distribution evented-pleg-lab: cluster, demo, realnode, sim-agent) join through the
+`eventedpleg.commands` entry-point group. `eventedpleg --help` lists them by name without loading them.
+"""
 
 from __future__ import annotations
+
+import importlib
+from importlib import metadata
 
 import click
 
 from eventedpleg import __version__
 
+LAB_COMMANDS = "eventedpleg.commands"  # the entry-point group the lab's distribution registers in
+# name -> "module:attribute" of the production commands.
+COMMANDS = {
+    "agent": "eventedpleg.cli.agent:agent",
+    "crd": "eventedpleg.cli.crd:crd",
+    "operator": "eventedpleg.cli.operator_cmd:operator",
+    "preflight": "eventedpleg.cli.inspect:preflight",
+    "render": "eventedpleg.cli.inspect:render_cmd",
+    "status": "eventedpleg.cli.inspect:status",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+
+def lab_commands() -> dict[str, metadata.EntryPoint]:
+    """The installed lab commands; a production name always wins over a lab entry of the same name."""
+    return {ep.name: ep for ep in metadata.entry_points(group=LAB_COMMANDS) if ep.name not in COMMANDS}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS:
+            module, _, attribute = COMMANDS[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+        elif (entry := lab_commands().get(cmd_name)) is not None:
+            command = entry.load()
+        else:
+            return None
+        assert isinstance(command, click.Command), COMMANDS.get(cmd_name, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_commands(ctx, formatter)
+        if lab := sorted(lab_commands()):
+            with formatter.section("Lab commands (evented-pleg-lab; `eventedpleg COMMAND --help` for each)"):
+                formatter.write_text(", ".join(lab))
+
+
+@click.group(
+    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}
+)
 @click.version_option(__version__, prog_name="eventedpleg")
 def main() -> None:
     """Turn on the kubelet's Evented PLEG across a cluster, safely, node by node."""
-
-
-def _register() -> None:
-    from eventedpleg.cli import crd  # noqa: PLC0415 - subcommands register themselves on import
-    from eventedpleg.cli.agent import agent  # noqa: PLC0415
-    from eventedpleg.cli.cluster import cluster  # noqa: PLC0415
-    from eventedpleg.cli.demo import demo  # noqa: PLC0415
-    from eventedpleg.cli.inspect import preflight, render_cmd, status  # noqa: PLC0415
-    from eventedpleg.cli.operator_cmd import operator  # noqa: PLC0415
-    from eventedpleg.cli.realnode import realnode  # noqa: PLC0415
-
-    main.add_command(crd.crd)
-    main.add_command(agent)
-    main.add_command(cluster)
-    main.add_command(operator)
-    main.add_command(realnode)
-    main.add_command(demo)
-    main.add_command(preflight)
-    main.add_command(status)
-    main.add_command(render_cmd)
-
-
-_register()

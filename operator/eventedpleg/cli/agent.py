@@ -1,78 +1,73 @@
-"""`eventedpleg agent`: the node agent (what the DaemonSet runs, one per node)."""
+"""`eventedpleg agent`: the node agent (what the DaemonSet runs, one per node).
+
+`agent_options` and `serve` are shared with the lab's `eventedpleg sim-agent`, which runs the same agent
+against a simulated host; the production command only ever drives the real one.
+"""
 
 from __future__ import annotations
 
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any, TypeVar
 
 import click
 
 from eventedpleg.agent import runner
 from eventedpleg.agent.agent import Agent, AgentSettings
-from eventedpleg.agent.linuxhost import LinuxHost, RealClock
+from eventedpleg.agent.linuxhost import LinuxHost
 from eventedpleg.core.host import Host
 from eventedpleg.k8s.agentapi import KubeAgentApi
 from eventedpleg.k8s.client import api_client
-from eventedpleg.sim.host import SimHost
-from eventedpleg.sim.profiles import PROFILES
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_OPTIONS = (
+    click.option(
+        "--node", envvar="NODE_NAME", required=True, help="This node's name (downward API spec.nodeName)."
+    ),
+    click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="Default: in-cluster credentials."),
+    click.option(
+        "--namespace",
+        envvar="EVENTEDPLEG_NAMESPACE",
+        default="evented-pleg-system",
+        show_default=True,
+        help="The operator's namespace (rendered-config ConfigMaps).",
+    ),
+    click.option("--poll-seconds", default=5.0, show_default=True, type=float, hidden=True),
+    click.option("--min-window-seconds", default=30.0, show_default=True, type=float, hidden=True),
+    click.option("--check-interval-seconds", default=60.0, show_default=True, type=float, hidden=True),
+    click.option("--once", is_flag=True, help="Handle the node's current request and check once, then exit."),
+    click.option("-v", "--verbose", is_flag=True, help="Debug logging."),
+)
 
 
-@click.command("agent")
-@click.option(
-    "--node", envvar="NODE_NAME", required=True, help="This node's name (downward API spec.nodeName)."
-)
-@click.option(
-    "--host-root",
-    envvar="EVENTEDPLEG_HOST_ROOT",
-    default="/",
-    show_default=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Where the host's / is mounted. Commands run through `nsenter -t 1` unless it is /.",
-)
-@click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="Default: in-cluster credentials.")
-@click.option(
-    "--namespace",
-    envvar="EVENTEDPLEG_NAMESPACE",
-    default="evented-pleg-system",
-    show_default=True,
-    help="The operator's namespace (rendered-config ConfigMaps).",
-)
-@click.option(
-    "--simulate",
-    type=click.Choice(sorted(PROFILES)),
-    default=None,
-    help="Run against a simulated host of this profile laid out under --host-root (tests, demo).",
-)
-@click.option("--poll-seconds", default=5.0, show_default=True, type=float, hidden=True)
-@click.option("--min-window-seconds", default=30.0, show_default=True, type=float, hidden=True)
-@click.option("--check-interval-seconds", default=60.0, show_default=True, type=float, hidden=True)
-@click.option("--once", is_flag=True, help="Handle the node's current request and check once, then exit.")
-@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
-def agent(
+def agent_options(command: F) -> F:
+    """The options every agent command takes (all but the host's)."""
+    for option in reversed(_OPTIONS):
+        command = option(command)
+    return command
+
+
+def serve(
     node: str,
-    host_root: Path,
+    host: Host,
     kubeconfig: str | None,
     namespace: str,
-    simulate: str | None,
     poll_seconds: float,
     min_window_seconds: float,
     check_interval_seconds: float,
     once: bool,
     verbose: bool,
 ) -> None:
-    """Apply, verify and watch Evented PLEG on this node when the operator asks (node annotations)."""
+    """Run the agent for `node` on `host` until SIGTERM/SIGINT (or one pass with `once`)."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    host: Host
-    if simulate:
-        host = SimHost(host_root, PROFILES[simulate], RealClock())
-    else:
-        host = LinuxHost(host_root, nsenter=host_root.resolve() != Path("/"))
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -89,3 +84,39 @@ def agent(
     with api_client(kubeconfig) as client:
         the_agent = Agent(node, host, KubeAgentApi(client, host=node), settings)
         runner.run(the_agent, stop=stopping.is_set, once=once)
+
+
+@click.command("agent")
+@click.option(
+    "--host-root",
+    envvar="EVENTEDPLEG_HOST_ROOT",
+    default="/",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the host's / is mounted. Commands run through `nsenter -t 1` unless it is /.",
+)
+@agent_options
+def agent(
+    host_root: Path,
+    node: str,
+    kubeconfig: str | None,
+    namespace: str,
+    poll_seconds: float,
+    min_window_seconds: float,
+    check_interval_seconds: float,
+    once: bool,
+    verbose: bool,
+) -> None:
+    """Apply, verify and watch Evented PLEG on this node when the operator asks (node annotations)."""
+    host = LinuxHost(host_root, nsenter=host_root.resolve() != Path("/"))
+    serve(
+        node,
+        host,
+        kubeconfig,
+        namespace,
+        poll_seconds,
+        min_window_seconds,
+        check_interval_seconds,
+        once,
+        verbose,
+    )

@@ -29,7 +29,8 @@ class AgentOptions(BaseModel):
     # Rollback: restore and re-verify (-> RolledBack). Halt: leave the node as it failed (-> Failed).
     on_failure: OnFailure = OnFailure.ROLLBACK
     # spec.includeControlPlane: static-pod nodes get duplicate containers (k8s#121349, #123087,
-    # domain-facts §5 guardrail 2), so the agent refuses a node with static pod manifests unless true.
+    # docs/compatibility.md §5 guardrail 2), so the agent refuses a node with static pod manifests
+    # unless true.
     allow_static_pods: bool = False
 
     def to_json(self) -> str:

@@ -4,7 +4,7 @@ Pure. A window is the delta between two scrapes of the same kubelet process:
 - relists: `kubelet_pleg_relist_interval_seconds` count and sum (mean interval = sum/count; 0 relists in
   the window means the period is longer than the window, i.e. 300 s on an evented v1.36 kubelet);
 - CPU: `process_cpu_seconds_total` (component-base's process collector) over the wall-clock window, in
-  millicores. That is the whole kubelet, of which relisting is one part (real-node-recipe §3).
+  millicores. That is the whole kubelet, of which relisting is one part (docs/benchmarks.md §2).
 A scrape pair that spans a kubelet restart (counters went down) gives no figures.
 """
 

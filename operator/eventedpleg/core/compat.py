@@ -1,6 +1,7 @@
 """The compatibility matrix as data, and the pure verdict for one node.
 
-Every row cites where its rule comes from (../shared/docs/domain-facts.md, "Version matrix", §1, §2, §5).
+Every row cites where its rule comes from: the upstream change, and the section of docs/compatibility.md
+that explains it.
 Levels: Supported nodes are rolled out; Risky nodes only when the NodeConfig sets `allowRisky: true`;
 Unsupported nodes are never touched. The gate is Alpha in every release, so "Supported" means "the
 combination we recommend", not "GA".
@@ -61,7 +62,7 @@ KUBELET_ROWS: tuple[Row, ...] = (
         Level.UNSUPPORTED,
         "kubelet {v} does not know the EventedPLEG gate: writing it makes the kubelet exit with "
         "'unrecognized feature gate: EventedPLEG' and the node goes NotReady",
-        "domain-facts §1 (feature_gate.go unsafeSetFromMap; gate added in 1.26, k8s#111384)",
+        "feature_gate.go unsafeSetFromMap; gate added in 1.26 by k8s#111384; docs/compatibility.md §1",
     ),
     Row(
         "kubelet",
@@ -70,7 +71,7 @@ KUBELET_ROWS: tuple[Row, ...] = (
         Level.UNSUPPORTED,
         "kubelet 1.26 starts duplicate containers with EventedPLEG (k8s#121003); the fix k8s#120942 was "
         "never backported to 1.26",
-        "domain-facts §5 (#121003, cherry-pick #121355 unmerged)",
+        "k8s#121003, k8s#120942 (1.26 cherry-pick k8s#121355 unmerged); docs/compatibility.md §5",
     ),
     Row(
         "kubelet",
@@ -79,7 +80,8 @@ KUBELET_ROWS: tuple[Row, ...] = (
         Level.UNSUPPORTED,
         "kubelet {v} is a beta-era EventedPLEG build (k8s#115967) with the static-pod duplicate-container "
         "bug that caused the revert (k8s#121349, #122697); upgrade to 1.27.10 or later",
-        "domain-facts §1 (backport #122720; first alpha 1.27 patch is likely 1.27.10, not confirmed)",
+        "revert k8s#122697, backport k8s#122720 (first Alpha 1.27 patch likely 1.27.10, not confirmed); "
+        "docs/compatibility.md §1",
     ),
     Row(
         "kubelet",
@@ -88,7 +90,7 @@ KUBELET_ROWS: tuple[Row, ...] = (
         Level.RISKY,
         "kubelet {v}: alpha EventedPLEG after the revert, but without the later static-pod and "
         "nanosecond-timestamp mitigations (k8s#124297, #127195)",
-        "domain-facts §1, §5",
+        "k8s#122720, k8s#124297, k8s#127195; docs/compatibility.md §1, §5",
     ),
     Row(
         "kubelet",
@@ -96,7 +98,7 @@ KUBELET_ROWS: tuple[Row, ...] = (
         (1, 28, 6),
         Level.UNSUPPORTED,
         "kubelet {v} is a beta-era EventedPLEG build (k8s#115967); upgrade to 1.28.6 or later",
-        "domain-facts §1 (backport #122719)",
+        "revert k8s#122697, backport k8s#122719; docs/compatibility.md §1",
     ),
     Row(
         "kubelet",
@@ -105,7 +107,7 @@ KUBELET_ROWS: tuple[Row, ...] = (
         Level.RISKY,
         "kubelet {v}: alpha EventedPLEG without the later static-pod and timestamp mitigations "
         "(k8s#124297, #127195)",
-        "domain-facts §1, §5",
+        "k8s#122719, k8s#124297, k8s#127195; docs/compatibility.md §1, §5",
     ),
     Row(
         "kubelet",
@@ -113,7 +115,7 @@ KUBELET_ROWS: tuple[Row, ...] = (
         (1, 29, 1),
         Level.UNSUPPORTED,
         "kubelet 1.29.0 is a beta-era EventedPLEG build (k8s#115967); upgrade to 1.29.1 or later",
-        "domain-facts §1 (backport #122718, CHANGELOG v1.29.1)",
+        "backport k8s#122718 (CHANGELOG-1.29, v1.29.1); docs/compatibility.md §1",
     ),
     Row(
         "kubelet",
@@ -122,7 +124,7 @@ KUBELET_ROWS: tuple[Row, ...] = (
         Level.RISKY,
         "kubelet {v}: alpha; lacks the nanosecond PodSandboxStatus timestamp fix (k8s#127195, ~1.32), so "
         "stale cache timestamps are possible (k8s#127814)",
-        "domain-facts §5",
+        "k8s#127195, k8s#127814; docs/compatibility.md §5",
     ),
     Row(
         "kubelet",
@@ -131,16 +133,16 @@ KUBELET_ROWS: tuple[Row, ...] = (
         Level.SUPPORTED,
         "kubelet {v}: alpha gate; while the event stream is healthy the generic relist slows from 1 s to "
         "300 s, which is where the CPU saving comes from",
-        "domain-facts matrix (eventedPlegRelistPeriod = 300s, kubelet.go)",
+        "kubelet.go eventedPlegRelistPeriod = 300s (v1.36.4); docs/compatibility.md §4",
     ),
     Row(
         "kubelet",
         (1, 37, 0),
         (1, 38, 0),
         Level.SUPPORTED,
-        "kubelet {v}: narrowed semantics (k8s#139262): events only hint relists after unexpected exits and "
-        "the generic relist stays at 1 s, so there is NO steady-state CPU saving",
-        "domain-facts §1 (1.37 redesign), enhancements#6311",
+        "kubelet {v}: narrowed semantics (k8s#139262): events only hint pod relists when a container "
+        "stops, and the generic relist stays at 1 s, so there is NO steady-state CPU saving",
+        "k8s#139262, enhancements#6311; docs/compatibility.md §1",
     ),
     Row(
         "kubelet",
@@ -149,7 +151,7 @@ KUBELET_ROWS: tuple[Row, ...] = (
         Level.RISKY,
         "kubelet {v} is newer than this matrix; the gate may have been removed (k8s#140849); the agent "
         "checks `kubelet --help` for the gate before writing it",
-        "domain-facts matrix (1.38-dev: re-check)",
+        "k8s#140849 (open); docs/compatibility.md §1 (re-check each release)",
     ),
 )
 
@@ -161,7 +163,7 @@ CONTAINERD_ROWS: tuple[Row, ...] = (
         Level.UNSUPPORTED,
         "containerd {v} answers GetContainerEvents with Unimplemented: the kubelet would silently fall "
         "back to polling",
-        "domain-facts §2 (containerd v1.6.39 container_events.go)",
+        "containerd v1.6.39 pkg/cri/server/container_events.go; docs/compatibility.md §2",
     ),
     Row(
         "containerd",
@@ -170,7 +172,7 @@ CONTAINERD_ROWS: tuple[Row, ...] = (
         Level.RISKY,
         "containerd {v} has a single event subscriber: any other consumer (e.g. `crictl events`) takes "
         "events away from the kubelet (containerd#7318); upgrade to 2.0.3 or later",
-        "domain-facts §2, §5",
+        "containerd#7318; docs/compatibility.md §2, §5",
     ),
     Row(
         "containerd",
@@ -179,7 +181,7 @@ CONTAINERD_ROWS: tuple[Row, ...] = (
         Level.UNSUPPORTED,
         "containerd {v} has the PodSandboxStatus timestamp regression that breaks Evented PLEG "
         "(containerd#11312, k8s#129818); upgrade to 2.0.3 or later",
-        "domain-facts §2 (fixed by containerd#11323 / #11403)",
+        "containerd#11312, fixed by containerd#11323 / #11403; docs/compatibility.md §2",
     ),
     Row(
         "containerd",
@@ -187,7 +189,7 @@ CONTAINERD_ROWS: tuple[Row, ...] = (
         INFINITY,
         Level.SUPPORTED,
         "containerd {v} always emits container events to several subscribers; nothing to configure",
-        "domain-facts §2 (containerd#9661)",
+        "containerd#9661; docs/compatibility.md §2",
     ),
 )
 
@@ -198,7 +200,7 @@ CRIO_ROWS: tuple[Row, ...] = (
         (1, 26, 0),
         Level.UNSUPPORTED,
         "CRI-O {v} cannot emit container events (enable_pod_events arrived in 1.26, cri-o#6404)",
-        "domain-facts §2",
+        "cri-o#6404; docs/compatibility.md §2",
     ),
     Row(
         "cri-o",
@@ -206,7 +208,7 @@ CRIO_ROWS: tuple[Row, ...] = (
         (1, 28, 0),
         Level.RISKY,
         "CRI-O {v} delivers events to one consumer only (broadcast since 1.28, cri-o#6838)",
-        "domain-facts §2, §5",
+        "cri-o#6838; docs/compatibility.md §2, §5",
     ),
     Row(
         "cri-o",
@@ -214,7 +216,7 @@ CRIO_ROWS: tuple[Row, ...] = (
         INFINITY,
         Level.SUPPORTED,
         "CRI-O {v}: enable_pod_events in a crio.conf.d drop-in, then restart crio and the kubelet",
-        "domain-facts §2",
+        "cri-o#6838, crio.conf.d(5); docs/compatibility.md §2",
     ),
 )
 

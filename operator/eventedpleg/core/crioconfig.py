@@ -1,4 +1,4 @@
-"""CRI-O configuration as CRI-O reads it (domain-facts §2, crio.conf.d(5)).
+"""CRI-O configuration as CRI-O reads it (docs/compatibility.md §2, crio.conf.d(5)).
 
 - /etc/crio/crio.conf first (lowest precedence), then EVERY regular file under /etc/crio/crio.conf.d,
   recursively, in lexical order, with no suffix filter (`UpdateFromPath` -> `filepath.Walk`); the last file

@@ -2,7 +2,7 @@
 
 The agent does file work itself under `root` (the host's `/` as mounted in its pod, or a temp dir for a
 simulated host); everything else that touches the host goes through these few calls so tests can run the
-real agent against `eventedpleg.sim` without root, systemd or a clock that takes real time.
+real agent against `eventedpleg_lab.sim` without root, systemd or a clock that takes real time.
 """
 
 from __future__ import annotations

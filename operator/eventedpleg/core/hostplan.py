@@ -3,6 +3,7 @@
 The agent reads the host (kubelet command line and unit, config files, drop-in directories, `kubelet --help`)
 into `HostFacts`; `decide` returns an `ApplyPlan` (files to write or remove, whether the runtime must restart,
 what verification must then see) or a `Refusal`. Every refusal happens before anything is touched.
+§N and guardrail N refer to docs/compatibility.md.
 """
 
 from __future__ import annotations
@@ -210,8 +211,8 @@ def _refuse_command_line(facts: HostFacts, enabling: bool) -> Refusal | None:
         names = " and ".join(sorted(cli_gates))
         return Refusal(
             f"the kubelet command line sets {' '.join(cli_texts)}; command-line feature gates override "
-            "the config file and every drop-in (domain-facts §3), so the operator cannot manage "
-            "EventedPLEG on this node",
+            "the config file and every drop-in (k8s#119390; docs/compatibility.md §3), so the operator "
+            "cannot manage EventedPLEG on this node",
             f"remove {names} from {_where_is(facts, cli_texts[0].split('=', 1)[1])} and restart the kubelet",
         )
     if facts.running_argv and facts.unit_argv:
@@ -246,7 +247,7 @@ def _refuse_enabling(
     if not gate_listed_in_help(facts.kubelet_help, c.FEATURE_GATE):
         return Refusal(
             f"`kubelet --help` does not list {c.FEATURE_GATE}=true|false; writing the gate would stop the "
-            "kubelet with 'unrecognized feature gate: EventedPLEG' (domain-facts §1)",
+            "kubelet with 'unrecognized feature gate: EventedPLEG' (docs/compatibility.md §1)",
             "use a kubelet that still has the gate (1.26-1.37) or exclude this node",
         )
     kind = facts.runtime.kind if facts.runtime is not None else RuntimeKind.OTHER
@@ -343,7 +344,7 @@ def _kubelet_enable(
         return Refusal(str(exc), "fix the kubelet config file")
     warning = (
         f"edited {flags.config} (kubeletConfig: EditConfigFile); kubeadm upgrade rewrites this file from "
-        "kube-system/kubelet-config and would drop the gate (domain-facts §3)"
+        "kube-system/kubelet-config and would drop the gate (docs/compatibility.md §3)"
     )
     return _Side(
         (FileChange(flags.config, edited, "kubelet --config edit (EditConfigFile)"),),

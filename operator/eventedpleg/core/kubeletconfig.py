@@ -1,10 +1,11 @@
-"""KubeletConfiguration files as the kubelet reads them (domain-facts §3, KEP-3983).
+"""KubeletConfiguration files as the kubelet reads them (docs/compatibility.md §3, KEP-3983).
 
 - Drop-ins: only `*.conf` files in `--config-dir`, walked in lexical order (subdirectories included); each
   needs apiVersion/kind; each is applied over the previous result as a JSON merge patch, so maps such as
   `featureGates` merge key by key.
 - `--feature-gates` on the command line then wins for the keys it names.
-- `AllAlpha=true` turns on every alpha gate that is not set explicitly (guardrail 9).
+- `AllAlpha=true` turns on every alpha gate that is not set explicitly (docs/compatibility.md §5,
+  guardrail 9).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Read how the kubelet is started: /proc/<pid>/cmdline, systemd unit files and the env files kubeadm uses.
 
-domain-facts §3: kubeadm's unit drop-in `10-kubeadm.conf` (in /etc/systemd/system/kubelet.service.d/ per the
-docs, /usr/lib/systemd/system/kubelet.service.d/ in pkgs.k8s.io packages) runs
+docs/compatibility.md §3: kubeadm's unit drop-in `10-kubeadm.conf` (in
+/etc/systemd/system/kubelet.service.d/ per the docs, /usr/lib/systemd/system/kubelet.service.d/ in
+pkgs.k8s.io packages, kubernetes/release#3392) runs
 `ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS
 $KUBELET_EXTRA_ARGS`
 with KUBELET_KUBEADM_ARGS from /var/lib/kubelet/kubeadm-flags.env and KUBELET_EXTRA_ARGS from
@@ -29,7 +30,8 @@ UNIT_DROPIN_DIRS: tuple[str, ...] = (
 )
 KUBEADM_FLAGS_ENV = "/var/lib/kubelet/kubeadm-flags.env"
 EXTRA_ARGS_ENV_FILES: tuple[str, ...] = ("/etc/default/kubelet", "/etc/sysconfig/kubelet")
-# 1.28-1.29 only accept --config-dir when this variable is in the kubelet's environment (KEP-3983, §3).
+# 1.28-1.29 only accept --config-dir when this variable is in the kubelet's environment (KEP-3983,
+# docs/compatibility.md §3).
 DROPIN_ALPHA_ENV = "KUBELET_CONFIG_DROPIN_DIR_ALPHA"
 
 _VAR = re.compile(r"\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|\$(?P<plain>[A-Za-z_][A-Za-z0-9_]*)")
@@ -256,5 +258,5 @@ def env_var_holding(env_files: Mapping[str, str], unit: UnitSettings, needle: st
 
 def gate_listed_in_help(help_text: str, gate: str) -> bool:
     """`kubelet --help` lists known gates as `EventedPLEG=true|false (ALPHA - default=false)` (feature_gate.go
-    format "%s=true|false (%s - default=%t)", domain-facts §1)."""
+    format "%s=true|false (%s - default=%t)", docs/compatibility.md §1)."""
     return re.search(rf"(^|\s){re.escape(gate)}=true\|false \(", help_text, re.MULTILINE) is not None

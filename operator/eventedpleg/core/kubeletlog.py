@@ -1,9 +1,11 @@
 """Recognise the kubelet log lines that tell whether Evented PLEG is on, working or has fallen back.
 
-Every pattern is the literal message from the kubelet source as listed in domain-facts §1 and §4 (evented.go
-for <=1.36 and for 1.37 after k8s#139262, remote_runtime.go for the CRI client, feature_gate.go). Lines are
-matched by substring so journald prefixes and klog headers (`E0612 10:00:01.1 1234 log.go:32] ...`) do not
-matter. Verbosity matters: V(1)/V(4) lines only appear with --v>=1/--v>=4, error lines always.
+Every pattern is the literal message from the kubelet source as listed in docs/compatibility.md §1 and §4
+(evented.go for <=1.36 and for 1.37 after k8s#139262, remote_runtime.go for the CRI client, feature_gate.go),
+checked against what real v1.36.4/v1.37.2 kubelets print (§7). Lines are matched by substring so journald
+prefixes and klog headers (`E0612 10:00:01.1 1234 log.go:32] ...`) do not matter. Verbosity matters:
+V(1)/V(4) lines only appear with --v>=1/--v>=4, error lines always. Bare §N below refer to
+docs/compatibility.md.
 """
 
 from __future__ import annotations

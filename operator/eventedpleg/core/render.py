@@ -1,13 +1,14 @@
 """Render the drop-ins a node gets, parse them back, and name the set by a content hash.
 
 - kubelet: a KubeletConfiguration fragment for the `--config-dir` directory. The kubelet only reads `*.conf`
-  files, needs apiVersion/kind in each, and JSON-merges maps key by key (domain-facts §3).
+  files, needs apiVersion/kind in each, and JSON-merges maps key by key (docs/compatibility.md §3).
 - CRI-O: `[crio.runtime] enable_pod_events = ...` as real TOML. The docs' `enable_pod_events: true` is
-  invalid TOML and would stop crio from starting (domain-facts §2), so every file is parsed back here.
+  invalid TOML and would stop crio from starting (docs/compatibility.md §2), so every file is parsed back
+  here.
 - containerd >= 1.7: nothing (it always emits events); `compat.RenderTargets` says so explicitly.
 
 Turning Evented PLEG off does not write `false` files: the rollout removes what we wrote and the node is
-back to what its administrator configured (DESIGN.md "Flip eventedPleg: false"). `render_file(..., False)`
+back to what its administrator configured (README: "Flip `eventedPleg: false`"). `render_file(..., False)`
 exists for previews and tests.
 
 Templates are package data (templates/ in the source tree, eventedpleg/templates in the wheel).

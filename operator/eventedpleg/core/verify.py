@@ -2,7 +2,7 @@
 
 Pure: the agent gathers an `Observation` (two metric scrapes, the journal since the kubelet restart, healthz,
 Node Ready, CRI-O's running config) and `evaluate` returns PASS, FAIL or PENDING with the evidence behind it.
-The signals differ by kubelet version (domain-facts §4):
+The signals differ by kubelet version (docs/compatibility.md §4; bare §N below refer to that file):
 
 - <=1.36: the gate is on (`kubernetes_feature_enabled`), the event stream is connected
   (`kubelet_evented_pleg_connection_success_count` >= 1, error count < 5, no fallback line) and, the best
@@ -31,9 +31,9 @@ CONN_LATENCY_COUNT = "kubelet_evented_pleg_connection_latency_seconds_count"
 RELIST_COUNT = "kubelet_pleg_relist_interval_seconds_count"
 RELIST_SUM = "kubelet_pleg_relist_interval_seconds_sum"
 
-# evented.go: eventedPlegMaxStreamRetries = 5, then the one-way fallback (domain-facts §4, k8s#129827).
+# evented.go: eventedPlegMaxStreamRetries = 5, then the one-way fallback (§4, k8s#129827).
 MAX_STREAM_RETRIES = 5
-# kubelet.go: genericPlegRelistPeriod = 1s, eventedPlegRelistPeriod = 300s (domain-facts §4).
+# kubelet.go: genericPlegRelistPeriod = 1s, eventedPlegRelistPeriod = 300s (§4).
 GENERIC_RELIST_SECONDS = 1.0
 EVENTED_RELIST_SECONDS = 300.0
 EVIDENCE_LIMIT = 2048
@@ -156,7 +156,7 @@ def _shorten(value: object, width: int) -> object:
 
 def gate_metric(metrics: Metrics | None) -> tuple[bool | None, str]:
     """`kubernetes_feature_enabled{name="EventedPLEG",stage="ALPHA"} 1` (k8s#112690; stage BETA on the
-    1.27.0-1.29.0 builds, domain-facts §4)."""
+    1.27.0-1.29.0 builds, §4)."""
     if metrics is None:
         return None, "metrics unavailable"
     found = metrics.find(FEATURE_METRIC, name=c.FEATURE_GATE)
@@ -169,7 +169,7 @@ def gate_metric(metrics: Metrics | None) -> tuple[bool | None, str]:
 
 
 def relist_mode(baseline: Metrics | None, latest: Metrics | None, window: float) -> tuple[RelistMode, str]:
-    """How often the generic PLEG relisted between two scrapes (domain-facts §4, relist periods).
+    """How often the generic PLEG relisted between two scrapes (§4, relist periods).
 
     `kubelet_pleg_relist_interval_seconds` observes the time between relists: ~1 s when polling, 300 s while
     the event stream is healthy on <=1.36. Over a window of W seconds, polling adds ~W observations and
@@ -342,7 +342,7 @@ def evaluate(kubelet: Version, expect: Expectation, obs: Observation, *, min_win
 
 def _pass_reason(expect: Expectation, narrowed: bool) -> str:
     if expect.in_use is True and narrowed:
-        return "Evented PLEG on (1.37: event stream watched for unexpected exits; relist stays 1 s)"
+        return "Evented PLEG on (1.37: event stream watched for container stops; relist stays 1 s)"
     if expect.in_use is True:
         return "Evented PLEG in use: event stream connected, generic relist slowed to 300 s"
     if expect.in_use is False:

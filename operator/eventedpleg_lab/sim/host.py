@@ -13,10 +13,10 @@ from pathlib import Path, PurePosixPath
 
 from eventedpleg.core.host import Clock, CommandResult, HttpResult, KubeletEndpoint, KubeletProcess
 from eventedpleg.core.versions import parse_runtime, parse_version
-from eventedpleg.sim.journal import Journal
-from eventedpleg.sim.kubelet import KubeletFaults, SimKubelet, Status
-from eventedpleg.sim.profiles import HostProfile, layout
-from eventedpleg.sim.runtime import RuntimeFaults, SimCrio, SimRuntime
+from eventedpleg_lab.sim.journal import Journal
+from eventedpleg_lab.sim.kubelet import KubeletFaults, SimKubelet, Status
+from eventedpleg_lab.sim.profiles import HostProfile, layout
+from eventedpleg_lab.sim.runtime import RuntimeFaults, SimCrio, SimRuntime
 
 BOOT_UPTIME_SECONDS = 3600.0
 

@@ -1,12 +1,12 @@
 """Simulated container runtimes: what they read at start and whether they deliver container events.
 
 - containerd: GetContainerEvents is Unimplemented before 1.7; from 1.7 events are always on, with no switch
-  (domain-facts §2).
+  (docs/compatibility.md §2).
 - CRI-O: reads /etc/crio/crio.conf, then EVERY regular file under /etc/crio/crio.conf.d recursively in lexical
   order with no suffix filter; a file that is not valid TOML stops it from starting. `enable_pod_events`
   (default false) decides whether the event stream delivers or closes at once with EOF. `crio status config`
   (1.28+) shows the running daemon's config; `crio config` shows what a fresh start would load, with options
-  at their default commented out (domain-facts §2).
+  at their default commented out (docs/compatibility.md §2).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from eventedpleg.core.versions import Version
-from eventedpleg.sim.journal import Journal
-from eventedpleg.sim.kubelet import StreamProblem
+from eventedpleg_lab.sim.journal import Journal
+from eventedpleg_lab.sim.kubelet import StreamProblem
 
 CRIO_MAIN = "etc/crio/crio.conf"
 CRIO_DIR = "etc/crio/crio.conf.d"

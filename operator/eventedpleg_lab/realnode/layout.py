@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from eventedpleg.localcluster import build
+from eventedpleg_lab.localcluster import build
 
 ENV_REALNODE_DIR = "EVENTEDPLEG_REALNODE_DIR"
 

@@ -1,6 +1,6 @@
 """The rig's configuration files: containerd (2.2 and Debian's 1.6), the kubelet, static pods.
 
-Sources: real-node-recipe steps 5-7 (with what running them here taught us, noted inline).
+Why: docs/realnode.md, "How the rig is put together" (what running them here taught us is noted inline).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from enum import StrEnum
 
 import yaml
 
-from eventedpleg.realnode import layout as lay
-from eventedpleg.realnode.images import IDLE_IMAGE, PAUSE_IMAGE
+from eventedpleg_lab.realnode import layout as lay
+from eventedpleg_lab.realnode.images import IDLE_IMAGE, PAUSE_IMAGE
 
 CONTAINERD_METRICS = "127.0.0.1:1338"
 HEALTHZ_PORT = 10248
@@ -47,7 +47,7 @@ state = "{state}"
   sandbox = '{PAUSE_IMAGE}'
 
 [plugins.'io.containerd.cri.v1.runtime']
-  # This VM lacks CAP_SYS_RESOURCE: runc cannot lower oom_score_adj to the sandbox's -998 (recipe §0.2).
+  # This VM lacks CAP_SYS_RESOURCE: runc cannot lower oom_score_adj to the sandbox's -998 (docs/realnode.md).
   restrict_oom_score_adj = true
   [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
     runtime_type = 'io.containerd.runc.v2'
@@ -80,7 +80,7 @@ state = "{state}"
   [plugins."io.containerd.grpc.v1.cri".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"   # without it: "Runtime.Name must be set" (recipe step 5)
+      runtime_type = "io.containerd.runc.v2"   # without it: "Runtime.Name must be set" (containerd 1.6)
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         BinaryName = "/usr/sbin/runc"
@@ -91,7 +91,7 @@ state = "{state}"
 
 
 def kubelet_config(layout: lay.Layout, *, gate: bool | None = None) -> str:
-    """Standalone KubeletConfiguration (recipe step 6). `gate` None leaves featureGates out: the agent (or a
+    """Standalone KubeletConfiguration (rig notes). `gate` None leaves featureGates out: the agent (or a
     drop-in) decides."""
     doc: dict[str, object] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -132,7 +132,7 @@ def gate_dropin(gate: bool) -> str:
 
 
 def static_pod(name: str, *, command: tuple[str, ...] = (), labels: Mapping[str, str] | None = None) -> str:
-    """An idle hostNetwork pod (no CNI here: the kubelet starts only hostNetwork pods, recipe step 7)."""
+    """An idle hostNetwork pod (no CNI here: the kubelet starts only hostNetwork pods, docs/realnode.md)."""
     container: dict[str, object] = {
         "name": "idle",
         "image": IDLE_IMAGE,

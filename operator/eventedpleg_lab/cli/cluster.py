@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from eventedpleg.localcluster import build
-from eventedpleg.localcluster import cluster as lc
+from eventedpleg_lab.localcluster import build
+from eventedpleg_lab.localcluster import cluster as lc
 
 
 def _default_dir() -> Path:

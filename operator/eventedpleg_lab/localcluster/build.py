@@ -9,7 +9,7 @@ No container engine and no release downloads here: only the Go module proxy. So 
   release's own go.mod, so a new release that adds a staging module needs no change here;
 - kwok and helm with `go install pkg@version` (their go.mods have no `replace`).
 
-The real-node rig (eventedpleg.realnode) builds its binaries here too, with the same techniques: two
+The real-node rig (eventedpleg_lab.realnode) builds its binaries here too, with the same techniques: two
 kubelets (the staging-replace wrapper, one per version), containerd 2.2 + runc shim + ctr and crictl with
 `go install`.
 Those are versioned components (`ensure_component`), not looked up by bare binary name.
@@ -18,7 +18,7 @@ The cache is keyed by component and version (`<cache>/bin/<component>-<version>/
 checks that files exist. Binaries a user already has are honoured: $EVENTEDPLEG_BIN_DIR first, then
 $KUBEBUILDER_ASSETS (envtest's layout), then the cache; only what is missing is built.
 
-    python -m eventedpleg.localcluster.build            # build everything missing, print the paths
+    python -m eventedpleg_lab.localcluster.build            # build everything missing, print the paths
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ KWOK = Component("kwok", KWOK_VERSION, ("kwok",), "~2 minutes")
 HELM = Component("helm", HELM_VERSION, ("helm",), "~2 minutes")
 COMPONENTS = (ETCD, KUBERNETES, KWOK, HELM)
 
-# The real-node rig (real-node-recipe §1): kubelet v1.36 (EventedPLEG stretches the relist to 300 s) and
+# The real-node rig (docs/realnode.md): kubelet v1.36 (EventedPLEG stretches the relist to 300 s) and
 # v1.37 (the narrowed k8s#139262 design), containerd 2.2 (go.mod without replace/exclude, several event
 # subscribers).
 KUBELET_136 = Component("kubelet", K8S_VERSION, ("kubelet",), "~10 minutes (~15 with a cold module cache)")
@@ -371,7 +371,7 @@ def godebug_lines(kubernetes_go_mod: str) -> list[str]:
 def _build_kubernetes(comp: Component, src: Path, out: Path, logfile: Path) -> None:
     # k8s.io/kubernetes requires its staging modules at v0.0.0 and maps them with replace => ./staging/...;
     # replaces of a dependency are ignored and v0.0.0 is not on the proxy, so we add our own replace to the
-    # published tag v0.<minor>.<patch> for each (recipe section 1; kubernetes#79384).
+    # published tag v0.<minor>.<patch> for each (docs/realnode.md; kubernetes#79384).
     _wrapper_module(src, logfile)
     staging_version = "v0." + comp.version.removeprefix("v1.")
     info = _download_json(f"k8s.io/kubernetes@{comp.version}", cwd=src, logfile=logfile)
@@ -450,7 +450,7 @@ def _build_helm(comp: Component, src: Path, out: Path, logfile: Path) -> None:
 
 
 def _build_containerd(comp: Component, src: Path, out: Path, logfile: Path) -> None:
-    # real-node-recipe step 2: CGO_ENABLED=0 (btrfs needs cgo and is then left out), the shim built the same
+    # docs/realnode.md: CGO_ENABLED=0 (btrfs needs cgo and is then left out), the shim built the same
     # way as the release Makefile's SHIM_CGO_ENABLED=0; urfave_cli_no_docs drops the man-page generator.
     # The version stamp is what CRI's Version reports, i.e. the Node's containerRuntimeVersion.
     mod = "github.com/containerd/containerd/v2"

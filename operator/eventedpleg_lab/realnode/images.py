@@ -1,4 +1,4 @@
-"""OCI image archives written by our own code: one busybox-static layer, no registry (recipe step 4).
+"""OCI image archives written by our own code: one busybox-static layer, no registry (docs/realnode.md).
 
 `busybox sleep inf` serves as the pause process (containerd stops a sandbox with SIGKILL, so it needs no
 signal handling) and as the idle workload. `ctr images import` keeps the name given in the index annotation

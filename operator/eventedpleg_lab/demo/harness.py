@@ -18,8 +18,8 @@ from pathlib import Path
 
 from eventedpleg import constants as c
 from eventedpleg import crdgen
-from eventedpleg.localcluster import build
-from eventedpleg.localcluster.cluster import LocalCluster
+from eventedpleg_lab.localcluster import build
+from eventedpleg_lab.localcluster.cluster import LocalCluster
 
 NAMESPACE = "evented-pleg-system"
 OPERATOR_SA = "evented-pleg-operator"

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from eventedpleg.agent.linuxhost import LinuxHost, RealClock
 from eventedpleg.core.host import Clock, CommandResult, HttpResult, KubeletEndpoint, KubeletProcess
-from eventedpleg.realnode import config as cfg
-from eventedpleg.realnode import layout as lay
-from eventedpleg.realnode.rig import CONTAINERD, KUBELET, RealNode, RigError
-from eventedpleg.realnode.supervisor import UnitState
+from eventedpleg_lab.realnode import config as cfg
+from eventedpleg_lab.realnode import layout as lay
+from eventedpleg_lab.realnode.rig import CONTAINERD, KUBELET, RealNode, RigError
+from eventedpleg_lab.realnode.supervisor import UnitState
 
 _KLOG = re.compile(r"^[IWEF](?P<mon>\d{2})(?P<day>\d{2}) (?P<time>\d{2}:\d{2}:\d{2}\.\d+)\s")
 # containerd (logrus text): time="2026-11-22T09:14:58.123456789Z" level=info msg=...

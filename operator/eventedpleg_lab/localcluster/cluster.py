@@ -34,9 +34,9 @@ from typing import Any, Self
 import yaml
 
 from eventedpleg.k8s import client as k8s_client
-from eventedpleg.k8s import fakenodes, serviceaccounts
-from eventedpleg.k8s.fakenodes import FakeNode
-from eventedpleg.localcluster import build, pki
+from eventedpleg_lab.kube import fakenodes, serviceaccounts
+from eventedpleg_lab.kube.fakenodes import FakeNode
+from eventedpleg_lab.localcluster import build, pki
 
 STATE_FILE = "state.json"
 ADMIN_KUBECONFIG = "admin.kubeconfig"

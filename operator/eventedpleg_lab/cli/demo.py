@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from eventedpleg.demo import run as demo_run
+from eventedpleg_lab.demo import run as demo_run
 
 
 @click.command()

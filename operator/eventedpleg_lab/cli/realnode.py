@@ -11,9 +11,9 @@ import time
 
 import click
 
-from eventedpleg.localcluster.build import BuildError
-from eventedpleg.realnode import config as cfg
-from eventedpleg.realnode import rig as rn
+from eventedpleg_lab.localcluster.build import BuildError
+from eventedpleg_lab.realnode import config as cfg
+from eventedpleg_lab.realnode import rig as rn
 
 
 def _log(message: str) -> None:

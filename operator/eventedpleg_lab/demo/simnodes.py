@@ -17,9 +17,9 @@ from eventedpleg.agent import runner
 from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.agent.linuxhost import RealClock
 from eventedpleg.k8s.agentapi import KubeAgentApi
-from eventedpleg.k8s.fakenodes import FakeNode
-from eventedpleg.sim import profiles
-from eventedpleg.sim.host import SimHost
+from eventedpleg_lab.kube.fakenodes import FakeNode
+from eventedpleg_lab.sim import profiles
+from eventedpleg_lab.sim.host import SimHost
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def profile_for(node: FakeNode) -> profiles.HostProfile:
         kubelet_version=node.kubelet_version,
         runtime=node.container_runtime_version,
         static_pods=node.control_plane,
-        verbosity=4,  # the Evented PLEG lines are V(4) (domain-facts §4)
+        verbosity=4,  # the Evented PLEG lines are V(4) (docs/compatibility.md §4)
     )
 
 

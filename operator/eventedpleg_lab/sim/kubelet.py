@@ -1,7 +1,7 @@
 # ruff: noqa: E501 - verbatim kubelet log lines and metric HELP texts
 """A simulated kubelet that reads the real files on the simulated root by the kubelet's rules.
 
-What it models (domain-facts §1, §3, §4):
+What it models (docs/compatibility.md §1, §3, §4):
 - startup: `--config`, then only `*.conf` drop-ins from `--config-dir` in lexical WalkDir order, each needing
   apiVersion/kind and JSON-merge-patched over the result (maps merge key by key); `--feature-gates` on the
   command line wins per key; an unknown gate or a bad drop-in stops the kubelet with the real message;
@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import yaml
 
 from eventedpleg.core.versions import Version, parse_version
-from eventedpleg.sim.journal import Journal, klog
+from eventedpleg_lab.sim.journal import Journal, klog
 
 UNIT = "kubelet"
 EVENTED = "EventedPLEG"
@@ -73,7 +73,7 @@ class KubeletFaults:
 
 
 def evented_stage(version: Version) -> str | None:
-    """The gate's stage in this build (domain-facts §1 matrix); None when the gate does not exist."""
+    """The gate's stage in this build (docs/compatibility.md §0, §1); None when the gate does not exist."""
     triple = (version.major, version.minor, version.patch)
     if triple < (1, 26, 0):
         return None
@@ -216,7 +216,7 @@ class SimKubelet:
         return True
 
     def _log_gates(self, now: datetime) -> None:
-        """component-base's V(1) line for the gates the configuration set (domain-facts §4; the format
+        """component-base's V(1) line for the gates the configuration set (docs/compatibility.md §4; the format
         changed in 1.36, as real v1.36.4/v1.37.2 kubelets print it)."""
         if self.version.minor_pair >= (1, 36):
             body = json.dumps(dict(sorted(self.gates.items())), separators=(",", ":"))
@@ -342,7 +342,7 @@ class SimKubelet:
                 err = "rpc error: code = Unimplemented desc = method GetContainerEvents not implemented"
                 self._log("E", at, "log.go:32", f'"failed to receive streaming container event" err="{err}"')
             elif problem is StreamProblem.EOF:
-                self.conn_success += 1  # "CRI-O with events off still increments it" (domain-facts §4)
+                self.conn_success += 1  # "CRI-O with events off still increments it" (§4)
                 err = "EOF"
                 self._log("E", at, "log.go:32", f'"container events stream is closed" err="{err}"')
             elif first:

@@ -21,13 +21,13 @@ from typing import Any
 from eventedpleg import constants as c
 from eventedpleg.core import report
 from eventedpleg.core.snapshot import node_view
-from eventedpleg.demo.harness import NAMESPACE, OPERATOR_SA, OperatorProcess, install_operator
-from eventedpleg.demo.simnodes import SimulatedAgents
 from eventedpleg.k8s import nodeconfigs, nodes
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.errors import ApiError
-from eventedpleg.localcluster import build
-from eventedpleg.localcluster.cluster import LocalCluster, default_mix
+from eventedpleg_lab.demo.harness import NAMESPACE, OPERATOR_SA, OperatorProcess, install_operator
+from eventedpleg_lab.demo.simnodes import SimulatedAgents
+from eventedpleg_lab.localcluster import build
+from eventedpleg_lab.localcluster.cluster import LocalCluster, default_mix
 
 DEMO_NODECONFIG: dict[str, Any] = {
     "apiVersion": f"{c.GROUP}/{c.VERSION}",

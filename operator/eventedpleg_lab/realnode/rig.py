@@ -6,7 +6,7 @@
     ...
     rig.down()
 
-Order matters (recipe step 5, k8s#129827): containerd starts before the kubelet and is never restarted
+Order matters (docs/realnode.md, k8s#129827): containerd starts before the kubelet and is never restarted
 under a v1.36 kubelet unless that is the point of the test. `down` stops the kubelet first (else it
 recreates the static pods), removes every pod sandbox through CRI, stops containerd, stops any shim left
 behind (by PID, only shims serving our socket), unmounts what the kubelet and containerd mounted under the
@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.localcluster import build
-from eventedpleg.realnode import config as cfg
-from eventedpleg.realnode import layout as lay
-from eventedpleg.realnode.images import IDLE_IMAGE, PAUSE_IMAGE, write_images
-from eventedpleg.realnode.supervisor import Supervisor, UnitState, alive, exit_of, proc_argv, terminate
+from eventedpleg_lab.localcluster import build
+from eventedpleg_lab.realnode import config as cfg
+from eventedpleg_lab.realnode import layout as lay
+from eventedpleg_lab.realnode.images import IDLE_IMAGE, PAUSE_IMAGE, write_images
+from eventedpleg_lab.realnode.supervisor import Supervisor, UnitState, alive, exit_of, proc_argv, terminate
 
 Log = Callable[[str], None]
 
@@ -64,9 +64,9 @@ class RigSpec:
     # The benchmark's gate, as a rig-owned drop-in (None: no gate anywhere; the agent decides).
     gate: bool | None = None
     # With the gate on and pods: start them with the gate off, then restart with it on, so the
-    # static pods' containers are adopted rather than created under Evented PLEG (recipe step 8).
+    # static pods' containers are adopted rather than created under Evented PLEG (docs/realnode.md).
     settle_gate_off: bool = True
-    verbosity: int = 4  # V(4) carries the Evented PLEG lines (domain-facts §4)
+    verbosity: int = 4  # V(4) carries the Evented PLEG lines (docs/compatibility.md §4)
 
 
 @dataclass
@@ -242,7 +242,7 @@ class RealNode:
         sock = self.layout.at(lay.CONTAINERD_SOCK)
         sock.unlink(missing_ok=True)
         shim_dir = runtime_binaries(runtime, self.bins)["containerd-shim-runc-v2"].parent
-        # Its own shim first on PATH (recipe step 5): containerd finds containerd-shim-runc-v2 there.
+        # Its own shim first on PATH (docs/realnode.md): containerd finds containerd-shim-runc-v2 there.
         env = {
             "PATH": f"{shim_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "HOME": "/root",

@@ -3,7 +3,7 @@
 
 Each profile is a kubeadm-style node: kubelet.service plus its `10-kubeadm.conf` drop-in, kubeadm-flags.env,
 /etc/default/kubelet (or /etc/sysconfig/kubelet), /var/lib/kubelet/config.yaml, and the runtime's config
-(domain-facts §3). The kubelet's command line is fixed by the profile and the files are written to agree with
+(docs/compatibility.md §3). The kubelet's command line is fixed by the profile and the files are written to agree with
 it, so an agent that mis-reads the unit files disagrees with /proc and notices.
 """
 
@@ -202,7 +202,7 @@ def kubelet_129() -> HostProfile:
 
 
 def containerd_16() -> HostProfile:
-    """containerd 1.6: GetContainerEvents is Unimplemented, so the kubelet falls back (domain-facts §2)."""
+    """containerd 1.6: GetContainerEvents is Unimplemented, so the kubelet falls back (docs/compatibility.md §2)."""
     return HostProfile("containerd-1.6", runtime="containerd://1.6.39")
 
 
@@ -279,7 +279,7 @@ def layout(profile: HostProfile, root: Path) -> None:
         _write(root, f"{STATIC_POD_DIR}/kube-scheduler.yaml", STATIC_POD)
     if profile.config_dir:
         _write(root, f"{profile.config_dir}/10-eviction.conf", EVICTION_DROPIN)
-        # Not *.conf: the kubelet skips it (domain-facts §3); a good test of the suffix rule.
+        # Not *.conf: the kubelet skips it (docs/compatibility.md §3); a good test of the suffix rule.
         _write(
             root, f"{profile.config_dir}/README", "Drop-ins for the kubelet; only *.conf files are read.\n"
         )

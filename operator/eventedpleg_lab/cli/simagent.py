@@ -1,0 +1,51 @@
+"""`eventedpleg sim-agent`: the real node agent against a simulated host (tests, demos). The production
+`eventedpleg agent` has no simulator; this command is the lab's way to run the agent as its own process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from eventedpleg.agent.linuxhost import RealClock
+from eventedpleg.cli.agent import agent_options, serve
+from eventedpleg_lab.sim.host import SimHost
+from eventedpleg_lab.sim.profiles import PROFILES
+
+
+@click.command("sim-agent")
+@click.option(
+    "--profile", type=click.Choice(sorted(PROFILES)), required=True, help="The simulated host's layout."
+)
+@click.option(
+    "--host-root",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the simulated host's files are laid out (created when missing).",
+)
+@agent_options
+def sim_agent(
+    profile: str,
+    host_root: Path,
+    node: str,
+    kubeconfig: str | None,
+    namespace: str,
+    poll_seconds: float,
+    min_window_seconds: float,
+    check_interval_seconds: float,
+    once: bool,
+    verbose: bool,
+) -> None:
+    """Run the node agent against a simulated host of PROFILE laid out under --host-root."""
+    host = SimHost(host_root, PROFILES[profile], RealClock())
+    serve(
+        node,
+        host,
+        kubeconfig,
+        namespace,
+        poll_seconds,
+        min_window_seconds,
+        check_interval_seconds,
+        once,
+        verbose,
+    )

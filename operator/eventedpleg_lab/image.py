@@ -24,7 +24,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from eventedpleg import __version__
-from eventedpleg.localcluster.build import cache_dir
+from eventedpleg_lab.localcluster.build import cache_dir
 
 Log = Callable[[str], None]
 
@@ -174,6 +174,8 @@ def mmdebstrap_argv(out: Path) -> list[str]:
         "--customize-hook=printf '%s;\\n' "
         + " ".join(shlex.quote(o) for o in SLIM_APT)
         + f' > "$1{SLIM_APT_FILE}"',
+        # apt's binary caches (72 MB) and any .deb left by the bootstrap: never part of a Debian image.
+        '--customize-hook=rm -f "$1"/var/cache/apt/*.bin "$1"/var/cache/apt/archives/*.deb',
         *([f"--hook-dir={MERGED_USR_HOOKS}"] if MERGED_USR_HOOKS.is_dir() else []),
         SUITE,
         str(out),

@@ -31,6 +31,7 @@ def test_context_is_the_dockerignore_allow_list() -> None:
     tops = {f.split("/")[0] for f in files}
     assert tops == {"pyproject.toml", "README.md", "hack", "operator", "templates", "crds", "manifests"}
     assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc")]
+    assert not [f for f in files if f.startswith("operator/eventedpleg_lab/")]  # the lab is not in the image
     assert [f for f in files if f.startswith("hack/")] == ["hack/constraints.txt"]  # not lock.sh
 
 

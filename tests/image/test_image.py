@@ -313,7 +313,7 @@ def test_lab_wheel_holds_only_the_lab(tmp_path: Path) -> None:
     commands = re.search(r"^\[eventedpleg\.commands\]\n((?:.+\n?)+)", entry_points, re.M)
     assert commands is not None, entry_points
     assert {line.split(" = ")[0] for line in commands.group(1).splitlines()} == {
-        "cluster", "demo", "realnode", "sim-agent",
+        "cluster", "demo", "lab", "realnode", "sim-agent",
     }  # fmt: skip
 
 

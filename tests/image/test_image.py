@@ -225,6 +225,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if source.is_dir():
             shutil.copytree(source, context / rel, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
+            (context / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, context / rel)
     out = tmp_path_factory.mktemp("wheels")
     done = subprocess.run(

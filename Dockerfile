@@ -17,9 +17,6 @@ ARG BASE_IMAGE=debian:bookworm-slim
 
 # --- builder: the project's wheel plus the wheels of its pinned dependencies ----------------------------
 FROM ${BASE_IMAGE} AS builder
-# pip reads its CA bundle from here; a build that must trust extra CAs mounts its bundle and points this at
-# it for the build only (see `eventedpleg lab image`), so no bundle is ever written into a layer.
-ARG PIP_CERT=/etc/ssl/certs/ca-certificates.crt
 # python3 and python3-venv are bookworm's metapackages, fixed for the release's life (the interpreter
 # below them takes security updates); ca-certificates must follow the archive's trust store, never a pin.
 # hadolint ignore=DL3008
@@ -37,7 +34,11 @@ COPY operator/eventedpleg/ operator/eventedpleg/
 COPY templates/ templates/
 COPY crds/ crds/
 COPY manifests/evented-pleg-operator/ manifests/evented-pleg-operator/
-RUN /opt/build/bin/pip wheel --no-cache-dir --disable-pip-version-check -c hack/constraints.txt \
+# A build that must trust extra CAs passes its bundle as the secret pip-ca (`eventedpleg lab image` does):
+# a mount for this RUN only, so no bundle, not even an empty mount point, reaches a layer.
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
+    && /opt/build/bin/pip wheel --no-cache-dir --disable-pip-version-check -c hack/constraints.txt \
         --wheel-dir /wheels .
 
 # --- runtime ---------------------------------------------------------------------------------------------

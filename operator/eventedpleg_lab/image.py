@@ -72,8 +72,9 @@ BASE_CONFIG = (
     "--cmd=bash",
 )
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
-# Where the build sees the host's CA bundle (a bind mount for RUN only, never written into a layer).
-BUILD_CA = "/run/host-ca-certificates.crt"
+# The host's CA bundle reaches pip as the build secret pip-ca (the Dockerfile's wheel step), never a layer.
+CA_SECRET_ID = "pip-ca"  # noqa: S105 - the id of a build secret, not a secret
+BUILD_CA = f"/run/secrets/{CA_SECRET_ID}"
 DEBIAN_TOOLS = {"buildah": "buildah", "fuse-overlayfs": "fuse-overlayfs", "mmdebstrap": "mmdebstrap"}
 
 
@@ -192,8 +193,8 @@ def bud_argv(
 ) -> list[str]:
     argv = [*buildah_base(store, run), "bud", "--isolation=chroot", "--pull-never", f"--tag={tag}"]
     argv += [f"--build-arg={k}={v}" for k, v in sorted(build_args.items())]
-    if ca_bundle is not None:  # pip's trust store for this build only: a RUN mount, not a layer
-        argv += [f"--volume={ca_bundle}:{BUILD_CA}:ro", f"--build-arg=PIP_CERT={BUILD_CA}"]
+    if ca_bundle is not None:  # pip's trust store for the wheel step only: a secret, not a layer
+        argv.append(f"--secret=id={CA_SECRET_ID},src={ca_bundle}")
     return [*argv, f"--file={repo / 'Dockerfile'}", str(repo)]
 
 

@@ -56,14 +56,16 @@ def test_inputs_digest_follows_every_input(tmp_path: Path) -> None:
     assert len(digests) == 6
 
 
-def test_build_mounts_the_ca_bundle_for_the_build_only(tmp_path: Path) -> None:
+def test_build_passes_the_ca_bundle_as_a_secret(tmp_path: Path) -> None:
     ca = tmp_path / "ca.crt"
     argv = image.bud_argv(tmp_path / "s", tmp_path / "r", REPO, image.TAG, {"VERSION": "0.1.0"}, ca)
-    assert f"--volume={ca}:{image.BUILD_CA}:ro" in argv
-    assert f"--build-arg=PIP_CERT={image.BUILD_CA}" in argv
+    assert f"--secret=id=pip-ca,src={ca}" in argv
+    assert not [a for a in argv if a.startswith(("--volume", "-v"))]  # a bind mount leaves its mount point
     assert {"--isolation=chroot", "--pull-never", "--storage-driver=vfs"} <= set(argv)
     without = image.bud_argv(tmp_path / "s", tmp_path / "r", REPO, image.TAG, {}, None)
-    assert not [a for a in without if "PIP_CERT" in a or a.startswith("--volume")]
+    assert not [a for a in without if a.startswith("--secret")]
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "--mount=type=secret,id=pip-ca" in dockerfile and image.BUILD_CA == "/run/secrets/pip-ca"
 
 
 # --- the real build --------------------------------------------------------------------------------------

@@ -13,5 +13,11 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
 fi
 command -v go >/dev/null || { echo "Go >= 1.26 is needed to build the local control plane" >&2; exit 2; }
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}" -e ./operator
+# Editable installs follow code changes by themselves; pip runs again only when what it installed from
+# (the two pyproject files, the extras) changed since the last install into this venv.
+stamp=".venv/.installed-$(cat pyproject.toml operator/pyproject.toml | sha256sum | cut -c1-16)-${extras:-none}"
+if [ ! -e "$stamp" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}" -e ./operator
+  touch "$stamp"
+fi

@@ -128,7 +128,8 @@ FIELD_NOTES = {
     "spec.drain.gracePeriodSeconds": "-1: the pod's own",
     "spec.drain.deleteEmptyDirData": "evict pods with emptyDir volumes",
     "spec.drain.force": "evict pods without a controller",
-    "spec.drain.onTimeout": "`Fail` and `Skip` uncordon the node; `ForceDelete` deletes pods, bypassing PDBs",
+    "spec.drain.onTimeout": "`Fail` and `Skip` uncordon the node; `ForceDelete` deletes pods, bypassing PDBs "
+    "(only with the chart value `drain.allowForceDelete: true`, else the node is Failed saying so)",
     "spec.verification.timeoutSeconds": "how long the agent may take to prove Evented PLEG is in use",
     "spec.onDelete": "`Revert` removes our drop-ins from every node before the NodeConfig goes; "
     "`Keep` leaves them",

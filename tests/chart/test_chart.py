@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import click
 import pytest
+import yaml
 from prometheus_client import generate_latest
 
 from eventedpleg import constants as c
@@ -53,6 +56,7 @@ CASES: dict[str, dict[str, Any]] = {
         "operator.logLevel": "debug",
         "agent.logLevel": "debug",
         "image.digest": "sha256:" + "ab" * 32,
+        "drain.allowForceDelete": True,
     },
     "single-replica-own-namespace": {
         "nameOverride": "epo",
@@ -148,8 +152,10 @@ def test_default_objects(default: Rendered) -> None:
             f"Service/{OPERATOR}-metrics",
             f"ServiceAccount/{AGENT}", f"ServiceAccount/{OPERATOR}",
             f"ValidatingAdmissionPolicy/{AGENT}-own-events", f"ValidatingAdmissionPolicy/{AGENT}-own-node",
+            f"ValidatingAdmissionPolicy/{OPERATOR}-node-fields",
             f"ValidatingAdmissionPolicyBinding/{AGENT}-own-events",
             f"ValidatingAdmissionPolicyBinding/{AGENT}-own-node",
+            f"ValidatingAdmissionPolicyBinding/{OPERATOR}-node-fields",
         ]
     )  # fmt: skip
 
@@ -204,13 +210,14 @@ def test_operator_deployment_runs_two_replicas_one_active(default: Rendered) -> 
     spec = deploy["spec"]
     assert spec["replicas"] == 2
     # The standby must start before an old replica stops; readiness must not wait for the Lease, or a
-    # rolling update could never finish (see the template's comment).
+    # rolling update could never finish (see the template's comment): it is the node cache being synced,
+    # which the standby's is too. Liveness is the loops' progress.
     assert spec["strategy"] == {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
     }
     container = _container(deploy)
-    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert container["ports"] == [{"name": "metrics", "containerPort": 8080, "protocol": "TCP"}]
     anti = spec["template"]["spec"]["affinity"]["podAntiAffinity"][
@@ -237,9 +244,65 @@ def test_operator_env_and_argv_are_accepted_by_the_cli(default: Rendered) -> Non
         "metrics_port": 8080,
         "leader_elect": True,
         "identity": "op-abc",
+        # client-go's rules: the leader stops (renew deadline) before a standby may take over (duration).
+        "lease_duration": 15.0,
+        "renew_deadline": 10.0,
+        "retry_period": 2.0,
+        "lease_request_timeout": 5.0,
+        "rollout_stale_seconds": 120.0,
+        "informer_stale_seconds": 420.0,
+        "allow_force_delete": False,
         "verbose": False,
     }
+    lease = render(
+        {"operator.leaderElection": {"leaseDuration": 30, "renewDeadline": 20, "retryPeriod": 4}}
+    ).find("Deployment", OPERATOR)
+    params = _parse_cli(_container(lease), {"POD_NAME": "op-abc", "EVENTEDPLEG_NAMESPACE": NAMESPACE})
+    assert (params["lease_duration"], params["renew_deadline"], params["retry_period"]) == (30, 20, 4)
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == OPERATOR
+
+
+def test_pods_delete_only_when_force_delete_is_allowed(default: Rendered) -> None:
+    """`pods delete` bypasses PodDisruptionBudgets: granted, and honoured by the operator, only together."""
+
+    def pod_verbs(rendered: Rendered) -> set[str]:
+        rules = rendered.find("ClusterRole", OPERATOR)["rules"]
+        return {v for r in rules if r["apiGroups"] == [""] and "pods" in r["resources"] for v in r["verbs"]}
+
+    env = {"POD_NAME": "op-abc", "EVENTEDPLEG_NAMESPACE": NAMESPACE}
+    assert pod_verbs(default) == {"get", "list"}
+    assert _parse_cli(_container(default.find("Deployment", OPERATOR)), env)["allow_force_delete"] is False
+    allowed = render({"drain.allowForceDelete": True})
+    assert pod_verbs(allowed) == {"get", "list", "delete"}
+    assert _parse_cli(_container(allowed.find("Deployment", OPERATOR)), env)["allow_force_delete"] is True
+
+
+def test_agent_policy_names_every_operator_owned_key(default: Rendered) -> None:
+    """One writer per key: the agent's policy keeps it off the keys only the operator writes (the
+    executor's marks), named from constants.py rather than retyped."""
+    policy = default.find("ValidatingAdmissionPolicy", f"{AGENT}-own-node")
+    (listed,) = {
+        tuple(re.findall(r'"([^"]+)"', v["expression"].split("]")[0]))
+        for v in policy["spec"]["validations"]
+        if "operator-owned" in v.get("messageExpression", "")
+    }
+    operator_only = {
+        c.ANN_DESIRED,
+        c.ANN_AGENT_OPTIONS,
+        c.ANN_OWNER,
+        c.ANN_WAS_UNSCHEDULABLE,
+        c.ANN_CORDONED_BY_US,
+    }
+    assert set(listed) == operator_only
+    agent_writes = {
+        c.ANN_STATE,
+        c.ANN_REASON,
+        c.ANN_STATE_SINCE,
+        c.ANN_EVIDENCE,
+        c.ANN_CURRENT,
+        c.ANN_BENEFIT,
+    }
+    assert not agent_writes & set(listed)
 
 
 def test_metrics_service_and_pdb(default: Rendered) -> None:
@@ -304,10 +367,21 @@ def test_agent_argv_is_accepted_by_the_cli(default: Rendered) -> None:
     assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
     params = _parse_cli(container, {"NODE_NAME": "node-1"})
     assert params["node"] == "node-1"
+    assert (params["health_port"], params["health_stale_seconds"]) == (9441, 180.0)
     assert params["host_root"] == Path("/host")
     assert params["namespace"] == NAMESPACE  # where the operator writes the rendered ConfigMaps
     assert "simulate" not in params and "profile" not in params  # the image's agent has no simulator
     assert params["once"] is False
+
+
+def test_agent_probes_use_its_health_endpoint(default: Rendered) -> None:
+    container = _container(default.find("DaemonSet", AGENT))
+    assert container["ports"] == [{"name": "health", "containerPort": 9441, "protocol": "TCP"}]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    # The probe must tolerate a quiet watch (60 s) plus its read timeout before restarting the agent.
+    liveness = container["livenessProbe"]
+    assert liveness["periodSeconds"] * liveness["failureThreshold"] >= 60
 
 
 def test_agent_namespace_is_the_only_privileged_one(default: Rendered) -> None:
@@ -449,11 +523,15 @@ def test_alerts_use_metrics_the_operator_exports() -> None:
     for kind in c.ConditionType:
         metrics.condition.labels("cluster", kind.value).set(0)
     metrics.failures.labels("cluster").inc()
+    metrics.failed_cordoned.labels("cluster").set(1)
     metrics.leader.set(1)
     exported = parse_metrics(generate_latest(metrics.registry).decode())
     rule = render(CASES["monitoring"]).find("PrometheusRule", OPERATOR)
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
-    assert {"EventedPlegRolloutDegraded", "EventedPlegNodeFailures"} <= set(alerts)
+    assert {
+        "EventedPlegRolloutDegraded", "EventedPlegNodeFailures", "EventedPlegNoLeader",
+        "EventedPlegOperatorAbsent", "EventedPlegNodeFailedAndCordoned",
+    } <= set(alerts)  # fmt: skip
     selector = re.compile(r"(eventedpleg_[a-z_]+)(?:\{([^}]*)\})?")
     for name, alert in alerts.items():
         found = selector.findall(alert["expr"])
@@ -464,6 +542,37 @@ def test_alerts_use_metrics_the_operator_exports() -> None:
             assert exported.find(metric, **labels), f"{name}: no series {metric}{labels}"
         assert alert["labels"]["severity"] in {"info", "warning", "critical"}
         assert alert["annotations"]["summary"]
+
+
+def test_alerts_cover_no_operator_and_failed_cordoned_nodes() -> None:
+    """absent() fires when no replica exports at all (the no-leader alert needs a series to compare);
+    a node left Failed and cordoned alerts after the configured time."""
+    rule = render({**CASES["monitoring"], "prometheusRule.failedCordonedFor": "30m"}).find(
+        "PrometheusRule", OPERATOR
+    )
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    absent = alerts["EventedPlegOperatorAbsent"]
+    assert absent["expr"] == f'absent(eventedpleg_leader{{namespace="{NAMESPACE}"}})'
+    assert absent["for"] == "10m"
+    stuck = alerts["EventedPlegNodeFailedAndCordoned"]
+    assert stuck["expr"] == "max by (nodeconfig) (eventedpleg_failed_cordoned_nodes) > 0"
+    assert stuck["for"] == "30m"
+    assert "{{ $labels.nodeconfig }}" in stuck["annotations"]["summary"]
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (Debian: prometheus)")
+def test_promtool_accepts_the_rules(tmp_path: Path) -> None:
+    """Prometheus' own parser on the rules the chart renders (PromQL and templates)."""
+    rule = render(CASES["monitoring"]).find("PrometheusRule", OPERATOR)
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    done = subprocess.run(
+        ["promtool", "check", "rules", str(tmp_path / "rules.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS: 5 rules found" in done.stdout
 
 
 # --- helpers ---------------------------------------------------------------------------------------------
@@ -480,7 +589,8 @@ def _parse_cli(container: Doc, env: dict[str, str]) -> dict[str, Any]:
     assert isinstance(command, click.Command), argv[1]
     # auto_envvar/envvar defaults must not leak in from the test's environment.
     saved = {k: os.environ.pop(k) for k in list(os.environ) if k in {"KUBECONFIG", "NODE_NAME", "POD_NAME",
-             "EVENTEDPLEG_NAMESPACE", "EVENTEDPLEG_HOST_ROOT", "EVENTEDPLEG_METRICS_PORT"}}  # fmt: skip
+             "EVENTEDPLEG_NAMESPACE", "EVENTEDPLEG_HOST_ROOT", "EVENTEDPLEG_METRICS_PORT",
+             "EVENTEDPLEG_HEALTH_PORT", "EVENTEDPLEG_ALLOW_FORCE_DELETE"}}  # fmt: skip
     try:
         ctx = command.make_context(argv[1], argv[2:], parent=group_ctx)
     finally:

@@ -4,7 +4,9 @@ package's own (eventedpleg_lab.demo.harness / .protocolagents), shared with the 
 
 from __future__ import annotations
 
+import itertools
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,12 +15,23 @@ from typing import Any
 from kubernetes import client
 
 from eventedpleg import constants as c
+from eventedpleg.k8s.nodes import node_patch, patch_node
 from eventedpleg_lab.demo.harness import OperatorProcess, install_operator
 from eventedpleg_lab.demo.protocolagents import Behaviour
 from eventedpleg_lab.demo.protocolagents import ProtocolAgents as _ProtocolAgents
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 
-__all__ = ["OperatorProcess", "ProtocolAgents", "install_operator_rbac", "nodeconfig", "plain", "wait_for"]
+__all__ = [
+    "OperatorProcess",
+    "ProtocolAgents",
+    "install_operator_rbac",
+    "nodeconfig",
+    "passes",
+    "plain",
+    "planned_again",
+    "wait_for",
+]
+_pokes = itertools.count()
 
 
 def plain(obj: object) -> Any:
@@ -70,3 +83,29 @@ def operator_running(
         yield op
     finally:
         op.stop()
+
+
+def passes(port: int) -> int:
+    """The plan-and-execute passes the operator has finished (its eventedpleg_reconcile_seconds count)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    counts = [
+        line.split()[-1]
+        for line in text.splitlines()
+        if line.startswith("eventedpleg_reconcile_seconds_count")
+    ]
+    return int(sum(float(n) for n in counts))
+
+
+def planned_again(api: Any, port: int, node: str) -> None:
+    """Wait, on events rather than time, until the operator has planned twice more, each time pushed by a
+    change to `node` (an annotation outside the protocol). The second of those passes began after the
+    first ended, i.e. after this call started: whatever a test then finds unchanged, the operator looked at
+    and left alone. This is what a test proving that nothing happens waits for, instead of a sleep."""
+    start = passes(port)
+
+    def pushed() -> bool:
+        patch_node(api, node, node_patch(annotations={"tests.invalid/poke": str(next(_pokes))}))
+        return passes(port) >= start + 2
+
+    wait_for(pushed, interval=0.5, what="two more operator passes")

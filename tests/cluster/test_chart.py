@@ -239,6 +239,67 @@ def test_agent_pod_token_is_confined_to_its_node(release: Release) -> None:
         assert done.returncode != 0 and because in done.stderr, done.stderr
 
 
+def test_agent_may_not_write_the_operator_owned_keys(release: Release) -> None:
+    """One writer per key: with its own pod-bound token on its own Node, the agent writes the keys it owns
+    and is denied adding, changing or removing desired-config, agent-options and the other operator keys."""
+    node_a = release.nodes[0]
+    (pod,) = [p for p in release.pods(release.agent_ns, "agent") if p["spec"]["nodeName"] == node_a]
+    kubeconfig = release.cluster.service_account_kubeconfig(
+        release.agent_ns, release.agent, bound_pod=pod["metadata"]["name"], create=False
+    )
+    own = {c.ANN_STATE: "Verifying", c.ANN_REASON: "restarting", c.ANN_CURRENT: "abc", c.ANN_EVIDENCE: "{}"}
+    release.kubectl("annotate", "node", node_a, "--overwrite", *(f"{k}={v}" for k, v in own.items()),
+                    kubeconfig=kubeconfig)  # fmt: skip
+    annotations = release.get("node", node_a)["metadata"]["annotations"]
+    assert {k: annotations[k] for k in own} == own
+    # As the operator would have set them (with the admin's credentials here).
+    release.kubectl(
+        "annotate", "node", node_a, "--overwrite", f"{c.ANN_DESIRED}=h1", f"{c.ANN_OWNER}=cluster"
+    )
+    for change in (
+        f"{c.ANN_DESIRED}=h2", f"{c.ANN_DESIRED}-", f"{c.ANN_AGENT_OPTIONS}={{}}", f"{c.ANN_OWNER}=other",
+        f"{c.ANN_CORDONED_BY_US}=true", f"{c.ANN_WAS_UNSCHEDULABLE}=true",
+    ):  # fmt: skip
+        key = change.split("=")[0].rstrip("-")
+        done = release.cluster.kubectl(
+            "annotate", "node", node_a, "--overwrite", change, kubeconfig=kubeconfig
+        )
+        assert done.returncode != 0, change
+        assert f"may not change the operator-owned annotations {key}" in done.stderr, done.stderr
+    annotations = release.get("node", node_a)["metadata"]["annotations"]
+    assert annotations[c.ANN_DESIRED] == "h1" and annotations[c.ANN_OWNER] == "cluster"
+    assert c.ANN_AGENT_OPTIONS not in annotations
+
+
+def test_operator_may_change_only_cordon_and_its_annotations(release: Release) -> None:
+    """With the operator's own ServiceAccount token: cordon, uncordon, eventedpleg.io/* and the autoscaler
+    annotations are admitted; a label, a taint or another annotation is denied by the chart's policy."""
+    node = release.nodes[1]
+    kubeconfig = release.cluster.service_account_kubeconfig(release.namespace, release.operator, create=False)
+    release.kubectl("cordon", node, kubeconfig=kubeconfig)
+    assert release.get("node", node)["spec"]["unschedulable"] is True
+    allowed = (
+        f"{c.ANN_STATE}=Cordoned", f"{c.ANN_DESIRED}=h1",
+        "karpenter.sh/do-not-disrupt=true", "cluster-autoscaler.kubernetes.io/scale-down-disabled=true",
+    )  # fmt: skip
+    release.kubectl("annotate", "node", node, "--overwrite", *allowed, kubeconfig=kubeconfig)
+    annotations = release.get("node", node)["metadata"]["annotations"]
+    assert all(annotations[a.split("=")[0]] == a.split("=")[1] for a in allowed)
+    release.kubectl("annotate", "node", node, "karpenter.sh/do-not-disrupt-", kubeconfig=kubeconfig)
+    release.kubectl("uncordon", node, kubeconfig=kubeconfig)
+    assert not release.get("node", node)["spec"].get("unschedulable", False)
+    for args, because in (
+        (("label", "node", node, "steer=here"), "may not change a Node's labels"),
+        (("taint", "node", node, "steer=here:NoSchedule"), "may change only spec.unschedulable"),
+        (("annotate", "node", node, "example.com/other=1"), "may change only eventedpleg.io/*"),
+    ):
+        done = release.cluster.kubectl(*args, kubeconfig=kubeconfig)
+        assert done.returncode != 0 and because in done.stderr, (args, done.stderr)
+    after = release.get("node", node)
+    assert "steer" not in after["metadata"].get("labels", {})
+    assert not any(t["key"] == "steer" for t in after["spec"].get("taints", []))
+
+
 # --- RBAC: what each ServiceAccount can and cannot do -----------------------------------------------------
 
 # (verb, resource, namespace or "" for cluster-wide/all namespaces, allowed); {ns} is the release namespace.
@@ -248,7 +309,7 @@ OPERATOR_CAN = [
     ("list", "nodeconfigs.eventedpleg.io", "", True), ("watch", "nodeconfigs.eventedpleg.io", "", True),
     ("patch", "nodeconfigs.eventedpleg.io", "", True),
     ("patch", "nodeconfigs.eventedpleg.io/status", "", True),
-    ("list", "pods", "", True), ("delete", "pods", "default", True),
+    ("list", "pods", "", True),
     ("create", "pods/eviction", "default", True),
     ("create", "events", "default", True), ("create", "events.events.k8s.io", "default", True),
     ("create", "configmaps", "{ns}", True), ("delete", "configmaps", "{ns}", True),
@@ -260,6 +321,7 @@ OPERATOR_CAN = [
     ("get", "secrets", "{ns}", False), ("list", "secrets", "", False), ("watch", "secrets", "", False),
     ("patch", "nodes/status", "", False), ("update", "nodes", "", False), ("delete", "nodes", "", False),
     ("create", "pods", "default", False), ("update", "pods", "default", False),
+    ("delete", "pods", "default", False), ("delete", "pods", "", False),  # only with drain.allowForceDelete
     ("create", "pods/exec", "default", False),
     ("create", "nodeconfigs.eventedpleg.io", "", False), ("delete", "nodeconfigs.eventedpleg.io", "", False),
     ("create", "configmaps", "kube-system", False), ("update", "configmaps", "{ns}", False),

@@ -61,8 +61,10 @@ def test_fake_nodes_are_ready_and_keep_our_node_info(cluster: LocalCluster) -> N
             control_plane=True,
         ),
     ]
+    # add_nodes returns once the nodes are Ready, and only kwok's node-initialize stage makes them Ready
+    # (we create them without conditions): by now that stage has rewritten status.nodeInfo from its
+    # template. Its next write is the heartbeat stage's, minutes later (stages/01-node-heartbeat-*.yaml).
     assert cluster.add_nodes(nodes) == ["info-crio", "info-cp"]
-    time.sleep(2)  # let kwok's stages have another go; nothing may overwrite what we set
 
     crio = kget(cluster, "node", "info-crio")
     info = crio["status"]["nodeInfo"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from tests.cluster.rollout_harness import (
     nodeconfig,
     operator_running,
     plain,
+    planned_again,
     wait_for,
 )
 
@@ -214,7 +216,7 @@ def test_pdb_blocks_the_drain_and_is_named_without_being_violated(env: Env) -> N
             what="Progressing names the PDB",
         )
         assert "refused" in message and node in message
-        time.sleep(3)
+        planned_again(env.api, op.port, node)
         running = pods()
         assert len(running) == 1 and "deletionTimestamp" not in running[0]["metadata"]  # never violated
         assert env.node_states()[node] == ("Draining", True)
@@ -233,7 +235,10 @@ def test_failed_node_is_rolled_back_and_the_rollout_halts(env: Env) -> None:
     def behaviour(name: str) -> str:
         return "RolledBack" if name == bad else "Done"
 
-    with operator_running(env.cluster, NS, env.tmp), ProtocolAgents(env.api, env.prefix, behaviour=behaviour):
+    with (
+        operator_running(env.cluster, NS, env.tmp) as op,
+        ProtocolAgents(env.api, env.prefix, behaviour=behaviour),
+    ):
         degraded = wait_for(
             lambda: (
                 env.condition("halt", "Degraded").get("status") == "True"
@@ -243,7 +248,7 @@ def test_failed_node_is_rolled_back_and_the_rollout_halts(env: Env) -> None:
         )
         assert degraded["reason"] == "RolloutHalted"
         assert bad in degraded["message"] and "previous files restored" in degraded["message"]
-        time.sleep(3)
+        planned_again(env.api, op.port, names[1])
         states = env.node_states()
         assert states[bad] == ("RolledBack", False)  # healthy again and given back
         assert [n for n, (s, _) in states.items() if s == "Done"] == []  # nothing else started
@@ -256,9 +261,9 @@ def test_failed_node_is_rolled_back_and_the_rollout_halts(env: Env) -> None:
 def test_pause_resume_and_flip_to_false(env: Env) -> None:
     names = env.nodes([{} for _ in range(3)])
     env.apply(nodeconfig("flip", env.prefix, rollout={"paused": True, "canary": {"nodes": 0}}))
-    with operator_running(env.cluster, NS, env.tmp), ProtocolAgents(env.api, env.prefix):
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
         wait_for(lambda: env.condition("flip", "Paused").get("status") == "True", what="Paused")
-        time.sleep(2)
+        planned_again(env.api, op.port, names[0])
         assert all(s is None for s, _ in env.node_states().values())
         env.apply(nodeconfig("flip", env.prefix, rollout={"paused": False, "canary": {"nodes": 0}}))
         wait_for(lambda: env.condition("flip", "Available").get("status") == "True", what="Available")
@@ -376,8 +381,11 @@ def test_two_replicas_exactly_one_active_and_failover(env: Env) -> None:
         leader = wait_for(lambda: _try(lambda: _lease_holder(env)), what="a leader")
         standby = next(op for op in ops if op.identity != leader)
         active = next(op for op in ops if op.identity == leader)
-        wait_for(lambda: _http(standby.port, "/readyz") == 503, what="standby answers probes, not ready")
-        assert _http(active.port, "/readyz") == 200
+        # Both are Ready once their node caches are synced (a warm standby); only one leads.
+        wait_for(lambda: _http(standby.port, "/readyz") == 200, what="standby's cache synced")
+        wait_for(lambda: _http(active.port, "/readyz") == 200, what="leader's cache synced")
+        assert _leader_gauge(standby.port) == 0.0
+        assert _leader_gauge(active.port) == 1.0
         env.apply(nodeconfig("ha", env.prefix, rollout={"canary": {"nodes": 0}}))
         with ProtocolAgents(env.api, env.prefix, delay=1.5):
             wait_for(lambda: any(s for s, _ in env.node_states().values()), what="rollout started")
@@ -394,6 +402,14 @@ def test_two_replicas_exactly_one_active_and_failover(env: Env) -> None:
     finally:
         for op in ops:
             op.stop()
+
+
+def _leader_gauge(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return float(
+        next(line.split()[1] for line in text.splitlines() if line.startswith("eventedpleg_leader "))
+    )
 
 
 def _lease_holder(env: Env) -> str:

@@ -15,7 +15,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.kubeletlog import Signal, classify
 from eventedpleg.core.promtext import Metrics
+from eventedpleg.core.verify import CONN_ERROR, CONN_SUCCESS, FEATURE_METRIC, RELIST_COUNT, RELIST_SUM
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn
@@ -37,6 +38,21 @@ NAMESPACE = "evented-pleg-system"
 NODE = "realnode"
 FIXTURES = Path(__file__).parent / "fixtures"
 _SKIPPED: list[str] = []
+# Every signal and metric the agent decides on must have appeared in a real run. Each comes from a
+# different scenario, so the check is on the session's union, made when the session ends (whatever the
+# order), and only when every test that feeds it ran and passed; otherwise the summary says it was not made.
+WANTED_SIGNALS = {
+    Signal.FEATURE_GATES,
+    Signal.GENERATED_STATUS,
+    Signal.FALLBACK,
+    Signal.RETRY,
+    Signal.CRI_RECV_FAILED,
+    Signal.RELIST_HINT,
+    Signal.FAST_PATH_DISABLED,
+}
+WANTED_METRICS = {FEATURE_METRIC, CONN_SUCCESS, CONN_ERROR, RELIST_COUNT, RELIST_SUM}
+_FEEDERS: set[str] = set()  # every collected test that uses `seen`, before -k/-m deselection
+_PASSED = pytest.StashKey[bool]()
 
 
 def _why_not() -> str | None:
@@ -48,6 +64,19 @@ def _why_not() -> str | None:
             "`eventedpleg realnode build` (~7 min cold, cached in ~/.cache/eventedpleg)"
         )
     return None
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:  # before -k/-m deselection: every test feeding `seen`
+    if "seen" in getattr(item, "fixturenames", ()):
+        _FEEDERS.add(item.nodeid)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call" and report.passed:
+        item.stash[_PASSED] = True
+    return report
 
 
 @pytest.hookimpl(trylast=True)  # after `-m` deselection: name only the tests that would have run
@@ -84,6 +113,7 @@ class Seen:
     signals: dict[Signal, str] = field(default_factory=dict)
     metric_names: set[str] = field(default_factory=set)
     records: dict[str, object] = field(default_factory=dict)
+    fed: set[str] = field(default_factory=set)  # the tests that ran with it and passed
     node: rn.RealNode | None = None
     offset: int = 0
 
@@ -126,15 +156,31 @@ class Seen:
 
 
 @pytest.fixture(scope="session")
-def seen_all() -> Seen:
-    return Seen()
+def seen_all() -> Iterator[Seen]:
+    seen = Seen()
+    yield seen
+    if os.environ.get("EVENTEDPLEG_RECORD_FIXTURES"):  # before asserting: a failing run's lines are evidence
+        FIXTURES.mkdir(exist_ok=True)
+        text = json.dumps(seen.fixture(), indent=1, sort_keys=True) + "\n"
+        (FIXTURES / "kubelet-lines.json").write_text(text)
+    if unfed := sorted(_FEEDERS - seen.fed):
+        _SKIPPED.append(
+            f"the union of real signals was NOT checked: {len(unfed)} realnode tests did not run and pass "
+            f"in this session (first: {unfed[0]})"
+        )
+        return
+    missing = sorted(WANTED_SIGNALS - seen.signals.keys())
+    assert not missing, f"never seen in a real run: {missing}; seen: {sorted(seen.signals)}"
+    assert not sorted(WANTED_METRICS - seen.metric_names)
 
 
 @pytest.fixture
-def seen(node: rn.RealNode, seen_all: Seen) -> Iterator[Seen]:
+def seen(request: pytest.FixtureRequest, node: rn.RealNode, seen_all: Seen) -> Iterator[Seen]:
     seen_all.begin(node)
     yield seen_all
     seen_all.kubelet_lines()  # classify whatever the test did not look at
+    if request.node.stash.get(_PASSED, False):
+        seen_all.fed.add(request.node.nodeid)
 
 
 def crictl_runtime_version(rig: rn.RealNode) -> str:

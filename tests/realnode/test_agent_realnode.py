@@ -2,9 +2,10 @@
 
 Each test brings up a fresh node (`rig.up`), hands it to the production agent through RigHost (the
 supervisor plays systemd, the kubelet's log file plays the journal) and asserts on what the real kubelet
-reported. `seen` collects every agent-matched log signal and metric that appeared in a real run; the last
-test checks that each one we rely on did appear (and records the real lines as fixtures, see
-tests/unit/test_real_kubelet_lines.py, which replays them on every machine).
+reported. `seen` collects every agent-matched log signal and metric that appeared in a real run; when the
+session ends, in whatever order the tests ran, conftest checks that each one we rely on did appear (and
+records the real lines as fixtures, see tests/unit/test_real_kubelet_lines.py, which replays them on
+every machine).
 """
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ import pytest
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.agentoptions import AgentOptions
-from eventedpleg.core.kubeletlog import Signal
 from eventedpleg.core.promtext import parse_metrics
-from eventedpleg.core.verify import CONN_ERROR, CONN_SUCCESS, FEATURE_METRIC, RELIST_COUNT, RELIST_SUM
+from eventedpleg.core.verify import CONN_ERROR, CONN_SUCCESS, FEATURE_METRIC
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn
-from tests.realnode.conftest import FIXTURES, Seen, make_agent_rig
+from tests.realnode.conftest import Seen, make_agent_rig
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]
 
@@ -229,26 +229,11 @@ def test_static_pods_created_under_evented_pleg_are_counted(node: rn.RealNode, s
         for ctr in node.containers(all_states=True)
         if ctr["labels"]["io.kubernetes.pod.name"].startswith("idle")
     ]
+    running = [ctr for ctr in node.containers() if ctr["labels"]["io.kubernetes.pod.name"].startswith("idle")]
     seen.record("static-pods-created-evented", {"pods": pods, "containers": len(every)})
-    assert len(every) >= pods  # every pod runs; more than `pods` would be the bug reproducing
-
-
-def test_every_signal_and_metric_the_agent_relies_on_was_seen_for_real(seen: Seen) -> None:
-    """Runs last: the union of the real runs above must show each signal the agent decides on."""
-    wanted_signals = {
-        Signal.FEATURE_GATES,
-        Signal.GENERATED_STATUS,
-        Signal.FALLBACK,
-        Signal.RETRY,
-        Signal.CRI_RECV_FAILED,
-        Signal.RELIST_HINT,
-        Signal.FAST_PATH_DISABLED,
-    }
-    wanted_metrics = {FEATURE_METRIC, CONN_SUCCESS, CONN_ERROR, RELIST_COUNT, RELIST_SUM}
-    if os.environ.get("EVENTEDPLEG_RECORD_FIXTURES"):  # before asserting: a failing run's lines are evidence
-        FIXTURES.mkdir(exist_ok=True)
-        text = json.dumps(seen.fixture(), indent=1, sort_keys=True) + "\n"
-        (FIXTURES / "kubelet-lines.json").write_text(text)
-    missing = sorted(wanted_signals - seen.signals.keys())
-    assert not missing, f"never seen in a real run: {missing}; seen: {sorted(seen.signals)}"
-    assert not sorted(wanted_metrics - seen.metric_names)
+    # What must hold either way: under the gate the kubelet runs every static pod, one container each.
+    assert len({ctr["labels"]["io.kubernetes.pod.name"] for ctr in running}) == pods, running
+    assert len(running) == pods, running
+    # Not asserted: whether exited duplicates exist (len(every) > pods). The upstream bug is a race
+    # between the container start and the Evented PLEG cache (k8s#121349), so either outcome is a
+    # correct run of the real kubelet; the figure is recorded for docs/realnode.md instead.

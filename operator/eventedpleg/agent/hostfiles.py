@@ -4,6 +4,11 @@ CRI-O parses every regular file in crio.conf.d and the kubelet every `*.conf` in
 (docs/compatibility.md §2, §3), so a temp file or a backup inside them would be applied — or stop the
 daemon. Temp files go to the nearest directory outside every protected directory (same filesystem in
 practice, so the rename stays atomic); backups live in AGENT_STATE_DIR.
+
+Writes never follow a symlink: no directory between the host root and a file we write or remove may be a
+symlink (one could point a drop-in directory, or the root's /etc, at a path outside the host root or at
+another directory), and temp files are opened with O_NOFOLLOW. The target itself is replaced by rename,
+which replaces a symlink rather than following it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ class FileCopy:
     mode: int = 0o644
 
 
+class HostPathError(OSError):
+    """A write was refused because its path leaves the intended directory through a symlink."""
+
+
 def _within(path: PurePosixPath, directory: PurePosixPath) -> bool:
     return path == directory or directory in path.parents
 
@@ -36,6 +45,20 @@ class HostFiles:
 
     def on_host(self, host_path: str) -> Path:
         return self.root / host_path.lstrip("/")
+
+    def _checked_dir(self, host_dir: str) -> Path:
+        """The directory under the host root, refusing any symlink on the way (checked before mkdir, so
+        a symlinked component cannot make us create directories elsewhere)."""
+        path = self.root
+        for part in PurePosixPath("/", host_dir).parts[1:]:
+            path = path / part
+            if path.is_symlink():
+                raise HostPathError(
+                    f"refusing to write under {host_dir}: /{path.relative_to(self.root)} is a symlink"
+                )
+            if not path.exists():
+                break
+        return self.on_host(host_dir)
 
     def read_text(self, host_path: str) -> str | None:
         data = self.read_bytes(host_path)
@@ -87,13 +110,13 @@ class HostFiles:
         self, host_path: str, content: bytes, *, protected: tuple[str, ...], mode: int = 0o644
     ) -> None:
         """temp file outside protected dirs, fsync, rename over the target, fsync the directory."""
-        target = self.on_host(host_path)
+        target = self._checked_dir(str(PurePosixPath(host_path).parent)) / PurePosixPath(host_path).name
         target.parent.mkdir(parents=True, exist_ok=True)
-        temp_dir = self.on_host(self.temp_dir_for(host_path, protected))
+        temp_dir = self._checked_dir(self.temp_dir_for(host_path, protected))
         temp_dir.mkdir(parents=True, exist_ok=True)
         temp = temp_dir / f"{TEMP_PREFIX}{target.name}{TEMP_SUFFIX}"
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
             try:
                 os.write(fd, content)
                 os.fchmod(fd, mode)
@@ -114,7 +137,7 @@ class HostFiles:
             self.write_atomic(host_path, copy.content, protected=protected, mode=copy.mode)
 
     def remove(self, host_path: str) -> None:
-        target = self.on_host(host_path)
+        target = self._checked_dir(str(PurePosixPath(host_path).parent)) / PurePosixPath(host_path).name
         try:
             target.unlink()
         except FileNotFoundError:

@@ -5,7 +5,9 @@ binary), files are read and written under the mounted root, the kubelet process 
 kubelet's endpoints are reached on the host's loopback (the pod uses hostNetwork):
 - healthz: http://127.0.0.1:10248/healthz (healthzBindAddress/healthzPort defaults);
 - metrics: https://127.0.0.1:10250/metrics with the pod's ServiceAccount token (RBAC: nodes/metrics get).
-  The kubelet's serving certificate is usually self-signed, so TLS is not verified for this loopback call.
+  TLS is verified against the kubelet's serving CA when the node has it (kubelet_serving_ca below); its
+  certificate names the node, not 127.0.0.1, so the chain is checked and the host name is not. Where the
+  kubelet serves a certificate from elsewhere (tlsCertFile), the call is not verified (README).
 """
 
 from __future__ import annotations
@@ -25,6 +27,20 @@ from eventedpleg.core.host import Clock, CommandResult, HttpResult, KubeletEndpo
 from eventedpleg.core.kubeletflags import parse_cmdline, parse_environ
 
 TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+CLUSTER_CA_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+KUBELET_PKI = "var/lib/kubelet/pki"  # the kubelet's default certDirectory
+
+
+def kubelet_serving_ca(root: Path, cluster_ca: Path = CLUSTER_CA_FILE) -> Path | None:
+    """What signs the kubelet's serving certificate on this node, if we can tell: with serverTLSBootstrap
+    the cluster's signer (kubelet-server-current.pem), else the kubelet's own self-signed kubelet.crt."""
+    pki = root / KUBELET_PKI
+    if (pki / "kubelet-server-current.pem").exists():
+        return cluster_ca if cluster_ca.exists() else None
+    self_signed = pki / "kubelet.crt"
+    return self_signed if self_signed.is_file() else None
+
+
 MAX_JOURNAL_LINES = 5000
 MAX_BODY = 8 << 20
 
@@ -47,6 +63,7 @@ class LinuxHost:
         healthz_url: str = "http://127.0.0.1:10248/healthz",
         metrics_url: str = "https://127.0.0.1:10250/metrics",
         token_file: Path = TOKEN_FILE,
+        cluster_ca: Path = CLUSTER_CA_FILE,
         clock: Clock | None = None,
     ) -> None:
         self._root = root
@@ -54,6 +71,7 @@ class LinuxHost:
         self._proc = proc
         self._urls = {KubeletEndpoint.HEALTHZ: healthz_url, KubeletEndpoint.METRICS: metrics_url}
         self._token_file = token_file
+        self._cluster_ca = cluster_ca
         self._clock: Clock = clock or RealClock()
 
     @property
@@ -123,9 +141,11 @@ class LinuxHost:
         request = urllib.request.Request(url)  # noqa: S310 - fixed loopback http(s) URLs
         context = None
         if url.startswith("https://"):
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE  # loopback to the kubelet's usually self-signed serving cert
+            ca = kubelet_serving_ca(self._root, self._cluster_ca)
+            context = ssl.create_default_context(cafile=str(ca) if ca else None)
+            context.check_hostname = False  # the certificate names the node, we call 127.0.0.1
+            if ca is None:
+                context.verify_mode = ssl.CERT_NONE  # no CA we can find for it (README: kubelet TLS)
             with contextlib.suppress(OSError):  # out of a pod: no token, the kubelet answers 401
                 request.add_header("Authorization", f"Bearer {self._token_file.read_text().strip()}")
         try:

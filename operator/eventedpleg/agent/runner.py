@@ -6,18 +6,35 @@ import logging
 from collections.abc import Callable
 
 from eventedpleg.agent.agent import Agent, drive
+from eventedpleg.agent.health import LOOP
+from eventedpleg.core.health import Heartbeats
 
 log = logging.getLogger(__name__)
 ERROR_BACKOFF_SECONDS = 5.0
 
 
-def run(agent: Agent, *, stop: Callable[[], bool], once: bool = False) -> None:
+def run(
+    agent: Agent, *, stop: Callable[[], bool], once: bool = False, beats: Heartbeats | None = None
+) -> None:
     """Until `stop()`: read the Node, act, watch it (fieldSelector metadata.name) for check_interval seconds,
-    then run the after-Done check. API errors are logged and retried after a pause, never fatal."""
+    then run the after-Done check. API errors are logged and retried after a pause, never fatal.
+
+    `beats` records progress for the health endpoint: every pass, watch event and retry, and every wait
+    a step asks for (a verification window is progress; a call that never returns is not)."""
     clock = agent.host.clock
-    sleep = clock.sleep
+
+    def beat() -> None:
+        if beats is not None:
+            beats.beat(LOOP)
+
+    def sleep(seconds: float) -> None:
+        beat()
+        clock.sleep(seconds)
+        beat()
+
     interval = agent.settings.check_interval_seconds
     while not stop():
+        beat()
         try:
             node = agent.api.get_node(agent.node)
             if node is None:
@@ -34,6 +51,7 @@ def run(agent: Agent, *, stop: Callable[[], bool], once: bool = False) -> None:
             ):
                 if stop():
                     return
+                beat()
                 drive(agent.on_node(seen), sleep)
                 if (clock.now() - last_check).total_seconds() >= interval:
                     drive(agent.check(), sleep)

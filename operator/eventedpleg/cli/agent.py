@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -16,9 +17,10 @@ from typing import Any, TypeVar
 
 import click
 
-from eventedpleg.agent import runner
+from eventedpleg.agent import health, runner
 from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.agent.linuxhost import LinuxHost
+from eventedpleg.core.health import Heartbeats
 from eventedpleg.core.host import Host
 from eventedpleg.k8s.agentapi import KubeAgentApi
 from eventedpleg.k8s.client import api_client
@@ -62,8 +64,12 @@ def serve(
     check_interval_seconds: float,
     once: bool,
     verbose: bool,
+    *,
+    health_port: int = 0,
+    health_stale_seconds: float = 180.0,
 ) -> None:
-    """Run the agent for `node` on `host` until SIGTERM/SIGINT (or one pass with `once`)."""
+    """Run the agent for `node` on `host` until SIGTERM/SIGINT (or one pass with `once`); with
+    `health_port`, serve /healthz from the loop's heartbeat."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -81,9 +87,15 @@ def serve(
         min_window_seconds=min_window_seconds,
         check_interval_seconds=check_interval_seconds,
     )
-    with api_client(kubeconfig) as client:
-        the_agent = Agent(node, host, KubeAgentApi(client, host=node), settings)
-        runner.run(the_agent, stop=stopping.is_set, once=once)
+    beats = Heartbeats(time.monotonic)
+    server = health.serve(beats, health_stale_seconds, health_port) if health_port else None
+    try:
+        with api_client(kubeconfig) as client:
+            the_agent = Agent(node, host, KubeAgentApi(client, host=node), settings)
+            runner.run(the_agent, stop=stopping.is_set, once=once, beats=beats)
+    finally:
+        if server is not None:
+            server.shutdown()
 
 
 @click.command("agent")
@@ -95,9 +107,26 @@ def serve(
     type=click.Path(file_okay=False, path_type=Path),
     help="Where the host's / is mounted. Commands run through `nsenter -t 1` unless it is /.",
 )
+@click.option(
+    "--health-port",
+    envvar="EVENTEDPLEG_HEALTH_PORT",
+    default=0,
+    show_default=True,
+    type=int,
+    help="Serve /healthz on this port (0: off).",
+)
+@click.option(
+    "--health-stale-seconds",
+    default=180.0,
+    show_default=True,
+    type=float,
+    help="/healthz fails when the loop made no progress for this long (above the check interval + 30 s).",
+)
 @agent_options
 def agent(
     host_root: Path,
+    health_port: int,
+    health_stale_seconds: float,
     node: str,
     kubeconfig: str | None,
     namespace: str,
@@ -119,4 +148,6 @@ def agent(
         check_interval_seconds,
         once,
         verbose,
+        health_port=health_port,
+        health_stale_seconds=health_stale_seconds,
     )

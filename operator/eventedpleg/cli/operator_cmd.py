@@ -8,6 +8,8 @@ import sys
 import click
 
 from eventedpleg.controller import main as controller
+from eventedpleg.controller.probes import Thresholds
+from eventedpleg.core.leaderelection import ElectionConfigError, ElectionTimings
 
 
 @click.command("operator")
@@ -21,6 +23,51 @@ from eventedpleg.controller import main as controller
 @click.option("--metrics-port", envvar="EVENTEDPLEG_METRICS_PORT", default=8080, show_default=True, type=int)
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
 @click.option("--identity", envvar="POD_NAME", default="", help="Lease holder identity (default: hostname).")
+@click.option(
+    "--lease-duration",
+    default=15.0,
+    show_default=True,
+    type=float,
+    help="A standby takes over after seeing the Lease unchanged this long (seconds).",
+)
+@click.option(
+    "--renew-deadline",
+    default=10.0,
+    show_default=True,
+    type=float,
+    help="The leader stops acting when it could not renew for this long; less than --lease-duration.",
+)
+@click.option(
+    "--retry-period", default=2.0, show_default=True, type=float, help="Seconds between Lease attempts."
+)
+@click.option(
+    "--lease-request-timeout",
+    default=5.0,
+    show_default=True,
+    type=float,
+    help="Client-side timeout of each Lease request (seconds).",
+)
+@click.option(
+    "--rollout-stale-seconds",
+    default=120.0,
+    show_default=True,
+    type=float,
+    help="/healthz fails when a rollout loop made no progress for this long.",
+)
+@click.option(
+    "--informer-stale-seconds",
+    default=420.0,
+    show_default=True,
+    type=float,
+    help="/healthz fails when the node informer made no progress for this long.",
+)
+@click.option(
+    "--allow-force-delete/--no-allow-force-delete",
+    envvar="EVENTEDPLEG_ALLOW_FORCE_DELETE",
+    default=False,
+    show_default=True,
+    help="Honour onTimeout: ForceDelete (needs RBAC pods delete; the chart's drain.allowForceDelete).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def operator(
     namespace: str,
@@ -28,6 +75,13 @@ def operator(
     metrics_port: int,
     leader_elect: bool,
     identity: str,
+    lease_duration: float,
+    renew_deadline: float,
+    retry_period: float,
+    lease_request_timeout: float,
+    rollout_stale_seconds: float,
+    informer_stale_seconds: float,
+    allow_force_delete: bool,
     verbose: bool,
 ) -> None:
     """Watch NodeConfigs and Nodes and roll Evented PLEG out node by node."""
@@ -35,11 +89,18 @@ def operator(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    try:
+        election = ElectionTimings(lease_duration, renew_deadline, retry_period, lease_request_timeout)
+    except ElectionConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
     options = controller.OperatorOptions(
         namespace=namespace,
         kubeconfig=kubeconfig,
         metrics_port=metrics_port,
         leader_elect=leader_elect,
         identity=identity,
+        election=election,
+        health=Thresholds(rollout_stale_seconds, informer_stale_seconds),
+        allow_force_delete=allow_force_delete,
     )
     sys.exit(controller.run(options))

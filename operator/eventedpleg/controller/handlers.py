@@ -31,6 +31,10 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300  # re-watch from the last resourceVersion, never a periodic LIST
     settings.watching.client_timeout = 330
+    # Every other kopf request (finalizers, progress annotations) gets a timeout too: a hung API server
+    # must not freeze a handler for ever.
+    settings.networking.connect_timeout = 5
+    settings.networking.request_timeout = 30
 
 
 def _runtime(memo: kopf.Memo) -> Runtime:

@@ -1,8 +1,13 @@
-"""`eventedpleg operator`: probes and metrics, leader election on a Lease, the node informer, then kopf.
+"""`eventedpleg operator`: probes and metrics, the node informer, leader election on a Lease, then kopf.
 
 Why a Lease rather than kopf peering: peering pauses operators by priority but two replicas of one
 Deployment share a priority, and kopf then only warns; a Lease gives exactly one active replica, a
 standby that takes over within the lease duration, and `kubectl get lease` shows who leads.
+
+The standby keeps its node cache warm (the informer runs on every replica): readiness means the cache
+is synced, so both replicas are Ready, and a new leader plans at once. A leader that cannot renew within
+the renew deadline starts no more steps from that instant (the step gate reads the deadline, not the
+renew thread) and exits; the standby may take over only after the longer lease duration.
 """
 
 from __future__ import annotations
@@ -12,13 +17,16 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import kopf
 
 from eventedpleg.controller import handlers
 from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.probes import INFORMER, Thresholds, liveness
 from eventedpleg.controller.runtime import STEP_THREADS, Runtime
+from eventedpleg.core.health import Heartbeats
+from eventedpleg.core.leaderelection import ElectionTimings
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.events import EventRecorder
 from eventedpleg.k8s.informer import NodeInformer
@@ -35,22 +43,26 @@ class OperatorOptions:
     metrics_port: int = 8080
     leader_elect: bool = True
     identity: str = ""
-    lease_seconds: int = 15
-    renew_seconds: float = 5.0
+    election: ElectionTimings = field(default_factory=ElectionTimings)
+    health: Thresholds = field(default_factory=Thresholds)
+    allow_force_delete: bool = False
 
 
 def _renew_until_lost(
     lock: LeaseLock, stop: threading.Event, lost: threading.Event, metrics: Metrics
 ) -> None:
-    """Renew the Lease; when renewals fail for a whole lease duration, stop kopf (client-go does the same)."""
-    last_ok = time.monotonic()
-    while not stop.wait(lock.config.renew_seconds):
+    """Renew every retry period; once the renew deadline passed without a successful renew, step down
+    and stop kopf for good (client-go's OnStoppedLeading; the pod restarts as a candidate)."""
+    while not stop.wait(lock.timings.retry_period):
         if lock.try_acquire_or_renew():
-            last_ok = time.monotonic()
-        elif time.monotonic() - last_ok > lock.config.duration_seconds:
-            log.error("lost the leader Lease %s/%s; stopping", lock.config.namespace, lock.config.name)
+            continue
+        if not lock.leading():
+            lock.step_down()
+            log.error(
+                "could not renew the leader Lease %s/%s within %ss; stopped leading",
+                lock.config.namespace, lock.config.name, lock.timings.renew_deadline,
+            )  # fmt: skip
             metrics.leader.set(0)
-            metrics.ready.clear()
             lost.set()
             stop.set()
             return
@@ -65,6 +77,8 @@ def run(options: OperatorOptions) -> int:
     # kopf logs every handler call at INFO: one line per node event would drown the log on a big cluster.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     metrics = Metrics()
+    beats = Heartbeats(time.monotonic)
+    metrics.live = liveness(beats, options.health)
     server = metrics.serve(options.metrics_port)
     stop, lost = threading.Event(), threading.Event()
     # Until kopf installs its own handlers, SIGTERM (a pod deleted as it starts) must still end us through
@@ -73,27 +87,34 @@ def run(options: OperatorOptions) -> int:
     lock: LeaseLock | None = None
     informer: NodeInformer | None = None
     try:
+        recorder = EventRecorder(api, "eventedpleg-operator", identity, background=True)
+        runtime = Runtime(
+            api=api,
+            namespace=options.namespace,
+            recorder=recorder,
+            metrics=metrics,
+            beats=beats,
+            allow_force_delete=options.allow_force_delete,
+        )
+
+        def synced(names: set[str]) -> None:
+            runtime.node_list_done(names)
+            metrics.ready.set()
+
+        informer = NodeInformer(api, runtime.node_event, synced, on_progress=lambda: beats.beat(INFORMER))
+        informer.start()
         if options.leader_elect:
-            lock = LeaseLock(
-                api,
-                LeaseConfig(
-                    options.namespace, LEASE_NAME, identity, options.lease_seconds, options.renew_seconds
-                ),
-            )
+            lock = LeaseLock(api, LeaseConfig(options.namespace, LEASE_NAME, identity, options.election))
+            runtime.may_start = lock.leading
             log.info("waiting for the leader Lease %s/%s as %s", options.namespace, LEASE_NAME, identity)
             while not lock.try_acquire_or_renew():
-                if stop.wait(options.renew_seconds):
+                if stop.wait(options.election.retry_period):
                     return 0  # SIGTERM while standing by
             log.info("became leader")
             threading.Thread(
                 target=_renew_until_lost, args=(lock, stop, lost, metrics), name="lease", daemon=True
             ).start()
         metrics.leader.set(1)
-        metrics.ready.set()
-        recorder = EventRecorder(api, "eventedpleg-operator", identity, background=True)
-        runtime = Runtime(api=api, namespace=options.namespace, recorder=recorder, metrics=metrics)
-        informer = NodeInformer(api, runtime.node_event, runtime.node_list_done)
-        informer.start()
         settings = kopf.OperatorSettings()
         handlers.configure(settings)
         kopf.run(

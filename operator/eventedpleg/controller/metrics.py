@@ -1,13 +1,15 @@
 """The operator's Prometheus metrics and its small HTTP endpoint (/metrics, /healthz, /readyz).
 
 Served by our own thread rather than kopf's liveness endpoint because a standby replica (waiting for
-the Lease) must answer probes too, before kopf runs.
+the Lease) must answer probes too, before kopf runs. /healthz is `live()` (controller/probes.py: the
+loops made progress recently); /readyz is `ready` (the node cache is synced, on leader and standby).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import (
@@ -19,6 +21,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from eventedpleg.constants import NodeState
 from eventedpleg.core.planner import Summary
 
 BUCKETS = ("total", "eligible", "updated", "updating", "failed", "skipped")
@@ -65,11 +68,18 @@ class Metrics:
             ["nodeconfig"],
             registry=r,
         )
+        self.failed_cordoned = Gauge(
+            "eventedpleg_failed_cordoned_nodes",
+            "Nodes left Failed and still cordoned (their capacity is lost until someone acts)",
+            ["nodeconfig"],
+            registry=r,
+        )
         self.conflicts = Counter(
             "eventedpleg_write_conflicts_total", "Steps dropped because the node changed (409)", registry=r
         )
         self.leader = Gauge("eventedpleg_leader", "1 when this replica holds the leader Lease", registry=r)
         self.ready = threading.Event()
+        self.live: Callable[[], tuple[bool, str]] = lambda: (True, "ok")
 
     def observe(self, nodeconfig: str, summary: Summary, conditions: dict[str, bool]) -> None:
         counts = summary.counts
@@ -77,11 +87,22 @@ class Metrics:
             self.nodes.labels(nodeconfig, bucket).set(getattr(counts, bucket))
         for kind, ok in conditions.items():
             self.condition.labels(nodeconfig, kind).set(1 if ok else 0)
+        stuck = [n for n in summary.failures if n.state == NodeState.FAILED and n.unschedulable]
+        self.failed_cordoned.labels(nodeconfig).set(len(stuck))
 
     def forget(self, nodeconfig: str) -> None:
-        for bucket in BUCKETS:
-            with contextlib.suppress(KeyError):
-                self.nodes.remove(nodeconfig, bucket)
+        """Drop every series of a deleted NodeConfig, so its alerts stop firing at once."""
+        by_config = ("nodeconfig",)
+        for metric, names in (
+            (self.nodes, ("nodeconfig", "bucket")),
+            (self.condition, ("nodeconfig", "type")),
+            (self.drain_retries, by_config),
+            (self.failures, by_config),
+            (self.failed_cordoned, by_config),
+        ):
+            for labels in _label_sets(metric, nodeconfig, names):
+                with contextlib.suppress(KeyError):
+                    metric.remove(*labels)
 
     def serve(self, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104 - probes come from the kubelet
         metrics = self
@@ -91,10 +112,11 @@ class Metrics:
                 if self.path.startswith("/metrics"):
                     self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
                 elif self.path.startswith("/healthz"):
-                    self._send(200, b"ok", "text/plain")
+                    ok, message = metrics.live()
+                    self._send(200 if ok else 503, message.encode(), "text/plain")
                 elif self.path.startswith("/readyz"):
                     ok = metrics.ready.is_set()
-                    self._send(200 if ok else 503, b"ok" if ok else b"standby", "text/plain")
+                    self._send(200 if ok else 503, b"ok" if ok else b"caches not synced", "text/plain")
                 else:
                     self._send(404, b"not found", "text/plain")
 
@@ -111,3 +133,13 @@ class Metrics:
         server = ThreadingHTTPServer((host, port), Handler)
         threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
         return server
+
+
+def _label_sets(metric: Gauge | Counter, nodeconfig: str, names: tuple[str, ...]) -> set[tuple[str, ...]]:
+    """The label values, in `names` order, of every series of `metric` for this NodeConfig."""
+    return {
+        tuple(sample.labels[n] for n in names)
+        for family in metric.collect()
+        for sample in family.samples
+        if sample.labels.get("nodeconfig") == nodeconfig
+    }

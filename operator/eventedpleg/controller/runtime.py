@@ -28,6 +28,7 @@ from eventedpleg.controller.metrics import Metrics
 from eventedpleg.core import planner, render, status
 from eventedpleg.core.actions import Cordon, Drain
 from eventedpleg.core.agentoptions import AgentOptions
+from eventedpleg.core.health import Heartbeats
 from eventedpleg.core.snapshot import NodeView, Peer, Target, node_view, parse_time
 from eventedpleg.k8s import configmaps, nodeconfigs
 from eventedpleg.k8s.errors import ApiError
@@ -127,6 +128,7 @@ class Runtime:
     recorder: EventRecorder
     metrics: Metrics
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    allow_force_delete: bool = False  # the chart grants `pods delete` (drain.allowForceDelete)
     nodes: NodeCache = field(default_factory=NodeCache)
     nodeconfigs: dict[str, dict[str, Any]] = field(default_factory=dict)
     wakes: dict[str, asyncio.Event] = field(default_factory=dict)
@@ -144,6 +146,10 @@ class Runtime:
 
     nodes_synced: threading.Event = field(default_factory=threading.Event)  # the first node LIST is in
     wake_pending: bool = False
+    # Liveness: each rollout loop beats once a pass (controller/probes.py judges staleness).
+    beats: Heartbeats | None = None
+    # Leader election: no step starts unless this says so (a leader that cannot renew stops at once).
+    may_start: Callable[[], bool] = lambda: True
 
     # -- watch events ----------------------------------------------------------------------------------
 
@@ -186,8 +192,11 @@ class Runtime:
     async def run_rollout(self, name: str, stopped: Any) -> None:
         wake = self.wakes.setdefault(name, asyncio.Event())
         self.loop = asyncio.get_running_loop()
+        loop = f"rollout/{name}"
         try:
             while not stopped:
+                if self.beats is not None:
+                    self.beats.beat(loop)
                 wake.clear()
                 if not self.nodes_synced.is_set():
                     # Never plan on part of the cluster: unseen nodes could be unavailable (maxUnavailable).
@@ -206,6 +215,8 @@ class Runtime:
                 await asyncio.sleep(max(COALESCE, cost))
         finally:
             self.wakes.pop(name, None)
+            if self.beats is not None:
+                self.beats.forget(loop)
 
     def reconcile_once(self, name: str, deleting: bool) -> float | None:
         """One pass; returns seconds until the next one (None: the NodeConfig is gone)."""
@@ -296,14 +307,17 @@ class Runtime:
     def _submit(self, actions: tuple[Any, ...], ref: ObjectRef, spec: NodeConfigSpec) -> None:
         """Start each step on the pool without waiting: the next pass may run while steps are in flight.
         A node with a step in flight gets no second one; a Cordon is assumed done until it lands."""
-        if not actions:
+        if not actions or not self.may_start():
             return
         executor = Executor(
             self.api,
             self.recorder,
             nodeconfig=ref,
             drain=DrainSettings(
-                spec.drain.grace_period_seconds, spec.drain.delete_empty_dir_data, spec.drain.force
+                spec.drain.grace_period_seconds,
+                spec.drain.delete_empty_dir_data,
+                spec.drain.force,
+                self.allow_force_delete,
             ),
             clock=self.clock,
         )
@@ -321,7 +335,11 @@ class Runtime:
     def _step(self, executor: Executor, action: Any, nodeconfig: str, before: NodeView | None) -> None:
         started = time.monotonic()
         try:
-            outcome = executor.apply(action, before)
+            if self.may_start():  # checked again: the step may have queued past the leader's deadline
+                log.info("step %s on %s starts", type(action).__name__, action.node)
+                outcome = executor.apply(action, before)
+            else:
+                outcome = Outcome(action, applied=False, error="not leading")
         except Exception:  # a step must never leave the node marked busy or assumed
             log.exception("step %s on %s", type(action).__name__, action.node)
             outcome = Outcome(action, applied=False, error="internal error")

@@ -52,6 +52,7 @@ class NodeNote:
     reason: str
     since: datetime | None = None
     evidence: str = ""
+    unschedulable: bool = False  # still cordoned: a Failed node that is holds capacity until someone acts
 
 
 @dataclass(frozen=True)
@@ -285,7 +286,8 @@ class _Walk:
         marks = node.marks
         self.failed += 1
         self.tally.counts["failed"] += 1
-        note = NodeNote(node.name, marks.state or NodeState.FAILED, marks.reason, marks.since, marks.evidence)
+        state = marks.state or NodeState.FAILED
+        note = NodeNote(node.name, state, marks.reason, marks.since, marks.evidence, node.unschedulable)
         self.tally.failures.append(note)
         self.tally.notes.append(note)
 

@@ -14,15 +14,17 @@ from typing import Any
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from eventedpleg.core.nodeapi import NodeView
 from eventedpleg.k8s import configmaps, nodes
-from eventedpleg.k8s.errors import Conflict, NotFound, from_api_exception
+from eventedpleg.k8s.errors import Conflict, NotFound, Unreachable, from_api_exception
 from eventedpleg.k8s.events import EventRecorder, node_ref
 
 log = logging.getLogger(__name__)
 COMPONENT = "eventedpleg-agent"
 PATCH_ATTEMPTS = 8  # Node status heartbeats bump resourceVersion; a conflict just means "read again"
+WATCH_READ_MARGIN = 30  # client read timeout = the server's timeoutSeconds + this: a silent stream is dead
 
 
 def node_view(obj: Mapping[str, Any]) -> NodeView:
@@ -70,6 +72,7 @@ class KubeAgentApi:
                 field_selector=f"metadata.name={name}",
                 resource_version=resource_version or None,
                 timeout_seconds=timeout_seconds,
+                _request_timeout=(5, timeout_seconds + WATCH_READ_MARGIN),
             ):
                 kind = event.get("type")
                 if kind in ("ADDED", "MODIFIED"):
@@ -80,6 +83,8 @@ class KubeAgentApi:
             if exc.status == 410:
                 return
             raise from_api_exception(exc) from exc
+        except (HTTPError, OSError) as exc:  # a read timeout: the API server went quiet past its own end
+            raise Unreachable(0, type(exc).__name__, str(exc)) from exc
         finally:
             stream.stop()
 

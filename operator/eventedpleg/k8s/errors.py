@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -53,14 +54,21 @@ def from_api_exception(exc: ApiException) -> ApiError:
     return kinds.get(int(exc.status or 0), ApiError)(int(exc.status or 0), reason, message)
 
 
+class Unreachable(ApiError):  # noqa: N818
+    """No answer: the connection failed or the request timed out on our side (status 0)."""
+
+
 def translated(fn: Callable[P, R]) -> Callable[P, R]:
-    """Decorator: raise ApiError subclasses instead of ApiException."""
+    """Decorator: raise ApiError subclasses instead of ApiException, and Unreachable for transport
+    errors (a request timeout, a refused or reset connection) so callers handle one error type."""
 
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except ApiException as exc:
             raise from_api_exception(exc) from exc
+        except (HTTPError, OSError) as exc:
+            raise Unreachable(0, type(exc).__name__, str(exc)) from exc
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__

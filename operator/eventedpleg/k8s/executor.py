@@ -64,6 +64,15 @@ class DrainSettings:
     grace_period_seconds: int
     delete_empty_dir_data: bool
     force: bool
+    # Whether this installation grants `pods delete` (chart value drain.allowForceDelete). Without it,
+    # onTimeout: ForceDelete fails the node with a message that says so, instead of a 403 on every retry.
+    allow_force_delete: bool = False
+
+
+FORCE_DELETE_DISABLED = (
+    "onTimeout: ForceDelete is not enabled in this installation "
+    "(Helm value drain.allowForceDelete=true grants the operator pods delete)"
+)
 
 
 class Executor:
@@ -80,6 +89,7 @@ class Executor:
         self.drain_options = drainer.DrainOptions(
             drain.grace_period_seconds, drain.delete_empty_dir_data, drain.force
         )
+        self.allow_force_delete = drain.allow_force_delete
         self.clock = clock
         # (node, resourceVersion) -> what a step relies on at that version (see _patch).
         self._relied: dict[tuple[str, str], tuple[object, ...]] = {}
@@ -237,7 +247,11 @@ class Executor:
 
     def _drain(self, action: Drain) -> Outcome:
         rv = action.resource_version
-        force = action.deadline_reached and action.on_timeout is OnDrainTimeout.FORCE_DELETE
+        force = (
+            action.deadline_reached
+            and action.on_timeout is OnDrainTimeout.FORCE_DELETE
+            and self.allow_force_delete
+        )
         result = drainer.attempt(self.api, action.node, self.drain_options, force_delete=force)
         if result.done:
             applied = self._request_apply(
@@ -258,9 +272,11 @@ class Executor:
         return Outcome(action, applied=True, drain_retry=True, node_body=body)
 
     def _drain_timed_out(self, action: Drain, rv: str, waiting: str) -> Outcome:
-        failed = action.on_timeout is OnDrainTimeout.FAIL
+        failed = action.on_timeout is not OnDrainTimeout.SKIP
         state = NodeState.FAILED if failed else NodeState.SKIPPED
         reason = f"drain did not finish within {action.timeout_seconds}s: {waiting}"
+        if action.on_timeout is OnDrainTimeout.FORCE_DELETE:  # reached only when not allowed
+            reason += f"; {FORCE_DELETE_DISABLED}"
         # Give the node back: a timed-out drain must never leave our cordon behind.
         marks = {c.ANN_DESIRED: action.hash, c.ANN_CORDONED_BY_US: None, **self._state(state, reason)}
         body = self._patch(action.node, rv, marks, unschedulable=action.was_unschedulable)

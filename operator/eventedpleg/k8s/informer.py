@@ -42,6 +42,9 @@ class NodeInformer:
     page: int = PAGE
     watch_seconds: int = WATCH_SECONDS
     lists: int = 0  # complete LISTs so far: 1 unless the watch was lost
+    # Called whenever the loop makes progress (a page, an event, a bookmark, a new watch, a retry):
+    # the operator's liveness probe fails when it stops being called.
+    on_progress: Callable[[], None] = lambda: None
     _response: Any = None
 
     def start(self) -> threading.Thread:
@@ -62,6 +65,7 @@ class NodeInformer:
     def run(self) -> None:
         failures = 0
         while not self.stop.is_set():
+            self.on_progress()
             try:
                 version = self._list()
                 failures = 0
@@ -79,6 +83,7 @@ class NodeInformer:
         names, token = set[str](), None
         while True:
             body = list_nodes_page(self.api, self.label_selector, self.page, token)
+            self.on_progress()
             for item in body.get("items", []):
                 names.add(str(item["metadata"]["name"]))
                 self.on_event("ADDED", item)
@@ -91,6 +96,7 @@ class NodeInformer:
 
     def _watch(self, version: str) -> str:
         """One watch; returns the resourceVersion to watch from next, or "" to LIST again (410)."""
+        self.on_progress()
         try:
             self._response = client.CoreV1Api(self.api).list_node(
                 label_selector=self.label_selector,
@@ -118,6 +124,7 @@ class NodeInformer:
                 version = str((obj.get("metadata") or {}).get("resourceVersion", version))
                 if kind != "BOOKMARK":
                     self.on_event(kind, obj)
+                self.on_progress()
         except Exception:
             if self.stop.is_set():
                 return ""  # close() pulled the stream from under the read: any error is the way out

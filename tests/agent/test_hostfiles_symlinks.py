@@ -1,0 +1,99 @@
+"""Host writes never follow a symlink out of the directory they are meant for (real symlinks in tmp dirs)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from eventedpleg.agent.hostfiles import TEMP_PREFIX, TEMP_SUFFIX, HostFiles, HostPathError
+
+PROTECTED = ("/etc/kubernetes/kubelet.conf.d", "/etc/crio/crio.conf.d")
+DROPIN = "/etc/crio/crio.conf.d/99-eventedpleg.conf"
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> tuple[Path, Path]:
+    """A host root and, beside it, a directory outside it that a symlink could point at."""
+    root, outside = tmp_path / "host", tmp_path / "outside"
+    (root / "etc/crio").mkdir(parents=True)
+    outside.mkdir()
+    return root, outside
+
+
+def test_a_symlinked_dropin_directory_leaving_the_root_is_refused(layout: tuple[Path, Path]) -> None:
+    root, outside = layout
+    (root / "etc/crio/crio.conf.d").symlink_to(outside)
+    with pytest.raises(HostPathError, match=re.escape("/etc/crio/crio.conf.d is a symlink")):
+        HostFiles(root).write_atomic(DROPIN, b"x = 1\n", protected=PROTECTED)
+    assert list(outside.iterdir()) == []
+    assert list((root / "etc/crio").iterdir()) == [root / "etc/crio/crio.conf.d"]  # no temp file left
+
+
+def test_a_symlink_inside_the_root_that_moves_the_dropin_directory_is_refused(
+    layout: tuple[Path, Path],
+) -> None:
+    root, _ = layout
+    elsewhere = root / "var/tmp"
+    elsewhere.mkdir(parents=True)
+    (root / "etc/crio/crio.conf.d").symlink_to(elsewhere)
+    with pytest.raises(HostPathError):
+        HostFiles(root).write_atomic(DROPIN, b"x = 1\n", protected=PROTECTED)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_symlinked_ancestor_is_refused_before_any_directory_is_created(layout: tuple[Path, Path]) -> None:
+    root, outside = layout
+    (root / "etc/kubernetes").symlink_to(outside)
+    with pytest.raises(HostPathError, match="/etc/kubernetes is a symlink"):
+        HostFiles(root).write_atomic(
+            "/etc/kubernetes/kubelet.conf.d/99-eventedpleg.conf", b"{}", protected=PROTECTED
+        )
+    assert list(outside.iterdir()) == []  # kubelet.conf.d was not created through the link
+
+
+def test_remove_through_a_symlinked_directory_is_refused(layout: tuple[Path, Path]) -> None:
+    root, outside = layout
+    (outside / "99-eventedpleg.conf").write_text("precious")
+    (root / "etc/crio/crio.conf.d").symlink_to(outside)
+    with pytest.raises(HostPathError):
+        HostFiles(root).remove(DROPIN)
+    assert (outside / "99-eventedpleg.conf").read_text() == "precious"
+
+
+def test_a_planted_temp_file_symlink_is_not_followed(layout: tuple[Path, Path]) -> None:
+    root, outside = layout
+    (root / "etc/crio/crio.conf.d").mkdir()
+    victim = outside / "victim"
+    victim.write_text("precious")
+    planted = root / "etc/crio" / f"{TEMP_PREFIX}99-eventedpleg.conf{TEMP_SUFFIX}"
+    planted.symlink_to(victim)
+    with pytest.raises(OSError, match="Too many levels of symbolic links") as refused:
+        HostFiles(root).write_atomic(DROPIN, b"x = 1\n", protected=PROTECTED)
+    assert not isinstance(refused.value, HostPathError)  # O_NOFOLLOW said no, not the directory check
+    assert victim.read_text() == "precious"
+    assert not os.path.lexists(planted)  # the planted link is cleaned up with our temp file
+    assert not (root / DROPIN.lstrip("/")).exists()
+
+
+def test_a_symlinked_target_is_replaced_not_followed(layout: tuple[Path, Path]) -> None:
+    root, outside = layout
+    (root / "etc/crio/crio.conf.d").mkdir()
+    victim = outside / "victim"
+    victim.write_text("precious")
+    (root / DROPIN.lstrip("/")).symlink_to(victim)
+    HostFiles(root).write_atomic(DROPIN, b"x = 1\n", protected=PROTECTED)
+    target = root / DROPIN.lstrip("/")
+    assert not target.is_symlink() and target.read_bytes() == b"x = 1\n"
+    assert victim.read_text() == "precious"
+
+
+def test_plain_directories_are_written_as_before(layout: tuple[Path, Path]) -> None:
+    root, _ = layout
+    files = HostFiles(root)
+    files.write_atomic("/etc/kubernetes/kubelet.conf.d/99-eventedpleg.conf", b"{}", protected=PROTECTED)
+    assert (root / "etc/kubernetes/kubelet.conf.d/99-eventedpleg.conf").read_bytes() == b"{}"
+    files.remove("/etc/kubernetes/kubelet.conf.d/99-eventedpleg.conf")
+    assert list((root / "etc/kubernetes/kubelet.conf.d").iterdir()) == []

@@ -1,0 +1,131 @@
+"""Liveness that means something: the check over heartbeats, and the operator's /healthz turning 503 while
+its rollout loop is stuck and 200 again once it moves (the real Runtime loop and the real HTTP server)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any, cast
+
+import pytest
+
+from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.probes import Thresholds, liveness
+from eventedpleg.controller.runtime import Runtime
+from eventedpleg.core.health import Heartbeats, check
+
+LIMITS = {"rollout": 120.0, "node-informer": 420.0}
+
+
+@pytest.mark.parametrize(
+    ("case", "beats", "now", "ok", "stale"),
+    [
+        ("nothing running", {}, 1000.0, True, ()),
+        ("fresh", {"rollout/a": 990.0, "node-informer": 700.0}, 1000.0, True, ()),
+        ("at the limit", {"rollout/a": 880.0}, 1000.0, True, ()),
+        ("rollout stuck", {"rollout/a": 879.0, "rollout/b": 999.0}, 1000.0, False, ("rollout/a",)),
+        ("informer stuck", {"rollout/a": 999.0, "node-informer": 500.0}, 1000.0, False, ("node-informer",)),
+        ("both", {"rollout/a": 0.0, "node-informer": 0.0}, 1000.0, False, ("node-informer", "rollout/a")),
+        ("unknown kind is not judged", {"other": 0.0}, 1000.0, True, ()),
+    ],
+)  # fmt: skip
+def test_check(case: str, beats: dict[str, float], now: float, ok: bool, stale: tuple[str, ...]) -> None:
+    health = check(beats, LIMITS, now)
+    assert health.ok is ok, case
+    assert tuple(entry.split(" ")[0] for entry in health.stale) == stale, case
+    if not ok:
+        assert "no progress" in health.message
+
+
+class FakeMonotonic:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Stopped:
+    def __init__(self) -> None:
+        self.flag = threading.Event()
+
+    def __bool__(self) -> bool:
+        return self.flag.is_set()
+
+
+def _status(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+            return int(response.status), response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read().decode()
+
+
+def _until(predicate: Any, what: str, timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := predicate():
+            return result
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def operator_probe() -> Iterator[tuple[Runtime, FakeMonotonic, int, threading.Event, threading.Event]]:
+    clock = FakeMonotonic()
+    beats = Heartbeats(clock)
+    metrics = Metrics()
+    metrics.live = liveness(beats, Thresholds(rollout_seconds=120, informer_seconds=420))
+    server = metrics.serve(0, host="127.0.0.1")
+    runtime = Runtime(api=None, namespace="ns", recorder=cast(Any, None), metrics=metrics, beats=beats)
+    runtime.nodes_synced.set()
+    frozen, stuck = threading.Event(), threading.Event()
+
+    def reconcile_once(name: str, deleting: bool) -> float:
+        while frozen.is_set():  # a pass that never returns (a hang without a timeout)
+            stuck.set()
+            time.sleep(0.01)
+        return 0.05
+
+    runtime.reconcile_once = reconcile_once  # type: ignore[method-assign]
+    stopped = Stopped()
+    thread = threading.Thread(target=asyncio.run, args=(runtime.run_rollout("cluster", stopped),))
+    thread.start()
+    try:
+        yield runtime, clock, int(server.server_address[1]), frozen, stuck
+    finally:
+        frozen.clear()
+        stopped.flag.set()
+        thread.join(10)
+        server.shutdown()
+        runtime.pool.shutdown()
+        runtime.giveback_pool.shutdown()
+
+
+def test_operator_healthz_fails_while_the_rollout_loop_is_stuck_and_recovers(
+    operator_probe: tuple[Runtime, FakeMonotonic, int, threading.Event, threading.Event],
+) -> None:
+    runtime, clock, port, frozen, stuck = operator_probe
+    beats = runtime.beats
+    assert beats is not None
+    _until(lambda: "rollout/cluster" in beats.snapshot(), "the first pass")
+    assert _status(port)[0] == 200
+
+    # Time passes while the loop keeps passing: still healthy.
+    clock.now += 300
+    _until(lambda: _status(port)[0] == 200, "a pass after the jump")
+
+    frozen.set()
+    _until(stuck.is_set, "the loop to be stuck in a pass")
+    assert _status(port)[0] == 200  # within the threshold
+    clock.now += 121
+    code, body = _status(port)
+    assert code == 503
+    assert "rollout/cluster silent for 121s" in body
+
+    frozen.clear()
+    _until(lambda: _status(port)[0] == 200, "recovery once the loop moves again")

@@ -3,27 +3,46 @@
 # `eventedpleg agent` (the DaemonSet, which runs it as root, privileged; see the chart).
 #
 #   docker build -t evented-pleg-operator:0.1.0 .
+#   eventedpleg lab image          # the same build without a daemon (buildah), to an OCI archive
 #
-# The agent reaches the host through `nsenter -t 1` (util-linux, part of every Debian base image) and the
-# host's / mounted at /host, so the image itself needs no systemd, journalctl or kubelet tools.
+# The base is Debian itself: bookworm's python3 in a virtualenv (PEP 668 forbids installing into the
+# system Python). debian:bookworm-slim is made from the Debian archive; `eventedpleg lab image` makes the
+# same image locally with mmdebstrap where no registry can be reached.
+#
+# The agent reaches the host through `nsenter -t 1` (util-linux, Essential in Debian, so in every Debian
+# base image) and the host's / mounted at /host, so the image itself needs no systemd, journalctl or
+# kubelet tools.
 
-ARG PYTHON_IMAGE=python:3.11-slim
+ARG BASE_IMAGE=debian:bookworm-slim
 
-# --- builder: the project's wheel plus the wheels of its dependencies --------------------------------------
-FROM ${PYTHON_IMAGE} AS builder
+# --- builder: the project's wheel plus the wheels of its pinned dependencies ----------------------------
+FROM ${BASE_IMAGE} AS builder
+# python3 and python3-venv are bookworm's metapackages, fixed for the release's life (the interpreter
+# below them takes security updates); ca-certificates must follow the archive's trust store, never a pin.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3=3.11.2-1+b1 python3-venv=3.11.2-1+b1 ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && python3 -m venv /opt/build
 WORKDIR /src
 # Exactly what the wheel is built from (pyproject.toml: the operator/eventedpleg package; templates/, crds/ and
-# the chart force-included; README.md as the long description). .dockerignore keeps everything else out of the
-# context, the lab (operator/eventedpleg_lab, its own distribution) included.
+# the chart force-included; README.md as the long description) and the pins. .dockerignore keeps everything
+# else out of the context, the lab (operator/eventedpleg_lab, its own distribution) included.
 COPY pyproject.toml README.md ./
+COPY hack/constraints.txt hack/constraints.txt
 COPY operator/eventedpleg/ operator/eventedpleg/
 COPY templates/ templates/
 COPY crds/ crds/
 COPY manifests/evented-pleg-operator/ manifests/evented-pleg-operator/
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# A build that must trust extra CAs passes its bundle as the secret pip-ca (`eventedpleg lab image` does):
+# a mount for this RUN only, so no bundle, not even an empty mount point, reaches a layer.
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
+    && /opt/build/bin/pip wheel --no-cache-dir --disable-pip-version-check -c hack/constraints.txt \
+        --wheel-dir /wheels .
 
 # --- runtime ---------------------------------------------------------------------------------------------
-FROM ${PYTHON_IMAGE}
+FROM ${BASE_IMAGE}
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="evented-pleg-operator" \
       org.opencontainers.image.description="Turns on the kubelet's event-based PLEG (EventedPLEG) safely, node by node: operator and node agent." \
@@ -32,12 +51,20 @@ LABEL org.opencontainers.image.title="evented-pleg-operator" \
       org.opencontainers.image.source="https://github.com/eventedpleg/evented-pleg-operator"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
-# Install from the builder's wheels only (no index, no compiler here), then drop the installers: nothing in
-# the final image can fetch or build code. The wheels are bind-mounted, so they leave no layer behind.
+    PATH=/opt/venv/bin:$PATH
+# Install from the builder's wheels only (no index, no compiler here), then drop every installer in the
+# same layer: pip and setuptools from the venv, and python3-venv with the pip/setuptools wheels it brings
+# from the system. Nothing in the final image can fetch or build code. The wheels are bind-mounted, so they
+# leave no layer behind.
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
-    pip install --no-cache-dir --no-index --find-links=/wheels "evented-pleg-operator==${VERSION}" \
-    && pip uninstall --yes pip setuptools wheel \
+    apt-get update \
+    && apt-get install -y --no-install-recommends python3=3.11.2-1+b1 python3-venv=3.11.2-1+b1 \
+    && python3 -m venv /opt/venv \
+    && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-index --find-links=/wheels \
+        "evented-pleg-operator==${VERSION}" \
+    && /opt/venv/bin/pip uninstall --yes --disable-pip-version-check pip setuptools \
+    && apt-get purge -y --auto-remove python3-venv python3.11-venv python3-pip-whl python3-setuptools-whl \
+    && rm -rf /var/lib/apt/lists/* \
     && eventedpleg --version
 # The operator's user; the chart's agent DaemonSet overrides it to root.
 USER 65532:65532

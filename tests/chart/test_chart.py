@@ -79,6 +79,12 @@ CASES: dict[str, dict[str, Any]] = {
         "agent.updateStrategy": {"maxUnavailable": 5},
         "imagePullSecrets": [{"name": "registry"}],
     },
+    # An image imported straight into each node's runtime (`eventedpleg lab image`), no registry to pull from.
+    "local-image": {
+        "image.repository": "localhost/evented-pleg-operator",
+        "image.tag": "0.1.0",
+        "image.pullPolicy": "Never",
+    },
 }
 
 
@@ -447,6 +453,16 @@ def test_image_tag_digest_and_debug() -> None:
         container = _container(rendered.find(kind, name))
         assert container["image"] == "ghcr.io/eventedpleg/evented-pleg-operator@sha256:" + "ab" * 32
         assert "--verbose" in container["args"]
+
+
+def test_local_image_is_never_pulled() -> None:
+    """The lab's image exists only in each node's runtime: both pods name it and must not try a registry."""
+    rendered = render(CASES["local-image"])
+    for kind, name in (("Deployment", OPERATOR), ("DaemonSet", AGENT)):
+        container = _container(rendered.find(kind, name))
+        assert container["image"] == "localhost/evented-pleg-operator:0.1.0"
+        assert container["imagePullPolicy"] == "Never"
+    assert not rendered.find("Deployment", OPERATOR)["spec"]["template"]["spec"].get("imagePullSecrets")
 
 
 BAD_VALUES = [

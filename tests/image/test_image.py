@@ -41,7 +41,7 @@ class Stage:
 
 def dockerfile() -> tuple[dict[str, str], list[Stage]]:
     """Global ARG defaults and the stages, continuation lines joined and comments dropped."""
-    text = re.sub(r"\\\n\s*", " ", DOCKERFILE.read_text())
+    text = re.sub(r"\s*\\\n\s*", " ", DOCKERFILE.read_text())
     args: dict[str, str] = {}
     stages: list[Stage] = []
     for raw in text.splitlines():
@@ -86,13 +86,55 @@ def test_hadolint_would_catch_a_problem(tmp_path: Path) -> None:
     assert "DL3002" in done.stdout  # last USER should not be root
 
 
-def test_two_stages_on_python_slim() -> None:
+def test_two_stages_on_debian_with_a_venv() -> None:
+    """Debian itself, not an image that cannot be made from the Debian archive (`eventedpleg lab image`
+    makes debian:bookworm-slim locally with mmdebstrap); bookworm's python3 in a venv, as PEP 668 asks."""
     args, stages = dockerfile()
-    assert args["PYTHON_IMAGE"] == "python:3.11-slim"
+    assert args["BASE_IMAGE"] == "debian:bookworm-slim"
     assert [s.name for s in stages] == ["builder", None]
-    assert all(s.base == "${PYTHON_IMAGE}" for s in stages)
-    builder = stages[0]
-    assert any(r.startswith("pip wheel --no-cache-dir --wheel-dir /wheels .") for r in builder.get("RUN"))
+    assert all(s.base == "${BASE_IMAGE}" for s in stages)
+    for stage in stages:
+        (install, *_) = [r for r in stage.get("RUN") if "apt-get install" in r]
+        assert "python3=" in install and "python3-venv=" in install and "--no-install-recommends" in install
+        assert "rm -rf /var/lib/apt/lists/*" in install
+
+
+def test_builder_builds_wheels_within_the_constraints() -> None:
+    builder = dockerfile()[1][0]
+    assert "hack/constraints.txt hack/constraints.txt" in builder.get("COPY")
+    (wheel,) = [r for r in builder.get("RUN") if " wheel " in r]
+    assert re.search(r"pip wheel .*-c hack/constraints\.txt .*--wheel-dir /wheels \.$", wheel), wheel
+    assert "--no-cache-dir" in wheel
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0]
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_constraints_pin_every_runtime_dependency() -> None:
+    """hack/constraints.txt (hack/lock.sh) pins each dependency in pyproject.toml and, through pip's
+    resolution, everything below them; the pins also satisfy pyproject's lower bounds."""
+    pins: dict[str, str] = {}
+    for line in (REPO / "hack" / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, sep, version = line.partition("==")
+            assert sep and version.strip(), f"not an exact pin: {line!r}"
+            pins[_canonical(name)] = version.strip()
+    required = [_canonical(_requirement_name(r)) for r in PYPROJECT["project"]["dependencies"]]
+    assert set(required) <= set(pins), set(required) - set(pins)
+    assert {"pip", "setuptools", "wheel", "evented-pleg-operator"}.isdisjoint(pins)  # only what runs
+    for requirement in PYPROJECT["project"]["dependencies"]:
+        bound = re.search(r">=\s*([\w.]+)", requirement)
+        if bound:
+            have = tuple(
+                int(p) for p in re.findall(r"\d+", pins[_canonical(_requirement_name(requirement))])[:2]
+            )
+            want = tuple(int(p) for p in re.findall(r"\d+", bound.group(1))[:2])
+            assert have >= want, requirement
 
 
 def test_runtime_stage_installs_only_the_wheels_and_keeps_no_tools() -> None:
@@ -100,10 +142,18 @@ def test_runtime_stage_installs_only_the_wheels_and_keeps_no_tools() -> None:
     assert runtime.get("COPY") == [] and runtime.get("ADD") == []  # no source, no wheels left in a layer
     (run,) = runtime.get("RUN")
     assert "--mount=type=bind,from=builder,source=/wheels,target=/wheels" in run
-    assert '--no-cache-dir --no-index --find-links=/wheels "evented-pleg-operator==${VERSION}"' in run
-    assert "pip uninstall --yes pip setuptools wheel" in run
-    for tool in ("apt-get", "gcc", "build-essential", "python -m build", "pip wheel"):
+    install = '--no-index --find-links=/wheels "evented-pleg-operator==${VERSION}"'
+    assert f"/opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check {install}" in run
+    # The installers go in the same layer that used them: pip and setuptools from the venv, and the
+    # system's python3-venv with the pip/setuptools wheels it carries.
+    assert "/opt/venv/bin/pip uninstall --yes --disable-pip-version-check pip setuptools" in run
+    assert (
+        "apt-get purge -y --auto-remove python3-venv python3.11-venv python3-pip-whl python3-setuptools-whl"
+        in run
+    )
+    for tool in ("gcc", "build-essential", "python -m build", "pip wheel", "ca-certificates"):
         assert tool not in run
+    assert run.index("pip install") < run.index("pip uninstall") < run.index("apt-get purge")
 
 
 def test_runtime_stage_matches_the_chart_and_the_cli() -> None:
@@ -175,6 +225,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if source.is_dir():
             shutil.copytree(source, context / rel, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
+            (context / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, context / rel)
     out = tmp_path_factory.mktemp("wheels")
     done = subprocess.run(
@@ -263,7 +314,7 @@ def test_lab_wheel_holds_only_the_lab(tmp_path: Path) -> None:
     commands = re.search(r"^\[eventedpleg\.commands\]\n((?:.+\n?)+)", entry_points, re.M)
     assert commands is not None, entry_points
     assert {line.split(" = ")[0] for line in commands.group(1).splitlines()} == {
-        "cluster", "demo", "realnode", "sim-agent",
+        "cluster", "demo", "lab", "realnode", "sim-agent",
     }  # fmt: skip
 
 

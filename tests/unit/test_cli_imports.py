@@ -53,7 +53,7 @@ def test_top_level_help_lists_the_lab_commands_without_loading_them() -> None:
     text = result.help
     assert "operator" in text and "status" in text
     lab_section = text[text.index("Lab commands") :]
-    for name in ("cluster", "demo", "realnode", "sim-agent"):
+    for name in ("cluster", "demo", "lab", "realnode", "sim-agent"):
         assert name in lab_section, name
     assert result.loaded == []
 

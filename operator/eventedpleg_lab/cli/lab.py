@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from eventedpleg_lab.cli.image import image_cmd
 from eventedpleg_lab.lab import nodes
 from eventedpleg_lab.lab.assets import AssetError
 from eventedpleg_lab.lab.lab import Lab, LabError, default_dir
@@ -115,3 +116,6 @@ def down(directory: Path | None) -> None:
             click.echo(f"left behind: {item}", err=True)
         raise SystemExit(1)
     _log(f"[lab] down in {time.monotonic() - start:.0f}s; nothing left behind")
+
+
+lab.add_command(image_cmd)

@@ -35,8 +35,10 @@ if [ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ]; then
   eventedpleg realnode build
   step "lab nodes (bookworm rootfs, systemd-nspawn, CRI-O v1.34 from Go modules; cached after the first build)"
   eventedpleg lab build
+  step "the image, daemonless (mmdebstrap base, buildah; rebuilt only when an input changed)"
+  eventedpleg lab image
 else
-  echo "not root on Linux: the tests against a real kubelet will be SKIPPED"
+  echo "not root on Linux: the tests against a real kubelet, the lab and the image will be SKIPPED"
 fi
 step "pytest"
 # -p no:cacheprovider: a CI checkout stays clean; pytest exits 5 when it collects nothing, so that fails too.

@@ -45,7 +45,7 @@ from tests.cluster.tcpproxy import PausableProxy
 pytestmark = pytest.mark.cluster
 NS = "evented-pleg-system"
 TIMINGS = ElectionTimings()  # 15 s lease, 10 s renew deadline, 2 s retry, 5 s request timeout
-STEP_LINE = re.compile(r"^(\S+ \S+) INFO eventedpleg\.controller\.runtime: step (\w+) on (\S+) starts")
+STEP_LINE = re.compile(r"^(\S+ \S+) INFO eventedpleg\.controller\.\w+: step (\w+) on (\S+) starts")
 
 
 @pytest.fixture(scope="module")

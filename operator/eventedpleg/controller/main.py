@@ -27,7 +27,7 @@ from eventedpleg.controller.probes import INFORMER, Thresholds, liveness
 from eventedpleg.controller.runtime import STEP_THREADS, Runtime
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.core.leaderelection import ElectionTimings
-from eventedpleg.k8s.client import api_client
+from eventedpleg.k8s.client import api_client, get_json
 from eventedpleg.k8s.events import EventRecorder
 from eventedpleg.k8s.informer import NodeInformer
 from eventedpleg.k8s.lease import LeaseConfig, LeaseLock
@@ -73,6 +73,9 @@ def run(options: OperatorOptions) -> int:
     if options.kubeconfig:
         os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's own login reads it
     api = api_client(options.kubeconfig, pool_size=STEP_THREADS + 8)  # + informer, Events, status, Lease
+    # Fail fast on a server we cannot reach or that refuses our credentials: one line and an exit code
+    # (cli/failures.py) instead of an informer and a Lease loop retrying in silence for ever.
+    get_json(api, "/version")
     identity = options.identity or os.environ.get("POD_NAME") or os.uname().nodename
     # kopf logs every handler call at INFO: one line per node event would drown the log on a big cluster.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)

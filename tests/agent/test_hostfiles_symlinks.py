@@ -32,16 +32,27 @@ def test_a_symlinked_dropin_directory_leaving_the_root_is_refused(layout: tuple[
     assert list((root / "etc/crio").iterdir()) == [root / "etc/crio/crio.conf.d"]  # no temp file left
 
 
-def test_a_symlink_inside_the_root_that_moves_the_dropin_directory_is_refused(
+def test_a_relative_symlink_inside_the_root_is_followed_where_the_daemon_follows_it(
     layout: tuple[Path, Path],
 ) -> None:
     root, _ = layout
-    elsewhere = root / "var/tmp"
+    elsewhere = root / "var/lib/crio-conf"
     elsewhere.mkdir(parents=True)
-    (root / "etc/crio/crio.conf.d").symlink_to(elsewhere)
-    with pytest.raises(HostPathError):
+    (root / "etc/crio/crio.conf.d").symlink_to("../../var/lib/crio-conf")  # CRI-O reads it there too
+    HostFiles(root).write_atomic(DROPIN, b"x = 1\n", protected=PROTECTED)
+    assert (elsewhere / "99-eventedpleg.conf").read_bytes() == b"x = 1\n"
+    assert (root / "etc/crio/crio.conf.d").is_symlink()  # the link is left as the host made it
+    assert [p.name for p in elsewhere.iterdir()] == ["99-eventedpleg.conf"]  # no temp file left there
+
+
+def test_a_symlink_whose_target_lies_outside_the_root_is_refused_even_via_the_root(
+    layout: tuple[Path, Path],
+) -> None:
+    root, outside = layout
+    (root / "etc/crio/crio.conf.d").symlink_to("../../../outside")  # climbs out of the host root
+    with pytest.raises(HostPathError, match="leading outside the host root"):
         HostFiles(root).write_atomic(DROPIN, b"x = 1\n", protected=PROTECTED)
-    assert list(elsewhere.iterdir()) == []
+    assert list(outside.iterdir()) == []
 
 
 def test_a_symlinked_ancestor_is_refused_before_any_directory_is_created(layout: tuple[Path, Path]) -> None:

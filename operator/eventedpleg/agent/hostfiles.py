@@ -5,10 +5,12 @@ CRI-O parses every regular file in crio.conf.d and the kubelet every `*.conf` in
 daemon. Temp files go to the nearest directory outside every protected directory (same filesystem in
 practice, so the rename stays atomic); backups live in AGENT_STATE_DIR.
 
-Writes never follow a symlink: no directory between the host root and a file we write or remove may be a
-symlink (one could point a drop-in directory, or the root's /etc, at a path outside the host root or at
-another directory), and temp files are opened with O_NOFOLLOW. The target itself is replaced by rename,
-which replaces a symlink rather than following it.
+Writes never leave the host root through a symlink: a directory between the host root and a file we write
+or remove may be a symlink only when it resolves, here, to a place inside the host root (a relative link
+within the host's own tree; the daemons follow it to the same place). One that leads outside (a link to
+elsewhere, or an absolute link, which inside the agent's container would resolve against the container's /
+and not the host's) is refused before any directory is created. Temp files are opened with O_NOFOLLOW, and
+the target itself is replaced by rename, which replaces a symlink rather than following it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class FileCopy:
 
 
 class HostPathError(OSError):
-    """A write was refused because its path leaves the intended directory through a symlink."""
+    """A write was refused because its path leaves the host root through a symlink."""
 
 
 def _within(path: PurePosixPath, directory: PurePosixPath) -> bool:
@@ -49,16 +51,22 @@ class HostFiles:
     def _checked_dir(self, host_dir: str) -> Path:
         """The directory under the host root, refusing any symlink on the way (checked before mkdir, so
         a symlinked component cannot make us create directories elsewhere)."""
-        path = self.root
-        for part in PurePosixPath("/", host_dir).parts[1:]:
-            path = path / part
+        root = self.root.resolve()
+        path, shown = root, PurePosixPath("/")
+        parts = PurePosixPath("/", host_dir).parts[1:]
+        for i, part in enumerate(parts):
+            path, shown = path / part, shown / part
             if path.is_symlink():
-                raise HostPathError(
-                    f"refusing to write under {host_dir}: /{path.relative_to(self.root)} is a symlink"
-                )
+                resolved = path.resolve()
+                if not (resolved == root or resolved.is_relative_to(root)):
+                    raise HostPathError(
+                        f"refusing to write under {host_dir}: {shown} is a symlink leading outside the "
+                        f"host root (to {resolved})"
+                    )
+                path = resolved
             if not path.exists():
-                break
-        return self.on_host(host_dir)
+                return path.joinpath(*parts[i + 1 :])
+        return path
 
     def read_text(self, host_path: str) -> str | None:
         data = self.read_bytes(host_path)

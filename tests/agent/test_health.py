@@ -12,7 +12,7 @@ from typing import Any
 
 from eventedpleg.agent import health, runner
 from eventedpleg.core.health import Heartbeats
-from eventedpleg.core.nodeapi import NodeView
+from eventedpleg.core.nodeapi import AgentNode
 from eventedpleg_lab.sim.profiles import PROFILES
 from tests.agent.conftest import RigFactory
 from tests.agent.fakeapi import FakeApi
@@ -25,7 +25,7 @@ class FreezableWatchApi(FakeApi):
         super().__init__()
         self.frozen, self.stuck = threading.Event(), threading.Event()
 
-    def watch_node(self, name: str, *, resource_version: str, timeout_seconds: int) -> Iterator[NodeView]:
+    def watch_node(self, name: str, *, resource_version: str, timeout_seconds: int) -> Iterator[AgentNode]:
         while self.frozen.is_set():
             self.stuck.set()
             time.sleep(0.01)

@@ -26,7 +26,7 @@ from eventedpleg.agent.observe import KUBELET_UNIT, Observer
 from eventedpleg.agent.statestore import StateStore, Transaction, sha256
 from eventedpleg.constants import NodeState
 from eventedpleg.core import benefit, kubeletconfig, kubeletlog, render
-from eventedpleg.core.agentdecide import Action, next_action
+from eventedpleg.core.agentdecide import AgentAction, next_action
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.host import Host, KubeletEndpoint
 from eventedpleg.core.hostplan import ApplyPlan, ManagedState, Refusal, decide
@@ -113,18 +113,18 @@ class Agent:
 
     def on_node(self, seen: AgentNode) -> Work[None]:
         """React to one observed version of our Node."""
-        if seen.name != self.node or next_action(seen.annotations) is not Action.APPLY:
+        if seen.name != self.node or next_action(seen.annotations) is not AgentAction.APPLY:
             return
         # Decide on a fresh read: a queued watch event may predate our own last report.
         node = self.api.get_node(self.node)
-        if node is None or next_action(node.annotations) is not Action.APPLY:
+        if node is None or next_action(node.annotations) is not AgentAction.APPLY:
             return
         yield from self._apply(node)
 
     def check(self) -> Work[None]:
         """After Done: drift and silent fallback (run every check_interval_seconds)."""
         node = self.api.get_node(self.node)
-        if node is None or next_action(node.annotations) is not Action.WATCH:
+        if node is None or next_action(node.annotations) is not AgentAction.WATCH:
             return
         yield from self._watch_done(node)
 

@@ -16,7 +16,7 @@ from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
 from eventedpleg.core.actions import Action, Cordon, Drain
 from eventedpleg.core.snapshot import NodeView
 from eventedpleg.k8s.events import EventRecorder, ObjectRef
-from eventedpleg.k8s.executor import DrainSettings, Executor, Outcome
+from eventedpleg.k8s.executor import DrainSettings, Executor, StepResult
 from eventedpleg.models.nodeconfig import NodeConfigSpec
 
 log = logging.getLogger(__name__)
@@ -75,10 +75,10 @@ class StepRunner:
                 log.info("step %s on %s starts", type(action).__name__, action.node)
                 outcome = executor.apply(action, before)
             else:
-                outcome = Outcome(action, applied=False, error="not leading")
+                outcome = StepResult(action, applied=False, error="not leading")
         except Exception:  # a step must never leave the node marked busy or assumed
             log.exception("step %s on %s", type(action).__name__, action.node)
-            outcome = Outcome(action, applied=False, error="internal error")
+            outcome = StepResult(action, applied=False, error="internal error")
         self.metrics.steps.labels(type(action).__name__).observe(time.monotonic() - started)
         if isinstance(action, Cordon):
             self.nodes.settle(action.node, outcome.node_body, None if outcome.applied else before)

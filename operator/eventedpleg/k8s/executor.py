@@ -35,7 +35,7 @@ def relied_on(view: NodeView) -> tuple[object, ...]:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class StepResult:
     action: Action
     applied: bool  # False: conflict or error, nothing (more) was written
     transition: str = ""  # the node state written, if any
@@ -73,7 +73,7 @@ class Executor:
         # (node, resourceVersion) -> what a step relies on at that version (see _patch).
         self._relied: dict[tuple[str, str], tuple[object, ...]] = {}
 
-    def apply(self, action: Action, basis: NodeView | None = None) -> Outcome:
+    def apply(self, action: Action, basis: NodeView | None = None) -> StepResult:
         """Carry out one step. `basis` is the node as the planner saw it: when a write hits 409 only
         because something we do not rely on moved (a status heartbeat), the write is retried."""
         if basis is not None:
@@ -81,12 +81,12 @@ class Executor:
         try:
             return self._apply(action)
         except Conflict:
-            return Outcome(action, applied=False, error="conflict")
+            return StepResult(action, applied=False, error="conflict")
         except NotFound:
-            return Outcome(action, applied=False, error="node not found")
+            return StepResult(action, applied=False, error="node not found")
         except ApiError as exc:
             log.warning("step %s on %s failed: %s", type(action).__name__, action.node, exc)
-            return Outcome(action, applied=False, error=str(exc))
+            return StepResult(action, applied=False, error=str(exc))
 
     def _patch(
         self,
@@ -117,7 +117,7 @@ class Executor:
             return body
         raise Conflict(409, "Conflict", f"node {node} kept changing")
 
-    def _apply(self, action: Action) -> Outcome:
+    def _apply(self, action: Action) -> StepResult:
         """Answer the policy's requests in order; an ApiError (409 included) ends the step there."""
         node, rv = action.node, action.resource_version
         body: dict[str, Any] | None = None
@@ -149,7 +149,7 @@ class Executor:
                         self.recorder.emit(node_ref(node), request.kind, request.reason, request.message)
         except StopIteration as stop:
             end: StepEnd = stop.value
-        return Outcome(
+        return StepResult(
             action,
             applied=True,
             transition=end.transition or "",

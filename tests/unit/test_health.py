@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import pytest
 
-from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.probes import Thresholds, liveness
 from eventedpleg.controller.runtime import Runtime
 from eventedpleg.core.health import Heartbeats, check
@@ -78,7 +78,7 @@ def _until(predicate: Any, what: str, timeout: float = 10.0) -> Any:
 def operator_probe() -> Iterator[tuple[Runtime, FakeMonotonic, int, threading.Event, threading.Event]]:
     clock = FakeMonotonic()
     beats = Heartbeats(clock)
-    metrics = Metrics()
+    metrics = OperatorMetrics()
     metrics.live = liveness(beats, Thresholds(rollout_seconds=120, informer_seconds=420))
     server = metrics.serve(0, host="127.0.0.1")
     runtime = Runtime(api=None, namespace="ns", recorder=cast(Any, None), metrics=metrics, beats=beats)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 
 from eventedpleg.constants import NodeState
-from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.planner import Counts, NodeNote, Summary
 from eventedpleg.core.promtext import parse_metrics
 
@@ -18,7 +18,7 @@ def _summary(*failures: NodeNote) -> Summary:
     )  # fmt: skip
 
 
-def _series(metrics: Metrics, nodeconfig: str) -> set[str]:
+def _series(metrics: OperatorMetrics, nodeconfig: str) -> set[str]:
     """Names of the exported metric families that have a series for this NodeConfig."""
     exported = parse_metrics(generate_latest(metrics.registry).decode())
     names = {s.name for s in exported.samples if s.label("nodeconfig") == nodeconfig}
@@ -26,7 +26,7 @@ def _series(metrics: Metrics, nodeconfig: str) -> set[str]:
 
 
 def test_forget_drops_every_series_of_a_deleted_nodeconfig() -> None:
-    metrics = Metrics()
+    metrics = OperatorMetrics()
     failed = NodeNote("n1", NodeState.FAILED, "verify failed", unschedulable=True)
     for name in ("gone", "kept"):
         metrics.observe(name, _summary(failed), {"Degraded": True, "Available": False})
@@ -46,7 +46,7 @@ def test_forget_drops_every_series_of_a_deleted_nodeconfig() -> None:
 
 
 def test_failed_and_cordoned_nodes_are_counted() -> None:
-    metrics = Metrics()
+    metrics = OperatorMetrics()
     notes = (
         NodeNote("a", NodeState.FAILED, "rollback failed", unschedulable=True),
         NodeNote("b", NodeState.FAILED, "drain timed out", unschedulable=False),  # given back

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import kopf
 
 from eventedpleg.controller import handlers
-from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.probes import INFORMER, Thresholds, liveness
 from eventedpleg.controller.runtime import STEP_THREADS, Runtime
 from eventedpleg.core.health import Heartbeats
@@ -49,7 +49,7 @@ class OperatorOptions:
 
 
 def _renew_until_lost(
-    lock: LeaseLock, stop: threading.Event, lost: threading.Event, metrics: Metrics
+    lock: LeaseLock, stop: threading.Event, lost: threading.Event, metrics: OperatorMetrics
 ) -> None:
     """Renew every retry period; once the renew deadline passed without a successful renew, step down
     and stop kopf for good (client-go's OnStoppedLeading; the pod restarts as a candidate)."""
@@ -79,7 +79,7 @@ def run(options: OperatorOptions) -> int:
     identity = options.identity or os.environ.get("POD_NAME") or os.uname().nodename
     # kopf logs every handler call at INFO: one line per node event would drown the log on a big cluster.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    metrics = Metrics()
+    metrics = OperatorMetrics()
     beats = Heartbeats(time.monotonic)
     metrics.live = liveness(beats, options.health)
     server = metrics.serve(options.metrics_port)

@@ -27,7 +27,9 @@ from eventedpleg.core.planner import Summary
 BUCKETS = ("total", "eligible", "updated", "updating", "failed", "skipped")
 
 
-class Metrics:
+class OperatorMetrics:
+    """The operator's own /metrics (its registry and series); kubelet metrics are core.promtext.Metrics."""
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.controller.nodeconfigstore import NodeConfigStore
 from eventedpleg.controller.publisher import StatusPublisher
@@ -43,7 +43,7 @@ class Runtime:
     api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
     namespace: str
     recorder: EventRecorder
-    metrics: Metrics
+    metrics: OperatorMetrics
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     allow_force_delete: bool = False  # the chart grants `pods delete` (drain.allowForceDelete)
     nodes: NodeCache = field(default_factory=NodeCache)

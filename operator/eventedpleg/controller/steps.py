@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
 from eventedpleg.core.actions import Action, Cordon, Drain
 from eventedpleg.core.snapshot import NodeView
@@ -29,7 +29,7 @@ STEP_THREADS = WORKERS + GIVEBACK_WORKERS
 class StepRunner:
     api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
     recorder: EventRecorder
-    metrics: Metrics
+    metrics: OperatorMetrics
     nodes: NodeCache
     clock: Callable[[], datetime]
     settled: Callable[[], None]  # called from a pool thread after each step: wake the passes

@@ -1,5 +1,5 @@
 """Liveness that means something: the check over heartbeats, and the operator's /healthz turning 503 while
-its rollout loop is stuck and 200 again once it moves (the real Runtime loop and the real HTTP server)."""
+its rollout loop is stuck and 200 again once it moves (the real rollout loop and the real HTTP server)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any, cast
 
 import pytest
 
+from eventedpleg.controller.engine import RolloutEngine
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.probes import Thresholds, liveness
-from eventedpleg.controller.runtime import Runtime
 from eventedpleg.core.health import Heartbeats, check
 
 LIMITS = {"rollout": 120.0, "node-informer": 420.0}
@@ -75,14 +75,14 @@ def _until(predicate: Any, what: str, timeout: float = 10.0) -> Any:
 
 
 @pytest.fixture
-def operator_probe() -> Iterator[tuple[Runtime, FakeMonotonic, int, threading.Event, threading.Event]]:
+def operator_probe() -> Iterator[tuple[RolloutEngine, FakeMonotonic, int, threading.Event, threading.Event]]:
     clock = FakeMonotonic()
     beats = Heartbeats(clock)
     metrics = OperatorMetrics()
     metrics.live = liveness(beats, Thresholds(rollout_seconds=120, informer_seconds=420))
     server = metrics.serve(0, host="127.0.0.1")
-    runtime = Runtime(api=None, namespace="ns", recorder=cast(Any, None), metrics=metrics, beats=beats)
-    runtime.nodes_synced.set()
+    engine = RolloutEngine(api=None, namespace="ns", recorder=cast(Any, None), metrics=metrics, beats=beats)
+    engine.nodes_synced.set()
     frozen, stuck = threading.Event(), threading.Event()
 
     def reconcile_once(inputs: object) -> float:
@@ -91,26 +91,26 @@ def operator_probe() -> Iterator[tuple[Runtime, FakeMonotonic, int, threading.Ev
             time.sleep(0.01)
         return 0.05
 
-    runtime.reconciler.reconcile_once = reconcile_once  # type: ignore[method-assign]
+    engine.reconciler.reconcile_once = reconcile_once  # type: ignore[method-assign]
     stopped = Stopped()
-    thread = threading.Thread(target=asyncio.run, args=(runtime.run_rollout("cluster", stopped),))
+    thread = threading.Thread(target=asyncio.run, args=(engine.run_rollout("cluster", stopped),))
     thread.start()
     try:
-        yield runtime, clock, int(server.server_address[1]), frozen, stuck
+        yield engine, clock, int(server.server_address[1]), frozen, stuck
     finally:
         frozen.clear()
         stopped.flag.set()
         thread.join(10)
         server.shutdown()
-        runtime.steps.pool.shutdown()
-        runtime.steps.giveback_pool.shutdown()
+        engine.steps.pool.shutdown()
+        engine.steps.giveback_pool.shutdown()
 
 
 def test_operator_healthz_fails_while_the_rollout_loop_is_stuck_and_recovers(
-    operator_probe: tuple[Runtime, FakeMonotonic, int, threading.Event, threading.Event],
+    operator_probe: tuple[RolloutEngine, FakeMonotonic, int, threading.Event, threading.Event],
 ) -> None:
-    runtime, clock, port, frozen, stuck = operator_probe
-    beats = runtime.beats
+    engine, clock, port, frozen, stuck = operator_probe
+    beats = engine.beats
     assert beats is not None
     _until(lambda: "rollout/cluster" in beats.snapshot(), "the first pass")
     assert _status(port)[0] == 200

@@ -1,7 +1,8 @@
-"""kopf handlers: a few lines each; the work is in runtime.Runtime (and the parts it wires) and the pure core.
+"""kopf handlers: a few lines each; the work is in engine.RolloutEngine (and the parts it wires) and the
+pure core.
 
 Run with `eventedpleg operator` (leader election, metrics, then kopf), or for development
-`kopf run -m eventedpleg.controller.handlers --all-namespaces` after `configure()` has a Runtime.
+`kopf run -m eventedpleg.controller.handlers --all-namespaces` after `configure()` has a RolloutEngine.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import kopf
 
 from eventedpleg import constants as c
-from eventedpleg.controller.runtime import Runtime
+from eventedpleg.controller.engine import RolloutEngine
 
 NODECONFIGS = (c.GROUP, c.VERSION, c.PLURAL)
 DELETE_RETRY = 2.0
@@ -36,9 +37,9 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.networking.request_timeout = 30
 
 
-def _runtime(memo: kopf.Memo) -> Runtime:
-    runtime: Runtime = memo["runtime"]
-    return runtime
+def _engine(memo: kopf.Memo) -> RolloutEngine:
+    engine: RolloutEngine = memo["engine"]
+    return engine
 
 
 @kopf.on.startup()
@@ -67,16 +68,16 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 @kopf.on.event(*NODECONFIGS)
 async def nodeconfig_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    _runtime(memo).nodeconfig_event(event.get("type"), event["object"])
+    _engine(memo).nodeconfig_event(event.get("type"), event["object"])
 
 
 @kopf.daemon(*NODECONFIGS, cancellation_timeout=30.0)
 async def rollout(name: str, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any) -> None:
-    await _runtime(memo).run_rollout(name, stopped)
+    await _engine(memo).run_rollout(name, stopped)
 
 
 @kopf.on.delete(*NODECONFIGS)
 async def revert_on_delete(name: str, memo: kopf.Memo, **_: Any) -> None:
     """Keep the finalizer until every node we touched is reverted (onDelete: Revert) or let go (Keep)."""
-    if not await _runtime(memo).finalized(name):
+    if not await _engine(memo).finalized(name):
         raise kopf.TemporaryError("nodes are being reverted; see status.conditions", delay=DELETE_RETRY)

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 import kopf
 
 from eventedpleg.controller import handlers
+from eventedpleg.controller.engine import STEP_THREADS, RolloutEngine
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.probes import INFORMER, Thresholds, liveness
-from eventedpleg.controller.runtime import STEP_THREADS, Runtime
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.core.leaderelection import ElectionTimings
 from eventedpleg.k8s.client import api_client, get_json
@@ -91,7 +91,7 @@ def run(options: OperatorOptions) -> int:
     informer: NodeInformer | None = None
     try:
         recorder = EventRecorder(api, "eventedpleg-operator", identity, background=True)
-        runtime = Runtime(
+        engine = RolloutEngine(
             api=api,
             namespace=options.namespace,
             recorder=recorder,
@@ -101,14 +101,14 @@ def run(options: OperatorOptions) -> int:
         )
 
         def synced(names: set[str]) -> None:
-            runtime.node_list_done(names)
+            engine.node_list_done(names)
             metrics.ready.set()
 
-        informer = NodeInformer(api, runtime.node_event, synced, on_progress=lambda: beats.beat(INFORMER))
+        informer = NodeInformer(api, engine.node_event, synced, on_progress=lambda: beats.beat(INFORMER))
         informer.start()
         if options.leader_elect:
             lock = LeaseLock(api, LeaseConfig(options.namespace, LEASE_NAME, identity, options.election))
-            runtime.may_start = lock.leading
+            engine.may_start = lock.leading
             log.info("waiting for the leader Lease %s/%s as %s", options.namespace, LEASE_NAME, identity)
             while not lock.try_acquire_or_renew():
                 if stop.wait(options.election.retry_period):
@@ -124,7 +124,7 @@ def run(options: OperatorOptions) -> int:
             clusterwide=True,
             standalone=True,
             settings=settings,
-            memo=kopf.Memo(runtime=runtime, stop=stop),
+            memo=kopf.Memo(engine=engine, stop=stop),
             stop_flag=stop,
         )
     finally:

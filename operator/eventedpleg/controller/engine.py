@@ -33,13 +33,13 @@ from eventedpleg.controller.steps import STEP_THREADS, StepRunner
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.k8s.events import EventRecorder
 
-__all__ = ["STEP_THREADS", "Runtime"]
+__all__ = ["STEP_THREADS", "RolloutEngine"]
 COALESCE = 0.05  # batch the watch events of one burst into one pass
 UNSYNCED_RECHECK = 0.5  # until the first node LIST is in
 
 
 @dataclass
-class Runtime:
+class RolloutEngine:
     api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
     namespace: str
     recorder: EventRecorder

@@ -11,8 +11,8 @@ from eventedpleg.core import leaderelection as le
 from eventedpleg.core.leaderelection import (
     ElectionConfigError,
     ElectionTimings,
+    LeaseObservation,
     LeaseRecord,
-    Observation,
     Verdict,
 )
 
@@ -25,11 +25,11 @@ def held(holder: str, renewed: datetime, duration: int = 15, transitions: int = 
     return LeaseRecord(holder, duration, WALL - HOUR, renewed, transitions)
 
 
-def seen(holder: str, at: float, renewed: datetime = WALL, duration: int = 15) -> Observation:
-    return Observation(held(holder, renewed, duration), at)
+def seen(holder: str, at: float, renewed: datetime = WALL, duration: int = 15) -> LeaseObservation:
+    return LeaseObservation(held(holder, renewed, duration), at)
 
 
-RELEASED = Observation(LeaseRecord(transitions=4, lease_duration_seconds=1), 50.0)
+RELEASED = LeaseObservation(LeaseRecord(transitions=4, lease_duration_seconds=1), 50.0)
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,7 @@ RELEASED = Observation(LeaseRecord(transitions=4, lease_duration_seconds=1), 50.
         ("holder 1 h ahead, 15 s unchanged", seen("other", 100.0, WALL + HOUR), 115.0, Verdict.ACQUIRE),
     ],
 )  # fmt: skip
-def test_decide(case: str, observation: Observation | None, now: float, expected: Verdict) -> None:
+def test_decide(case: str, observation: LeaseObservation | None, now: float, expected: Verdict) -> None:
     assert le.decide("me", observation, T, now) is expected, case
 
 
@@ -67,7 +67,7 @@ def test_a_standby_whose_wall_clock_runs_far_ahead_waits_while_the_holder_renews
     """The old rule (renewTime vs our wall clock) took this Lease at once; the observed rule never does."""
     holder_wall = WALL
     standby_skew = timedelta(minutes=5)
-    observation: Observation | None = None
+    observation: LeaseObservation | None = None
     for tick in range(60):  # 120 s of renewals every 2 s, each seen by the standby 1 s later
         record = held("leader", holder_wall + timedelta(seconds=2 * tick))
         observation = le.observe(observation, record, now=2.0 * tick + 1.0)
@@ -112,7 +112,7 @@ def test_next_record(
     record = le.next_record("me", verdict, current, T, wall)
     assert record == expected, case
     if current is not None:
-        assert le.observe(Observation(current, 0.0), record, 1.0).at == 1.0  # a change others can see
+        assert le.observe(LeaseObservation(current, 0.0), record, 1.0).at == 1.0  # a change others can see
 
 
 @pytest.mark.parametrize(

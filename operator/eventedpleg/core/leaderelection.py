@@ -53,24 +53,24 @@ class LeaseRecord:
 
 
 @dataclass(frozen=True)
-class Observation:
+class LeaseObservation:
     """The record as this replica last saw it, and when (monotonic) it first saw it in that form."""
 
     record: LeaseRecord
     at: float
 
 
-def observe(previous: Observation | None, record: LeaseRecord, now: float) -> Observation:
+def observe(previous: LeaseObservation | None, record: LeaseRecord, now: float) -> LeaseObservation:
     """client-go: observedTime moves only when the record differs from the one observed before.
 
     `now` should be taken after the read returned: a later observation only makes a standby wait longer.
     """
     if previous is not None and previous.record == record:
         return previous
-    return Observation(record, now)
+    return LeaseObservation(record, now)
 
 
-def expired(observation: Observation, timings: ElectionTimings, now: float) -> bool:
+def expired(observation: LeaseObservation, timings: ElectionTimings, now: float) -> bool:
     """No change seen for the record's own leaseDurationSeconds (ours when the record has none)."""
     duration = observation.record.lease_duration_seconds or timings.lease_duration
     return now >= observation.at + duration
@@ -83,7 +83,9 @@ class Verdict(enum.Enum):
     WAIT = "wait"  # held by someone else and not expired
 
 
-def decide(identity: str, observation: Observation | None, timings: ElectionTimings, now: float) -> Verdict:
+def decide(
+    identity: str, observation: LeaseObservation | None, timings: ElectionTimings, now: float
+) -> Verdict:
     """What one attempt should write, given what we observed (None: the Lease does not exist)."""
     if observation is None:
         return Verdict.CREATE

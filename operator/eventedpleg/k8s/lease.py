@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from kubernetes import client
 
 from eventedpleg.core import leaderelection as le
-from eventedpleg.core.leaderelection import ElectionTimings, LeaseRecord, Observation, Verdict
+from eventedpleg.core.leaderelection import ElectionTimings, LeaseObservation, LeaseRecord, Verdict
 from eventedpleg.k8s.errors import ApiError, NotFound, translated
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class LeaseLock:
         self._api = client.CoordinationV1Api(api)
         self.config = config
         self._monotonic, self._wall = monotonic, wall
-        self._observed: Observation | None = None
+        self._observed: LeaseObservation | None = None
         self._valid_until = float("-inf")  # monotonic instant our leadership ends unless renewed
         self._lock = threading.Lock()
 
@@ -141,7 +141,7 @@ class LeaseLock:
             except ApiError as exc:
                 log.debug("writing the Lease failed: %s", exc)
                 return False
-            self._observed = Observation(record, self._monotonic())
+            self._observed = LeaseObservation(record, self._monotonic())
             self._valid_until = max(self._valid_until, le.leading_until(started, self.timings))
             return True
 

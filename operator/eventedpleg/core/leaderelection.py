@@ -76,7 +76,7 @@ def expired(observation: LeaseObservation, timings: ElectionTimings, now: float)
     return now >= observation.at + duration
 
 
-class Verdict(enum.Enum):
+class LeaseDecision(enum.Enum):
     CREATE = "create"  # no Lease yet: create it holding it
     ACQUIRE = "acquire"  # free or expired: take it over (a new acquireTime, transitions + 1)
     RENEW = "renew"  # ours: write a new renewTime
@@ -85,27 +85,31 @@ class Verdict(enum.Enum):
 
 def decide(
     identity: str, observation: LeaseObservation | None, timings: ElectionTimings, now: float
-) -> Verdict:
+) -> LeaseDecision:
     """What one attempt should write, given what we observed (None: the Lease does not exist)."""
     if observation is None:
-        return Verdict.CREATE
+        return LeaseDecision.CREATE
     holder = observation.record.holder
     if holder == identity:
-        return Verdict.RENEW
+        return LeaseDecision.RENEW
     if not holder or expired(observation, timings, now):
-        return Verdict.ACQUIRE
-    return Verdict.WAIT
+        return LeaseDecision.ACQUIRE
+    return LeaseDecision.WAIT
 
 
 def next_record(
-    identity: str, verdict: Verdict, current: LeaseRecord | None, timings: ElectionTimings, wall: datetime
+    identity: str,
+    decision: LeaseDecision,
+    current: LeaseRecord | None,
+    timings: ElectionTimings,
+    wall: datetime,
 ) -> LeaseRecord:
     """The record to write for CREATE/ACQUIRE/RENEW. renewTime always moves forward, even when our wall
     clock is behind the previous writer's or stands still: a standby sees a change only if it moves."""
     duration = int(timings.lease_duration)
     previous = current.renew_time if current else None
     stamp = wall if previous is None or wall > previous else previous + timedelta(milliseconds=1)
-    if verdict is Verdict.RENEW and current is not None:
+    if decision is LeaseDecision.RENEW and current is not None:
         return LeaseRecord(identity, duration, current.acquire_time or stamp, stamp, current.transitions)
     transitions = 0 if current is None else current.transitions + 1  # client-go counts every change
     return LeaseRecord(identity, duration, stamp, stamp, transitions)

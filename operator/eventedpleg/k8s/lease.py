@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from kubernetes import client
 
 from eventedpleg.core import leaderelection as le
-from eventedpleg.core.leaderelection import ElectionTimings, LeaseObservation, LeaseRecord, Verdict
+from eventedpleg.core.leaderelection import ElectionTimings, LeaseDecision, LeaseObservation, LeaseRecord
 from eventedpleg.k8s.errors import ApiError, NotFound, translated
 
 log = logging.getLogger(__name__)
@@ -127,10 +127,10 @@ class LeaseLock:
             if current is not None:
                 self._observed = le.observe(self._observed, current, self._monotonic())
             observation = self._observed if current is not None else None
-            verdict = le.decide(cfg.identity, observation, self.timings, self._monotonic())
-            if verdict is Verdict.WAIT:
+            decision = le.decide(cfg.identity, observation, self.timings, self._monotonic())
+            if decision is LeaseDecision.WAIT:
                 return False
-            record = le.next_record(cfg.identity, verdict, current, self.timings, self._wall())
+            record = le.next_record(cfg.identity, decision, current, self.timings, self._wall())
             try:
                 if lease is None:
                     meta = client.V1ObjectMeta(name=cfg.name, namespace=cfg.namespace)

@@ -48,8 +48,10 @@ RELEASED = LeaseObservation(LeaseRecord(transitions=4, lease_duration_seconds=1)
         ("holder 1 h ahead, 15 s unchanged", seen("other", 100.0, WALL + HOUR), 115.0, LeaseDecision.ACQUIRE),
     ],
 )  # fmt: skip
-def test_decide(case: str, observation: LeaseObservation | None, now: float, expected: LeaseDecision) -> None:
-    assert le.decide("me", observation, T, now) is expected, case
+def test_decide_lease(
+    case: str, observation: LeaseObservation | None, now: float, expected: LeaseDecision
+) -> None:
+    assert le.decide_lease("me", observation, T, now) is expected, case
 
 
 def test_observed_time_moves_only_when_the_record_changes() -> None:
@@ -59,8 +61,8 @@ def test_observed_time_moves_only_when_the_record_changes() -> None:
     assert same.at == 10.0  # unchanged record: still judged from when we first saw it
     renewed = le.observe(same, held("other", WALL + timedelta(seconds=2)), now=24.0)
     assert renewed.at == 24.0
-    assert le.decide("me", renewed, T, now=38.9) is LeaseDecision.WAIT
-    assert le.decide("me", renewed, T, now=39.0) is LeaseDecision.ACQUIRE
+    assert le.decide_lease("me", renewed, T, now=38.9) is LeaseDecision.WAIT
+    assert le.decide_lease("me", renewed, T, now=39.0) is LeaseDecision.ACQUIRE
 
 
 def test_a_standby_whose_wall_clock_runs_far_ahead_waits_while_the_holder_renews() -> None:
@@ -77,7 +79,7 @@ def test_a_standby_whose_wall_clock_runs_far_ahead_waits_while_the_holder_renews
         assert standby_wall - record.renew_time > timedelta(
             seconds=15
         )  # what the previous implementation would have done
-        assert le.decide("standby", observation, T, standby_now) is LeaseDecision.WAIT
+        assert le.decide_lease("standby", observation, T, standby_now) is LeaseDecision.WAIT
 
 
 @pytest.mark.parametrize("skew", [timedelta(0), timedelta(hours=-2), timedelta(hours=2)])
@@ -88,7 +90,9 @@ def test_leader_stops_before_any_standby_may_take_over(skew: timedelta) -> None:
     record = held("leader", WALL + skew)
     seen = le.observe(None, record, now=last_sent + 0.001)
     first_takeover = next(
-        t / 10 for t in range(1000, 2000) if le.decide("standby", seen, T, t / 10) is LeaseDecision.ACQUIRE
+        t / 10
+        for t in range(1000, 2000)
+        if le.decide_lease("standby", seen, T, t / 10) is LeaseDecision.ACQUIRE
     )
     assert stop_leading == 110.0
     assert first_takeover == pytest.approx(115.0, abs=0.1)

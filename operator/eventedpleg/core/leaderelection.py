@@ -83,7 +83,7 @@ class LeaseDecision(enum.Enum):
     WAIT = "wait"  # held by someone else and not expired
 
 
-def decide(
+def decide_lease(
     identity: str, observation: LeaseObservation | None, timings: ElectionTimings, now: float
 ) -> LeaseDecision:
     """What one attempt should write, given what we observed (None: the Lease does not exist)."""

@@ -127,7 +127,7 @@ class LeaseLock:
             if current is not None:
                 self._observed = le.observe(self._observed, current, self._monotonic())
             observation = self._observed if current is not None else None
-            decision = le.decide(cfg.identity, observation, self.timings, self._monotonic())
+            decision = le.decide_lease(cfg.identity, observation, self.timings, self._monotonic())
             if decision is LeaseDecision.WAIT:
                 return False
             record = le.next_record(cfg.identity, decision, current, self.timings, self._wall())

@@ -303,7 +303,7 @@ def test_overlapping_nodeconfigs_the_older_one_wins() -> None:
     result = planner.plan(
         world.views(), target.__class__(**{**target.__dict__, "peers": (older,)}), world.now
     )
-    assert result.summary.conflicts == (planner.Conflict("node-000", "older"),)
+    assert result.summary.conflicts == (planner.OwnerConflict("node-000", "older"),)
     assert [a.node for a in result.actions] == ["node-001"]
     skipped = [n for n in result.summary.attention if n.name == "node-000"]
     assert "conflict: also selected by NodeConfig 'older'" in skipped[0].reason

@@ -57,7 +57,7 @@ class NodeNote:
 
 
 @dataclass(frozen=True)
-class Conflict:
+class OwnerConflict:
     """A selected node that an older NodeConfig manages."""
 
     node: str
@@ -84,7 +84,7 @@ class Summary:
     paused: bool
     window_closed: bool
     waiting: str  # why nothing new starts right now ("" when starting or done)
-    conflicts: tuple[Conflict, ...]
+    conflicts: tuple[OwnerConflict, ...]
     attention: tuple[NodeNote, ...]
     attention_truncated: int
     failures: tuple[NodeNote, ...]
@@ -110,7 +110,7 @@ class _Tally:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(Counts.__annotations__, 0))
     notes: list[NodeNote] = field(default_factory=list)
     failures: list[NodeNote] = field(default_factory=list)
-    conflicts: list[Conflict] = field(default_factory=list)
+    conflicts: list[OwnerConflict] = field(default_factory=list)
     wakes: list[datetime] = field(default_factory=list)
 
     def note(self, node: NodeView, state: str, reason: str) -> None:
@@ -225,7 +225,7 @@ class _Walk:
             self.tally.counts["skipped"] += 1
             self.tally.note(node, NodeState.SKIPPED, reason)
             if owner != target.name:
-                self.tally.conflicts.append(Conflict(node.name, owner))
+                self.tally.conflicts.append(OwnerConflict(node.name, owner))
         if ours:
             self._let_go(node)
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from eventedpleg.constants import ConditionType
-from eventedpleg.core.planner import Conflict, NodeNote, Summary
+from eventedpleg.core.planner import NodeNote, OwnerConflict, Summary
 from eventedpleg.core.snapshot import IN_PROGRESS
 from eventedpleg.models.nodeconfig import (
     MAX_NODE_STATUSES,
@@ -35,7 +35,7 @@ def _nodes_text(notes: Sequence[NodeNote]) -> str:
     return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
 
 
-def _conflicts_text(conflicts: Sequence[Conflict]) -> str:
+def _conflicts_text(conflicts: Sequence[OwnerConflict]) -> str:
     """Each node once, grouped by the NodeConfig that manages it."""
     owners: dict[str, list[str]] = {}
     for conflict in conflicts:

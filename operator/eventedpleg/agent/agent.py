@@ -359,7 +359,7 @@ class Agent:
         return (yield from self._verify(attempt.version, attempt.plan.expect, since=since, timeout=timeout))
 
     def _benefit(
-        self, attempt: Attempt, result: VerifyResult, before: benefit.Window | None
+        self, attempt: Attempt, result: VerifyResult, before: benefit.MeasuredWindow | None
     ) -> Work[dict[str, object]]:
         """The eventedpleg.io/benefit figures: the window before the change against one after it passed."""
         after = yield from self._measure()
@@ -440,7 +440,7 @@ class Agent:
         )
         self.store.save_applied(state)
 
-    def _measure(self) -> Work[benefit.Window | None]:
+    def _measure(self) -> Work[benefit.MeasuredWindow | None]:
         """Relists and kubelet CPU over benefit_window_seconds (two /metrics scrapes)."""
         seconds = self.settings.benefit_window_seconds
         first = self.observer.metrics() if seconds > 0 else None

@@ -54,8 +54,6 @@ class RolloutEngine:
     wake_pending: bool = False
     # Liveness: each rollout loop beats once a pass (controller/probes.py judges staleness).
     beats: Heartbeats | None = None
-    # Leader election: no step starts unless this says so (a leader that cannot renew stops at once).
-    may_start: Callable[[], bool] = lambda: True
     publisher: StatusPublisher = field(init=False)
     steps: StepRunner = field(init=False)
     reconciler: Reconciler = field(init=False)
@@ -69,16 +67,11 @@ class RolloutEngine:
             self.nodes,
             self.clock,
             self._wake_from_thread,
-            self._may_start,
-            self.allow_force_delete,
+            allow_force_delete=self.allow_force_delete,
         )
         self.reconciler = Reconciler(
             self.api, self.namespace, self.metrics, self.nodes, self.steps, self.publisher, self.clock
         )
-
-    def _may_start(self) -> bool:
-        """Read at each step: main replaces `may_start` once it leads."""
-        return self.may_start()
 
     # -- watch events ----------------------------------------------------------------------------------
 

@@ -108,7 +108,7 @@ def run(options: OperatorOptions) -> int:
         informer.start()
         if options.leader_elect:
             lock = LeaseLock(api, LeaseConfig(options.namespace, LEASE_NAME, identity, options.election))
-            engine.may_start = lock.leading
+            engine.steps.may_start = lock.leading  # a leader that cannot renew starts no step
             log.info("waiting for the leader Lease %s/%s as %s", options.namespace, LEASE_NAME, identity)
             while not lock.try_acquire_or_renew():
                 if stop.wait(options.election.retry_period):

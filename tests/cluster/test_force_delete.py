@@ -14,8 +14,9 @@ import yaml
 from eventedpleg import constants as c
 from eventedpleg.core.actions import Drain
 from eventedpleg.core.steppolicy import FORCE_DELETE_DISABLED
-from eventedpleg.k8s.events import EventRecorder, ObjectRef
-from eventedpleg.k8s.executor import DrainSettings, Executor
+from eventedpleg.k8s.drain import DrainOptions
+from eventedpleg.k8s.events import EventRecorder
+from eventedpleg.k8s.executor import Executor
 from eventedpleg.models.nodeconfig import OnDrainTimeout
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
@@ -73,11 +74,9 @@ def test_force_delete_not_allowed_fails_the_node_and_deletes_nothing(cluster: Lo
     cluster.kubectl("cordon", NODE, check=True)
     node = kget(cluster, "node", NODE)
 
-    executor = Executor(
+    executor = Executor(  # allow_force_delete defaults off
         cluster.api(),
         EventRecorder(cluster.api(), "eventedpleg-operator"),
-        nodeconfig=ObjectRef("NodeConfig", "cluster", f"{c.GROUP}/{c.VERSION}"),
-        drain=DrainSettings(30, delete_empty_dir_data=False, force=False),  # allow_force_delete defaults off
         clock=lambda: datetime.now(UTC),
     )
     drain = Drain(
@@ -85,7 +84,8 @@ def test_force_delete_not_allowed_fails_the_node_and_deletes_nothing(cluster: Lo
         deadline_reached=True, on_timeout=OnDrainTimeout.FORCE_DELETE, timeout_seconds=60,
         was_unschedulable=False, reason="",
     )  # fmt: skip
-    outcome = executor.apply(drain)
+    options = DrainOptions(30, delete_empty_dir_data=False, force=False)
+    outcome = executor.apply(drain, nodeconfig="cluster", drain=options)
 
     assert outcome.applied and outcome.transition == c.NodeState.FAILED, outcome
     after = kget(cluster, "node", NODE)

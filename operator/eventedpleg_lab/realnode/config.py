@@ -20,17 +20,17 @@ NODE_NAME = "realnode"
 IDLE_PREFIX = "idle-"
 
 
-class Runtime(StrEnum):
+class RigRuntime(StrEnum):
     CONTAINERD_22 = "containerd-2.2"  # built from Go modules: GetContainerEvents, several subscribers
     CONTAINERD_16 = "containerd-1.6"  # Debian bookworm's package: GetContainerEvents is Unimplemented
 
 
-def containerd_config(runtime: Runtime, layout: lay.Layout) -> str:
+def containerd_config(runtime: RigRuntime, layout: lay.Layout) -> str:
     # Separate roots per runtime: 1.6 and 2.2 keep differently versioned metadata.
     root = layout.at(lay.CONTAINERD_ROOT) / runtime.value
     state = layout.at(lay.CONTAINERD_STATE) / runtime.value
     sock, cni = layout.at(lay.CONTAINERD_SOCK), layout.at(lay.CNI_CONF_DIR)
-    if runtime is Runtime.CONTAINERD_22:
+    if runtime is RigRuntime.CONTAINERD_22:
         return f"""\
 # Written by eventedpleg realnode (config version 3 = containerd 2.x).
 version = 3

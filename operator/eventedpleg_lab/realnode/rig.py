@@ -2,7 +2,7 @@
 
     rig = RealNode()
     rig.setup()                                     # apt-get, builds (cached), image archives
-    rig.up(RigSpec(kubelet="1.36", runtime=Runtime.CONTAINERD_22, pods=3))
+    rig.up(RigSpec(kubelet="1.36", runtime=RigRuntime.CONTAINERD_22, pods=3))
     ...
     rig.down()
 
@@ -59,7 +59,7 @@ class RigError(RuntimeError):
 @dataclass(frozen=True)
 class RigSpec:
     kubelet: str = "1.36"  # key of KUBELETS
-    runtime: cfg.Runtime = cfg.Runtime.CONTAINERD_22
+    runtime: cfg.RigRuntime = cfg.RigRuntime.CONTAINERD_22
     pods: int = 0
     # The benchmark's gate, as a rig-owned drop-in (None: no gate anywhere; the agent decides).
     gate: bool | None = None
@@ -76,8 +76,8 @@ class Binaries:
     crictl: Path | None = None
 
 
-def runtime_binaries(runtime: cfg.Runtime, bins: Binaries) -> dict[str, Path]:
-    if runtime is cfg.Runtime.CONTAINERD_22:
+def runtime_binaries(runtime: cfg.RigRuntime, bins: Binaries) -> dict[str, Path]:
+    if runtime is cfg.RigRuntime.CONTAINERD_22:
         return bins.containerd
     return {n: DEBIAN_CONTAINERD / n for n in ("containerd", "containerd-shim-runc-v2", "ctr")}
 
@@ -174,7 +174,7 @@ class RealNode:
             doc = json.loads(self.layout.state_file.read_text())
         except (OSError, ValueError):
             return None
-        doc["runtime"] = cfg.Runtime(doc["runtime"])
+        doc["runtime"] = cfg.RigRuntime(doc["runtime"])
         return RigSpec(**doc)
 
     def _save_spec(self, spec: RigSpec) -> None:
@@ -231,11 +231,11 @@ class RealNode:
 
     # --- containerd -------------------------------------------------------------------------------------
 
-    def containerd_argv(self, runtime: cfg.Runtime) -> list[str]:
+    def containerd_argv(self, runtime: cfg.RigRuntime) -> list[str]:
         exe = runtime_binaries(runtime, self.bins)["containerd"]
         return [str(exe), "--config", str(self.layout.at(lay.CONTAINERD_CONFIG))]
 
-    def start_containerd(self, runtime: cfg.Runtime) -> None:
+    def start_containerd(self, runtime: cfg.RigRuntime) -> None:
         if self.sup.pid(CONTAINERD) is not None:
             raise RigError("containerd is already running")
         self.layout.at(lay.CONTAINERD_CONFIG).write_text(cfg.containerd_config(runtime, self.layout))
@@ -256,15 +256,15 @@ class RealNode:
         """Restart containerd under a running kubelet (k8s#129827: a v1.36 kubelet falls back for good)."""
         self.sup.restart(CONTAINERD)
         spec = self.spec()
-        runtime = spec.runtime if spec else cfg.Runtime.CONTAINERD_22
+        runtime = spec.runtime if spec else cfg.RigRuntime.CONTAINERD_22
         self.wait(lambda: self.ctr(runtime, "version").returncode == 0, 60, "containerd to answer")
 
-    def ctr(self, runtime: cfg.Runtime, *args: str) -> subprocess.CompletedProcess[str]:
+    def ctr(self, runtime: cfg.RigRuntime, *args: str) -> subprocess.CompletedProcess[str]:
         exe = runtime_binaries(runtime, self.bins)["ctr"]
         argv = [str(exe), "-a", str(self.layout.at(lay.CONTAINERD_SOCK)), "-n", "k8s.io", *args]
         return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
 
-    def import_images(self, runtime: cfg.Runtime) -> None:
+    def import_images(self, runtime: cfg.RigRuntime) -> None:
         listed = self.ctr(runtime, "images", "ls", "-q").stdout.split()
         archives = write_images(self.layout.images, BUSYBOX)
         for name in (PAUSE_IMAGE, IDLE_IMAGE):

@@ -27,7 +27,7 @@ from typing import Any
 
 from eventedpleg_lab.lab import assets, machine
 from eventedpleg_lab.lab import nodefiles as nf
-from eventedpleg_lab.lab.nodes import NodeSpec, Runtime, parse
+from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec, parse
 from eventedpleg_lab.localcluster import build, pki
 from eventedpleg_lab.localcluster import cluster as lc
 from eventedpleg_lab.realnode import rig
@@ -108,7 +108,7 @@ class Lab:
         bins = rig.Binaries()
         for key in sorted({s.kubelet for s in specs}):
             bins.kubelet[key] = build.ensure_component(rig.KUBELETS[key], log=self.log)["kubelet"]
-        if any(s.runtime is Runtime.CONTAINERD_22 for s in specs):
+        if any(s.runtime is LabRuntime.CONTAINERD_22 for s in specs):
             bins.containerd = build.ensure_component(build.CONTAINERD, log=self.log)
             bins.crictl = build.ensure_component(build.CRICTL, log=self.log)["crictl"]
         if any(s.runtime.is_crio for s in specs):
@@ -186,7 +186,7 @@ class Lab:
         binaries: dict[str, Path] = {"kubelet": bins.kubelet[spec.kubelet]}
         if bins.crictl is not None:
             binaries["crictl"] = bins.crictl
-        if spec.runtime is Runtime.CONTAINERD_22:
+        if spec.runtime is LabRuntime.CONTAINERD_22:
             binaries.update(bins.containerd)
         if spec.runtime.is_crio:
             binaries.update({b: assets.crio_dir() / b for b in ("crio", "pinns")})

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from eventedpleg_lab.lab.nodes import GATEWAY, MAX_NODES, NodeSpec, Runtime
+from eventedpleg_lab.lab.nodes import GATEWAY, MAX_NODES, LabRuntime, NodeSpec
 from eventedpleg_lab.realnode.config import kubelet_base
 from eventedpleg_lab.realnode.images import IDLE_IMAGE, PAUSE_IMAGE
 
@@ -199,7 +199,7 @@ WantedBy=multi-user.target
 
 
 def containerd_config(spec: NodeSpec) -> str:
-    if spec.runtime is Runtime.CONTAINERD_22:
+    if spec.runtime is LabRuntime.CONTAINERD_22:
         return f"""\
 version = 3
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
@@ -234,7 +234,9 @@ version = 2
 
 
 def containerd_unit(spec: NodeSpec) -> str:
-    binary = "/usr/local/bin/containerd" if spec.runtime is Runtime.CONTAINERD_22 else "/usr/bin/containerd"
+    binary = (
+        "/usr/local/bin/containerd" if spec.runtime is LabRuntime.CONTAINERD_22 else "/usr/bin/containerd"
+    )
     # $$ is systemd's escape for $.
     imports = f'for i in {IMAGE_DIR}/*.tar; do ctr -n k8s.io images import "$$i" || exit 1; done'
     return f"""\

@@ -99,13 +99,13 @@ class Lab:
 
     # --- assets -----------------------------------------------------------------------------------------
 
-    def prepare(self, specs: tuple[NodeSpec, ...]) -> rig.Binaries:
+    def prepare(self, specs: tuple[NodeSpec, ...]) -> rig.RigBinaries:
         """Everything the nodes are made from, built or found in the cache."""
         assets.ensure_nspawn(self.log)
         assets.ensure_rootfs(self.log)
         assets.ensure_images()
         # The real-node rig's builds: only the ones this node set uses.
-        bins = rig.Binaries()
+        bins = rig.RigBinaries()
         for key in sorted({s.kubelet for s in specs}):
             bins.kubelet[key] = build.ensure_component(rig.KUBELETS[key], log=self.log)["kubelet"]
         if any(s.runtime is LabRuntime.CONTAINERD_22 for s in specs):
@@ -164,7 +164,7 @@ class Lab:
         return state
 
     def _write_node(
-        self, spec: NodeSpec, specs: tuple[NodeSpec, ...], api_port: int, bins: rig.Binaries
+        self, spec: NodeSpec, specs: tuple[NodeSpec, ...], api_port: int, bins: rig.RigBinaries
     ) -> None:
         node_dir = self.node_dir(spec.name)
         shutil.rmtree(node_dir, ignore_errors=True)

@@ -70,21 +70,21 @@ class RigSpec:
 
 
 @dataclass
-class Binaries:
+class RigBinaries:
     kubelet: dict[str, Path] = field(default_factory=dict)  # by KUBELETS key
     containerd: dict[str, Path] = field(default_factory=dict)  # containerd, containerd-shim-runc-v2, ctr
     crictl: Path | None = None
 
 
-def runtime_binaries(runtime: cfg.RigRuntime, bins: Binaries) -> dict[str, Path]:
+def runtime_binaries(runtime: cfg.RigRuntime, bins: RigBinaries) -> dict[str, Path]:
     if runtime is cfg.RigRuntime.CONTAINERD_22:
         return bins.containerd
     return {n: DEBIAN_CONTAINERD / n for n in ("containerd", "containerd-shim-runc-v2", "ctr")}
 
 
-def built(kubelets: Sequence[str] = tuple(KUBELETS)) -> Binaries | None:
+def built(kubelets: Sequence[str] = tuple(KUBELETS)) -> RigBinaries | None:
     """The cached binaries without building anything, None if any is missing."""
-    bins = Binaries()
+    bins = RigBinaries()
     comps = [*(KUBELETS[k] for k in kubelets), build.CONTAINERD, build.CRICTL]
     for comp in comps:
         paths = {b: build.component_dir(comp) / b for b in comp.binaries}
@@ -125,9 +125,9 @@ def install_packages(log: Log = _stderr) -> None:
         raise RigError(f"still missing after apt-get: {', '.join(still)}")
 
 
-def ensure_binaries(kubelets: Sequence[str] = tuple(KUBELETS), log: Log = _stderr) -> Binaries:
+def ensure_binaries(kubelets: Sequence[str] = tuple(KUBELETS), log: Log = _stderr) -> RigBinaries:
     """Build (or find in the cache) the kubelets, containerd 2.2 and crictl."""
-    bins = Binaries()
+    bins = RigBinaries()
     for key in kubelets:
         bins.kubelet[key] = build.ensure_component(KUBELETS[key], log=log)["kubelet"]
     bins.containerd = build.ensure_component(build.CONTAINERD, log=log)
@@ -140,11 +140,11 @@ class RealNode:
         self.layout = layout or lay.Layout.default()
         self.log = log
         self.sup = Supervisor(self.layout.run_dir)
-        self._bins: Binaries | None = None
+        self._bins: RigBinaries | None = None
 
     # --- setup ------------------------------------------------------------------------------------------
 
-    def setup(self, kubelets: Sequence[str] = tuple(KUBELETS), *, build_missing: bool = True) -> Binaries:
+    def setup(self, kubelets: Sequence[str] = tuple(KUBELETS), *, build_missing: bool = True) -> RigBinaries:
         install_packages(self.log)
         if build_missing:
             bins = ensure_binaries(kubelets, self.log)
@@ -159,7 +159,7 @@ class RealNode:
         return bins
 
     @property
-    def bins(self) -> Binaries:
+    def bins(self) -> RigBinaries:
         if self._bins is None:
             found = built()
             if found is None:

@@ -1,6 +1,6 @@
 """`eventedpleg agent`: the node agent (what the DaemonSet runs, one per node).
 
-`agent_command_options` and `serve` are shared with the lab's `eventedpleg sim-agent`, which runs the same
+`agent_command_options` and `run_agent` are shared with the lab's `eventedpleg sim-agent`, which runs the same
 agent against a simulated host; the production command only ever drives the real one.
 """
 
@@ -89,7 +89,7 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
     return wrapped
 
 
-def serve(
+def run_agent(
     process: AgentProcess, host: Host, *, health_port: int = 0, health_stale_seconds: float = 180.0
 ) -> None:
     """Run the agent on `host` until SIGTERM/SIGINT (or one pass with `once`); with `health_port`, serve
@@ -144,4 +144,4 @@ def serve(
 def agent(process: AgentProcess, host_root: Path, health_port: int, health_stale_seconds: float) -> None:
     """Apply, verify and watch Evented PLEG on this node when the operator asks (node annotations)."""
     host = LinuxHost(host_root, nsenter=host_root.resolve() != Path("/"))
-    serve(process, host, health_port=health_port, health_stale_seconds=health_stale_seconds)
+    run_agent(process, host, health_port=health_port, health_stale_seconds=health_stale_seconds)

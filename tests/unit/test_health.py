@@ -16,7 +16,7 @@ import pytest
 from eventedpleg.controller.engine import RolloutEngine
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.probes import Thresholds, liveness
-from eventedpleg.core.health import Heartbeats, check
+from eventedpleg.core.health import Heartbeats, assess
 
 LIMITS = {"rollout": 120.0, "node-informer": 420.0}
 
@@ -33,8 +33,8 @@ LIMITS = {"rollout": 120.0, "node-informer": 420.0}
         ("unknown kind is not judged", {"other": 0.0}, 1000.0, True, ()),
     ],
 )  # fmt: skip
-def test_check(case: str, beats: dict[str, float], now: float, ok: bool, stale: tuple[str, ...]) -> None:
-    health = check(beats, LIMITS, now)
+def test_assess(case: str, beats: dict[str, float], now: float, ok: bool, stale: tuple[str, ...]) -> None:
+    health = assess(beats, LIMITS, now)
     assert health.ok is ok, case
     assert tuple(entry.split(" ")[0] for entry in health.stale) == stale, case
     if not ok:

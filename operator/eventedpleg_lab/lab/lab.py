@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +29,9 @@ from eventedpleg_lab.lab import nodefiles as nf
 from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec, parse
 from eventedpleg_lab.localcluster import build, pki
 from eventedpleg_lab.localcluster import cluster as lc
+from eventedpleg_lab.localcluster.build import Log
 from eventedpleg_lab.realnode import rig
 
-Log = Callable[[str], None]
 STATE_FILE = "lab.json"
 CLUSTER_DIR = "cluster"
 # The nodes reach the apiserver on the bridge; the serving cert already names `kubernetes`, which the

@@ -31,12 +31,11 @@ from typing import Any
 
 from eventedpleg import constants as c
 from eventedpleg_lab.localcluster import build
+from eventedpleg_lab.localcluster.build import Log
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode.images import IDLE_IMAGE, PAUSE_IMAGE, write_images
 from eventedpleg_lab.realnode.supervisor import Supervisor, UnitState, alive, exit_of, proc_argv, terminate
-
-Log = Callable[[str], None]
 
 KUBELET = "kubelet"
 CONTAINERD = "containerd"

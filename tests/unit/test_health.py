@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -17,6 +15,7 @@ from eventedpleg.controller.engine import RolloutEngine
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.probes import Thresholds, liveness
 from eventedpleg.core.health import Heartbeats, assess
+from tests.healthprobe import FakeMonotonic, healthz, until
 
 LIMITS = {"rollout": 120.0, "node-informer": 420.0}
 
@@ -41,14 +40,6 @@ def test_assess(case: str, beats: dict[str, float], now: float, ok: bool, stale:
         assert "no progress" in health.message
 
 
-class FakeMonotonic:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Stopped:
     def __init__(self) -> None:
         self.flag = threading.Event()
@@ -57,26 +48,9 @@ class Stopped:
         return self.flag.is_set()
 
 
-def _status(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
-            return int(response.status), response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read().decode()
-
-
-def _until(predicate: Any, what: str, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := predicate():
-            return result
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def operator_probe() -> Iterator[tuple[RolloutEngine, FakeMonotonic, int, threading.Event, threading.Event]]:
-    clock = FakeMonotonic()
+    clock = FakeMonotonic(1000.0)
     beats = Heartbeats(clock)
     metrics = OperatorMetrics()
     metrics.live = liveness(beats, Thresholds(rollout_seconds=120, informer_seconds=420))
@@ -112,20 +86,20 @@ def test_operator_healthz_fails_while_the_rollout_loop_is_stuck_and_recovers(
     engine, clock, port, frozen, stuck = operator_probe
     beats = engine.beats
     assert beats is not None
-    _until(lambda: "rollout/cluster" in beats.snapshot(), "the first pass")
-    assert _status(port)[0] == 200
+    until(lambda: "rollout/cluster" in beats.snapshot(), "the first pass")
+    assert healthz(port)[0] == 200
 
     # Time passes while the loop keeps passing: still healthy.
     clock.now += 300
-    _until(lambda: _status(port)[0] == 200, "a pass after the jump")
+    until(lambda: healthz(port)[0] == 200, "a pass after the jump")
 
     frozen.set()
-    _until(stuck.is_set, "the loop to be stuck in a pass")
-    assert _status(port)[0] == 200  # within the threshold
+    until(stuck.is_set, "the loop to be stuck in a pass")
+    assert healthz(port)[0] == 200  # within the threshold
     clock.now += 121
-    code, body = _status(port)
+    code, body = healthz(port)
     assert code == 503
     assert "rollout/cluster silent for 121s" in body
 
     frozen.clear()
-    _until(lambda: _status(port)[0] == 200, "recovery once the loop moves again")
+    until(lambda: healthz(port)[0] == 200, "recovery once the loop moves again")

@@ -6,13 +6,15 @@ from prometheus_client import generate_latest
 
 from eventedpleg.constants import NodeState
 from eventedpleg.controller.metrics import OperatorMetrics
-from eventedpleg.core.planner import Counts, NodeNote, Summary
+from eventedpleg.core.planner import NodeNote, Summary
 from eventedpleg.core.promtext import parse_metrics
+from eventedpleg.models.nodeconfig import NodeCounts
 
 
 def _summary(*failures: NodeNote) -> Summary:
     return Summary(
-        counts=Counts(total=3, eligible=3, failed=len(failures)), want_hash="h", complete=False, halted=True,
+        counts=NodeCounts(total=3, eligible=3, failed=len(failures)), want_hash="h", complete=False,
+        halted=True,
         canary_failed=False, paused=False, window_closed=False, waiting="", conflicts=(), attention=failures,
         attention_truncated=0, failures=failures, finalized=False, next_wake=None,
     )  # fmt: skip

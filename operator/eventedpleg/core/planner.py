@@ -38,6 +38,7 @@ from eventedpleg.core.actions import (
     Uncordon,
 )
 from eventedpleg.core.snapshot import AGENT_PHASE, IN_PROGRESS, NodeView, Target
+from eventedpleg.models.nodeconfig import NodeCounts
 
 # The agent gets the verification timeout plus this much for restarts and reporting before we give up.
 AGENT_GRACE = timedelta(seconds=120)
@@ -65,18 +66,8 @@ class OwnerConflict:
 
 
 @dataclass(frozen=True)
-class Counts:
-    total: int = 0
-    eligible: int = 0
-    updated: int = 0
-    updating: int = 0
-    failed: int = 0
-    skipped: int = 0
-
-
-@dataclass(frozen=True)
 class Summary:
-    counts: Counts
+    counts: NodeCounts  # what status.nodes says
     want_hash: str
     complete: bool  # every eligible node is at the wanted hash and nothing is in progress
     halted: bool
@@ -107,7 +98,7 @@ def max_unavailable(value: int | str, total: int) -> int:
 
 @dataclass
 class _Tally:
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(Counts.__annotations__, 0))
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(NodeCounts.model_fields, 0))
     notes: list[NodeNote] = field(default_factory=list)
     failures: list[NodeNote] = field(default_factory=list)
     conflicts: list[OwnerConflict] = field(default_factory=list)
@@ -345,7 +336,7 @@ class _Walk:
         return Plan(
             actions=tuple(self.actions),
             summary=Summary(
-                counts=Counts(**tally.counts),
+                counts=NodeCounts(**tally.counts),
                 want_hash=self.want,
                 complete=complete,
                 halted=halted,

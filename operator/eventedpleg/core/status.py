@@ -21,7 +21,6 @@ from eventedpleg.models.nodeconfig import (
     Condition,
     ConditionStatus,
     NodeConfigStatus,
-    NodeCounts,
     NodeStatus,
 )
 
@@ -168,20 +167,12 @@ def build_status(
                 last_transition_time=since,
             )
         )
-    counts = summary.counts
     notes = summary.attention[:MAX_NODE_STATUSES]
     return NodeConfigStatus(
         observed_generation=generation,
         rendered_hash=summary.want_hash,
         conditions=conditions,
-        nodes=NodeCounts(
-            total=counts.total,
-            eligible=counts.eligible,
-            updated=counts.updated,
-            updating=counts.updating,
-            failed=counts.failed,
-            skipped=counts.skipped,
-        ),
+        nodes=summary.counts,
         node_statuses=[
             NodeStatus(
                 name=n.name, state=n.state, reason=n.reason, since=n.since, evidence=n.evidence[:MAX_EVIDENCE]

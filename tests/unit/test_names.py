@@ -1,5 +1,5 @@
-"""One name per meaning: a public class (or type alias) name is defined in one module of the production
-package only, so `NodeView`, `Action` or `Runtime` means the same thing wherever it is read."""
+"""One name per meaning: a public class (or type alias) name is defined in one module only, across the
+production package and the lab, so `NodeView`, `Action` or `Runtime` means one thing wherever it is read."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "eventedpleg"
+SOURCES = Path(__file__).resolve().parents[2] / "operator"
+PRODUCTION, LAB = SOURCES / "eventedpleg", SOURCES / "eventedpleg_lab"
 # Names allowed in more than one module, each with the reason. Keep it empty unless a name really must repeat.
 ALLOWED: dict[str, str] = {}
 
@@ -25,19 +26,25 @@ def _type_names(tree: ast.Module) -> list[str]:
     return [n for n in names if n[:1].isupper() and not n.isupper()]
 
 
-def defined_twice(package: Path) -> dict[str, list[str]]:
-    """Public type names defined in more than one module under `package`, with those modules."""
+def defined_twice(*packages: Path) -> dict[str, list[str]]:
+    """Public type names defined in more than one module under the packages, with those modules."""
     where: dict[str, list[str]] = defaultdict(list)
-    for path in sorted(package.rglob("*.py")):
-        module = ".".join(path.relative_to(package.parent).with_suffix("").parts)
-        for name in _type_names(ast.parse(path.read_text(encoding="utf-8"))):
-            where[name].append(module)
+    for package in packages:
+        for path in sorted(package.rglob("*.py")):
+            module = ".".join(path.relative_to(package.parent).with_suffix("").parts)
+            for name in _type_names(ast.parse(path.read_text(encoding="utf-8"))):
+                where[name].append(module)
     return {name: mods for name, mods in where.items() if len(mods) > 1 and name not in ALLOWED}
 
 
 def test_each_public_type_name_is_defined_once_in_the_production_package() -> None:
-    assert PACKAGE.is_dir()
-    assert defined_twice(PACKAGE) == {}
+    assert PRODUCTION.is_dir()
+    assert defined_twice(PRODUCTION) == {}
+
+
+def test_the_lab_reuses_no_production_type_name_and_repeats_none_of_its_own() -> None:
+    assert LAB.is_dir()
+    assert defined_twice(PRODUCTION, LAB) == {}
 
 
 def test_the_check_sees_a_class_and_an_alias_defined_twice(tmp_path: Path) -> None:

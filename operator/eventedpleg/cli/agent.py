@@ -76,9 +76,12 @@ def serve(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     stopping = threading.Event()
+    idle = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.set()
+        if idle.is_set():  # only waiting on the watch: stop now, not when the watch next ends
+            raise runner.Stopped
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -93,7 +96,9 @@ def serve(
     try:
         with api_client(kubeconfig) as client:
             the_agent = Agent(node, host, KubeAgentApi(client, host=node), settings)
-            runner.run(the_agent, stop=stopping.is_set, once=once, beats=beats)
+            runner.run(the_agent, stop=stopping.is_set, once=once, beats=beats, idle=idle)
+    except runner.Stopped:
+        logging.getLogger(__name__).info("stopped by signal while idle")
     finally:
         if server is not None:
             server.shutdown()

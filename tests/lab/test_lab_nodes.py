@@ -12,7 +12,7 @@ import pytest
 from eventedpleg_lab.lab import machine
 from eventedpleg_lab.lab.lab import Lab, node_ready
 from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
-from eventedpleg_lab.lab.nodes import BRIDGE, LabRuntime, NodeSpec
+from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -128,19 +128,3 @@ def test_crio_admin_policy_is_in_effect(lab: Lab, lab_specs: tuple[NodeSpec, ...
         config = machine.nsenter(init, ["crio", "status", "config"]).stdout
         expected = "enable_pod_events = false" if spec.admin_pod_events_off else "enable_pod_events = "
         assert expected in config, spec.name
-
-
-def test_down_leaves_nothing_behind(lab: Lab, lab_specs: tuple[NodeSpec, ...]) -> None:
-    """Last in this module: takes the lab down (the fixture's own down is then a no-op)."""
-    state = lab.state()
-    assert state is not None
-    pids = list(state.pids.values())
-    left = lab.down()
-    assert left == []
-    assert lab.state() is None
-    assert not machine.bridge_exists(), BRIDGE
-    assert machine.processes_in_lab_cgroups() == []
-    assert machine.lab_cgroups() == []
-    assert machine.mounts_under(lab.directory) == []
-    assert all(not machine.alive(pid, "systemd-nspawn") for pid in pids)
-    assert machine.read_sysctls() == state.sysctls

@@ -4,14 +4,14 @@ operator and agent pods run on the lab's nodes and the agent uses the production
 the node's systemd, systemctl, journalctl, the kubelet's /metrics). Then a NodeConfig rolls out to
 Available while a Deployment guarded by a PodDisruptionBudget keeps serving, the leading operator pod is
 evicted by the drain of its own node, CRI-O gets its drop-in; every node ends as docs/compatibility.md
-says; `eventedPleg: false` takes every drop-in away again; `helm uninstall` leaves the documented state.
+says; `eventedPleg: false` takes every drop-in away again.
 
-The tests in this module run in order and share the installed product."""
+The tests in this module run in order and share the installed product (the `installed` fixture);
+test_lab_teardown.py uninstalls it."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ import pytest
 from eventedpleg import constants as c
 from eventedpleg_lab import image
 from eventedpleg_lab.demo.harness import NAMESPACE
-from eventedpleg_lab.lab import chart, machine
+from eventedpleg_lab.lab import chart
 from eventedpleg_lab.lab.lab import Lab
 from eventedpleg_lab.lab.nodes import NodeSpec
 
@@ -49,21 +49,6 @@ class Watch:
                 continue
             if holder and (not self.holders or self.holders[-1] != holder):
                 self.holders.append(holder)
-
-
-@pytest.fixture(scope="module")
-def installed(lab: Lab, lab_specs: tuple[NodeSpec, ...]) -> Iterator[Lab]:
-    built = image.ImageBuilder(image.find_repo()).build(image.default_archive())  # cached when unchanged
-    chart.install(lab, lab_specs, built.archive)
-    chart.start_workload(lab)
-    yield lab
-
-
-def _on_node(lab: Lab, node: str, *argv: str) -> str:
-    init = lab.init_pid(node)
-    assert init is not None, node
-    done = machine.nsenter(init, list(argv), timeout=60)
-    return done.stdout if done.returncode == 0 else ""
 
 
 def _rollout(lab: Lab, evented_pleg: bool) -> tuple[dict[str, Any], Watch]:
@@ -120,8 +105,8 @@ def test_the_crio_node_runs_with_pod_events(installed: Lab, lab_specs: tuple[Nod
     for spec in lab_specs:
         if not spec.runtime.is_crio:
             continue
-        dropin = _on_node(installed, spec.name, "cat", CRIO_DROPIN)
-        running = _on_node(installed, spec.name, "crio", "status", "config")
+        dropin = chart.on_node(installed, spec.name, "cat", CRIO_DROPIN)
+        running = chart.on_node(installed, spec.name, "crio", "status", "config")
         if spec.admin_pod_events_off:  # refused before anything was written
             assert dropin == "" and "enable_pod_events = false" in running, spec.name
             continue
@@ -136,24 +121,10 @@ def test_eventedpleg_false_reverts_every_node(installed: Lab, lab_specs: tuple[N
     assert chart.conditions(body).get("Available") == "True", body.get("status")
     assert watch.min_ready >= chart.WORKLOAD_MIN_AVAILABLE, watch.min_ready
     for spec in lab_specs:
-        assert _on_node(installed, spec.name, "cat", KUBELET_DROPIN) == "", spec.name
+        assert chart.on_node(installed, spec.name, "cat", KUBELET_DROPIN) == "", spec.name
         if spec.runtime.is_crio:
-            assert _on_node(installed, spec.name, "cat", CRIO_DROPIN) == "", spec.name
-            running = _on_node(installed, spec.name, "crio", "status", "config")
+            assert chart.on_node(installed, spec.name, "cat", CRIO_DROPIN) == "", spec.name
+            running = chart.on_node(installed, spec.name, "crio", "status", "config")
             assert "enable_pod_events = true" not in running, spec.name
     for name, node in installed.nodes().items():
-        assert not node["spec"].get("unschedulable"), name
-
-
-def test_helm_uninstall_leaves_the_documented_state(installed: Lab) -> None:
-    """The chart's NOTES: delete NodeConfigs first (the operator reverts/lets go of their nodes), then
-    `helm uninstall` removes the operator and agents; Helm keeps the CRD."""
-    chart.delete_nodeconfig(installed)
-    chart.uninstall(installed)
-    assert chart.get_json(installed, "pods", "-n", chart.AGENT_NAMESPACE)["items"] == []
-    assert chart.get_json(installed, "pods", "-n", NAMESPACE)["items"] == []
-    assert chart.get_json(installed, "crd", c.CRD_NAME)["metadata"]["name"] == c.CRD_NAME
-    for name, node in installed.nodes().items():
-        ours = {k for k in node["metadata"].get("annotations", {}) if k.startswith(f"{c.GROUP}/")}
-        assert ours <= {c.ANN_STATE, c.ANN_STATE_SINCE, c.ANN_REASON}, (name, ours)
         assert not node["spec"].get("unschedulable"), name

@@ -17,6 +17,7 @@ from eventedpleg import constants as c
 from eventedpleg import crdgen
 from eventedpleg_lab import image
 from eventedpleg_lab.demo.harness import NAMESPACE, chart_dir
+from eventedpleg_lab.lab import machine
 from eventedpleg_lab.lab.lab import Lab, LabError
 from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
 from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec
@@ -37,7 +38,7 @@ OPERATOR_HOST_LABEL = f"lab.{c.GROUP}/operator-host"
 T = TypeVar("T")
 
 
-def _ok(lab: Lab, *args: str, stdin: str | None = None, timeout: float = 120.0) -> str:
+def kubectl_ok(lab: Lab, *args: str, stdin: str | None = None, timeout: float = 120.0) -> str:
     done = subprocess.run(
         [kubectl_path(), f"--kubeconfig={lab.kubeconfig}", *args],
         input=stdin, capture_output=True, text=True, timeout=timeout, check=False,
@@ -48,7 +49,7 @@ def _ok(lab: Lab, *args: str, stdin: str | None = None, timeout: float = 120.0) 
 
 
 def get_json(lab: Lab, *args: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(_ok(lab, "get", *args, "-o", "json"))
+    result: dict[str, Any] = json.loads(kubectl_ok(lab, "get", *args, "-o", "json"))
     return result
 
 
@@ -84,9 +85,9 @@ def install(
     lab.load_image(archive, ref)
     for spec in specs:
         if expected_outcome(spec).state == c.NodeState.DONE.value:
-            _ok(lab, "label", "node", spec.name, f"{OPERATOR_HOST_LABEL}=true", "--overwrite")
-    _ok(lab, "apply", "-f", "-", stdin=crdgen.render_crd())
-    _ok(lab, "wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s")
+            kubectl_ok(lab, "label", "node", spec.name, f"{OPERATOR_HOST_LABEL}=true", "--overwrite")
+    kubectl_ok(lab, "apply", "-f", "-", stdin=crdgen.render_crd())
+    kubectl_ok(lab, "wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s")
     repository, tag = ref.rsplit(":", 1)
     helm(lab, "install", RELEASE, str(chart_dir()), "-n", NAMESPACE, "--create-namespace",
          f"--set=image.repository={repository}", f"--set=image.tag={tag}", "--set=image.pullPolicy=Never",
@@ -157,8 +158,8 @@ def workload() -> str:
 
 
 def start_workload(lab: Lab, *, timeout: float = 180.0) -> None:
-    _ok(lab, "apply", "-f", "-", stdin=workload())
-    _ok(lab, "-n", WORKLOAD_NAMESPACE, "rollout", "status", "deploy/web", f"--timeout={int(timeout)}s",
+    kubectl_ok(lab, "apply", "-f", "-", stdin=workload())
+    kubectl_ok(lab, "-n", WORKLOAD_NAMESPACE, "rollout", "status", "deploy/web", f"--timeout={int(timeout)}s",
         timeout=timeout + 30)  # fmt: skip
 
 
@@ -176,12 +177,12 @@ def ready_workload_pods(lab: Lab) -> dict[str, str]:
     }
 
 
-def nodeconfig(evented_pleg: bool = True) -> str:
+def nodeconfig(evented_pleg: bool = True, *, name: str = NODECONFIG) -> str:
     return json.dumps(
         {
             "apiVersion": f"{c.GROUP}/{c.VERSION}",
             "kind": c.KIND,
-            "metadata": {"name": NODECONFIG},
+            "metadata": {"name": name},
             "spec": {
                 "eventedPleg": evented_pleg,
                 "rollout": {
@@ -199,7 +200,7 @@ def nodeconfig(evented_pleg: bool = True) -> str:
 
 
 def apply_nodeconfig(lab: Lab, evented_pleg: bool) -> None:
-    _ok(lab, "apply", "-f", "-", stdin=nodeconfig(evented_pleg))
+    kubectl_ok(lab, "apply", "-f", "-", stdin=nodeconfig(evented_pleg))
 
 
 def conditions(body: Mapping[str, Any]) -> dict[str, str]:
@@ -256,8 +257,18 @@ def outcome_problems(specs: tuple[NodeSpec, ...], nodes: Mapping[str, Mapping[st
     return problems
 
 
-def delete_nodeconfig(lab: Lab, *, timeout: float = 600.0) -> None:
+def delete_nodeconfig(lab: Lab, *, name: str = NODECONFIG, timeout: float = 600.0) -> None:
     """Delete the NodeConfig and wait until it is gone: with onDelete: Revert the operator first takes
     its drop-ins off every node it touched, then drops the finalizer."""
-    _ok(lab, "delete", "nodeconfig", NODECONFIG, "--ignore-not-found", f"--timeout={int(timeout)}s",
+    kubectl_ok(lab, "delete", "nodeconfig", name, "--ignore-not-found", f"--timeout={int(timeout)}s",
         timeout=timeout + 30)  # fmt: skip
+
+
+def on_node(lab: Lab, node: str, *argv: str, timeout: float = 60.0) -> str:
+    """Run a command inside a lab node (nsenter into its systemd's namespaces, as the agent does); its
+    stdout, or "" when it failed."""
+    init = lab.init_pid(node)
+    if init is None:
+        raise LabError(f"{node} is not running")
+    done = machine.nsenter(init, list(argv), timeout=timeout)
+    return done.stdout if done.returncode == 0 else ""

@@ -84,7 +84,7 @@ def test_rollout_reaches_available_on_real_nodes(installed: Lab, lab_specs: tupl
     body, watch = _rollout(installed, evented_pleg=True)
     conditions = chart.conditions(body)
     assert conditions.get("Available") == "True", body.get("status")
-    assert chart.outcome_problems(lab_specs, installed.nodes()) == []
+    assert chart.outcome_problems(lab_specs, installed.nodes(), body) == []
     # Drains evicted through the PodDisruptionBudget: never fewer Ready web pods than it allows, and the
     # pods on drained nodes were replaced by pods elsewhere.
     assert watch.min_ready >= chart.WORKLOAD_MIN_AVAILABLE, watch.min_ready

@@ -240,14 +240,19 @@ def expected_outcome(spec: NodeSpec) -> Expected:
     return Expected(c.NodeState.DONE.value, "")
 
 
-def outcome_problems(specs: tuple[NodeSpec, ...], nodes: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Every lab node whose state or reason is not what `expected_outcome` says (empty when all are)."""
+def outcome_problems(
+    specs: tuple[NodeSpec, ...], nodes: Mapping[str, Mapping[str, Any]], body: Mapping[str, Any]
+) -> list[str]:
+    """Every lab node whose end is not what `expected_outcome` says (empty when all are). A node the
+    operator skipped from its Node object alone is never touched: its state and reason are only in the
+    NodeConfig's status.nodeStatuses; every other node carries them in its annotations."""
+    listed = {n["name"]: n for n in body.get("status", {}).get("nodeStatuses", [])}
     problems = []
     for spec in specs:
         want = expected_outcome(spec)
         annotations = nodes.get(spec.name, {}).get("metadata", {}).get("annotations", {})
-        state = annotations.get(c.ANN_STATE)
-        reason = annotations.get(c.ANN_REASON, "")
+        state = annotations.get(c.ANN_STATE) or listed.get(spec.name, {}).get("state")
+        reason = annotations.get(c.ANN_REASON) or listed.get(spec.name, {}).get("reason", "")
         if state != want.state or want.reason_has not in reason:
             problems.append(f"{spec.name}: {state} ({reason[:160]}), expected {want.state} {want.reason_has}")
         elif spec.kubelet == "1.37" and "1.37" not in annotations.get(c.ANN_BENEFIT, ""):

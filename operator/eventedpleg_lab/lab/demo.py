@@ -48,7 +48,9 @@ def run(options: LabDemoOptions, log: Log = _stderr) -> int:
         api = api_client(str(lab.kubeconfig))
         code, _ = watch(api, chart.NODECONFIG, options.timeout, started)
         timings["rollout"] = round(time.monotonic() - started - sum(timings.values()), 1)
-        problems = chart.outcome_problems(specs, lab.nodes())
+        problems = chart.outcome_problems(
+            specs, lab.nodes(), chart.get_json(lab, "nodeconfig", chart.NODECONFIG)
+        )
         for problem in problems:
             print(f"[demo] unexpected: {problem}")
         ok = code == 0 and not problems

@@ -260,10 +260,10 @@ class _Walk:
             self.tally.counts["updated"] += 1
             if marks.current == want and marks.state is NodeState.DONE:
                 self.done_for_want.append(node)
-            if give_back:
-                self._act(_uncordon(node))
-            elif target.deleting and ours:
+            if target.deleting and ours:  # the release undoes our cordon too: one write, not two
                 self._act(_release(node, keep_current=not target.reverting))
+            elif give_back:
+                self._act(_uncordon(node))
             elif ours and target.agent_options and marks.agent_options != target.agent_options:
                 self._act(SetAgentOptions(node.name, node.resource_version, target.agent_options))
             return

@@ -16,10 +16,18 @@ from typing import Any
 
 from kubernetes import client
 
-from eventedpleg.core import steppolicy
+from eventedpleg.core import drainpods, steppolicy
 from eventedpleg.core.actions import Action
 from eventedpleg.core.snapshot import NodeView, node_view
-from eventedpleg.core.steppolicy import AttemptDrain, Emit, FindMirrorPods, StepEnd, Write
+from eventedpleg.core.steppolicy import (
+    AttemptDrain,
+    Emit,
+    FindMirrorPods,
+    PodSurvey,
+    StepEnd,
+    SurveyPods,
+    Write,
+)
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s.errors import ApiError, Conflict, NotFound
 from eventedpleg.k8s.events import EventRecorder, ObjectRef, node_ref
@@ -117,6 +125,13 @@ class Executor:
             return body
         raise Conflict(409, "Conflict", f"node {node} kept changing")
 
+    def _survey(self, pods: list[dict[str, Any]]) -> PodSurvey:
+        options = self.drain_options
+        selection = drainpods.select(
+            pods, delete_empty_dir_data=options.delete_empty_dir_data, force=options.force
+        )
+        return PodSurvey(drainer.mirror_pods_in(pods), nothing_to_evict=selection.done)
+
     def _apply(self, action: Action) -> Outcome:
         """Answer the policy's requests in order; an ApiError (409 included) ends the step there."""
         node, rv = action.node, action.resource_version
@@ -137,6 +152,8 @@ class Executor:
                     case Write():
                         body = self._patch(node, rv, request.annotations, request.unschedulable)
                         rv = str(body["metadata"]["resourceVersion"])
+                    case SurveyPods():  # before the cordon: never reused by a drain attempt
+                        answer = self._survey(drainer.node_pods(self.api, node))
                     case FindMirrorPods():
                         pods = drainer.node_pods(self.api, node)
                         answer = drainer.mirror_pods_in(pods)

@@ -81,6 +81,7 @@ SUMMARISED = (
     "node_writes_per_node",
     "reads_per_node",
     "load_avg_1m_mean",
+    "max_held_by_operator",
     "max_unavailable_seen",
 )
 
@@ -111,21 +112,30 @@ def load_sampler(stop: threading.Event, samples: list[float]) -> None:
 
 class Unavailability:
     """The most nodes unavailable at once, from one watch of all bench nodes (events arrive in
-    resourceVersion order, so every count is of one consistent state of the cluster). Unavailable as
-    the planner counts it: NotReady, cordoned, or in the operator's hands (Draining..Verifying)."""
+    resourceVersion order, so every count is of one consistent state of the cluster): `held`, the nodes
+    in the operator's hands (cordoned by it, or Draining..Verifying), which maxUnavailable bounds; `down`,
+    every unavailable node as the planner counts them, NotReady ones included (on a loaded machine kwok's
+    heartbeats lag and kube-controller-manager marks nodes NotReady, which no operator causes)."""
 
     def __init__(self, api: Any) -> None:
+        self.held: set[str] = set()
         self.down: set[str] = set()
-        self.peak = 0
+        self.not_ready: set[str] = set()
+        self.peak = {"held": 0, "down": 0, "not_ready": 0}
         self.lock = threading.Lock()
         self.informer = NodeInformer(api, self._event, lambda _: None, label_selector="bench=rollout")
 
     def _event(self, kind: str, body: dict[str, Any]) -> None:
         view = node_view(body)
-        down = kind != "DELETED" and (not view.ready or view.unschedulable or view.marks.state in IN_PROGRESS)
+        gone = kind == "DELETED"
+        held = not gone and (view.marks.cordoned_by_us or view.marks.state in IN_PROGRESS)
+        not_ready = not gone and not view.ready
+        down = held or not_ready or (not gone and view.unschedulable)
         with self.lock:
-            (self.down.add if down else self.down.discard)(view.name)
-            self.peak = max(self.peak, len(self.down))
+            for group, member in ((self.held, held), (self.down, down), (self.not_ready, not_ready)):
+                (group.add if member else group.discard)(view.name)
+            for name, group in (("held", self.held), ("down", self.down), ("not_ready", self.not_ready)):
+                self.peak[name] = max(self.peak[name], len(group))
 
     def __enter__(self) -> Unavailability:
         self.informer.start()
@@ -257,7 +267,7 @@ def run_one(  # noqa: PLR0915 - one linear script: start, measure, roll out, col
                 time.sleep(0.5)
             finished = time.time()
             done_at = dict(agents.done_at)
-            max_seen = unavailable.peak
+            peaks = dict(unavailable.peak)
         cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 2) for name, pid in pids.items()}
         cpu["operator"] = round(cpu["operator"] + killed_cpu, 2)
         if spy is not None:
@@ -275,7 +285,9 @@ def run_one(  # noqa: PLR0915 - one linear script: start, measure, roll out, col
             "load_avg_1m_mean": round(statistics.fmean(loads), 2),
             "load_avg_1m_max": round(max(loads), 2),
             "cpus": os.cpu_count(),
-            "max_unavailable_seen": max_seen,
+            "max_held_by_operator": peaks["held"],  # maxUnavailable bounds this
+            "max_unavailable_seen": peaks["down"],
+            "max_not_ready_seen": peaks["not_ready"],
             "operator_kills": kills,
             "cpu_seconds": cpu,
             "operator": internals,
@@ -300,9 +312,10 @@ def available(api: Any) -> bool:
 
 
 def start_profile(pid: int, out: Path) -> subprocess.Popen[bytes]:
-    """py-spy (next to this interpreter) sampling the operator, without pausing it, until SIGINT."""
+    """py-spy (next to this interpreter) sampling the operator while it holds the GIL (its Python CPU),
+    without pausing it, until SIGINT."""
     spy = Path(sys.executable).with_name("py-spy")
-    argv = [str(spy), "record", "--pid", str(pid), "--nonblocking", "--rate", "100",
+    argv = [str(spy), "record", "--pid", str(pid), "--nonblocking", "--gil", "--rate", "100",
             "--format", out.suffix.lstrip(".") or "flamegraph", "--output", str(out)]  # fmt: skip
     if out.suffix == ".svg":
         argv[argv.index("--format") + 1] = "flamegraph"

@@ -9,10 +9,16 @@ seconds, roll a NodeConfig out at maxUnavailable 10% (empty drains) and report:
   empty drains is pure operator work) -- p50/p95/max;
 - API requests per node update and full LISTs after start-up, from the API server's audit log filtered
   to the operator's ServiceAccount (every request the operator process makes: kopf's and ours);
-- the operator's peak RSS (VmHWM from /proc).
+- the operator's peak RSS (VmHWM from /proc);
+- per node update: the operator's and the API server's CPU milliseconds (utime + stime from /proc), the
+  operator's API writes and reads (from the audit log, split by verb and resource);
+- the machine's load average during the rollout (the control plane and the operator share the cores, so
+  a reader can see whether the machine was the limit).
 
-    .venv/bin/python bench/rollout.py --nodes 100 1000 5000
-Writes bench/results/rollout-<N>.json and .png; docs/benchmarks.md has the table.
+    .venv/bin/python bench/rollout.py --nodes 100 1000 5000 10000 --repeats 3
+    .venv/bin/python bench/rollout.py --nodes 1000 --kill-every 10   # SIGKILL it 10 s after it is ready
+Writes bench/results/rollout-<N>.json (every run's figures, their median and spread at the top level)
+and .png; docs/benchmarks.md has the table.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ import argparse
 import json
 import math
 import os
+import signal
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -31,8 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from eventedpleg import constants as c
+from eventedpleg.core.snapshot import IN_PROGRESS, node_view
 from eventedpleg.k8s import nodeconfigs
 from eventedpleg.k8s.client import api_client
+from eventedpleg.k8s.informer import NodeInformer
 from eventedpleg_lab.demo.harness import (
     NAMESPACE,
     OPERATOR_SA,
@@ -54,7 +65,25 @@ rules:
     users: ["{OPERATOR_USER}"]
   - level: None
 """
-WRITES = {"create", "update", "patch", "delete"}
+WRITES = {"create", "update", "patch", "delete", "deletecollection"}
+READS = {"get", "list"}  # watches are long-lived streams, counted apart
+# Figures summarised as median and spread over the repeats.
+SUMMARISED = (
+    "total_s",
+    "ratio_to_ideal",
+    "overhead_p50_s",
+    "overhead_p95_s",
+    "overhead_max_s",
+    "rss_mib",
+    "operator_cpu_ms_per_node",
+    "apiserver_cpu_ms_per_node",
+    "writes_per_node",
+    "node_writes_per_node",
+    "reads_per_node",
+    "load_avg_1m_mean",
+    "max_held_by_operator",
+    "max_unavailable_seen",
+)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -73,6 +102,47 @@ def rss_sampler(pid: int, stop: threading.Event, peak: list[int]) -> None:
                     peak[0] = max(peak[0], int(line.split()[1]))
         except OSError:
             return
+
+
+def load_sampler(stop: threading.Event, samples: list[float]) -> None:
+    """The 1-minute load average every 2 s: how busy the whole (shared) machine was."""
+    while not stop.wait(2.0):
+        samples.append(os.getloadavg()[0])
+
+
+class Unavailability:
+    """The most nodes unavailable at once, from one watch of all bench nodes (events arrive in
+    resourceVersion order, so every count is of one consistent state of the cluster): `held`, the nodes
+    in the operator's hands (cordoned by it, or Draining..Verifying), which maxUnavailable bounds; `down`,
+    every unavailable node as the planner counts them, NotReady ones included (on a loaded machine kwok's
+    heartbeats lag and kube-controller-manager marks nodes NotReady, which no operator causes)."""
+
+    def __init__(self, api: Any) -> None:
+        self.held: set[str] = set()
+        self.down: set[str] = set()
+        self.not_ready: set[str] = set()
+        self.peak = {"held": 0, "down": 0, "not_ready": 0}
+        self.lock = threading.Lock()
+        self.informer = NodeInformer(api, self._event, lambda _: None, label_selector="bench=rollout")
+
+    def _event(self, kind: str, body: dict[str, Any]) -> None:
+        view = node_view(body)
+        gone = kind == "DELETED"
+        held = not gone and (view.marks.cordoned_by_us or view.marks.state in IN_PROGRESS)
+        not_ready = not gone and not view.ready
+        down = held or not_ready or (not gone and view.unschedulable)
+        with self.lock:
+            for group, member in ((self.held, held), (self.down, down), (self.not_ready, not_ready)):
+                (group.add if member else group.discard)(view.name)
+            for name, group in (("held", self.held), ("down", self.down), ("not_ready", self.not_ready)):
+                self.peak[name] = max(self.peak[name], len(group))
+
+    def __enter__(self) -> Unavailability:
+        self.informer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.informer.close()
 
 
 def operator_metrics(port: int) -> dict[str, float]:
@@ -118,7 +188,16 @@ def ts(event: dict[str, Any]) -> float:
     return datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
 
 
-def run_one(n: int, apply_seconds: float, max_unavailable: str, work: Path, keep: bool) -> dict[str, Any]:
+def run_one(  # noqa: PLR0915 - one linear script: start, measure, roll out, collect
+    n: int,
+    apply_seconds: float,
+    max_unavailable: str,
+    work: Path,
+    *,
+    keep: bool,
+    kill_every: float | None,
+    profile: Path | None,
+) -> dict[str, Any]:
     audit_log = work / "audit.log"
     (work / "audit-policy.yaml").write_text(AUDIT_POLICY)
     cluster = LocalCluster(
@@ -145,12 +224,13 @@ def run_one(n: int, apply_seconds: float, max_unavailable: str, work: Path, keep
         api = api_client(str(cluster.kubeconfig), pool_size=16)
         op = OperatorProcess(sa, NAMESPACE, work / "operator.log").start()
         started_ops.append(op)
-        stop, peak = threading.Event(), [0]
+        stop, peak, loads = threading.Event(), [0], [os.getloadavg()[0]]
         threading.Thread(target=rss_sampler, args=(op.pid, stop, peak), daemon=True).start()
         while http_status(op.port, "/readyz") != 200:
             time.sleep(0.2)
         time.sleep(5)  # kopf's start-up LISTs and watches are not part of the rollout
         startup_done = time.time()
+        threading.Thread(target=load_sampler, args=(stop, loads), daemon=True).start()
         body = {
             "apiVersion": f"{c.GROUP}/{c.VERSION}",
             "kind": c.KIND,
@@ -168,19 +248,54 @@ def run_one(n: int, apply_seconds: float, max_unavailable: str, work: Path, keep
             "bench+agents": os.getpid(),
         }
         cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        with agents:
+        killed_cpu, kills = 0.0, 0  # CPU of operator processes SIGKILLed during the run
+        spy = start_profile(op.pid, profile) if profile else None
+        with agents, Unavailability(api) as unavailable:
             started = time.time()
             cluster.kubectl("apply", "-f", "-", stdin=json.dumps(body), check=True)
-            wait_available(api)
+            next_kill = time.monotonic() + kill_every if kill_every else math.inf
+            while not available(api):
+                if time.monotonic() >= next_kill:
+                    killed_cpu += cpu_seconds(op.pid) - cpu_before["operator"]
+                    op.kill()
+                    kills += 1
+                    op = OperatorProcess(sa, NAMESPACE, work / "operator.log", identity=f"op-{kills}")
+                    started_ops.append(op.start())
+                    cpu_before["operator"] = 0.0  # a new process starts from zero
+                    pids["operator"] = op.pid
+                    # Counted from readiness: on a loaded machine start-up alone can take 10 s, and a
+                    # period shorter than start-up would only measure start-ups.
+                    while http_status(op.port, "/readyz") != 200 and op.proc and op.proc.poll() is None:
+                        time.sleep(0.2)
+                    next_kill = time.monotonic() + (kill_every or math.inf)
+                time.sleep(0.5)
             finished = time.time()
             done_at = dict(agents.done_at)
-        cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 1) for name, pid in pids.items()}
+            peaks = dict(unavailable.peak)
+        cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 2) for name, pid in pids.items()}
+        cpu["operator"] = round(cpu["operator"] + killed_cpu, 2)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its flame graph on SIGINT
+            spy.wait(60)
         time.sleep(3)  # let the batch audit backend flush
-        internals = operator_metrics(op.port)
+        internals = operator_metrics(op.port) if not kills else {}
         stop.set()
         events = [e for e in audit_events(audit_log) if ts(e) >= startup_done]
         result = analyse(n, apply_seconds, max_unavailable, started, finished, done_at, events, peak[0])
-        return {**result, "cpu_seconds": cpu, "operator": internals}
+        return {
+            **result,
+            "operator_cpu_ms_per_node": round(cpu["operator"] * 1000 / n, 2),
+            "apiserver_cpu_ms_per_node": round(cpu["kube-apiserver"] * 1000 / n, 2),
+            "load_avg_1m_mean": round(statistics.fmean(loads), 2),
+            "load_avg_1m_max": round(max(loads), 2),
+            "cpus": os.cpu_count(),
+            "max_held_by_operator": peaks["held"],  # maxUnavailable bounds this
+            "max_unavailable_seen": peaks["down"],
+            "max_not_ready_seen": peaks["not_ready"],
+            "operator_kills": kills,
+            "cpu_seconds": cpu,
+            "operator": internals,
+        }
     finally:
         for started_op in started_ops:  # also on a failure or Ctrl-C: never leave the operator running
             started_op.stop()
@@ -188,17 +303,27 @@ def run_one(n: int, apply_seconds: float, max_unavailable: str, work: Path, keep
             cluster.stop()
 
 
-def wait_available(api: Any) -> None:
-    """Until the NodeConfig is Available; a halted rollout (Degraded) never will be: raise with why."""
-    while True:
-        status = nodeconfigs.get(api, "bench").get("status") or {}
-        conditions = {cond["type"]: cond for cond in status.get("conditions", [])}
-        if conditions.get("Available", {}).get("status") == "True":
-            return
-        degraded = conditions.get("Degraded", {})
-        if degraded.get("status") == "True":
-            raise RuntimeError(f"the rollout halted: {str(degraded.get('message', ''))[:600]}")
-        time.sleep(0.5)
+def available(api: Any) -> bool:
+    """Whether the NodeConfig is Available; a halted rollout (Degraded) never will be: raise with why."""
+    status = nodeconfigs.get(api, "bench").get("status") or {}
+    conditions = {cond["type"]: cond for cond in status.get("conditions", [])}
+    if conditions.get("Available", {}).get("status") == "True":
+        return True
+    degraded = conditions.get("Degraded", {})
+    if degraded.get("status") == "True":
+        raise RuntimeError(f"the rollout halted: {str(degraded.get('message', ''))[:600]}")
+    return False
+
+
+def start_profile(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy (next to this interpreter) sampling the operator while it holds the GIL (its Python CPU),
+    without pausing it, until SIGINT."""
+    spy = Path(sys.executable).with_name("py-spy")
+    argv = [str(spy), "record", "--pid", str(pid), "--nonblocking", "--gil", "--rate", "100",
+            "--format", out.suffix.lstrip(".") or "flamegraph", "--output", str(out)]  # fmt: skip
+    if out.suffix == ".svg":
+        argv[argv.index("--format") + 1] = "flamegraph"
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def analyse(
@@ -215,6 +340,8 @@ def analyse(
     ideal = math.ceil(n / batch) * apply_seconds
     verbs = Counter(e["verb"] for e in events)
     writes = sum(count for verb, count in verbs.items() if verb in WRITES)
+    reads = sum(count for verb, count in verbs.items() if verb in READS)
+    by_resource = Counter(f"{e['verb']} {resource_of(e)}" for e in events)
     full_lists = [
         e
         for e in events
@@ -247,7 +374,10 @@ def analyse(
         "overhead_max_s": round(max(after_done, default=float("nan")), 3),
         "rss_mib": round(rss_kib / 1024, 1),
         "api_requests": dict(verbs),
-        "api_writes_per_node": round(writes / n, 2),
+        "api_requests_by_resource": dict(by_resource.most_common()),
+        "writes_per_node": round(writes / n, 2),
+        "node_writes_per_node": round(by_resource["patch nodes"] / n, 2),
+        "reads_per_node": round(reads / n, 2),
         "api_requests_per_node": round(sum(verbs.values()) / n, 2),
         "full_lists": len(full_lists),
         "full_list_uris": sorted({e["requestURI"] for e in full_lists})[:10],
@@ -255,11 +385,28 @@ def analyse(
     }
 
 
+def resource_of(event: dict[str, Any]) -> str:
+    ref = event.get("objectRef", {})
+    sub = ref.get("subresource")
+    return f"{ref.get('resource', '?')}/{sub}" if sub else str(ref.get("resource", "?"))
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median and spread (min, max) of each figure over the runs; every run's figures kept in `runs`."""
+    first = runs[0]
+    head = {k: first[k] for k in ("nodes", "apply_seconds", "max_unavailable", "batch", "ideal_s", "cpus")}
+    median = {k: round(statistics.median(r[k] for r in runs), 3) for k in SUMMARISED}
+    spread = {k: [min(r[k] for r in runs), max(r[k] for r in runs)] for k in SUMMARISED}
+    return {**head, "repeats": len(runs), "median": median, "spread": spread, "runs": runs}
+
+
 def as_json(result: dict[str, Any]) -> str:
-    """The figures, one per line, and the nodes-done curve on one line (so the plot can be redrawn)."""
-    head = json.dumps({k: v for k, v in result.items() if k != "curve"}, indent=2)
-    curve = json.dumps(result.get("curve", []), separators=(",", ":"))
-    return f'{head[:-2]},\n  "curve": {curve}\n}}\n'
+    """Indented figures, but each run's nodes-done curve on one line (so the plot can be redrawn)."""
+    runs = [{**run, "curve": f"@curve{i}@"} for i, run in enumerate(result["runs"])]
+    text = json.dumps({**result, "runs": runs}, indent=2)
+    for i, run in enumerate(result["runs"]):
+        text = text.replace(f'"@curve{i}@"', json.dumps(run["curve"], separators=(",", ":")))
+    return text + "\n"
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -268,19 +415,21 @@ def plot(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    xs = [p[0] for p in result["curve"]]
-    ys = [p[1] for p in result["curve"]]
+    runs = result.get("runs", [result])  # a file of one run (before --repeats) is its own run
     n, batch, t = result["nodes"], result["batch"], result["apply_seconds"]
     ideal_x = [0.0] + [t * (i + 1) for i in range(math.ceil(n / batch))]
     ideal_y = [0] + [min(n, batch * (i + 1)) for i in range(math.ceil(n / batch))]
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.step(ideal_x, ideal_y, where="post", label=f"ideal (batch {batch} x {t:g}s)", linestyle="--")
-    ax.plot(xs, ys, label="nodes done (uncordoned)")
+    for i, run in enumerate(runs):
+        xs = [p[0] for p in run["curve"]]
+        ys = [p[1] for p in run["curve"]]
+        ax.plot(xs, ys, label=f"run {i + 1}: {run['total_s']}s (load {run.get('load_avg_1m_mean', '?')})")
     ax.set_xlabel("seconds since the NodeConfig was applied")
-    ax.set_ylabel("nodes done")
-    took, ideal = result["total_s"], result["ideal_s"]
-    ax.set_title(f"{n} nodes, maxUnavailable {result['max_unavailable']}: {took}s vs ideal {ideal:g}s")
-    ax.legend()
+    ax.set_ylabel("nodes done (uncordoned)")
+    ratio = statistics.median(run["ratio_to_ideal"] for run in runs)
+    ax.set_title(f"{n} nodes, maxUnavailable {result['max_unavailable']}: median {ratio:.2f}x ideal")
+    ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -289,8 +438,17 @@ def plot(result: dict[str, Any], path: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--repeats", type=int, default=1, help="runs per N (median and spread reported)")
     parser.add_argument("--apply-seconds", type=float, default=5.0)
     parser.add_argument("--max-unavailable", default="10%")
+    parser.add_argument(
+        "--kill-every",
+        type=float,
+        metavar="S",
+        help="SIGKILL the operator S seconds after it is ready, start a new one, again and again",
+    )
+    parser.add_argument("--profile", action="store_true", help="py-spy flame graph of the operator (.svg)")
+    parser.add_argument("--tag", default="", help="results file suffix: rollout-<N>[-<tag>].json")
     parser.add_argument("--keep", action="store_true", help="leave the control plane running (debugging)")
     parser.add_argument("--plot", type=Path, metavar="JSON", help="only redraw the PNG of a results file")
     args = parser.parse_args()
@@ -298,17 +456,36 @@ def main() -> int:
         plot(json.loads(args.plot.read_text()), args.plot.with_suffix(".png"))
         return 0
     RESULTS.mkdir(parents=True, exist_ok=True)
+    tag = f"-{args.tag}" if args.tag else ""
+    if args.kill_every and not tag:
+        tag = f"-kill{args.kill_every:g}s"
     for n in args.nodes:
-        with tempfile.TemporaryDirectory(prefix=f"bench-{n}-") as work:
-            result = run_one(n, args.apply_seconds, args.max_unavailable, Path(work), args.keep)
-        out = RESULTS / f"rollout-{n}.json"
+        runs = []
+        for i in range(args.repeats):
+            name = f"rollout-{n}{tag}"
+            profile = RESULTS / f"{name}-profile-{i + 1}.svg" if args.profile else None
+            with tempfile.TemporaryDirectory(prefix=f"bench-{n}-") as work:
+                runs.append(
+                    run_one(
+                        n,
+                        args.apply_seconds,
+                        args.max_unavailable,
+                        Path(work),
+                        keep=args.keep,
+                        kill_every=args.kill_every,
+                        profile=profile,
+                    )
+                )
+            summary = {k: v for k, v in runs[-1].items() if k not in ("curve", "full_list_uris")}
+            print(json.dumps(summary, indent=2), flush=True)
+        result = summarise(runs)
+        out = RESULTS / f"{name}.json"
         out.write_text(as_json(result))
         try:
-            plot(result, RESULTS / f"rollout-{n}.png")
+            plot(result, out.with_suffix(".png"))
         except ImportError:
             print("[bench] matplotlib missing (pip install -e '.[bench]'): no plot", file=sys.stderr)
-        summary = {k: v for k, v in result.items() if k not in ("curve", "full_list_uris")}
-        print(json.dumps(summary, indent=2))
+        print(json.dumps({k: result[k] for k in ("nodes", "repeats", "median", "spread")}, indent=2))
     return 0
 
 

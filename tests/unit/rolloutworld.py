@@ -16,7 +16,7 @@ from eventedpleg.core import planner, steppolicy
 from eventedpleg.core.actions import Action, Cordon
 from eventedpleg.core.drainpods import Blocker, DrainResult
 from eventedpleg.core.snapshot import IN_PROGRESS, NodeView, Peer, Target, node_view
-from eventedpleg.core.steppolicy import AttemptDrain, Emit, FindMirrorPods, Write
+from eventedpleg.core.steppolicy import AttemptDrain, Emit, FindMirrorPods, PodSurvey, SurveyPods, Write
 from eventedpleg.models.nodeconfig import NodeConfigSpec
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -109,9 +109,12 @@ class World:
             node.unschedulable = write.unschedulable
         node.rv += 1
 
+    def _blocked(self, node: SimNode) -> bool:
+        """Pods a PDB keeps on the node are there to evict."""
+        return node.drain_blocked_until is not None and self.now < node.drain_blocked_until
+
     def _drain(self, node: SimNode, request: AttemptDrain) -> DrainResult:
-        blocked = node.drain_blocked_until is not None and self.now < node.drain_blocked_until
-        if blocked and not request.force_delete:
+        if self._blocked(node) and not request.force_delete:
             return DrainResult(False, "PDB blocks eviction", frozenset({Blocker.EVICTION_REFUSED}))
         return DrainResult(True)
 
@@ -138,6 +141,8 @@ class World:
                             return True  # crashed: the rest of the step never happens
                         self._write(node, request)
                         done += 1
+                    case SurveyPods():
+                        answer = PodSurvey(node.mirror_pods, nothing_to_evict=not self._blocked(node))
                     case FindMirrorPods():
                         answer = node.mirror_pods
                     case AttemptDrain():

@@ -39,6 +39,19 @@ def test_an_older_event_never_replaces_a_newer_view() -> None:
     assert "a" not in cache.views
 
 
+def test_the_echo_of_a_write_already_taken_changes_nothing_and_facts_are_kept_when_equal() -> None:
+    cache = NodeCache()
+    assert cache.observe("ADDED", _node("a", 5))
+    facts = cache.views["a"].facts
+    assert not cache.observe("MODIFIED", _node("a", 5))  # the same version again: no wake-up
+    assert cache.observe("MODIFIED", _node("a", 6, unschedulable=True))
+    assert cache.views["a"].unschedulable and cache.views["a"].facts is facts
+    relabelled = _node("a", 7)
+    relabelled["metadata"]["labels"] = {"pool": "b"}
+    assert cache.observe("MODIFIED", relabelled)
+    assert cache.views["a"].facts is not facts and cache.views["a"].labels == {"pool": "b"}
+
+
 def test_a_cordon_in_flight_counts_at_once_and_events_wait_for_its_write() -> None:
     cache = NodeCache()
     cache.observe("ADDED", _node("a", 5))

@@ -484,3 +484,40 @@ def test_every_interrupted_prefix_replans_to_the_same_end_state() -> None:
         world.run()
         assert end_state(world) == expected, f"crash after {crash_at} ticks"
         assert all(n.drains <= 1 for n in world.nodes.values())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.integers(0, 2**32))
+def test_a_selection_memo_never_changes_a_plan(world: World, seed: int) -> None:
+    """The memo only remembers answers of the pure rules: every pass plans the same with it and without
+    it, while nodes' labels, the selector, peers and allowRisky change between passes."""
+    rng = random.Random(seed)
+    memo = planner.SelectionMemo()
+    older = Peer(
+        "older", T0 - timedelta(days=1), spec(nodeSelector={"matchLabels": {"pool": "a"}}).node_selector
+    )
+    plain = world.plan
+
+    def both() -> planner.Plan:
+        views, target = world.views(), world.target
+        remembered = planner.plan(views, target, world.now, memo)
+        assert remembered == plain()
+        return remembered
+
+    world.plan = both  # type: ignore[method-assign]
+    for tick in range(80):
+        node = rng.choice(list(world.nodes.values()))
+        change = rng.random()
+        if change < 0.05:
+            node.labels = {**node.labels, c.LABEL_SKIP: "true"}
+        elif change < 0.10:
+            node.labels = {**node.labels, "pool": "a"}
+        elif change < 0.15:
+            node.kubelet = rng.choice(["v1.34.2", "v1.25.0", "v1.36.1"])
+        if tick == 20:
+            world.peers = (older,)
+        if tick == 40:
+            world.spec = spec(allowRisky=not world.spec.allow_risky, nodeSelector={"matchExpressions": []})
+        if tick == 60:
+            world.spec = spec(nodeSelector={"matchLabels": {"pool": "a"}})
+        world.tick(drop=rng)

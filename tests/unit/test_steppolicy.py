@@ -14,7 +14,15 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core import drainpods, steppolicy
 from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release
 from eventedpleg.core.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
-from eventedpleg.core.steppolicy import AttemptDrain, Emit, FindMirrorPods, StepEnd, Write
+from eventedpleg.core.steppolicy import (
+    AttemptDrain,
+    Emit,
+    FindMirrorPods,
+    PodSurvey,
+    StepEnd,
+    SurveyPods,
+    Write,
+)
 from eventedpleg.models.nodeconfig import OnDrainTimeout
 from tests.unit.rolloutworld import T0, World, fleet, spec
 
@@ -25,8 +33,10 @@ def run(
     mirror: tuple[str, ...] = (),
     drain: DrainResult | None = None,
     allow_force_delete: bool = True,
+    pods_to_evict: bool = False,
 ) -> tuple[list[steppolicy.Request], StepEnd]:
-    """Run a step to its end, answering from the arguments; returns its requests in order."""
+    """Run a step to its end, answering from the arguments (`pods_to_evict`: what a look at the pods
+    before the cordon finds); returns its requests in order."""
     step = steppolicy.step(
         action, clock=lambda: T0, nodeconfig="cluster", allow_force_delete=allow_force_delete
     )
@@ -37,6 +47,8 @@ def run(
             request = step.send(answer)
             requests.append(request)
             answer = mirror if isinstance(request, FindMirrorPods) else None
+            if isinstance(request, SurveyPods):
+                answer = PodSurvey(mirror, nothing_to_evict=not pods_to_evict)
             if isinstance(request, AttemptDrain):
                 answer = drain or DrainResult(True)
     except StopIteration as stop:
@@ -68,20 +80,57 @@ def events(requests: list[steppolicy.Request]) -> list[tuple[str, str]]:
     return [(r.kind, r.reason) for r in requests if isinstance(r, Emit)]
 
 
-def test_cordon_takes_the_node_then_an_empty_node_goes_straight_to_applying() -> None:
+def test_a_node_with_nothing_to_evict_is_cordoned_and_asked_to_apply_in_one_write() -> None:
     requests, end = run(cordon())
+    (write,) = writes(requests)
+    assert write.unschedulable is True and write.annotations[c.ANN_CORDONED_BY_US] == "true"
+    assert (
+        write.annotations[c.ANN_OWNER] == "cluster" and write.annotations[c.ANN_WAS_UNSCHEDULABLE] == "false"
+    )
+    assert write.annotations[c.ANN_STATE] == "Applying" and write.annotations[c.ANN_DESIRED] == "h"
+    assert write.annotations[c.ANN_AGENT_OPTIONS] == "{}"
+    # kubectl drain's list after the cordon still happens, after the write
+    assert isinstance(requests[0], SurveyPods) and isinstance(requests[2], AttemptDrain)
+    assert events(requests) == []  # nothing was evicted; the agent's "Applying" Event says the rest
+    assert end == StepEnd(NodeState.APPLYING)
+
+
+def test_a_pod_bound_before_the_scheduler_saw_the_cordon_is_evicted_and_named() -> None:
+    late = DrainResult(False, "evicting 1 pod(s)", frozenset())
+    requests, end = run(cordon(), drain=late)
+    (write,) = writes(requests)
+    assert write.annotations[c.ANN_STATE] == "Applying"
+    assert AttemptDrain() in requests
+    assert events(requests) == [("Warning", "PodsBoundDuringCordon")]
+    assert end == StepEnd(NodeState.APPLYING)
+
+
+def test_a_node_with_pods_is_cordoned_first_then_drained_then_asked_to_apply() -> None:
+    """kubectl drain's order: the cordon is written before any eviction."""
+    requests, end = run(cordon(), pods_to_evict=True)
     first, second = writes(requests)
     assert first.unschedulable is True
     assert first.annotations[c.ANN_STATE] == "Draining" and first.annotations[c.ANN_CORDONED_BY_US] == "true"
+    assert c.ANN_DESIRED not in first.annotations
+    assert requests.index(first) < requests.index(AttemptDrain())
     assert second.annotations[c.ANN_STATE] == "Applying" and second.annotations[c.ANN_DESIRED] == "h"
     assert events(requests) == [("Normal", "Drained")]
     assert end == StepEnd(NodeState.APPLYING)
 
+    blocked = DrainResult(False, "PDB blocks eviction", frozenset({Blocker.EVICTION_REFUSED}))
+    requests, end = run(cordon(), pods_to_evict=True, drain=blocked)
+    first, second = writes(requests)
+    assert first.annotations[c.ANN_STATE] == "Draining" and second.annotations == {
+        c.ANN_REASON: "PDB blocks eviction"
+    }
+    assert end == StepEnd(NodeState.DRAINING, drain_retry=True)
 
-def test_static_pods_give_the_node_back_as_skipped_unless_opted_in() -> None:
+
+def test_static_pods_mark_the_node_skipped_without_a_cordon_unless_opted_in() -> None:
     requests, end = run(cordon(), mirror=("kube-system/etcd-n",))
-    skip = writes(requests)[-1]
-    assert skip.unschedulable is False and skip.annotations[c.ANN_CORDONED_BY_US] is None
+    (skip,) = writes(requests)
+    assert skip.unschedulable is None and c.ANN_CORDONED_BY_US not in skip.annotations
+    assert skip.annotations[c.ANN_OWNER] == "cluster" and skip.annotations[c.ANN_STATE] == "Skipped"
     assert "kube-system/etcd-n" in str(skip.annotations[c.ANN_REASON])
     assert events(requests) == [("Warning", "Skipped")] and end.transition == "Skipped"
     assert not [r for r in requests if isinstance(r, AttemptDrain)]  # nothing evicted
@@ -161,18 +210,45 @@ def test_mark_failed() -> None:
     assert writes(requests)[0].annotations[c.ANN_STATE] == "Failed" and end.transition == "Failed"
 
 
-def test_a_static_pod_node_cut_off_mid_cordon_is_never_applied() -> None:
-    """World model: the operator dies right after the cordon write of a node running static pods."""
+def test_a_static_pod_node_is_skipped_in_one_write_and_never_cordoned() -> None:
+    """World model: the look before the cordon finds the static pods."""
     nodes = fleet(2)
     nodes["node-000"].mirror_pods = ("kube-system/etcd-node-000",)
     world = World(nodes, spec())
     (action,) = world.plan().actions
     assert isinstance(action, Cordon)
     assert world.apply(action, writes=1)
-    assert nodes["node-000"].annotations[c.ANN_STATE] == "Draining" and nodes["node-000"].unschedulable
+    skipped = nodes["node-000"]
+    assert skipped.annotations[c.ANN_STATE] == "Skipped" and skipped.rv == 2 and not skipped.unschedulable
+    world.run()
+    assert skipped.annotations[c.ANN_STATE] == "Skipped" and not skipped.unschedulable
+    assert skipped.drains == 0 and c.ANN_CURRENT not in skipped.annotations  # never cordoned nor applied
+    assert nodes["node-001"].annotations[c.ANN_STATE] == "Done"
+    assert ("node-000", "Skipped") in world.events
+
+
+def test_a_static_pod_node_left_draining_is_given_back_and_never_applied() -> None:
+    """World model: a node taken before its static pods showed up (cordoned, Draining, nothing asked)."""
+    nodes = fleet(2)
+    nodes["node-000"].mirror_pods = ("kube-system/etcd-node-000",)
+    world = World(nodes, spec())
+    (action,) = world.plan().actions
+    assert isinstance(action, Cordon)
+    world.apply(action, writes=0)  # the node as the cordon write left it, static pods found after
+    nodes["node-000"].annotations.update(
+        {
+            c.ANN_OWNER: "cluster",
+            c.ANN_WAS_UNSCHEDULABLE: "false",
+            c.ANN_CORDONED_BY_US: "true",
+            c.ANN_STATE: "Draining",
+            c.ANN_STATE_SINCE: T0.isoformat(),
+        }
+    )
+    nodes["node-000"].unschedulable = True
     world.run()
     skipped = nodes["node-000"]
     assert skipped.annotations[c.ANN_STATE] == "Skipped" and not skipped.unschedulable
+    assert c.ANN_CORDONED_BY_US not in skipped.annotations
     assert c.ANN_CURRENT not in skipped.annotations  # the agent was never asked
     assert nodes["node-001"].annotations[c.ANN_STATE] == "Done"
     assert ("node-000", "Skipped") in world.events

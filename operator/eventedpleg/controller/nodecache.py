@@ -50,9 +50,14 @@ class NodeCache:
             self.versions.pop(name, None)
             return True
         rv = _rv(body)
-        if rv and rv < self.versions.get(name, 0):
-            return False  # an older event than a write we already saw
-        self.views[name] = node_view(body)
+        if rv and rv <= self.versions.get(name, 0) and name in self.views:
+            return False  # older than what we have, or the watch's echo of a write we already took
+        view = node_view(body)
+        old = self.views.get(name)
+        if old is not None and old.facts == view.facts:
+            # Keep the very object: a pass's selection memo then knows the node at a glance (`is`).
+            view = replace(view, facts=old.facts)
+        self.views[name] = view
         self.versions[name] = rv
         return True
 

@@ -40,6 +40,8 @@ class Reconciler:
     publisher: StatusPublisher
     clock: Callable[[], datetime]
     rendered: dict[tuple[bool, str, str], render.RenderedConfig] = field(default_factory=dict)
+    # Per NodeConfig, for its rollout loop's passes only (one at a time): selection decided once per node.
+    memos: dict[str, planner.SelectionMemo] = field(default_factory=dict)
 
     def reconcile_once(self, inputs: PassInputs) -> float | None:
         """One pass; returns seconds until the next one (None: the NodeConfig is gone)."""
@@ -48,9 +50,11 @@ class Reconciler:
             try:
                 body = nodeconfigs.get(self.api, inputs.name)
             except ApiError:
+                self.memos.pop(inputs.name, None)
                 return None
         started = time.monotonic()
-        result = self._pass(body, inputs.peers, deleting=inputs.deleting)
+        memo = self.memos.setdefault(inputs.name, planner.SelectionMemo())
+        result = self._pass(body, inputs.peers, deleting=inputs.deleting, memo=memo)
         self.metrics.reconcile.observe(time.monotonic() - started)
         return result
 
@@ -59,7 +63,14 @@ class Reconciler:
         body = inputs.body if inputs.body is not None else nodeconfigs.get(self.api, inputs.name)
         return self._pass(body, inputs.peers, deleting=True) == 0.0 and self.nodes.idle()
 
-    def _pass(self, body: Mapping[str, Any], peers: tuple[Peer, ...], *, deleting: bool) -> float:
+    def _pass(
+        self,
+        body: Mapping[str, Any],
+        peers: tuple[Peer, ...],
+        *,
+        deleting: bool,
+        memo: planner.SelectionMemo | None = None,
+    ) -> float:
         meta = body["metadata"]
         name, generation = str(meta["name"]), int(meta.get("generation", 0))
         ref = ObjectRef(c.KIND, name, f"{c.GROUP}/{c.VERSION}", str(meta.get("uid", "")))
@@ -71,7 +82,7 @@ class Reconciler:
             return IDLE_RECHECK
         now = self.clock()
         target = self._target(body, spec, peers, deleting=deleting)
-        result = planner.plan(self.nodes.snapshot(), target, now)
+        result = planner.plan(self.nodes.snapshot(), target, now, memo)
         self.steps.submit(result.actions, ref, spec)
         new_status = status.build_status(
             result.summary,

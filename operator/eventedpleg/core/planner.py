@@ -17,6 +17,11 @@ Rules, in the order they apply:
   passed: a canary exists to stop the rest), paused, outside the window, canary soak. A node already
   started always finishes, so no gate ever leaves a node cordoned.
 - Order: zone, then name (zone by zone limits the blast radius, as MCO does).
+
+Which nodes a NodeConfig selects, and whether each is eligible, depends only on the node's facts and the
+NodeConfig's selector, policy and peers. A caller that plans again and again may pass a `SelectionMemo`:
+the pass then decides selection only for nodes whose facts changed. The memo holds answers of the same
+pure rules, so the plan is the same with or without it (tests/unit/test_planner.py replays both).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from eventedpleg.core.actions import (
     SetAgentOptions,
     Uncordon,
 )
-from eventedpleg.core.snapshot import AGENT_PHASE, IN_PROGRESS, NodeView, Target
+from eventedpleg.core.snapshot import AGENT_PHASE, IN_PROGRESS, NodeView, Peer, Target
 from eventedpleg.models.nodeconfig import NodeCounts
 
 # The agent gets the verification timeout plus this much for restarts and reporting before we give up.
@@ -108,6 +113,49 @@ class _Tally:
         self.notes.append(NodeNote(node.name, state, reason, node.marks.since, node.marks.evidence))
 
 
+@dataclass(frozen=True)
+class _Selection:
+    """How the target sees one node: selected by it, eligible (and owned by it), the owner, the verdict."""
+
+    selected: bool
+    eligible: bool
+    owner: str
+    verdict: compat.Verdict | None
+
+
+def _select(node: NodeView, target: Target, policy: compat.Policy) -> _Selection:
+    selected = selector.matches(target.spec.node_selector, node.labels)
+    verdict = compat.verdict(node.facts, policy) if selected else None
+    owner = _owner_of(node, target) if selected else target.name
+    eligible = (
+        verdict is not None and verdict.eligible(policy) and not node.skip_labelled and owner == target.name
+    )
+    return _Selection(selected, eligible, owner, verdict)
+
+
+class SelectionMemo:
+    """`_select` answers of earlier passes, per node, valid while the node's facts and the target's
+    selection inputs (name, age, selector, policy, peers) stay equal. Not thread-safe: one per loop."""
+
+    def __init__(self) -> None:
+        self._inputs: tuple[str, datetime, object, compat.Policy, tuple[Peer, ...]] | None = None
+        self._entries: dict[str, tuple[object, _Selection]] = {}
+
+    def select(self, node: NodeView, target: Target, policy: compat.Policy) -> _Selection:
+        entry = self._entries.get(node.name)
+        if entry is not None and (entry[0] is node.facts or entry[0] == node.facts):
+            return entry[1]
+        selection = _select(node, target, policy)
+        self._entries[node.name] = (node.facts, selection)
+        return selection
+
+    def begin(self, target: Target, policy: compat.Policy, names: int) -> None:
+        """Before a pass: forget everything when what selection depends on changed (or nodes went)."""
+        inputs = (target.name, target.created, target.spec.node_selector, policy, target.peers)
+        if inputs != self._inputs or len(self._entries) > 2 * names:
+            self._inputs, self._entries = inputs, {}
+
+
 def _owner_of(node: NodeView, target: Target) -> str:
     """The NodeConfig that may manage this node: the oldest of those selecting it."""
     contenders = [(target.created, target.name)]
@@ -164,12 +212,15 @@ def _sorted(nodes: Iterable[NodeView]) -> list[NodeView]:
     return sorted(nodes, key=lambda n: n.order)
 
 
-def plan(nodes: Iterable[NodeView], target: Target, now: datetime) -> Plan:
+def plan(nodes: Iterable[NodeView], target: Target, now: datetime, memo: SelectionMemo | None = None) -> Plan:
     spec = target.spec
     policy = compat.Policy(spec.include_control_plane, spec.allow_risky, spec.runtime.value)
     want = target.hash_off if target.reverting else target.hash_on
-    walk = _Walk(target, policy, want, now)
-    for node in _sorted(nodes):
+    ordered = _sorted(nodes)
+    if memo is not None:
+        memo.begin(target, policy, len(ordered))
+    walk = _Walk(target, policy, want, now, memo)
+    for node in ordered:
         walk.visit(node)
     return walk.finish()
 
@@ -177,8 +228,10 @@ def plan(nodes: Iterable[NodeView], target: Target, now: datetime) -> Plan:
 class _Walk:
     """One pass over the nodes: at most one action per node, plus the tallies the status is built from."""
 
-    def __init__(self, target: Target, policy: compat.Policy, want: str, now: datetime) -> None:
-        self.target, self.policy, self.want, self.now = target, policy, want, now
+    def __init__(
+        self, target: Target, policy: compat.Policy, want: str, now: datetime, memo: SelectionMemo | None
+    ) -> None:
+        self.target, self.policy, self.want, self.now, self.memo = target, policy, want, now, memo
         self.tally = _Tally()
         self.actions: list[Action] = []
         self.candidates: list[tuple[NodeView, str]] = []  # (node, the hash it should get)
@@ -194,14 +247,15 @@ class _Walk:
         target, marks = self.target, node.marks
         ours = marks.owner == target.name
         self.owned_any = self.owned_any or ours
-        selected = selector.matches(target.spec.node_selector, node.labels)
-        verdict = compat.verdict(node.facts, self.policy) if selected else None
-        owner = _owner_of(node, target) if selected else target.name
-        eligible = (
-            verdict is not None
-            and verdict.eligible(self.policy)
-            and not node.skip_labelled
-            and owner == target.name
+        if self.memo is not None:
+            selection = self.memo.select(node, target, self.policy)
+        else:
+            selection = _select(node, target, self.policy)
+        selected, eligible, owner, verdict = (
+            selection.selected,
+            selection.eligible,
+            selection.owner,
+            selection.verdict,
         )
         if selected or ours:
             self.unavailable += _unavailable(node, target)
@@ -251,10 +305,10 @@ class _Walk:
             self.tally.counts["updated"] += 1
             if marks.current == want and marks.state is NodeState.DONE:
                 self.done_for_want.append(node)
-            if give_back:
-                self._act(_uncordon(node))
-            elif target.deleting and ours:
+            if target.deleting and ours:  # the release undoes our cordon too: one write, not two
                 self._act(_release(node, keep_current=not target.reverting))
+            elif give_back:
+                self._act(_uncordon(node))
             elif ours and target.agent_options and marks.agent_options != target.agent_options:
                 self._act(SetAgentOptions(node.name, node.resource_version, target.agent_options))
             return

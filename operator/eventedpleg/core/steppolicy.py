@@ -1,8 +1,8 @@
 """What one planner action writes on its node, and which Event it records, given what the API answers. Pure.
 
 A step is a generator. It yields requests -- `Write` (one conditional merge patch of the node),
-`FindMirrorPods`, `AttemptDrain`, `Emit` (a Node Event) -- receives each answer, and returns how it ended
-(`StepEnd`). The executor (eventedpleg.k8s.executor) answers from the API; the tests' world model
+`SurveyPods`, `FindMirrorPods`, `AttemptDrain`, `Emit` (a Node Event) -- receives each answer, and returns
+how it ended (`StepEnd`). The executor (eventedpleg.k8s.executor) answers from the API; the tests' world model
 (tests/unit/rolloutworld.py) answers from a model cluster: both run these rules, nobody copies them.
 
 A step is not atomic: each Write is its own request, and a conflict (409) or a crash between two of them
@@ -36,6 +36,17 @@ class Write:
 
 
 @dataclass(frozen=True)
+class SurveyPods:
+    """Answer: a PodSurvey of the node's pods as they are now (a list; nothing is evicted)."""
+
+
+@dataclass(frozen=True)
+class PodSurvey:
+    mirror_pods: tuple[str, ...]  # static (mirror) pods as "namespace/name"
+    nothing_to_evict: bool  # a drain with the step's options would be done at once
+
+
+@dataclass(frozen=True)
 class FindMirrorPods:
     """Answer: the node's static (mirror) pods as "namespace/name" strings."""
 
@@ -56,8 +67,8 @@ class Emit:
     message: str
 
 
-Request = Write | FindMirrorPods | AttemptDrain | Emit
-Answer = tuple[str, ...] | DrainResult | None
+Request = Write | SurveyPods | FindMirrorPods | AttemptDrain | Emit
+Answer = tuple[str, ...] | PodSurvey | DrainResult | None
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,7 @@ class StepEnd:
 
 Step = Generator[Request, Answer, StepEnd]
 Clock = Callable[[], datetime]
+Marks = dict[str, str | None]  # the annotations of one Write
 
 
 # Said when onTimeout: ForceDelete is asked for but this installation does not grant `pods delete`.
@@ -110,6 +122,12 @@ def _mirror_pods(answer: Answer) -> tuple[str, ...]:
     return answer
 
 
+def _survey(answer: Answer) -> PodSurvey:
+    if not isinstance(answer, PodSurvey):
+        raise TypeError(f"SurveyPods answered {answer!r}")
+    return answer
+
+
 def _drain_result(answer: Answer) -> DrainResult:
     if not isinstance(answer, DrainResult):
         raise TypeError(f"AttemptDrain answered {answer!r}")
@@ -117,45 +135,87 @@ def _drain_result(answer: Answer) -> DrainResult:
 
 
 def _static_pod_skip(
-    node_hash: str, mirror: tuple[str, ...], was_unschedulable: bool, clock: Clock
+    node_hash: str,
+    mirror: tuple[str, ...],
+    clock: Clock,
+    *,
+    marks: Mapping[str, str | None],
+    unschedulable: bool | None,
 ) -> Generator[Request, Answer, StepEnd]:
-    """Give the node back and mark it Skipped: EventedPLEG duplicates static pods' containers."""
+    """Mark the node Skipped, with `marks` (giving the node back when we cordoned it): EventedPLEG
+    duplicates static pods' containers."""
     reason = (
         f"runs static pods ({', '.join(mirror[:MAX_NAMED_STATIC_PODS])}): EventedPLEG starts duplicate "
         "containers for them (k8s#121349, #123087); set includeControlPlane: true to opt in"
     )
-    skip = {c.ANN_DESIRED: node_hash, c.ANN_CORDONED_BY_US: None, **_state(NodeState.SKIPPED, reason, clock)}
-    yield Write(skip, unschedulable=was_unschedulable)
+    yield Write(
+        {**marks, c.ANN_DESIRED: node_hash, **_state(NodeState.SKIPPED, reason, clock)}, unschedulable
+    )
     yield Emit("Warning", "Skipped", reason)
     return StepEnd(NodeState.SKIPPED)
+
+
+def _apply_request(node_hash: str, options: str, clock: Clock) -> Marks:
+    """The marks that ask the agent to apply `node_hash`."""
+    return {
+        c.ANN_DESIRED: node_hash,
+        c.ANN_AGENT_OPTIONS: options,
+        **_state(NodeState.APPLYING, "drained; waiting for the agent", clock),
+    }
 
 
 def _request_apply(
     node_hash: str, options: str, what: str, clock: Clock
 ) -> Generator[Request, Answer, StepEnd]:
-    marks = {
-        c.ANN_DESIRED: node_hash,
-        c.ANN_AGENT_OPTIONS: options,
-        **_state(NodeState.APPLYING, "drained; waiting for the agent", clock),
-    }
-    yield Write(marks)
+    yield Write(_apply_request(node_hash, options, clock))
     yield Emit("Normal", "Drained", f"{what}; agent asked to apply config {node_hash}")
     return StepEnd(NodeState.APPLYING)
 
 
-def _cordon(action: Cordon, clock: Clock) -> Step:
-    """Cordon, then the first drain attempt in the same step (kubectl drain's order: cordon, list, evict).
-    An empty node goes straight to Applying: one pass and one write fewer per node than separate steps."""
-    marks = {
+def _cordon_marks(action: Cordon, clock: Clock) -> Marks:
+    """The marks of taking the node: ours, whether it was cordoned before, cordoned by us, Draining."""
+    return {
         c.ANN_OWNER: action.owner,
         c.ANN_WAS_UNSCHEDULABLE: str(action.was_unschedulable).lower(),
         c.ANN_CORDONED_BY_US: "true",
         **_state(NodeState.DRAINING, "evicting pods", clock),
     }
-    yield Write(marks, unschedulable=True)
+
+
+def _cordon(action: Cordon, clock: Clock) -> Step:
+    """Take the node in kubectl drain's order (cordon, list, evict), then the first drain attempt.
+
+    The pods are looked at once before the cordon too, so the common case costs one write: a node with
+    nothing to evict gets the cordon and the apply request in one patch. The list after that write is
+    kubectl's own list-after-cordon: a pod bound before the scheduler saw the cordon is evicted then
+    (PodDisruptionBudgets respected) and a Warning names it. A node running static pods is marked Skipped
+    without being cordoned at all."""
+    survey = _survey((yield SurveyPods()))
+    if survey.mirror_pods and not action.include_control_plane:
+        ours = {c.ANN_OWNER: action.owner}
+        return (
+            yield from _static_pod_skip(
+                action.hash, survey.mirror_pods, clock, marks=ours, unschedulable=None
+            )
+        )
+    if survey.nothing_to_evict:
+        marks = _cordon_marks(action, clock) | _apply_request(action.hash, action.agent_options, clock)
+        yield Write(marks, unschedulable=True)
+        late = _drain_result((yield AttemptDrain()))
+        if not late.done:
+            yield Emit("Warning", "PodsBoundDuringCordon", f"cordoned and asked to apply; {late.waiting}")
+        # No "Drained" Event here: nothing was evicted, and the agent's own "Applying" Event follows at
+        # once; one Event fewer per node (a write the API server pays for).
+        return StepEnd(NodeState.APPLYING)
+    yield Write(_cordon_marks(action, clock), unschedulable=True)
     mirror = _mirror_pods((yield FindMirrorPods()))
-    if mirror and not action.include_control_plane:
-        return (yield from _static_pod_skip(action.hash, mirror, action.was_unschedulable, clock))
+    if mirror and not action.include_control_plane:  # a static pod appeared since the survey
+        back = {c.ANN_CORDONED_BY_US: None}
+        return (
+            yield from _static_pod_skip(
+                action.hash, mirror, clock, marks=back, unschedulable=action.was_unschedulable
+            )
+        )
     result = _drain_result((yield AttemptDrain()))
     if result.done:
         return (yield from _request_apply(action.hash, action.agent_options, "cordoned and drained", clock))
@@ -169,7 +229,12 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
     mirror = _mirror_pods((yield FindMirrorPods()))
     if mirror and not action.include_control_plane:
         # The Cordon step that took the node ended before its static-pod check (conflict or crash).
-        return (yield from _static_pod_skip(action.hash, mirror, action.was_unschedulable, clock))
+        back = {c.ANN_CORDONED_BY_US: None}
+        return (
+            yield from _static_pod_skip(
+                action.hash, mirror, clock, marks=back, unschedulable=action.was_unschedulable
+            )
+        )
     force_asked = action.deadline_reached and action.on_timeout is OnDrainTimeout.FORCE_DELETE
     force = force_asked and allow_force_delete
     result = _drain_result((yield AttemptDrain(force_delete=force)))

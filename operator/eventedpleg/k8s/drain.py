@@ -14,8 +14,8 @@ from kubernetes import client
 
 from eventedpleg.core import drainpods
 from eventedpleg.core.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
+from eventedpleg.k8s.client import get_json
 from eventedpleg.k8s.errors import ApiError, NotFound, TooManyRequests, translated
-from eventedpleg.k8s.nodes import raw
 
 
 @dataclass(frozen=True)
@@ -27,9 +27,7 @@ class DrainOptions:
 
 @translated
 def node_pods(api: client.ApiClient, node: str) -> list[dict[str, Any]]:
-    core = client.CoreV1Api(api)
-    result = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}", _preload_content=False)
-    return list(raw(result)["items"])
+    return list(get_json(api, "/api/v1/pods", {"fieldSelector": f"spec.nodeName={node}"})["items"])
 
 
 def _grace(options: DrainOptions) -> int | None:

@@ -16,10 +16,18 @@ from typing import Any
 
 from kubernetes import client
 
-from eventedpleg.core import steppolicy
+from eventedpleg.core import drainpods, steppolicy
 from eventedpleg.core.actions import Action
 from eventedpleg.core.snapshot import NodeView, node_view
-from eventedpleg.core.steppolicy import AttemptDrain, Emit, FindMirrorPods, StepEnd, Write
+from eventedpleg.core.steppolicy import (
+    AttemptDrain,
+    Emit,
+    FindMirrorPods,
+    PodSurvey,
+    StepEnd,
+    SurveyPods,
+    Write,
+)
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s.errors import ApiError, Conflict, NotFound
 from eventedpleg.k8s.events import EventRecorder, node_ref
@@ -114,6 +122,12 @@ class Executor:
             return body
         raise Conflict(409, "Conflict", f"node {node} kept changing")
 
+    def _survey(self, pods: list[dict[str, Any]], drain: drainer.DrainOptions) -> PodSurvey:
+        selection = drainpods.select(
+            pods, delete_empty_dir_data=drain.delete_empty_dir_data, force=drain.force
+        )
+        return PodSurvey(drainer.mirror_pods_in(pods), nothing_to_evict=selection.done)
+
     def _apply(
         self,
         action: Action,
@@ -140,6 +154,8 @@ class Executor:
                     case Write():
                         body = self._patch(node, rv, request.annotations, request.unschedulable, relied)
                         rv = str(body["metadata"]["resourceVersion"])
+                    case SurveyPods():  # before the cordon: never reused by a drain attempt
+                        answer = self._survey(drainer.node_pods(self.api, node), drain)
                     case FindMirrorPods():
                         pods = drainer.node_pods(self.api, node)
                         answer = drainer.mirror_pods_in(pods)

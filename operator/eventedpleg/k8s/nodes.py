@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from kubernetes import client
 
-from eventedpleg.k8s.client import get_json
+from eventedpleg.k8s.client import get_json, send_json
 from eventedpleg.k8s.errors import translated
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -47,8 +47,7 @@ def node_patch(
 @translated
 def patch_node(api: client.ApiClient, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
     """Apply a merge patch to a Node; returns the node as a plain dict."""
-    core = client.CoreV1Api(api)
-    return raw(core.patch_node(name, dict(body), _content_type=MERGE_PATCH, _preload_content=False))
+    return send_json(api, "PATCH", f"/api/v1/nodes/{quote(name, safe='')}", body, content_type=MERGE_PATCH)
 
 
 @translated

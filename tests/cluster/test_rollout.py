@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from eventedpleg import constants as c
-from eventedpleg_lab.demo.harness import http_status
+from eventedpleg_lab.demo.harness import chart_dir, http_status
 from eventedpleg_lab.kube.fakenodes import FakeNode
+from eventedpleg_lab.localcluster import build
 from eventedpleg_lab.localcluster.cluster import LocalCluster, kubectl_path
 from tests.cluster.rollout_harness import (
     OperatorProcess,
@@ -613,3 +615,63 @@ def test_nodeconfigs_created_and_deleted_during_a_rollout(env: Env) -> None:
             )
         )["items"]
         assert sum(event.get("count") or 1 for event in drained) == 1, (name, drained)  # drained once
+
+
+def operator_node_policy(env: Env) -> list[dict[str, Any]]:
+    """The chart's operator node-fields policy and binding, renamed for this test, so the operator's
+    real writes below are admitted (or denied) by it."""
+    helm = build.ensure(("helm",))["helm"]
+    rendered = subprocess.run(
+        [str(helm), "template", "epo", str(chart_dir()), "-n", NS,
+         "--show-only", "templates/operator-vap.yaml"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    for doc in docs:
+        doc["metadata"]["name"] = f"{env.prefix}-node-fields"
+        if doc["kind"] == "ValidatingAdmissionPolicyBinding":
+            doc["spec"]["policyName"] = f"{env.prefix}-node-fields"
+    return docs
+
+
+def test_autoscalers_leave_our_nodes_alone_and_the_users_values_stay(env: Env) -> None:
+    """Mid-rollout a node we hold carries karpenter.sh/do-not-disrupt and cluster-autoscaler's
+    scale-down-disabled (written with our cordon, admitted by the chart's policy); after the rollout ours
+    are gone and the value the user had set before is still there."""
+    karpenter, scale_down = c.AUTOSCALER_ANNOTATIONS
+    policy = operator_node_policy(env)
+    env.cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1",
+                        "items": policy}), check=True)  # fmt: skip
+    try:
+        held, free = env.nodes([{}, {}])
+        as_operator = install_operator_rbac(env.cluster, NS)
+
+        def policy_in_force() -> bool:
+            denied = env.cluster.kubectl("annotate", "node", free, "example.com/x=1", kubeconfig=as_operator)
+            return denied.returncode != 0 and "may change only eventedpleg.io/*" in denied.stderr
+
+        wait_for(policy_in_force, what="the operator's node policy in force")
+        patch = {"metadata": {"annotations": {scale_down: "true"}}}  # the user's, before the rollout
+        env.core.patch_node(held, patch)
+        pods = protect_with_pdb(env, held)
+        env.apply(nodeconfig("scalers", env.prefix, rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+        with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+            wait_for(lambda: env.node_states()[held] == ("Draining", True), what="held node draining")
+            mid = env.annotations(held)
+            assert mid[karpenter] == "true" and mid[scale_down] == "true", mid
+            assert mid[c.ANN_AUTOSCALER_HOLD] == karpenter  # ours to remove: only what we added
+            wait_for(lambda: env.node_states()[free] == ("Done", False), what="free node done")
+            assert karpenter not in env.annotations(free) and scale_down not in env.annotations(free)
+            assert len(pods()) == 1
+            client.PolicyV1Api(env.api).delete_namespaced_pod_disruption_budget("web-pdb", env.prefix)
+            wait_for(
+                lambda: env.condition("scalers", "Ready").get("status") == "True", what="Ready", timeout=90
+            )
+            after = env.annotations(held)
+            assert env.node_states()[held] == ("Done", False), op.log()[-2000:]
+            assert karpenter not in after and c.ANN_AUTOSCALER_HOLD not in after, after
+            assert after[scale_down] == "true"  # the user's value, untouched
+            assert "Forbidden" not in op.log() and "denied" not in op.log()
+    finally:
+        for doc in reversed(policy):
+            env.cluster.kubectl("delete", doc["kind"], doc["metadata"]["name"], "--ignore-not-found")

@@ -39,6 +39,23 @@ class SimNode:
     drains: int = 0  # times the operator took the node (cordoned it for a rollout)
     rv: int = 1
 
+    # Autoscaler annotations the user set before any rollout (World takes them at its start): they must
+    # survive it unchanged.
+    user_autoscaler: dict[str, str] = field(default_factory=dict)
+
+    def check_autoscaler_hold(self) -> None:
+        """While our cordon is on, every autoscaler key is set (ours "true", the user's as they were);
+        without it, only the user's are; never a hold list without our cordon."""
+        ann = self.annotations
+        for key, value in self.user_autoscaler.items():
+            assert ann.get(key) == value, (self.name, key, ann)
+        present = {k for k in c.AUTOSCALER_ANNOTATIONS if k in ann}
+        if ann.get(c.ANN_CORDONED_BY_US) == "true":
+            assert present == set(c.AUTOSCALER_ANNOTATIONS), (self.name, ann)
+            assert all(ann[k] == c.AUTOSCALER_VALUE for k in present - set(self.user_autoscaler)), ann
+        else:
+            assert present == set(self.user_autoscaler) and c.ANN_AUTOSCALER_HOLD not in ann, (self.name, ann)
+
     def body(self) -> dict[str, Any]:
         return {
             "metadata": {
@@ -68,6 +85,12 @@ class World:
     history: list[tuple[datetime, int]] = field(default_factory=list)  # (time, unavailable)
     log: list[str] = field(default_factory=list)
     events: list[tuple[str, str]] = field(default_factory=list)  # (node, reason) of Node Events
+
+    def __post_init__(self) -> None:
+        for node in self.nodes.values():
+            node.user_autoscaler = {
+                k: v for k, v in node.annotations.items() if k in c.AUTOSCALER_ANNOTATIONS
+            }
 
     @property
     def target(self) -> Target:
@@ -178,6 +201,8 @@ class World:
                 continue
             self.apply(action)
         self.agents()
+        for node in self.nodes.values():
+            node.check_autoscaler_hold()  # after crashes between writes too
         self.history.append((self.now, self.unavailable()))
         self.now += timedelta(seconds=seconds)
         return result

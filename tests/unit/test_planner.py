@@ -409,6 +409,7 @@ def test_mark_failed_is_only_for_the_agent_phase() -> None:
 
 # --- properties -----------------------------------------------------------------------------------
 
+KARPENTER, SCALE_DOWN = c.AUTOSCALER_ANNOTATIONS
 KUBELETS = ["v1.34.2", "v1.36.4", "v1.37.2", "v1.25.0", "v1.30.1"]
 RUNTIMES = ["containerd://2.1.4", "containerd://1.7.13", "cri-o://1.34.1", "containerd://1.6.20"]
 
@@ -424,6 +425,8 @@ def clusters(draw: st.DrawFn) -> World:
             runtime=draw(st.sampled_from(RUNTIMES)),
             labels={c.LABEL_ZONE: draw(st.sampled_from(["a", "b", "c"]))},
             unschedulable=draw(st.integers(0, 4)) == 0,
+            # some nodes carry an autoscaler annotation the user set: kept through the rollout (tick checks)
+            annotations=draw(st.sampled_from([{}, {}, {KARPENTER: "true"}, {SCALE_DOWN: "false"}])),
         )
         nodes[node.name] = node
     max_unavailable = draw(st.one_of(st.integers(1, 4), st.sampled_from(["10%", "25%", "50%"])))
@@ -469,6 +472,8 @@ def test_every_interrupted_prefix_replans_to_the_same_end_state() -> None:
         nodes = fleet(6, labels={})
         nodes["node-002"].unschedulable = True
         nodes["node-004"].kubelet = "v1.25.0"
+        nodes["node-001"].annotations[KARPENTER] = "true"  # the user's: kept, never removed by us
+        nodes["node-003"].annotations[SCALE_DOWN] = "false"
         return World(nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 1, "soakSeconds": 3}}))
 
     reference = make()

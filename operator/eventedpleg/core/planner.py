@@ -147,11 +147,14 @@ def _release(node: NodeView, keep_current: bool) -> Release:
         keep_current=keep_current,
         uncordon=node.marks.cordoned_by_us,
         was_unschedulable=node.marks.was_unschedulable,
+        autoscaler_hold=node.marks.autoscaler_hold,
     )
 
 
 def _uncordon(node: NodeView) -> Uncordon:
-    return Uncordon(node.name, node.resource_version, node.marks.was_unschedulable)
+    return Uncordon(
+        node.name, node.resource_version, node.marks.was_unschedulable, node.marks.autoscaler_hold
+    )
 
 
 def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool) -> Drain:
@@ -166,6 +169,7 @@ def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool)
         timeout_seconds=target.spec.drain.timeout_seconds,
         was_unschedulable=node.marks.was_unschedulable,
         reason=node.marks.reason,
+        autoscaler_hold=node.marks.autoscaler_hold,
     )
 
 
@@ -401,6 +405,7 @@ class _Walk:
                     spec.include_control_plane,
                     was_unschedulable=node.unschedulable,
                     agent_options=self.target.agent_options,
+                    autoscaler_user=node.autoscaler_user,
                 )
             )
             started += 1

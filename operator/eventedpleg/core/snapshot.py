@@ -42,6 +42,7 @@ class NodeMarks:
     was_unschedulable: bool = False
     agent_options: str = ""
     benefit: str = ""
+    autoscaler_hold: tuple[str, ...] = ()  # the autoscaler keys our cordon added (only known keys)
 
     @classmethod
     def parse(cls, annotations: Mapping[str, str]) -> NodeMarks:
@@ -59,7 +60,14 @@ class NodeMarks:
             was_unschedulable=annotations.get(c.ANN_WAS_UNSCHEDULABLE) == "true",
             agent_options=annotations.get(c.ANN_AGENT_OPTIONS, ""),
             benefit=annotations.get(c.ANN_BENEFIT, ""),
+            autoscaler_hold=_hold_keys(annotations.get(c.ANN_AUTOSCALER_HOLD, "")),
         )
+
+
+def _hold_keys(text: str) -> tuple[str, ...]:
+    """Only the autoscaler keys we know: a hand-edited value never makes us remove anything else."""
+    named = {part.strip() for part in text.split(",")}
+    return tuple(key for key in c.AUTOSCALER_ANNOTATIONS if key in named)
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,12 @@ class NodeView:
     unschedulable: bool
     marks: NodeMarks
     resource_version: str = ""
+    autoscaler_present: frozenset[str] = frozenset()  # autoscaler keys on the node, whoever set them
+
+    @property
+    def autoscaler_user(self) -> frozenset[str]:
+        """Autoscaler keys present that our cordon did not add: the user's, never touched."""
+        return self.autoscaler_present - set(self.marks.autoscaler_hold)
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -100,6 +114,7 @@ def node_view(body: Mapping[str, Any]) -> NodeView:
     ready = any(cond.get("type") == "Ready" and cond.get("status") == "True" for cond in conditions)
     taints = tuple(str(t.get("key", "")) for t in spec.get("taints") or [])
     labels = dict(meta.get("labels") or {})
+    annotations = meta.get("annotations") or {}
     facts = NodeFacts(
         name=str(meta.get("name", "")),
         kubelet_version=str(info.get("kubeletVersion", "")),
@@ -114,8 +129,9 @@ def node_view(body: Mapping[str, Any]) -> NodeView:
         facts=facts,
         ready=ready,
         unschedulable=bool(spec.get("unschedulable", False)),
-        marks=NodeMarks.parse(meta.get("annotations") or {}),
+        marks=NodeMarks.parse(annotations),
         resource_version=str(meta.get("resourceVersion", "")),
+        autoscaler_present=frozenset(key for key in c.AUTOSCALER_ANNOTATIONS if key in annotations),
     )
 
 

@@ -104,6 +104,21 @@ def _state(state: NodeState, reason: str, clock: Clock) -> dict[str, str | None]
     }
 
 
+def _hold(user: frozenset[str]) -> tuple[tuple[str, ...], dict[str, str | None]]:
+    """The autoscaler keys our cordon adds (every known one the user did not set) and the marks that add
+    them, in the cordon's own patch: a node is never cordoned by us without them, and never holds them
+    without our cordon (no write is added, and no crash can split the two)."""
+    hold = tuple(key for key in c.AUTOSCALER_ANNOTATIONS if key not in user)
+    marks: dict[str, str | None] = dict.fromkeys(hold, c.AUTOSCALER_VALUE)
+    marks[c.ANN_AUTOSCALER_HOLD] = ",".join(hold) if hold else None
+    return hold, marks
+
+
+def _give_back(hold: tuple[str, ...]) -> dict[str, str | None]:
+    """Drop our cordon mark and exactly the autoscaler keys our cordon added (the user's stay)."""
+    return {c.ANN_CORDONED_BY_US: None, c.ANN_AUTOSCALER_HOLD: None, **dict.fromkeys(hold)}
+
+
 def _mirror_pods(answer: Answer) -> tuple[str, ...]:
     if not isinstance(answer, tuple):
         raise TypeError(f"FindMirrorPods answered {answer!r}")
@@ -117,14 +132,14 @@ def _drain_result(answer: Answer) -> DrainResult:
 
 
 def _static_pod_skip(
-    node_hash: str, mirror: tuple[str, ...], was_unschedulable: bool, clock: Clock
+    node_hash: str, mirror: tuple[str, ...], was_unschedulable: bool, hold: tuple[str, ...], clock: Clock
 ) -> Generator[Request, Answer, StepEnd]:
     """Give the node back and mark it Skipped: EventedPLEG duplicates static pods' containers."""
     reason = (
         f"runs static pods ({', '.join(mirror[:MAX_NAMED_STATIC_PODS])}): EventedPLEG starts duplicate "
         "containers for them (k8s#121349, #123087); set includeControlPlane: true to opt in"
     )
-    skip = {c.ANN_DESIRED: node_hash, c.ANN_CORDONED_BY_US: None, **_state(NodeState.SKIPPED, reason, clock)}
+    skip = {c.ANN_DESIRED: node_hash, **_give_back(hold), **_state(NodeState.SKIPPED, reason, clock)}
     yield Write(skip, unschedulable=was_unschedulable)
     yield Emit("Warning", "Skipped", reason)
     return StepEnd(NodeState.SKIPPED)
@@ -146,16 +161,18 @@ def _request_apply(
 def _cordon(action: Cordon, clock: Clock) -> Step:
     """Cordon, then the first drain attempt in the same step (kubectl drain's order: cordon, list, evict).
     An empty node goes straight to Applying: one pass and one write fewer per node than separate steps."""
+    hold, hold_marks = _hold(action.autoscaler_user)
     marks = {
         c.ANN_OWNER: action.owner,
         c.ANN_WAS_UNSCHEDULABLE: str(action.was_unschedulable).lower(),
         c.ANN_CORDONED_BY_US: "true",
+        **hold_marks,
         **_state(NodeState.DRAINING, "evicting pods", clock),
     }
     yield Write(marks, unschedulable=True)
     mirror = _mirror_pods((yield FindMirrorPods()))
     if mirror and not action.include_control_plane:
-        return (yield from _static_pod_skip(action.hash, mirror, action.was_unschedulable, clock))
+        return (yield from _static_pod_skip(action.hash, mirror, action.was_unschedulable, hold, clock))
     result = _drain_result((yield AttemptDrain()))
     if result.done:
         return (yield from _request_apply(action.hash, action.agent_options, "cordoned and drained", clock))
@@ -169,7 +186,11 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
     mirror = _mirror_pods((yield FindMirrorPods()))
     if mirror and not action.include_control_plane:
         # The Cordon step that took the node ended before its static-pod check (conflict or crash).
-        return (yield from _static_pod_skip(action.hash, mirror, action.was_unschedulable, clock))
+        return (
+            yield from _static_pod_skip(
+                action.hash, mirror, action.was_unschedulable, action.autoscaler_hold, clock
+            )
+        )
     force_asked = action.deadline_reached and action.on_timeout is OnDrainTimeout.FORCE_DELETE
     force = force_asked and allow_force_delete
     result = _drain_result((yield AttemptDrain(force_delete=force)))
@@ -181,7 +202,11 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
         if force_asked:  # ForceDelete without `pods delete`: say so instead of a 403 on every retry
             reason += f"; {FORCE_DELETE_DISABLED}"
         # Give the node back: a timed-out drain must never leave our cordon behind.
-        marks = {c.ANN_DESIRED: action.hash, c.ANN_CORDONED_BY_US: None, **_state(state, reason, clock)}
+        marks = {
+            c.ANN_DESIRED: action.hash,
+            **_give_back(action.autoscaler_hold),
+            **_state(state, reason, clock),
+        }
         yield Write(marks, unschedulable=action.was_unschedulable)
         yield Emit("Warning", "DrainTimeout", reason)
         return StepEnd(state)
@@ -194,9 +219,13 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
 
 
 def _uncordon(action: Uncordon) -> Step:
-    yield Write({c.ANN_CORDONED_BY_US: None}, unschedulable=action.was_unschedulable)
-    keep = " (kept cordoned: it was cordoned before the rollout)" if action.was_unschedulable else ""
-    yield Emit("Normal", "Uncordoned", f"node given back{keep}")
+    yield Write(_give_back(action.autoscaler_hold), unschedulable=action.was_unschedulable)
+    if action.was_unschedulable:  # never say Uncordoned about a node that stays cordoned
+        yield Emit(
+            "Normal", "KeptCordoned", "node given back, still cordoned: it was cordoned before the rollout"
+        )
+    else:
+        yield Emit("Normal", "Uncordoned", "node given back")
     return StepEnd()
 
 
@@ -210,6 +239,7 @@ def _release(action: Release, nodeconfig: str) -> Step:
     drop: dict[str, str | None] = {
         key: None for key in c.NODE_ANNOTATIONS if not (action.keep_current and key == c.ANN_CURRENT)
     }
+    drop.update(dict.fromkeys(action.autoscaler_hold))
     yield Write(drop, unschedulable=action.was_unschedulable if action.uncordon else None)
     yield Emit("Normal", "Released", f"no longer managed by NodeConfig {nodeconfig}")
     return StepEnd()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import time
@@ -289,9 +290,10 @@ def test_pause_resume_and_flip_to_false(env: Env) -> None:
 
 
 def test_delete_with_revert_waits_for_the_nodes(env: Env) -> None:
+    """...and says so at INFO, once per change of what it waits for: no ERROR line every 2 s."""
     names = env.nodes([{} for _ in range(2)])
     env.apply(nodeconfig("revert", env.prefix, rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
-    with operator_running(env.cluster, NS, env.tmp), ProtocolAgents(env.api, env.prefix):
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
         wait_for(lambda: env.condition("revert", "Available").get("status") == "True", what="Available")
         assert c.FINALIZER in env.nc("revert")["metadata"]["finalizers"]
         env.cluster.kubectl("delete", "nodeconfig", "revert", "--wait=false", check=True)
@@ -303,6 +305,13 @@ def test_delete_with_revert_waits_for_the_nodes(env: Env) -> None:
         for name in names:
             assert not [k for k in env.annotations(name) if k.startswith(c.GROUP)]
             assert env.node_states()[name] == (None, False)
+        lines = op.log().splitlines()
+        waits = [line for line in lines if "NodeConfig revert is being deleted; waiting:" in line]
+        assert waits and all(" INFO " in line for line in waits), lines[-40:]
+        said = [w.split("waiting:", 1)[1] for w in waits]
+        assert all(a != b for a, b in itertools.pairwise(said)), said  # once per change
+        assert not [line for line in lines if " ERROR " in line], lines[-40:]
+        assert any("NodeConfig revert: every node let go" in line for line in lines)
 
 
 def test_overlapping_nodeconfigs_the_later_one_reports_a_conflict(env: Env) -> None:

@@ -152,6 +152,17 @@ def test_deleting_is_reconciling_never_ready() -> None:
     assert got["Stalled"][0] == "False"
 
 
+def test_a_deletion_says_which_nodes_it_waits_for_and_nothing_once_done() -> None:
+    world = World(fleet(2), spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+    world.run()
+    world.deleting = True  # onDelete: Revert (the default): our drop-ins come off, node by node
+    world.tick()
+    text = status.deleting_text(world.plan().summary)
+    assert text.startswith("2 node(s) still in progress: node-000: ") and "node-001" in text
+    world.run()
+    assert world.plan().summary.finalized and status.deleting_text(world.plan().summary) == ""
+
+
 def test_a_failed_canary_is_reported_as_such() -> None:
     nodes = fleet(4)
     nodes["node-000"].agent_fails = True

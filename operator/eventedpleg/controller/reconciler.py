@@ -50,16 +50,23 @@ class Reconciler:
             except ApiError:
                 return None
         started = time.monotonic()
-        result = self._pass(body, inputs.peers, deleting=inputs.deleting)
+        result, _ = self._pass(body, inputs.peers, deleting=inputs.deleting)
         self.metrics.reconcile.observe(time.monotonic() - started)
         return result
 
-    def finalize(self, inputs: PassInputs) -> bool:
-        """One pass in deleting mode; True once every node is let go."""
+    def finalize(self, inputs: PassInputs) -> str:
+        """One pass in deleting mode; "" once every node is let go, else what the deletion waits for."""
         body = inputs.body if inputs.body is not None else nodeconfigs.get(self.api, inputs.name)
-        return self._pass(body, inputs.peers, deleting=True) == 0.0 and self.nodes.idle()
+        delay, summary = self._pass(body, inputs.peers, deleting=True)
+        if delay == 0.0 and self.nodes.idle():
+            return ""
+        if summary is None:
+            return "the spec is invalid; fix it or remove the finalizer"
+        return status.deleting_text(summary) or "steps in flight"
 
-    def _pass(self, body: Mapping[str, Any], peers: tuple[Peer, ...], *, deleting: bool) -> float:
+    def _pass(
+        self, body: Mapping[str, Any], peers: tuple[Peer, ...], *, deleting: bool
+    ) -> tuple[float, planner.Summary | None]:
         meta = body["metadata"]
         name, generation = str(meta["name"]), int(meta.get("generation", 0))
         ref = ObjectRef(c.KIND, name, f"{c.GROUP}/{c.VERSION}", str(meta.get("uid", "")))
@@ -68,7 +75,7 @@ class Reconciler:
             spec = NodeConfigSpec.model_validate(body.get("spec") or {})
         except ValidationError as exc:
             self.publisher.invalid(ref, body, previous, exc, self.clock())
-            return IDLE_RECHECK
+            return IDLE_RECHECK, None
         now = self.clock()
         target = self._target(body, spec, peers, deleting=deleting)
         result = planner.plan(self.nodes.snapshot(), target, now)
@@ -82,16 +89,7 @@ class Reconciler:
             now=now,
         )
         dirty = self.publisher.publish(ref, previous, new_status, result.summary)
-        if deleting:
-            return 0.0 if result.summary.finalized and not result.actions else BUSY_RECHECK
-        if dirty:
-            return STATUS_INTERVAL
-        if result.summary.counts.updating:
-            return BUSY_RECHECK
-        wake = result.summary.next_wake
-        if wake is not None:
-            return max(0.5, min(IDLE_RECHECK, (wake - now).total_seconds() + 0.5))
-        return IDLE_RECHECK
+        return _next_pass(result, now, deleting=deleting, dirty=dirty), result.summary
 
     def _target(
         self, body: Mapping[str, Any], spec: NodeConfigSpec, peers: tuple[Peer, ...], *, deleting: bool
@@ -119,6 +117,20 @@ class Reconciler:
             configmaps.ensure(self.api, self.namespace, rendered)
             self.rendered[key] = rendered
         return self.rendered[key]
+
+
+def _next_pass(result: planner.Plan, now: datetime, *, deleting: bool, dirty: bool) -> float:
+    """Seconds until the next pass (0.0 while deleting: every node is let go)."""
+    if deleting:
+        return 0.0 if result.summary.finalized and not result.actions else BUSY_RECHECK
+    if dirty:
+        return STATUS_INTERVAL
+    if result.summary.counts.updating:
+        return BUSY_RECHECK
+    wake = result.summary.next_wake
+    if wake is not None:
+        return max(0.5, min(IDLE_RECHECK, (wake - now).total_seconds() + 0.5))
+    return IDLE_RECHECK
 
 
 def _previous_status(body: Mapping[str, Any]) -> NodeConfigStatus:

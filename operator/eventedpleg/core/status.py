@@ -51,6 +51,18 @@ def _conflicts_text(conflicts: Sequence[Conflict]) -> str:
     return "; ".join(parts) + " (narrow spec.nodeSelector so that NodeConfigs do not overlap)"
 
 
+def deleting_text(summary: Summary) -> str:
+    """What a NodeConfig being deleted still waits for: the nodes it holds, by name (one line)."""
+    held = [n for n in summary.attention if n.state in IN_PROGRESS]
+    if held:
+        return f"{len(held)} node(s) still in progress: {_nodes_text(held)}"
+    if summary.waiting:
+        return summary.waiting
+    if not summary.complete:
+        return "nodes still to be reverted or given back"
+    return ""
+
+
 CondValue = tuple[bool, str, str]  # (status, reason, message)
 
 

@@ -120,6 +120,9 @@ FIELD_NOTES = {
     "spec.rollout.paused": "no new node starts; nodes in progress finish",
     "spec.rollout.maxFailedNodes": "halt (Degraded) once this many nodes failed or rolled back",
     "spec.rollout.onFailure": "`Rollback` restores the node's previous files; `Halt` leaves it as it failed",
+    "spec.rollout.stallAfterSeconds": "how long the rollout may wait while only nodes made unavailable "
+    "outside it (cordoned by someone else, NotReady; named in `status.budgetHeldBy`) use up "
+    "`maxUnavailable`, before it reports `Stalled` (uncordon them or raise `maxUnavailable`); 0: at once",
     "spec.rollout.window.days": "days the window opens (empty: every day)",
     "spec.rollout.window.start": "`HH:MM`; with `end`; an end before the start wraps midnight",
     "spec.rollout.window.end": "`HH:MM`",

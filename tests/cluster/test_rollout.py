@@ -684,3 +684,32 @@ def test_autoscalers_leave_our_nodes_alone_and_the_users_values_stay(env: Env) -
     finally:
         for doc in reversed(policy):
             env.cluster.kubectl("delete", doc["kind"], doc["metadata"]["name"], "--ignore-not-found")
+
+
+def test_a_budget_held_by_an_administrators_cordon_is_named_then_stalled(env: Env) -> None:
+    """An administrator's cordon under maxUnavailable 1: the node is processed and stays cordoned, then
+    it holds the budget. Status names it, the NodeConfig reports Stalled with what to do (after
+    stallAfterSeconds, 0 here), and an uncordon lets the rollout finish."""
+    cordoned, *rest = env.nodes([{}, {}, {}])
+    env.core.patch_node(cordoned, {"spec": {"unschedulable": True}})
+    env.apply(nodeconfig("held", env.prefix, rollout={"canary": {"nodes": 0}, "stallAfterSeconds": 0}))
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+        stalled = wait_for(
+            lambda: (cond := env.condition("held", "Stalled")).get("status") == "True" and cond,
+            what="Stalled",
+        )
+        assert stalled["reason"] == "BudgetHeldByOtherNodes", op.log()[-2000:]
+        assert f"kubectl uncordon {cordoned}" in stalled["message"]
+        assert "raise spec.rollout.maxUnavailable" in stalled["message"]
+        status = env.nc("held")["status"]
+        assert status["budgetHeldBy"] == [f"{cordoned} (cordoned)"] and status["budgetHeldSince"]
+        assert env.condition("held", "Ready")["status"] == "False"
+        assert env.node_states()[cordoned] == ("Done", True)  # processed, the cordon kept
+        assert [env.node_states()[n][0] for n in rest] == [None, None]  # it still counts
+        events = env.cluster.kubectl(
+            "get", "events", "-n", "default", "--field-selector", "involvedObject.name=held", check=True
+        ).stdout
+        assert "BudgetHeldByOtherNodes" in events
+        env.cluster.kubectl("uncordon", cordoned, check=True)
+        wait_for(lambda: env.condition("held", "Ready").get("status") == "True", what="Ready", timeout=90)
+        assert "budgetHeldBy" not in env.nc("held")["status"] or not env.nc("held")["status"]["budgetHeldBy"]

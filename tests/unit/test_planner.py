@@ -88,7 +88,24 @@ def test_an_administrators_cordon_uses_up_the_budget() -> None:
     for _ in range(50):
         result = world.tick()
     assert states(world) == {"node-000": "Done", "node-001": None, "node-002": None}
-    assert result.summary.waiting == "waiting for capacity: 1 of 3 node(s) unavailable, maxUnavailable=1 (1)"
+    assert result.summary.waiting == (
+        "waiting for capacity: 1 of 3 node(s) unavailable, maxUnavailable=1 (1); "
+        "made unavailable outside this rollout: node-000 (cordoned)"
+    )
+    assert result.summary.held_by == (planner.HeldNode("node-000", "cordoned"),)
+    assert result.summary.budget_stuck  # nothing of ours in flight: only a human can free it
+
+
+def test_the_budget_named_while_our_own_nodes_use_it_too_is_not_stuck() -> None:
+    nodes = fleet(4)
+    nodes["node-003"].ready = False
+    world = World(nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+    world.tick()  # node-000 starts: our node plus the NotReady one use the budget
+    summary = world.plan().summary
+    assert summary.held_by == (planner.HeldNode("node-003", "NotReady"),) and not summary.budget_stuck
+    assert "made unavailable outside this rollout: node-003 (NotReady)" in summary.waiting
+    world.run()
+    assert world.plan().summary.budget_stuck  # 3 Done is all it can do; node-003 holds the rest
 
 
 def test_unsupported_and_risky_nodes_are_skipped_with_reasons() -> None:

@@ -54,6 +54,13 @@ class StatusPublisher:
                 self.recorder.emit(ref, "Warning", degraded.reason, degraded.message)
             else:
                 self.recorder.emit(ref, "Normal", "Recovered", "no longer degraded")
+        stalled = after[ConditionType.STALLED]
+        if (
+            stalled.status is ConditionStatus.TRUE
+            and stalled.reason == "BudgetHeldByOtherNodes"
+            and before.get(ConditionType.STALLED) != stalled.status
+        ):
+            self.recorder.emit(ref, "Warning", stalled.reason, stalled.message)
         seen = self.seen_failures.setdefault(ref.name, set())
         for note in summary.failures:
             if note.name not in seen:

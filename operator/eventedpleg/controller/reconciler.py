@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -87,6 +87,8 @@ class Reconciler:
             generation=generation,
             previous=previous.conditions,
             now=now,
+            held_since=previous.budget_held_since,
+            stall_after=timedelta(seconds=spec.rollout.stall_after_seconds),
         )
         dirty = self.publisher.publish(ref, previous, new_status, result.summary)
         return _next_pass(result, now, deleting=deleting, dirty=dirty), result.summary

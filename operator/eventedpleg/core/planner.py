@@ -65,6 +65,15 @@ class Conflict:
 
 
 @dataclass(frozen=True)
+class HeldNode:
+    """A node made unavailable outside this rollout (cordoned by someone else, or NotReady): it counts
+    against maxUnavailable, as in MCO, so it can hold the whole budget."""
+
+    name: str
+    why: str  # "cordoned" | "NotReady"
+
+
+@dataclass(frozen=True)
 class Counts:
     total: int = 0
     eligible: int = 0
@@ -90,6 +99,10 @@ class Summary:
     failures: tuple[NodeNote, ...]
     finalized: bool  # deleting, and no node is ours any more: the finalizer may go
     next_wake: datetime | None
+    # Waiting for capacity: the nodes made unavailable outside this rollout that use the budget, and
+    # whether only they do (nothing of ours in flight): then nothing moves until someone acts.
+    held_by: tuple[HeldNode, ...] = ()
+    budget_stuck: bool = False
 
 
 @dataclass(frozen=True)
@@ -200,6 +213,8 @@ class _Walk:
         self.unavailable = 0
         self.failed = 0
         self.owned_any = False
+        self.foreign: list[HeldNode] = []  # unavailable, and not because of us
+        self.held_by: tuple[HeldNode, ...] = ()
 
     # -- per node ------------------------------------------------------------------------------------
 
@@ -216,8 +231,10 @@ class _Walk:
             and not node.skip_labelled
             and owner == target.name
         )
-        if selected or ours:
-            self.unavailable += _unavailable(node, target)
+        if (selected or ours) and _unavailable(node, target):
+            self.unavailable += 1
+            if not (ours and (marks.state in IN_PROGRESS or marks.cordoned_by_us)):
+                self.foreign.append(HeldNode(node.name, "NotReady" if not node.ready else "cordoned"))
         if selected:
             self.tally.counts["total"] += 1
         if eligible:
@@ -363,6 +380,8 @@ class _Walk:
                 failures=tuple(tally.failures),
                 finalized=target.deleting and not self.owned_any and complete,
                 next_wake=min(tally.wakes, default=None),
+                held_by=self.held_by,
+                budget_stuck=bool(self.held_by) and self.in_flight == 0,
             ),
         )
 
@@ -414,7 +433,8 @@ class _Walk:
             return ""
         if room == 0:
             return "canary: waiting for the canary node(s) in progress to finish"
-        return _budget_text(spec.rollout.max_unavailable, total, self.unavailable)
+        self.held_by = tuple(self.foreign)
+        return _budget_text(spec.rollout.max_unavailable, total, self.unavailable, self.held_by)
 
 
 def _canaries_passed(done: list[NodeView], tally: _Tally, target: Target) -> bool:
@@ -447,12 +467,21 @@ def _canary_gate(
     return f"canary soaking until {until.isoformat(timespec='seconds')}", 0
 
 
-def _budget_text(value: int | str, total: int, unavailable: int) -> str:
+def held_text(held: tuple[HeldNode, ...], limit: int = 5) -> str:
+    """ "a (cordoned), b (NotReady) and 3 more"."""
+    shown = ", ".join(f"{n.name} ({n.why})" for n in held[:limit])
+    return shown + (f" and {len(held) - limit} more" if len(held) > limit else "")
+
+
+def _budget_text(value: int | str, total: int, unavailable: int, held: tuple[HeldNode, ...]) -> str:
     allowed = max_unavailable(value, total)
-    return (
+    text = (
         f"waiting for capacity: {unavailable} of {total} node(s) unavailable, "
         f"maxUnavailable={value} ({allowed})"
     )
+    if held:
+        text += f"; made unavailable outside this rollout: {held_text(held)}"
+    return text
 
 
 def _progress_text(state: NodeState) -> str:

@@ -85,6 +85,10 @@ AUTOSCALER_ANNOTATIONS: Final = (
 )
 AUTOSCALER_VALUE: Final = "true"
 
+# On the NodeConfig, written by `eventedpleg retry` (people), read by the operator: JSON node -> the
+# state-since of the failure to retry (core.retry).
+ANN_RETRY: Final = f"{GROUP}/retry"
+
 # Every node annotation of the protocol: what Release removes.
 NODE_ANNOTATIONS: Final = (
     ANN_OWNER,

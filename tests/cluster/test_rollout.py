@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -713,3 +715,45 @@ def test_a_budget_held_by_an_administrators_cordon_is_named_then_stalled(env: En
         env.cluster.kubectl("uncordon", cordoned, check=True)
         wait_for(lambda: env.condition("held", "Ready").get("status") == "True", what="Ready", timeout=90)
         assert "budgetHeldBy" not in env.nc("held")["status"] or not env.nc("held")["status"]["budgetHeldBy"]
+
+
+def eventedpleg(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI as a user runs it, with the admin kubeconfig."""
+    return subprocess.run(
+        [sys.executable, "-m", "eventedpleg", *args],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "KUBECONFIG": str(env.cluster.kubeconfig)},
+    )  # fmt: skip
+
+
+def test_a_failed_node_is_retried_with_the_cli_once_the_cause_is_fixed(env: Env) -> None:
+    """A node rolls back and halts the rollout; after the cause is fixed `eventedpleg retry` takes it
+    again without anyone editing node annotations, and the rollout completes."""
+    names = env.nodes([{} for _ in range(3)])
+    bad = names[0]
+    broken = {bad}
+
+    def behaviour(name: str) -> str:
+        return "RolledBack" if name in broken else "Done"
+
+    env.apply(nodeconfig("again", env.prefix))
+    with (
+        operator_running(env.cluster, NS, env.tmp) as op,
+        ProtocolAgents(env.api, env.prefix, behaviour=behaviour),
+    ):
+        wait_for(lambda: env.condition("again", "Degraded").get("status") == "True", what="Degraded")
+        assert env.node_states()[bad] == ("RolledBack", False)
+        refused = eventedpleg(env, "retry", "again", "--node", names[1])  # not failed: exit 2, one line
+        assert refused.returncode == 2 and "is not in a failure of NodeConfig 'again'" in refused.stderr
+        missing = eventedpleg(env, "retry", "again", "--node", "no-such-node")
+        assert missing.returncode == 6 and "not found" in missing.stderr
+        broken.clear()  # the cause is fixed
+        asked = eventedpleg(env, "retry", "again")
+        assert asked.returncode == 0, asked.stderr
+        assert f"retry requested for 1 node(s): {bad}" in asked.stdout
+        assert bad in json.loads(env.nc("again")["metadata"]["annotations"][c.ANN_RETRY])
+        wait_for(lambda: env.condition("again", "Ready").get("status") == "True", what="Ready", timeout=120)
+        assert all(state == ("Done", False) for state in env.node_states().values()), op.log()[-2000:]
+        assert env.condition("again", "Degraded")["status"] == "False"
+        nothing = eventedpleg(env, "retry", "again")
+        assert nothing.returncode == 0 and "nothing to retry" in nothing.stdout

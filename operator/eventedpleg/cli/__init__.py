@@ -23,6 +23,7 @@ COMMANDS = {
     "operator": "eventedpleg.cli.operator_cmd:operator",
     "preflight": "eventedpleg.cli.inspect:preflight",
     "render": "eventedpleg.cli.inspect:render_cmd",
+    "retry": "eventedpleg.cli.retry_cmd:retry_cmd",
     "status": "eventedpleg.cli.inspect:status",
 }
 

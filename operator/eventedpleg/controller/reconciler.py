@@ -18,7 +18,7 @@ from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.controller.nodeconfigstore import PassInputs, created
 from eventedpleg.controller.publisher import STATUS_INTERVAL, StatusPublisher
 from eventedpleg.controller.steps import StepRunner
-from eventedpleg.core import planner, render, status
+from eventedpleg.core import planner, render, retry, status
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.snapshot import Peer, Target
 from eventedpleg.k8s import configmaps, nodeconfigs
@@ -109,6 +109,7 @@ class Reconciler:
             agent_options=AgentOptions.from_spec(spec).to_json(),
             deleting=deleting,
             peers=peers,
+            retry=retry.parse((body["metadata"].get("annotations") or {}).get(c.ANN_RETRY)),
         )
 
     def _render(self, enabled: bool, owner: str, mode: str) -> render.RenderedConfig:

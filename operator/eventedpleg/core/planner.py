@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from eventedpleg.constants import NodeState
-from eventedpleg.core import compat, selector, window
+from eventedpleg.core import compat, retry, selector, window
 from eventedpleg.core.actions import (
     Action,
     Cordon,
@@ -263,6 +263,14 @@ class _Walk:
                 self._act(self._step(node, want))
             return
         give_back = ours and marks.cordoned_by_us
+        if ours and retry.requested(node, target.retry):  # `eventedpleg retry`: not a failure any more
+            self.in_flight += give_back
+            self.tally.note(node, marks.state or NodeState.FAILED, f"retry requested: {marks.reason}")
+            if give_back:
+                self._act(_uncordon(node))  # our cordon off first; then it is taken again like any other
+            else:
+                self.candidates.append((node, want))
+            return
         if give_back and marks.state is not NodeState.FAILED:
             self.in_flight += 1  # not complete (so not Available) while our cordon is still on
         if ours and marks.state is NodeState.FAILED and (marks.cordoned_by_us or marks.desired == want):

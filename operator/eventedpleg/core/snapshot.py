@@ -157,6 +157,7 @@ class Target:
     agent_options: str = ""  # JSON the agent reads from ANN_AGENT_OPTIONS
     deleting: bool = False
     peers: tuple[Peer, ...] = field(default_factory=tuple)
+    retry: Mapping[str, datetime] = field(default_factory=dict)  # core.retry: node -> failure to retry
 
     @property
     def reverting(self) -> bool:

@@ -65,6 +65,9 @@ ANN_CORDONED_BY_US: Final = f"{GROUP}/cordoned"  # operator: "true" while our co
 ANN_STATE_SINCE: Final = f"{GROUP}/state-since"  # operator and agent, with state: RFC 3339 time entered
 ANN_AGENT_OPTIONS: Final = f"{GROUP}/agent-options"  # operator: JSON AgentOptions (timeouts, heal, onFailure)
 ANN_BENEFIT: Final = f"{GROUP}/benefit"  # agent: before/after relist and CPU figures (JSON)
+# operator: how many drains of this node timed out in a row (onTimeout: Fail); drives the automatic retry
+# with back-off (spec.drain.retries), cleared once a drain finishes
+ANN_DRAIN_TIMEOUTS: Final = f"{GROUP}/drain-timeouts"
 # operator: the autoscaler keys below that our cordon added (comma-separated); only these are removed when
 # the node is given back, so a value the user set before the cordon is never touched
 ANN_AUTOSCALER_HOLD: Final = f"{GROUP}/autoscaler-hold"
@@ -103,6 +106,7 @@ NODE_ANNOTATIONS: Final = (
     ANN_AGENT_OPTIONS,
     ANN_BENEFIT,
     ANN_AUTOSCALER_HOLD,
+    ANN_DRAIN_TIMEOUTS,
 )
 
 # A node labelled with this (any value but "false") is never touched; status lists it as Skipped.

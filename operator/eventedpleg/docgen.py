@@ -133,6 +133,9 @@ FIELD_NOTES = {
     "spec.drain.force": "evict pods without a controller",
     "spec.drain.onTimeout": "`Fail` and `Skip` uncordon the node; `ForceDelete` deletes pods, bypassing PDBs "
     "(only with the chart value `drain.allowForceDelete: true`, else the node is Failed saying so)",
+    "spec.drain.retries": "with `onTimeout: Fail`, a node whose drain timed out (e.g. a PDB allowed no "
+    "eviction) is given back and taken again this many times before it counts as failed",
+    "spec.drain.retryBackoffSeconds": "wait before the first automatic retry; doubled for each next one",
     "spec.verification.timeoutSeconds": "how long the agent may take to prove Evented PLEG is in use",
     "spec.onDelete": "`Revert` removes our drop-ins from every node before the NodeConfig goes; "
     "`Keep` leaves them",

@@ -294,6 +294,7 @@ def test_agent_policy_names_every_operator_owned_key(default: Rendered) -> None:
         c.ANN_WAS_UNSCHEDULABLE,
         c.ANN_CORDONED_BY_US,
         c.ANN_AUTOSCALER_HOLD,
+        c.ANN_DRAIN_TIMEOUTS,
     }
     assert set(listed) == operator_only
     agent_writes = {

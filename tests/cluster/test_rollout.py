@@ -757,3 +757,26 @@ def test_a_failed_node_is_retried_with_the_cli_once_the_cause_is_fixed(env: Env)
         assert env.condition("again", "Degraded")["status"] == "False"
         nothing = eventedpleg(env, "retry", "again")
         assert nothing.returncode == 0 and "nothing to retry" in nothing.stdout
+
+
+def test_a_drain_timed_out_on_a_pdb_is_retried_automatically_after_its_back_off(env: Env) -> None:
+    """onTimeout: Fail with retries: the node is given back Failed saying when it is retried (status and a
+    DrainTimeout Event), not counted as failed meanwhile; once the PDB is gone it is taken again."""
+    (node,) = env.nodes([{}])
+    protect_with_pdb(env, node)
+    drain = {"timeoutSeconds": 3, "retries": 1, "retryBackoffSeconds": 10}
+    env.apply(nodeconfig("backoff", env.prefix, drain=drain))
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+        wait_for(lambda: env.node_states()[node] == ("Failed", False), what="given back Failed")
+        ann = env.annotations(node)
+        assert ann[c.ANN_DRAIN_TIMEOUTS] == "1" and "automatic retry 1 of 1 in 10s" in ann[c.ANN_REASON]
+        assert env.condition("backoff", "Degraded")["status"] == "False"  # not a failure yet
+        assert "automatic retry pending" in env.condition("backoff", "Progressing")["message"]
+        events = env.cluster.kubectl(
+            "get", "events", "-n", "default", "--field-selector", f"involvedObject.name={node}", check=True
+        ).stdout
+        assert "DrainTimeout" in events and "automatic retry 1 of 1" in events
+        client.PolicyV1Api(env.api).delete_namespaced_pod_disruption_budget("web-pdb", env.prefix)
+        wait_for(lambda: env.condition("backoff", "Ready").get("status") == "True", what="Ready", timeout=90)
+        assert env.node_states()[node] == ("Done", False), op.log()[-2000:]
+        assert c.ANN_DRAIN_TIMEOUTS not in env.annotations(node)

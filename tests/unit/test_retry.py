@@ -4,11 +4,12 @@ acts on it once per failure, from what is on the nodes alone."""
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 
 from eventedpleg import constants as c
-from eventedpleg.core import retry
+from eventedpleg.core import retry, status
 from eventedpleg.core.snapshot import node_view
-from tests.unit.rolloutworld import World, fleet, spec
+from tests.unit.rolloutworld import T0, World, fleet, spec
 
 
 def ask(world: World, *only: str) -> None:
@@ -81,3 +82,52 @@ def test_only_the_named_nodes_and_stale_entries_are_dropped() -> None:
 def test_an_unreadable_request_asks_for_nothing() -> None:
     for text in (None, "", "not json", "[1]", '{"n": "not a time"}'):
         assert retry.parse(text) == {}
+
+
+# --- automatic retries of timed-out drains (spec.drain.retries, back-off doubling) ---------------------
+
+
+def test_a_drain_blocked_for_a_while_is_retried_after_its_back_off_and_completes() -> None:
+    nodes = fleet(2)
+    nodes["node-000"].drain_blocked_until = T0 + timedelta(seconds=200)  # the PDB allows it later
+    world = World(nodes, spec(drain={"timeoutSeconds": 60, "retries": 2, "retryBackoffSeconds": 100}))
+    while nodes["node-000"].annotations.get(c.ANN_STATE) != "Failed":
+        world.tick()
+    failed = nodes["node-000"].annotations
+    assert failed[c.ANN_DRAIN_TIMEOUTS] == "1" and "automatic retry 1 of 2 in 100s" in failed[c.ANN_REASON]
+    assert not nodes["node-000"].unschedulable  # given back while it waits
+    summary = world.plan().summary
+    assert not summary.halted and summary.counts.failed == 0 and not summary.complete
+    (note,) = [n for n in summary.attention if n.name == "node-000"]
+    assert "taken again at" in note.reason and summary.next_wake is not None
+    assert summary.retrying == (note,)
+    conditions = status.conditions_for(summary, enabled=True, deleting=False)
+    (progressing,) = [cond for cond in conditions if cond[0] == "Progressing"]
+    assert progressing[1] and "automatic retry pending: node-000: drain did not finish" in progressing[3]
+    final = world.run()
+    assert final.summary.complete and nodes["node-000"].annotations[c.ANN_STATE] == "Done"
+    assert c.ANN_DRAIN_TIMEOUTS not in nodes["node-000"].annotations  # cleared once a drain finished
+    assert nodes["node-000"].drains >= 2 and ("node-000", "DrainTimeout") in world.events
+
+
+def test_automatic_retries_are_bounded_then_the_node_counts_as_failed() -> None:
+    nodes = fleet(2)
+    nodes["node-000"].drain_blocked_until = T0 + timedelta(days=1)  # never clears in time
+    world = World(nodes, spec(drain={"timeoutSeconds": 30, "retries": 2, "retryBackoffSeconds": 10}))
+    final = world.run()
+    node = nodes["node-000"]
+    assert node.drains == 3 and node.annotations[c.ANN_DRAIN_TIMEOUTS] == "3"  # first try + 2 retries
+    assert "automatic retry" not in node.annotations[c.ANN_REASON]
+    assert final.summary.halted and final.summary.counts.failed == 1
+    assert [e for e in world.events if e == ("node-000", "DrainTimeout")] == [
+        ("node-000", "DrainTimeout")
+    ] * 3
+    assert retry.backoff(10, 1) == timedelta(seconds=10) and retry.backoff(10, 2) == timedelta(seconds=20)
+
+
+def test_no_automatic_retry_when_retries_is_zero() -> None:
+    nodes = fleet(2)
+    nodes["node-000"].drain_blocked_until = T0 + timedelta(days=1)
+    world = World(nodes, spec(drain={"timeoutSeconds": 30, "retries": 0}))
+    final = world.run()
+    assert nodes["node-000"].drains == 1 and final.summary.halted

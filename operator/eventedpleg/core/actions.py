@@ -48,6 +48,9 @@ class Drain:
     was_unschedulable: bool
     reason: str  # what the node says now; the blocking reason is only written when it changes
     autoscaler_hold: tuple[str, ...] = ()  # removed when a timed-out drain gives the node back
+    drain_timeouts: int = 0  # earlier drains of this node that timed out in a row
+    retries: int = 0  # spec.drain.retries: automatic retries after a timeout with onTimeout: Fail
+    retry_backoff_seconds: int = 300
 
 
 @dataclass(frozen=True)

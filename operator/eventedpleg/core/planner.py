@@ -103,6 +103,7 @@ class Summary:
     # whether only they do (nothing of ours in flight): then nothing moves until someone acts.
     held_by: tuple[HeldNode, ...] = ()
     budget_stuck: bool = False
+    retrying: tuple[NodeNote, ...] = ()  # timed-out drains waiting for their automatic retry
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,9 @@ def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool)
         was_unschedulable=node.marks.was_unschedulable,
         reason=node.marks.reason,
         autoscaler_hold=node.marks.autoscaler_hold,
+        drain_timeouts=node.marks.drain_timeouts,
+        retries=target.spec.drain.retries,
+        retry_backoff_seconds=target.spec.drain.retry_backoff_seconds,
     )
 
 
@@ -215,6 +219,8 @@ class _Walk:
         self.owned_any = False
         self.foreign: list[HeldNode] = []  # unavailable, and not because of us
         self.held_by: tuple[HeldNode, ...] = ()
+        self.retry_pending = False  # a timed-out drain waits for (or starts) its automatic retry
+        self.retrying: list[NodeNote] = []
 
     # -- per node ------------------------------------------------------------------------------------
 
@@ -271,6 +277,8 @@ class _Walk:
             else:
                 self.candidates.append((node, want))
             return
+        if ours and self._drain_retry(node):
+            return
         if give_back and marks.state is not NodeState.FAILED:
             self.in_flight += 1  # not complete (so not Available) while our cordon is still on
         if ours and marks.state is NodeState.FAILED and (marks.cordoned_by_us or marks.desired == want):
@@ -302,6 +310,29 @@ class _Walk:
             self._act(_release(node, keep_current=True) if ours else None)
         else:
             self.candidates.append((node, want))
+
+    def _drain_retry(self, node: NodeView) -> bool:
+        """A node given back Failed after a drain timeout, with automatic retries left (spec.drain.retries):
+        not a failure; taken again once its back-off has passed. True when this decides the node."""
+        marks, spec = node.marks, self.target.spec
+        attempt = marks.drain_timeouts
+        if not (
+            marks.state is NodeState.FAILED
+            and not marks.cordoned_by_us
+            and marks.desired == self.want
+            and 0 < attempt <= spec.drain.retries
+        ):
+            return False
+        due = (marks.since or self.now) + retry.backoff(spec.drain.retry_backoff_seconds, attempt)
+        self.retry_pending = True
+        if self.now < due:
+            self.tally.wakes.append(due)
+            when = due.isoformat(timespec="seconds")
+            self.tally.note(node, NodeState.FAILED, f"{marks.reason}; taken again at {when}")
+            self.retrying.append(self.tally.notes[-1])
+            return True
+        self.candidates.append((node, self.want))
+        return True
 
     def _let_go(self, node: NodeView) -> None:
         """A node we hold but should no longer manage (deselected, ineligible, skip-labelled, conflict)."""
@@ -370,7 +401,7 @@ class _Walk:
                 halted=halted, canary_failed=canary_failed, paused=paused, window_closed=window_closed
             )
         attention = tally.notes[:MAX_ATTENTION]
-        complete = not self.candidates and self.in_flight == 0
+        complete = not self.candidates and self.in_flight == 0 and not self.retry_pending
         return Plan(
             actions=tuple(self.actions),
             summary=Summary(
@@ -390,6 +421,7 @@ class _Walk:
                 next_wake=min(tally.wakes, default=None),
                 held_by=self.held_by,
                 budget_stuck=bool(self.held_by) and self.in_flight == 0,
+                retrying=tuple(self.retrying[:MAX_ATTENTION]),
             ),
         )
 

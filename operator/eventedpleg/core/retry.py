@@ -6,13 +6,17 @@ that same failure (Failed, RolledBack or Skipped, same state-since): a cordon we
 then the node is taken again like any other. Taking it writes a new state-since, so the request no longer
 matches: it acts once, whatever crashes or repeated passes happen, needs no clock shared with the CLI,
 and the operator never writes it back. Entries that no longer match are dropped by the next request.
+
+Drains that time out with onTimeout: Fail are also retried automatically, spec.drain.retries times with a
+doubling back-off (a PodDisruptionBudget that blocked the eviction may allow it later): the count is
+eventedpleg.io/drain-timeouts on the node, written with the Failed state, cleared once a drain finishes.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from eventedpleg.constants import NodeState
 from eventedpleg.core.snapshot import NodeView, parse_time
@@ -65,3 +69,9 @@ def encode(retry: Mapping[str, datetime]) -> str:
         {node: since.isoformat(timespec="seconds") for node, since in sorted(retry.items())},
         separators=(",", ":"),
     )
+
+
+def backoff(base_seconds: int, attempt: int) -> timedelta:
+    """Wait before automatic retry `attempt` (1-based) of a timed-out drain (spec.drain.retries):
+    base, 2x base, 4x base..."""
+    return timedelta(seconds=base_seconds * 2 ** max(0, attempt - 1))

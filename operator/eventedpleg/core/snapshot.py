@@ -43,6 +43,7 @@ class NodeMarks:
     agent_options: str = ""
     benefit: str = ""
     autoscaler_hold: tuple[str, ...] = ()  # the autoscaler keys our cordon added (only known keys)
+    drain_timeouts: int = 0  # drains of this node that timed out in a row
 
     @classmethod
     def parse(cls, annotations: Mapping[str, str]) -> NodeMarks:
@@ -61,7 +62,12 @@ class NodeMarks:
             agent_options=annotations.get(c.ANN_AGENT_OPTIONS, ""),
             benefit=annotations.get(c.ANN_BENEFIT, ""),
             autoscaler_hold=_hold_keys(annotations.get(c.ANN_AUTOSCALER_HOLD, "")),
+            drain_timeouts=_count(annotations.get(c.ANN_DRAIN_TIMEOUTS, "")),
         )
+
+
+def _count(text: str) -> int:
+    return int(text) if text.isdigit() else 0
 
 
 def _hold_keys(text: str) -> tuple[str, ...]:

@@ -132,6 +132,8 @@ def conditions_for(
         parts = [f"{counts.updated}/{counts.eligible} updated"]
         if in_progress:
             parts.append(f"in progress: {_nodes_text(in_progress)}")
+        if summary.retrying:
+            parts.append(f"drain timed out, automatic retry pending: {_nodes_text(summary.retrying)}")
         if summary.waiting:
             parts.append(summary.waiting)
         prog = (True, "NodesUpdating" if in_progress else "Waiting", "; ".join(parts))

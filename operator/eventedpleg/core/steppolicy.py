@@ -20,6 +20,7 @@ from typing import Literal
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
+from eventedpleg.core import retry
 from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release, SetAgentOptions, Uncordon
 from eventedpleg.core.drainpods import NEEDS_ATTENTION, DrainResult
 from eventedpleg.models.nodeconfig import OnDrainTimeout
@@ -151,6 +152,7 @@ def _request_apply(
     marks = {
         c.ANN_DESIRED: node_hash,
         c.ANN_AGENT_OPTIONS: options,
+        c.ANN_DRAIN_TIMEOUTS: None,  # drained: a later timeout starts counting again
         **_state(NodeState.APPLYING, "drained; waiting for the agent", clock),
     }
     yield Write(marks)
@@ -201,10 +203,18 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
         reason = f"drain did not finish within {action.timeout_seconds}s: {result.waiting}"
         if force_asked:  # ForceDelete without `pods delete`: say so instead of a 403 on every retry
             reason += f"; {FORCE_DELETE_DISABLED}"
+        timeouts: dict[str, str | None] = {}
+        if state is NodeState.FAILED:
+            count = action.drain_timeouts + 1
+            timeouts[c.ANN_DRAIN_TIMEOUTS] = str(count)
+            if count <= action.retries:  # what clears by itself (a PDB) gets another chance
+                wait = retry.backoff(action.retry_backoff_seconds, count)
+                reason += f"; automatic retry {count} of {action.retries} in {int(wait.total_seconds())}s"
         # Give the node back: a timed-out drain must never leave our cordon behind.
         marks = {
             c.ANN_DESIRED: action.hash,
             **_give_back(action.autoscaler_hold),
+            **timeouts,
             **_state(state, reason, clock),
         }
         yield Write(marks, unschedulable=action.was_unschedulable)

@@ -237,6 +237,10 @@ class Drain(_Model):
     delete_empty_dir_data: bool = True
     force: bool = False  # evict pods without a controller
     on_timeout: OnDrainTimeout = OnDrainTimeout.FAIL
+    # onTimeout: Fail gives the node back; it is taken again this many times (a PDB that blocked it may
+    # allow the eviction later), after retryBackoffSeconds, doubled each time.
+    retries: Annotated[int, Field(ge=0, le=10)] = 2
+    retry_backoff_seconds: Annotated[int, Field(ge=10, le=86400)] = 300
 
 
 class Verification(_Model):

@@ -771,7 +771,11 @@ def test_a_drain_timed_out_on_a_pdb_is_retried_automatically_after_its_back_off(
         ann = env.annotations(node)
         assert ann[c.ANN_DRAIN_TIMEOUTS] == "1" and "automatic retry 1 of 1 in 10s" in ann[c.ANN_REASON]
         assert env.condition("backoff", "Degraded")["status"] == "False"  # not a failure yet
-        assert "automatic retry pending" in env.condition("backoff", "Progressing")["message"]
+        wait_for(
+            lambda: "automatic retry pending" in env.condition("backoff", "Progressing")["message"],
+            what="Progressing says the retry is pending",
+            timeout=10,  # well within the 10 s back-off
+        )
         events = env.cluster.kubectl(
             "get", "events", "-n", "default", "--field-selector", f"involvedObject.name={node}", check=True
         ).stdout

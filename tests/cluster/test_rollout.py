@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -645,6 +646,17 @@ def operator_node_policy(env: Env) -> list[dict[str, Any]]:
     return docs
 
 
+def readme_node_state_table(env: Env) -> dict[str, list[str]]:
+    """Run the per-node state command exactly as the README documents it: node -> [state, since, reason]."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (line,) = [ln for ln in readme.splitlines() if ln.startswith("kubectl get nodes -o custom-columns=")]
+    argv = shlex.split(line.split("  #")[0])
+    assert argv[0] == "kubectl"
+    out = env.cluster.kubectl(*argv[1:], check=True).stdout.splitlines()
+    assert out[0].split() == ["NAME", "STATE", "SINCE", "REASON"], out[0]
+    return {row.split()[0]: row.split(None, 3)[1:] for row in out[1:]}
+
+
 def test_autoscalers_leave_our_nodes_alone_and_the_users_values_stay(env: Env) -> None:
     """Mid-rollout a node we hold carries karpenter.sh/do-not-disrupt and cluster-autoscaler's
     scale-down-disabled (written with our cordon, admitted by the chart's policy); after the rollout ours
@@ -671,6 +683,7 @@ def test_autoscalers_leave_our_nodes_alone_and_the_users_values_stay(env: Env) -
             mid = env.annotations(held)
             assert mid[karpenter] == "true" and mid[scale_down] == "true", mid
             assert mid[c.ANN_AUTOSCALER_HOLD] == karpenter  # ours to remove: only what we added
+            assert readme_node_state_table(env)[held][0] == "Draining"
             wait_for(lambda: env.node_states()[free] == ("Done", False), what="free node done")
             assert karpenter not in env.annotations(free) and scale_down not in env.annotations(free)
             assert len(pods()) == 1
@@ -680,6 +693,8 @@ def test_autoscalers_leave_our_nodes_alone_and_the_users_values_stay(env: Env) -
             )
             after = env.annotations(held)
             assert env.node_states()[held] == ("Done", False), op.log()[-2000:]
+            table = readme_node_state_table(env)
+            assert table[held][0] == "Done" and table[free][0] == "Done", table
             assert karpenter not in after and c.ANN_AUTOSCALER_HOLD not in after, after
             assert after[scale_down] == "true"  # the user's value, untouched
             assert "Forbidden" not in op.log() and "denied" not in op.log()

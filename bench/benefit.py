@@ -196,7 +196,7 @@ def cpu_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         for pods in args.pods:
             log(f"N={pods}: bringing the node up (pods start with the gate off)")
             node.up(
-                rn.RigSpec(kubelet=args.kubelet, runtime=cfg.Runtime.CONTAINERD_22, pods=pods, gate=False)
+                rn.RigSpec(kubelet=args.kubelet, runtime=cfg.RigRuntime.CONTAINERD_22, pods=pods, gate=False)
             )
             for rep in range(args.repeats):
                 for gate in (False, True):
@@ -292,7 +292,7 @@ def latency_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     kubelet_log = node.layout.at(lay.KUBELET_LOG)
     kills: list[dict[str, Any]] = []
     try:
-        node.up(rn.RigSpec(kubelet=args.kubelet, runtime=cfg.Runtime.CONTAINERD_22, pods=pods, gate=False))
+        node.up(rn.RigSpec(kubelet=args.kubelet, runtime=cfg.RigRuntime.CONTAINERD_22, pods=pods, gate=False))
         for rep in range(args.repeats):
             for gate in (False, True):
                 node.write_gate(gate)

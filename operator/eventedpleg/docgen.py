@@ -153,7 +153,7 @@ def reference_table() -> str:
 SECTIONS = {"reference": reference_table, "matrix": matrix_table}
 
 
-def render(text: str) -> str:
+def regenerate(text: str) -> str:
     for name, make in SECTIONS.items():
         pattern = re.compile(
             rf"(<!-- BEGIN GENERATED: {name} .*?-->\n)(.*?)(<!-- END GENERATED: {name} -->)", re.S
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     current = README.read_text()
-    wanted = render(current)
+    wanted = regenerate(current)
     if args.check:
         if wanted != current:
             print("README.md generated sections are out of date: run `python -m eventedpleg.docgen`")

@@ -18,15 +18,13 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
 from eventedpleg import __version__
-from eventedpleg_lab.localcluster.build import cache_dir
-
-Log = Callable[[str], None]
+from eventedpleg_lab.localcluster.build import Log, cache_dir
 
 NAME = "evented-pleg-operator"
 TAG = f"localhost/{NAME}:{__version__}"

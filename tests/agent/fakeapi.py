@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from eventedpleg.core.nodeapi import NodeView
+from eventedpleg.core.nodeapi import AgentNode
 
 
 @dataclass
@@ -54,10 +54,10 @@ class FakeApi:
                 node.annotations[key] = value
         node.resource_version += 1
 
-    def view(self, name: str) -> NodeView:
+    def view(self, name: str) -> AgentNode:
         node = self.nodes[name]
         ready_fn = self.ready.get(name)
-        return NodeView(
+        return AgentNode(
             name=name,
             uid=f"uid-{name}",
             resource_version=str(node.resource_version),
@@ -69,16 +69,16 @@ class FakeApi:
 
     # --- AgentApi ---------------------------------------------------------------------------------------
 
-    def get_node(self, name: str) -> NodeView | None:
+    def get_node(self, name: str) -> AgentNode | None:
         return self.view(name) if name in self.nodes else None
 
-    def watch_node(self, name: str, *, resource_version: str, timeout_seconds: int) -> Iterator[NodeView]:
+    def watch_node(self, name: str, *, resource_version: str, timeout_seconds: int) -> Iterator[AgentNode]:
         if name in self.nodes and str(self.nodes[name].resource_version) != resource_version:
             yield self.view(name)
 
     def patch_node_annotations(
         self, name: str, changes: Mapping[str, str | None], *, require: Mapping[str, str] | None = None
-    ) -> NodeView | None:
+    ) -> AgentNode | None:
         node = self.nodes[name]
         for key, value in (require or {}).items():
             if node.annotations.get(key, "") != value:
@@ -91,7 +91,7 @@ class FakeApi:
     def read_configmap(self, namespace: str, name: str) -> Mapping[str, str] | None:
         return self.configmaps.get((namespace, name))
 
-    def emit_event(self, node: NodeView, *, reason: str, message: str, warning: bool = False) -> None:
+    def emit_event(self, node: AgentNode, *, reason: str, message: str, warning: bool = False) -> None:
         self.events.append(FakeEvent(node.name, reason, message, warning))
 
     def event_reasons(self, name: str) -> list[str]:

@@ -22,7 +22,7 @@ from prometheus_client import generate_latest
 
 from eventedpleg import constants as c
 from eventedpleg.cli import main as cli_main
-from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.promtext import parse_metrics
 from tests.chart.chartlib import (
     CHART,
@@ -529,7 +529,7 @@ def test_monitoring_objects_only_when_enabled(default: Rendered) -> None:
 def test_alerts_use_metrics_the_operator_exports() -> None:
     """Every `eventedpleg_*{label="value"}` selector in the alert rules matches a series the operator's
     registry really exposes (names and label values taken from controller/metrics.py, not retyped)."""
-    metrics = Metrics()
+    metrics = OperatorMetrics()
     for kind in c.ConditionType:
         metrics.condition.labels("cluster", kind.value).set(0)
     metrics.failures.labels("cluster").inc()

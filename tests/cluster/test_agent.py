@@ -31,37 +31,22 @@ from eventedpleg.k8s import configmaps
 from eventedpleg.k8s.agentapi import KubeAgentApi
 from eventedpleg.k8s.client import api_client
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
-from eventedpleg_lab.localcluster import build
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.clock import FakeClock
 from eventedpleg_lab.sim.host import SimHost
+from tests.chart.chartlib import CHART, helm
 
 pytestmark = pytest.mark.cluster
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "manifests" / "evented-pleg-operator"
 OPERATOR_NS = "evented-pleg-system"
 AGENT_NS = "evented-pleg-agent"  # values.yaml agent.namespace
 AGENT_SA = "evented-pleg-agent"  # epo.agentName
 
 
-def _helm() -> str:
-    found = build.locate("helm")
-    if found is None:
-        build.ensure(("helm",))
-        found = build.locate("helm")
-    assert found is not None
-    return str(found)
-
-
 def _render(template: str) -> str:
-    return subprocess.run(
-        [_helm(), "template", "epo", str(CHART), "-n", OPERATOR_NS, "--show-only", f"templates/{template}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    args = ("template", "epo", str(CHART), "-n", OPERATOR_NS, "--show-only", f"templates/{template}")
+    return helm(*args, check=True).stdout
 
 
 def _kubectl_ok(

@@ -3,10 +3,8 @@ the node with a reason that names the chart value, gives the node back, and dele
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 import yaml
@@ -14,21 +12,18 @@ import yaml
 from eventedpleg import constants as c
 from eventedpleg.core.actions import Drain
 from eventedpleg.core.steppolicy import FORCE_DELETE_DISABLED
-from eventedpleg.k8s.events import EventRecorder, ObjectRef
-from eventedpleg.k8s.executor import DrainSettings, Executor
+from eventedpleg.k8s.drain import DrainOptions
+from eventedpleg.k8s.events import EventRecorder
+from eventedpleg.k8s.executor import Executor
 from eventedpleg.models.nodeconfig import OnDrainTimeout
-from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
+from eventedpleg_lab.kube.fakenodes import FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import wait_for
+from tests.cluster.workloads import guarded_deployment, kget
 
 pytestmark = pytest.mark.cluster
 
 NS, NODE = "force-delete", "force-delete-0"
-
-
-def kget(cluster: LocalCluster, *args: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(cluster.kubectl("get", *args, "-o", "json", check=True).stdout)
-    return data
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,44 +35,17 @@ def cleanup(cluster: LocalCluster) -> Iterator[None]:
 
 def test_force_delete_not_allowed_fails_the_node_and_deletes_nothing(cluster: LocalCluster) -> None:
     cluster.add_nodes([FakeNode(NODE, labels={"pool": NS})])
-    labels = {"app": "pinned"}
-    manifests = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "pinned", "namespace": NS},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "nodeSelector": {"pool": NS},
-                        "tolerations": [KWOK_TOLERATION],
-                        "containers": [{"name": "c", "image": "registry.invalid/c:1"}],
-                    },
-                },
-            },
-        },
-        {  # no eviction is ever allowed: only a delete could empty the node
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "pinned", "namespace": NS},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}},
-        },
-    ]
+    # no eviction is ever allowed: only a delete could empty the node
+    manifests = guarded_deployment(NS, "pinned", replicas=1, pool=NS)
     cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(manifests), check=True)
     cluster.kubectl("rollout", "status", "-n", NS, "deployment/pinned", "--timeout=90s", check=True)
     (pod,) = kget(cluster, "pods", "-n", NS)["items"]
     cluster.kubectl("cordon", NODE, check=True)
     node = kget(cluster, "node", NODE)
 
-    executor = Executor(
+    executor = Executor(  # allow_force_delete defaults off
         cluster.api(),
         EventRecorder(cluster.api(), "eventedpleg-operator"),
-        nodeconfig=ObjectRef("NodeConfig", "cluster", f"{c.GROUP}/{c.VERSION}"),
-        drain=DrainSettings(30, delete_empty_dir_data=False, force=False),  # allow_force_delete defaults off
         clock=lambda: datetime.now(UTC),
     )
     drain = Drain(
@@ -85,7 +53,8 @@ def test_force_delete_not_allowed_fails_the_node_and_deletes_nothing(cluster: Lo
         deadline_reached=True, on_timeout=OnDrainTimeout.FORCE_DELETE, timeout_seconds=60,
         was_unschedulable=False, reason="",
     )  # fmt: skip
-    outcome = executor.apply(drain)
+    options = DrainOptions(30, delete_empty_dir_data=False, force=False)
+    outcome = executor.apply(drain, nodeconfig="cluster", drain=options)
 
     assert outcome.applied and outcome.transition == c.NodeState.FAILED, outcome
     after = kget(cluster, "node", NODE)

@@ -13,8 +13,9 @@ import yaml
 from kubernetes import client
 from kubernetes.client import ApiException
 
-from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
+from eventedpleg_lab.kube.fakenodes import FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster, fake_nodes
+from tests.cluster.workloads import guarded_deployment, kget
 
 pytestmark = pytest.mark.cluster
 
@@ -28,11 +29,6 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(0.2)
-
-
-def kget(cluster: LocalCluster, *args: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(cluster.kubectl("get", *args, "-o", "json", check=True).stdout)
-    return data
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -105,33 +101,7 @@ def test_deployment_pods_run_and_pdb_blocks_eviction(cluster: LocalCluster) -> N
     ns = "workloads"
     names = cluster.add_nodes(fake_nodes(3, prefix="wl", labels={"pool": "workloads"}))
     assert len(names) == 3
-    labels = {"app": "web"}
-    manifests = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": ns},
-            "spec": {
-                "replicas": 3,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "nodeSelector": {"pool": "workloads"},
-                        "tolerations": [KWOK_TOLERATION],
-                        "containers": [{"name": "web", "image": "registry.invalid/web:1"}],
-                    },
-                },
-            },
-        },
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "web", "namespace": ns},
-            "spec": {"minAvailable": 3, "selector": {"matchLabels": labels}},
-        },
-    ]
+    manifests = guarded_deployment(ns, "web", replicas=3, pool="workloads")
     applied = cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(manifests))
     assert applied.returncode == 0, applied.stderr
     rolled = cluster.kubectl("rollout", "status", "-n", ns, "deployment/web", "--timeout=90s")

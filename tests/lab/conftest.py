@@ -18,9 +18,9 @@ import pytest
 
 from eventedpleg_lab.lab import nodes
 from eventedpleg_lab.lab.lab import Lab
+from tests.tierskip import TierSkips
 
 ENV_NODES = "EVENTEDPLEG_LAB_NODES"
-_SKIPPED: list[str] = []
 
 
 def _why_not() -> str | None:
@@ -29,19 +29,11 @@ def _why_not() -> str | None:
     return None
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    ours = [i for i in items if i.get_closest_marker("lab")]
-    why = _why_not() if ours else None
-    if why:
-        _SKIPPED.append(f"{len(ours)} lab tests SKIPPED: {why}")
-        for item in ours:
-            item.add_marker(pytest.mark.skip(reason=f"LAB SKIPPED: {why}"))
+TIER = TierSkips("lab", _why_not)
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    for line in _SKIPPED:
-        terminalreporter.write_line(line, red=True, bold=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(TIER, "lab-tier")
 
 
 @pytest.fixture(scope="session")

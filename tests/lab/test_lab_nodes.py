@@ -12,15 +12,15 @@ import pytest
 from eventedpleg_lab.lab import machine
 from eventedpleg_lab.lab.lab import Lab, node_ready
 from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
-from eventedpleg_lab.lab.nodes import BRIDGE, NodeSpec, Runtime
+from eventedpleg_lab.lab.nodes import BRIDGE, LabRuntime, NodeSpec
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 KUBELET_VERSIONS = {"1.36": "v1.36.4", "1.37": "v1.37.2"}
 RUNTIME_VERSIONS = {
-    Runtime.CONTAINERD_22: "containerd://2.2.9",  # seen on the real Node (the build stamps v2.2.9)
-    Runtime.CONTAINERD_16: "containerd://1.6.20",
-    Runtime.CRIO_134: "cri-o://1.34.0",
+    LabRuntime.CONTAINERD_22: "containerd://2.2.9",  # seen on the real Node (the build stamps v2.2.9)
+    LabRuntime.CONTAINERD_16: "containerd://1.6.20",
+    LabRuntime.CRIO_134: "cri-o://1.34.0",
 }
 
 

@@ -33,11 +33,11 @@ from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn
 from eventedpleg_lab.realnode.host import RigHost
 from tests.agent.fakeapi import FakeApi
+from tests.tierskip import TierSkips
 
 NAMESPACE = "evented-pleg-system"
 NODE = "realnode"
 FIXTURES = Path(__file__).parent / "fixtures"
-_SKIPPED: list[str] = []
 # Every signal and metric the agent decides on must have appeared in a real run. Each comes from a
 # different scenario, so the check is on the session's union, made when the session ends (whatever the
 # order), and only when every test that feeds it ran and passed; otherwise the summary says it was not made.
@@ -79,19 +79,11 @@ def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, pytest.TestR
     return report
 
 
-@pytest.hookimpl(trylast=True)  # after `-m` deselection: name only the tests that would have run
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    ours = [i for i in items if i.get_closest_marker("realnode")]
-    why = _why_not() if ours else None
-    if why:
-        _SKIPPED.append(f"{len(ours)} realnode tests SKIPPED: {why}")
-        for item in ours:
-            item.add_marker(pytest.mark.skip(reason=f"REALNODE SKIPPED: {why}"))
+TIER = TierSkips("realnode", _why_not)
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    for line in _SKIPPED:
-        terminalreporter.write_sep("!", line, red=True, bold=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(TIER, "realnode-tier")
 
 
 @pytest.fixture(scope="session")
@@ -164,10 +156,10 @@ def seen_all(request: pytest.FixtureRequest) -> Iterator[Seen]:
         text = json.dumps(seen.fixture(), indent=1, sort_keys=True) + "\n"
         (FIXTURES / "kubelet-lines.json").write_text(text)
     if picked := [arg for arg in request.config.args if "::" in arg]:  # tests named one by one
-        _SKIPPED.append(f"the union of real signals was NOT checked: only {picked[0]} ... were picked")
+        TIER.notes.append(f"the union of real signals was NOT checked: only {picked[0]} ... were picked")
         return
     if unfed := sorted(_FEEDERS - seen.fed):
-        _SKIPPED.append(
+        TIER.notes.append(
             f"the union of real signals was NOT checked: {len(unfed)} realnode tests did not run and pass "
             f"in this session (first: {unfed[0]})"
         )

@@ -96,7 +96,7 @@ def test_disable_removes_our_drop_in_and_relisting_is_back_to_one_second(
 def test_runtime_without_events_is_never_done_and_is_rolled_back_with_the_real_fallback(
     node: rn.RealNode, seen: Seen
 ) -> None:
-    node.up(rn.RigSpec(kubelet="1.36", runtime=cfg.Runtime.CONTAINERD_16))
+    node.up(rn.RigSpec(kubelet="1.36", runtime=cfg.RigRuntime.CONTAINERD_16))
     rig = make_agent_rig(node, "1.36", runtime_version=LYING_CONTAINERD)
     rig.apply()
 
@@ -151,7 +151,7 @@ def test_137_fast_path_relist_hint_after_an_unexpected_container_exit(node: rn.R
 
 
 def test_137_without_events_is_rolled_back_on_the_narrowed_error_line(node: rn.RealNode, seen: Seen) -> None:
-    node.up(rn.RigSpec(kubelet="1.37", runtime=cfg.Runtime.CONTAINERD_16))
+    node.up(rn.RigSpec(kubelet="1.37", runtime=cfg.RigRuntime.CONTAINERD_16))
     rig = make_agent_rig(node, "1.37", runtime_version=LYING_CONTAINERD)
     rig.apply()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eventedpleg import constants as c
-from eventedpleg.core.agentdecide import Action, next_action
+from eventedpleg.core.agentdecide import AgentAction, next_action
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.models.nodeconfig import NodeConfigSpec, OnFailure
 
@@ -47,18 +47,18 @@ def test_from_spec() -> None:
 @pytest.mark.parametrize(
     ("state", "desired", "current", "action"),
     [
-        ("Applying", "h2", "h1", Action.APPLY),
-        ("Applying", "h1", "h1", Action.APPLY),  # re-apply after Drifted: verify again, never assume
-        ("Verifying", "h2", "h1", Action.APPLY),  # we were interrupted: finish from the host journal
-        ("Verifying", "h1", "h1", Action.IDLE),
-        ("Done", "h1", "h1", Action.WATCH),
-        ("Done", "h2", "h1", Action.IDLE),
-        ("Draining", "h2", "h1", Action.IDLE),
-        ("Cordoned", "", "", Action.IDLE),
-        ("RolledBack", "h2", "h1", Action.IDLE),
-        ("Applying", "", "", Action.IDLE),
+        ("Applying", "h2", "h1", AgentAction.APPLY),
+        ("Applying", "h1", "h1", AgentAction.APPLY),  # re-apply after Drifted: verify again, never assume
+        ("Verifying", "h2", "h1", AgentAction.APPLY),  # we were interrupted: finish from the host journal
+        ("Verifying", "h1", "h1", AgentAction.IDLE),
+        ("Done", "h1", "h1", AgentAction.WATCH),
+        ("Done", "h2", "h1", AgentAction.IDLE),
+        ("Draining", "h2", "h1", AgentAction.IDLE),
+        ("Cordoned", "", "", AgentAction.IDLE),
+        ("RolledBack", "h2", "h1", AgentAction.IDLE),
+        ("Applying", "", "", AgentAction.IDLE),
     ],
 )
-def test_next_action(state: str, desired: str, current: str, action: Action) -> None:
+def test_next_action(state: str, desired: str, current: str, action: AgentAction) -> None:
     annotations = {c.ANN_STATE: state, c.ANN_DESIRED: desired, c.ANN_CURRENT: current}
     assert next_action({k: v for k, v in annotations.items() if v}) is action

@@ -1,22 +1,21 @@
 """Liveness that means something: the check over heartbeats, and the operator's /healthz turning 503 while
-its rollout loop is stuck and 200 again once it moves (the real Runtime loop and the real HTTP server)."""
+its rollout loop is stuck and 200 again once it moves (the real rollout loop and the real HTTP server)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
 
-from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.engine import RolloutEngine
+from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.probes import Thresholds, liveness
-from eventedpleg.controller.runtime import Runtime
-from eventedpleg.core.health import Heartbeats, check
+from eventedpleg.core.health import Heartbeats, assess
+from tests.healthprobe import FakeMonotonic, healthz, until
 
 LIMITS = {"rollout": 120.0, "node-informer": 420.0}
 
@@ -33,20 +32,12 @@ LIMITS = {"rollout": 120.0, "node-informer": 420.0}
         ("unknown kind is not judged", {"other": 0.0}, 1000.0, True, ()),
     ],
 )  # fmt: skip
-def test_check(case: str, beats: dict[str, float], now: float, ok: bool, stale: tuple[str, ...]) -> None:
-    health = check(beats, LIMITS, now)
+def test_assess(case: str, beats: dict[str, float], now: float, ok: bool, stale: tuple[str, ...]) -> None:
+    health = assess(beats, LIMITS, now)
     assert health.ok is ok, case
     assert tuple(entry.split(" ")[0] for entry in health.stale) == stale, case
     if not ok:
         assert "no progress" in health.message
-
-
-class FakeMonotonic:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Stopped:
@@ -57,32 +48,15 @@ class Stopped:
         return self.flag.is_set()
 
 
-def _status(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
-            return int(response.status), response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read().decode()
-
-
-def _until(predicate: Any, what: str, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := predicate():
-            return result
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
-def operator_probe() -> Iterator[tuple[Runtime, FakeMonotonic, int, threading.Event, threading.Event]]:
-    clock = FakeMonotonic()
+def operator_probe() -> Iterator[tuple[RolloutEngine, FakeMonotonic, int, threading.Event, threading.Event]]:
+    clock = FakeMonotonic(1000.0)
     beats = Heartbeats(clock)
-    metrics = Metrics()
+    metrics = OperatorMetrics()
     metrics.live = liveness(beats, Thresholds(rollout_seconds=120, informer_seconds=420))
     server = metrics.serve(0, host="127.0.0.1")
-    runtime = Runtime(api=None, namespace="ns", recorder=cast(Any, None), metrics=metrics, beats=beats)
-    runtime.nodes_synced.set()
+    engine = RolloutEngine(api=None, namespace="ns", recorder=cast(Any, None), metrics=metrics, beats=beats)
+    engine.nodes_synced.set()
     frozen, stuck = threading.Event(), threading.Event()
 
     def reconcile_once(inputs: object) -> float:
@@ -91,41 +65,41 @@ def operator_probe() -> Iterator[tuple[Runtime, FakeMonotonic, int, threading.Ev
             time.sleep(0.01)
         return 0.05
 
-    runtime.reconciler.reconcile_once = reconcile_once  # type: ignore[method-assign]
+    engine.reconciler.reconcile_once = reconcile_once  # type: ignore[method-assign]
     stopped = Stopped()
-    thread = threading.Thread(target=asyncio.run, args=(runtime.run_rollout("cluster", stopped),))
+    thread = threading.Thread(target=asyncio.run, args=(engine.run_rollout("cluster", stopped),))
     thread.start()
     try:
-        yield runtime, clock, int(server.server_address[1]), frozen, stuck
+        yield engine, clock, int(server.server_address[1]), frozen, stuck
     finally:
         frozen.clear()
         stopped.flag.set()
         thread.join(10)
         server.shutdown()
-        runtime.steps.pool.shutdown()
-        runtime.steps.giveback_pool.shutdown()
+        engine.steps.pool.shutdown()
+        engine.steps.giveback_pool.shutdown()
 
 
 def test_operator_healthz_fails_while_the_rollout_loop_is_stuck_and_recovers(
-    operator_probe: tuple[Runtime, FakeMonotonic, int, threading.Event, threading.Event],
+    operator_probe: tuple[RolloutEngine, FakeMonotonic, int, threading.Event, threading.Event],
 ) -> None:
-    runtime, clock, port, frozen, stuck = operator_probe
-    beats = runtime.beats
+    engine, clock, port, frozen, stuck = operator_probe
+    beats = engine.beats
     assert beats is not None
-    _until(lambda: "rollout/cluster" in beats.snapshot(), "the first pass")
-    assert _status(port)[0] == 200
+    until(lambda: "rollout/cluster" in beats.snapshot(), "the first pass")
+    assert healthz(port)[0] == 200
 
     # Time passes while the loop keeps passing: still healthy.
     clock.now += 300
-    _until(lambda: _status(port)[0] == 200, "a pass after the jump")
+    until(lambda: healthz(port)[0] == 200, "a pass after the jump")
 
     frozen.set()
-    _until(stuck.is_set, "the loop to be stuck in a pass")
-    assert _status(port)[0] == 200  # within the threshold
+    until(stuck.is_set, "the loop to be stuck in a pass")
+    assert healthz(port)[0] == 200  # within the threshold
     clock.now += 121
-    code, body = _status(port)
+    code, body = healthz(port)
     assert code == 503
     assert "rollout/cluster silent for 121s" in body
 
     frozen.clear()
-    _until(lambda: _status(port)[0] == 200, "recovery once the loop moves again")
+    until(lambda: healthz(port)[0] == 200, "recovery once the loop moves again")

@@ -10,18 +10,18 @@ import pytest
 import yaml
 
 from eventedpleg_lab.lab import nodefiles as nf
-from eventedpleg_lab.lab.nodes import DEFAULT_SPEC, Runtime, SpecError, parse
+from eventedpleg_lab.lab.nodes import DEFAULT_SPEC, LabRuntime, SpecError, parse
 
 
 def test_default_node_set_covers_the_issue_cases() -> None:
     specs = parse(DEFAULT_SPEC)
     cases = {(s.kubelet, s.runtime, s.admin_pod_events_off) for s in specs}
     assert cases == {
-        ("1.36", Runtime.CONTAINERD_22, False),
-        ("1.36", Runtime.CRIO_134, False),
-        ("1.37", Runtime.CONTAINERD_22, False),
-        ("1.36", Runtime.CONTAINERD_16, False),
-        ("1.36", Runtime.CRIO_134, True),
+        ("1.36", LabRuntime.CONTAINERD_22, False),
+        ("1.36", LabRuntime.CRIO_134, False),
+        ("1.37", LabRuntime.CONTAINERD_22, False),
+        ("1.36", LabRuntime.CONTAINERD_16, False),
+        ("1.36", LabRuntime.CRIO_134, True),
     }
     assert [s.index for s in specs] == [1, 2, 3, 4, 5]
     assert len({s.ip for s in specs}) == len({s.pod_subnet for s in specs}) == 5

@@ -11,9 +11,9 @@ from eventedpleg.core import leaderelection as le
 from eventedpleg.core.leaderelection import (
     ElectionConfigError,
     ElectionTimings,
+    LeaseDecision,
+    LeaseObservation,
     LeaseRecord,
-    Observation,
-    Verdict,
 )
 
 T = ElectionTimings(lease_duration=15, renew_deadline=10, retry_period=2, request_timeout=5)
@@ -25,31 +25,33 @@ def held(holder: str, renewed: datetime, duration: int = 15, transitions: int = 
     return LeaseRecord(holder, duration, WALL - HOUR, renewed, transitions)
 
 
-def seen(holder: str, at: float, renewed: datetime = WALL, duration: int = 15) -> Observation:
-    return Observation(held(holder, renewed, duration), at)
+def seen(holder: str, at: float, renewed: datetime = WALL, duration: int = 15) -> LeaseObservation:
+    return LeaseObservation(held(holder, renewed, duration), at)
 
 
-RELEASED = Observation(LeaseRecord(transitions=4, lease_duration_seconds=1), 50.0)
+RELEASED = LeaseObservation(LeaseRecord(transitions=4, lease_duration_seconds=1), 50.0)
 
 
 @pytest.mark.parametrize(
     ("case", "observation", "now", "expected"),
     [
-        ("no lease", None, 0.0, Verdict.CREATE),
-        ("ours", seen("me", 0.0), 100.0, Verdict.RENEW),
-        ("released", RELEASED, 50.0, Verdict.ACQUIRE),
-        ("other, just seen", seen("other", 100.0), 100.0, Verdict.WAIT),
-        ("other, seen 14.9 s ago", seen("other", 100.0), 114.9, Verdict.WAIT),
-        ("other, unchanged 15 s", seen("other", 100.0), 115.0, Verdict.ACQUIRE),
+        ("no lease", None, 0.0, LeaseDecision.CREATE),
+        ("ours", seen("me", 0.0), 100.0, LeaseDecision.RENEW),
+        ("released", RELEASED, 50.0, LeaseDecision.ACQUIRE),
+        ("other, just seen", seen("other", 100.0), 100.0, LeaseDecision.WAIT),
+        ("other, seen 14.9 s ago", seen("other", 100.0), 114.9, LeaseDecision.WAIT),
+        ("other, unchanged 15 s", seen("other", 100.0), 115.0, LeaseDecision.ACQUIRE),
         # The record's own duration counts (client-go), not ours.
-        ("other, 30 s lease, 20 s", seen("other", 100.0, duration=30), 120.0, Verdict.WAIT),
+        ("other, 30 s lease, 20 s", seen("other", 100.0, duration=30), 120.0, LeaseDecision.WAIT),
         # Skewed clocks: the holder's renewTime says nothing to us, in either direction.
-        ("holder 1 h behind, just seen", seen("other", 100.0, WALL - HOUR), 101.0, Verdict.WAIT),
-        ("holder 1 h ahead, 15 s unchanged", seen("other", 100.0, WALL + HOUR), 115.0, Verdict.ACQUIRE),
+        ("holder 1 h behind, just seen", seen("other", 100.0, WALL - HOUR), 101.0, LeaseDecision.WAIT),
+        ("holder 1 h ahead, 15 s unchanged", seen("other", 100.0, WALL + HOUR), 115.0, LeaseDecision.ACQUIRE),
     ],
 )  # fmt: skip
-def test_decide(case: str, observation: Observation | None, now: float, expected: Verdict) -> None:
-    assert le.decide("me", observation, T, now) is expected, case
+def test_decide_lease(
+    case: str, observation: LeaseObservation | None, now: float, expected: LeaseDecision
+) -> None:
+    assert le.decide_lease("me", observation, T, now) is expected, case
 
 
 def test_observed_time_moves_only_when_the_record_changes() -> None:
@@ -59,15 +61,15 @@ def test_observed_time_moves_only_when_the_record_changes() -> None:
     assert same.at == 10.0  # unchanged record: still judged from when we first saw it
     renewed = le.observe(same, held("other", WALL + timedelta(seconds=2)), now=24.0)
     assert renewed.at == 24.0
-    assert le.decide("me", renewed, T, now=38.9) is Verdict.WAIT
-    assert le.decide("me", renewed, T, now=39.0) is Verdict.ACQUIRE
+    assert le.decide_lease("me", renewed, T, now=38.9) is LeaseDecision.WAIT
+    assert le.decide_lease("me", renewed, T, now=39.0) is LeaseDecision.ACQUIRE
 
 
 def test_a_standby_whose_wall_clock_runs_far_ahead_waits_while_the_holder_renews() -> None:
     """The old rule (renewTime vs our wall clock) took this Lease at once; the observed rule never does."""
     holder_wall = WALL
     standby_skew = timedelta(minutes=5)
-    observation: Observation | None = None
+    observation: LeaseObservation | None = None
     for tick in range(60):  # 120 s of renewals every 2 s, each seen by the standby 1 s later
         record = held("leader", holder_wall + timedelta(seconds=2 * tick))
         observation = le.observe(observation, record, now=2.0 * tick + 1.0)
@@ -77,7 +79,7 @@ def test_a_standby_whose_wall_clock_runs_far_ahead_waits_while_the_holder_renews
         assert standby_wall - record.renew_time > timedelta(
             seconds=15
         )  # what the previous implementation would have done
-        assert le.decide("standby", observation, T, standby_now) is Verdict.WAIT
+        assert le.decide_lease("standby", observation, T, standby_now) is LeaseDecision.WAIT
 
 
 @pytest.mark.parametrize("skew", [timedelta(0), timedelta(hours=-2), timedelta(hours=2)])
@@ -88,7 +90,9 @@ def test_leader_stops_before_any_standby_may_take_over(skew: timedelta) -> None:
     record = held("leader", WALL + skew)
     seen = le.observe(None, record, now=last_sent + 0.001)
     first_takeover = next(
-        t / 10 for t in range(1000, 2000) if le.decide("standby", seen, T, t / 10) is Verdict.ACQUIRE
+        t / 10
+        for t in range(1000, 2000)
+        if le.decide_lease("standby", seen, T, t / 10) is LeaseDecision.ACQUIRE
     )
     assert stop_leading == 110.0
     assert first_takeover == pytest.approx(115.0, abs=0.1)
@@ -96,23 +100,29 @@ def test_leader_stops_before_any_standby_may_take_over(skew: timedelta) -> None:
 
 
 @pytest.mark.parametrize(
-    ("case", "verdict", "current", "wall", "expected"),
+    ("case", "decision", "current", "wall", "expected"),
     [
-        ("create", Verdict.CREATE, None, WALL, LeaseRecord("me", 15, WALL, WALL, 0)),
-        ("renew", Verdict.RENEW, held("me", WALL - 2000 * MS), WALL, held("me", WALL)),
-        ("acquire", Verdict.ACQUIRE, held("other", WALL - HOUR), WALL, LeaseRecord("me", 15, WALL, WALL, 4)),
+        ("create", LeaseDecision.CREATE, None, WALL, LeaseRecord("me", 15, WALL, WALL, 0)),
+        ("renew", LeaseDecision.RENEW, held("me", WALL - 2000 * MS), WALL, held("me", WALL)),
+        (
+            "acquire",
+            LeaseDecision.ACQUIRE,
+            held("other", WALL - HOUR),
+            WALL,
+            LeaseRecord("me", 15, WALL, WALL, 4),
+        ),
         # Our wall clock is behind (or stands still): renewTime still moves, so standbys see a change.
-        ("renew, clock behind", Verdict.RENEW, held("me", WALL), WALL - HOUR, held("me", WALL + MS)),
-        ("renew, clock stopped", Verdict.RENEW, held("me", WALL), WALL, held("me", WALL + MS)),
+        ("renew, clock behind", LeaseDecision.RENEW, held("me", WALL), WALL - HOUR, held("me", WALL + MS)),
+        ("renew, clock stopped", LeaseDecision.RENEW, held("me", WALL), WALL, held("me", WALL + MS)),
     ],
 )  # fmt: skip
 def test_next_record(
-    case: str, verdict: Verdict, current: LeaseRecord | None, wall: datetime, expected: LeaseRecord
+    case: str, decision: LeaseDecision, current: LeaseRecord | None, wall: datetime, expected: LeaseRecord
 ) -> None:
-    record = le.next_record("me", verdict, current, T, wall)
+    record = le.next_record("me", decision, current, T, wall)
     assert record == expected, case
     if current is not None:
-        assert le.observe(Observation(current, 0.0), record, 1.0).at == 1.0  # a change others can see
+        assert le.observe(LeaseObservation(current, 0.0), record, 1.0).at == 1.0  # a change others can see
 
 
 @pytest.mark.parametrize(

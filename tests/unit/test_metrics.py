@@ -5,20 +5,22 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 
 from eventedpleg.constants import NodeState
-from eventedpleg.controller.metrics import Metrics
-from eventedpleg.core.planner import Counts, NodeNote, Summary
+from eventedpleg.controller.metrics import OperatorMetrics
+from eventedpleg.core.planner import NodeNote, Summary
 from eventedpleg.core.promtext import parse_metrics
+from eventedpleg.models.nodeconfig import NodeCounts
 
 
 def _summary(*failures: NodeNote) -> Summary:
     return Summary(
-        counts=Counts(total=3, eligible=3, failed=len(failures)), want_hash="h", complete=False, halted=True,
+        counts=NodeCounts(total=3, eligible=3, failed=len(failures)), want_hash="h", complete=False,
+        halted=True,
         canary_failed=False, paused=False, window_closed=False, waiting="", conflicts=(), attention=failures,
         attention_truncated=0, failures=failures, finalized=False, next_wake=None,
     )  # fmt: skip
 
 
-def _series(metrics: Metrics, nodeconfig: str) -> set[str]:
+def _series(metrics: OperatorMetrics, nodeconfig: str) -> set[str]:
     """Names of the exported metric families that have a series for this NodeConfig."""
     exported = parse_metrics(generate_latest(metrics.registry).decode())
     names = {s.name for s in exported.samples if s.label("nodeconfig") == nodeconfig}
@@ -26,7 +28,7 @@ def _series(metrics: Metrics, nodeconfig: str) -> set[str]:
 
 
 def test_forget_drops_every_series_of_a_deleted_nodeconfig() -> None:
-    metrics = Metrics()
+    metrics = OperatorMetrics()
     failed = NodeNote("n1", NodeState.FAILED, "verify failed", unschedulable=True)
     for name in ("gone", "kept"):
         metrics.observe(name, _summary(failed), {"Degraded": True, "Available": False})
@@ -46,7 +48,7 @@ def test_forget_drops_every_series_of_a_deleted_nodeconfig() -> None:
 
 
 def test_failed_and_cordoned_nodes_are_counted() -> None:
-    metrics = Metrics()
+    metrics = OperatorMetrics()
     notes = (
         NodeNote("a", NodeState.FAILED, "rollback failed", unschedulable=True),
         NodeNote("b", NodeState.FAILED, "drain timed out", unschedulable=False),  # given back

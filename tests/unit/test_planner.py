@@ -13,6 +13,7 @@ from eventedpleg import constants as c
 from eventedpleg.core import planner
 from eventedpleg.core.actions import Cordon, MarkFailed
 from eventedpleg.core.snapshot import Peer
+from eventedpleg.models.nodeconfig import NodeCounts
 from tests.unit.rolloutworld import H_OFF, H_ON, T0, SimNode, World, fleet, spec
 
 
@@ -35,7 +36,7 @@ def test_full_rollout_one_at_a_time() -> None:
     assert max(u for _, u in world.history) == 1
     assert all(n.drains == 1 for n in world.nodes.values())
     assert final.summary.complete
-    assert final.summary.counts == planner.Counts(total=10, eligible=10, updated=10)
+    assert final.summary.counts == NodeCounts(total=10, eligible=10, updated=10)
 
 
 @pytest.mark.parametrize(("value", "parallel"), [(3, 3), ("30%", 3), ("5%", 1), ("100%", 10)])
@@ -320,7 +321,7 @@ def test_overlapping_nodeconfigs_the_older_one_wins() -> None:
     result = planner.plan(
         world.views(), target.__class__(**{**target.__dict__, "peers": (older,)}), world.now
     )
-    assert result.summary.conflicts == (planner.Conflict("node-000", "older"),)
+    assert result.summary.conflicts == (planner.OwnerConflict("node-000", "older"),)
     assert [a.node for a in result.actions] == ["node-001"]
     skipped = [n for n in result.summary.attention if n.name == "node-000"]
     assert "conflict: also selected by NodeConfig 'older'" in skipped[0].reason

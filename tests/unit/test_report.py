@@ -25,8 +25,8 @@ def _node(name: str, annotations: dict[str, str]) -> dict[str, Any]:
 
 
 def _figures() -> str:
-    before = benefit.Window(seconds=30, relists=30, relist_interval_seconds=1.0, cpu_millicores=31.2)
-    after = benefit.Window(seconds=30, relists=0, relist_interval_seconds=None, cpu_millicores=24.9)
+    before = benefit.MeasuredWindow(seconds=30, relists=30, relist_interval_seconds=1.0, cpu_millicores=31.2)
+    after = benefit.MeasuredWindow(seconds=30, relists=0, relist_interval_seconds=None, cpu_millicores=24.9)
     doc = benefit.document(kubelet="v1.36.4", enabled=True, before=before, after=after, narrowed=False)
     return benefit.to_annotation(doc)
 
@@ -37,7 +37,7 @@ def test_benefit_text_is_the_agents_summary() -> None:
         == "before: relist every 1.0s, kubelet 31m; after: no relist in 30s, kubelet 25m"
     )
     # A kubelet without process_cpu_seconds_total (the simulated one): no made-up or "?" CPU figure.
-    unknown = benefit.Window(seconds=30, relists=30, relist_interval_seconds=1.0, cpu_millicores=None)
+    unknown = benefit.MeasuredWindow(seconds=30, relists=30, relist_interval_seconds=1.0, cpu_millicores=None)
     assert unknown.describe() == "relist every 1.0s"
     assert benefit_text("") == ""
     assert benefit_text("not json") == ""

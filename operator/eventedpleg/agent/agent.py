@@ -26,11 +26,11 @@ from eventedpleg.agent.observe import KUBELET_UNIT, Observer
 from eventedpleg.agent.statestore import StateStore, Transaction, sha256
 from eventedpleg.constants import NodeState
 from eventedpleg.core import benefit, kubeletconfig, kubeletlog, render
-from eventedpleg.core.agentdecide import Action, next_action
+from eventedpleg.core.agentdecide import AgentAction, next_action
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.host import Host, KubeletEndpoint
 from eventedpleg.core.hostplan import ApplyPlan, ManagedState, Refusal, decide
-from eventedpleg.core.nodeapi import AgentApi, NodeView
+from eventedpleg.core.nodeapi import AgentApi, AgentNode
 from eventedpleg.core.verify import (
     Check,
     Expectation,
@@ -69,7 +69,7 @@ class AgentSettings:
 class Attempt:
     """One apply under way: what was asked, the host plan, and the transaction holding the backups."""
 
-    node: NodeView
+    node: AgentNode
     options: AgentOptions
     rendered: render.RenderedConfig
     plan: ApplyPlan
@@ -111,20 +111,20 @@ class Agent:
 
     # --- entry points -----------------------------------------------------------------------------------
 
-    def on_node(self, seen: NodeView) -> Work[None]:
+    def on_node(self, seen: AgentNode) -> Work[None]:
         """React to one observed version of our Node."""
-        if seen.name != self.node or next_action(seen.annotations) is not Action.APPLY:
+        if seen.name != self.node or next_action(seen.annotations) is not AgentAction.APPLY:
             return
         # Decide on a fresh read: a queued watch event may predate our own last report.
         node = self.api.get_node(self.node)
-        if node is None or next_action(node.annotations) is not Action.APPLY:
+        if node is None or next_action(node.annotations) is not AgentAction.APPLY:
             return
         yield from self._apply(node)
 
     def check(self) -> Work[None]:
         """After Done: drift and silent fallback (run every check_interval_seconds)."""
         node = self.api.get_node(self.node)
-        if node is None or next_action(node.annotations) is not Action.WATCH:
+        if node is None or next_action(node.annotations) is not AgentAction.WATCH:
             return
         yield from self._watch_done(node)
 
@@ -136,7 +136,7 @@ class Agent:
 
     def _report(
         self,
-        node: NodeView,
+        node: AgentNode,
         state: NodeState,
         reason: str,
         evidence: Mapping[str, object] | None = None,
@@ -158,10 +158,10 @@ class Agent:
         require = {c.ANN_DESIRED: node.annotations.get(c.ANN_DESIRED, "")}
         return self.api.patch_node_annotations(self.node, changes, require=require) is not None
 
-    def _event(self, node: NodeView, reason: str, message: str, *, warning: bool = False) -> None:
+    def _event(self, node: AgentNode, reason: str, message: str, *, warning: bool = False) -> None:
         self.api.emit_event(node, reason=reason, message=message[:1024], warning=warning)
 
-    def _reject(self, node: NodeView, why: str) -> None:
+    def _reject(self, node: AgentNode, why: str) -> None:
         """Bad input from the API side: nothing on the host was touched."""
         reason = f"{why}; nothing was changed on the node"
         self._report(
@@ -169,13 +169,13 @@ class Agent:
         )
         self._event(node, "ConfigRejected", reason, warning=True)
 
-    def _version(self, node: NodeView) -> Version | None:
+    def _version(self, node: AgentNode) -> Version | None:
         try:
             return parse_version(node.kubelet_version)
         except VersionError:
             return None
 
-    def _is_crio(self, node: NodeView) -> bool:
+    def _is_crio(self, node: AgentNode) -> bool:
         try:
             return parse_runtime(node.runtime_version).kind is RuntimeKind.CRIO
         except VersionError:
@@ -187,7 +187,7 @@ class Agent:
 
     # --- apply: request, recover, plan (or refuse), measure, begin, change, verify, commit or fail -------
 
-    def _request(self, node: NodeView) -> tuple[AgentOptions, render.RenderedConfig] | None:
+    def _request(self, node: AgentNode) -> tuple[AgentOptions, render.RenderedConfig] | None:
         """agent-options and the hash-named ConfigMap, re-validated; rejects (touching nothing) when bad."""
         desired = node.annotations[c.ANN_DESIRED]
         try:
@@ -212,7 +212,7 @@ class Agent:
             return None
         return options, rendered
 
-    def _apply(self, node: NodeView) -> Work[None]:
+    def _apply(self, node: AgentNode) -> Work[None]:
         request = self._request(node)
         if request is None:
             return
@@ -248,7 +248,7 @@ class Agent:
         return None, txn
 
     def _plan(
-        self, node: NodeView, rendered: render.RenderedConfig, options: AgentOptions
+        self, node: AgentNode, rendered: render.RenderedConfig, options: AgentOptions
     ) -> tuple[ApplyPlan | Refusal, Version | None, ManagedState]:
         """Read the host and decide (eventedpleg.core.hostplan); also the kubelet version and our record."""
         facts = read_facts(self.host, self.files, node, enabling=rendered.enabled)
@@ -258,7 +258,7 @@ class Agent:
         return decision, facts.kubelet_version or self._version(node), previous
 
     def _refuse(
-        self, node: NodeView, refusal: Refusal, *, restored: Transaction | None, version: Version | None
+        self, node: AgentNode, refusal: Refusal, *, restored: Transaction | None, version: Version | None
     ) -> Work[None]:
         """Skip the node, changing nothing (beyond making a stale apply's restored files effective)."""
         if restored is not None and version is not None:
@@ -359,7 +359,7 @@ class Agent:
         return (yield from self._verify(attempt.version, attempt.plan.expect, since=since, timeout=timeout))
 
     def _benefit(
-        self, attempt: Attempt, result: VerifyResult, before: benefit.Window | None
+        self, attempt: Attempt, result: VerifyResult, before: benefit.MeasuredWindow | None
     ) -> Work[dict[str, object]]:
         """The eventedpleg.io/benefit figures: the window before the change against one after it passed."""
         after = yield from self._measure()
@@ -440,7 +440,7 @@ class Agent:
         )
         self.store.save_applied(state)
 
-    def _measure(self) -> Work[benefit.Window | None]:
+    def _measure(self) -> Work[benefit.MeasuredWindow | None]:
         """Relists and kubelet CPU over benefit_window_seconds (two /metrics scrapes)."""
         seconds = self.settings.benefit_window_seconds
         first = self.observer.metrics() if seconds > 0 else None
@@ -546,7 +546,7 @@ class Agent:
                 )
         return None
 
-    def _watch_done(self, node: NodeView) -> Work[None]:
+    def _watch_done(self, node: AgentNode) -> Work[None]:
         desired = node.annotations[c.ANN_DESIRED]
         managed = self.store.applied()
         drift = self._drift(managed, desired)

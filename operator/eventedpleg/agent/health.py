@@ -5,10 +5,11 @@ longer than the threshold (a hung call, a deadlock). The DaemonSet's liveness an
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
+from eventedpleg import probeserver
 from eventedpleg.core.health import Heartbeats
+from eventedpleg.probeserver import TEXT, Reply
 
 LOOP = "agent"
 
@@ -16,27 +17,10 @@ LOOP = "agent"
 def serve(beats: Heartbeats, stale_seconds: float, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104 - the kubelet probes the node's address (hostNetwork)
     limits = {LOOP: stale_seconds}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if not self.path.startswith(("/healthz", "/readyz")):
-                self._send(404, b"not found")
-                return
-            health = beats.health(limits)
-            if LOOP not in beats.snapshot():
-                self._send(503, b"starting: the loop has not run yet")
-                return
-            self._send(200 if health.ok else 503, health.message.encode())
+    def health() -> Reply:
+        if LOOP not in beats.snapshot():
+            return 503, b"starting: the loop has not run yet", TEXT
+        result = beats.health(limits)
+        return 200 if result.ok else 503, result.message.encode(), TEXT
 
-        def _send(self, code: int, body: bytes) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_: object) -> None:
-            return  # probes every few seconds would flood the log
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
-    return server
+    return probeserver.start({"/healthz": health, "/readyz": health}, port, host, thread="health")

@@ -18,7 +18,7 @@ from eventedpleg.core.kubeletflags import (
     parse_units,
     unit_environment,
 )
-from eventedpleg.core.nodeapi import NodeView
+from eventedpleg.core.nodeapi import AgentNode
 from eventedpleg.core.versions import (
     RuntimeKind,
     RuntimeVersion,
@@ -56,7 +56,7 @@ def read_unit(files: HostFiles) -> tuple[UnitSettings | None, dict[str, str]]:
     return unit, env_files
 
 
-def kubelet_version(host: Host, exe: str, node: NodeView) -> Version | None:
+def kubelet_version(host: Host, exe: str, node: AgentNode) -> Version | None:
     """`kubelet --version` on the host (what will run after a restart), else the Node's kubeletVersion."""
     result = host.run([exe, "--version"], timeout=30)
     match = _VERSION_LINE.search(result.stdout) if result.ok else None
@@ -68,7 +68,7 @@ def kubelet_version(host: Host, exe: str, node: NodeView) -> Version | None:
     return None
 
 
-def runtime_of(node: NodeView, argv: tuple[str, ...] | None) -> RuntimeVersion | None:
+def runtime_of(node: AgentNode, argv: tuple[str, ...] | None) -> RuntimeVersion | None:
     try:
         return parse_runtime(node.runtime_version)
     except VersionError:
@@ -79,7 +79,7 @@ def runtime_of(node: NodeView, argv: tuple[str, ...] | None) -> RuntimeVersion |
     return None
 
 
-def read_facts(host: Host, files: HostFiles, node: NodeView, *, enabling: bool) -> hostplan.HostFacts:
+def read_facts(host: Host, files: HostFiles, node: AgentNode, *, enabling: bool) -> hostplan.HostFacts:
     proc = host.kubelet_process()
     unit, env_files = read_unit(files)
     unit_argv = None

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from eventedpleg.core.host import Clock, CommandResult, HttpResult, KubeletEndpoint, KubeletProcess
+from eventedpleg.core.host import CommandResult, HostClock, HttpResult, KubeletEndpoint, KubeletProcess
 from eventedpleg.core.kubeletflags import parse_cmdline, parse_environ
 
 TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
@@ -64,7 +64,7 @@ class LinuxHost:
         metrics_url: str = "https://127.0.0.1:10250/metrics",
         token_file: Path = TOKEN_FILE,
         cluster_ca: Path = CLUSTER_CA_FILE,
-        clock: Clock | None = None,
+        clock: HostClock | None = None,
     ) -> None:
         self._root = root
         self._nsenter = nsenter
@@ -72,14 +72,14 @@ class LinuxHost:
         self._urls = {KubeletEndpoint.HEALTHZ: healthz_url, KubeletEndpoint.METRICS: metrics_url}
         self._token_file = token_file
         self._cluster_ca = cluster_ca
-        self._clock: Clock = clock or RealClock()
+        self._clock: HostClock = clock or RealClock()
 
     @property
     def root(self) -> Path:
         return self._root
 
     @property
-    def clock(self) -> Clock:
+    def clock(self) -> HostClock:
         return self._clock
 
     def command(self, argv: Sequence[str]) -> list[str]:

@@ -1,19 +1,21 @@
 """`eventedpleg agent`: the node agent (what the DaemonSet runs, one per node).
 
-`agent_options` and `serve` are shared with the lab's `eventedpleg sim-agent`, which runs the same agent
-against a simulated host; the production command only ever drives the real one.
+`agent_command_options` and `run_agent` are shared with the lab's `eventedpleg sim-agent`, which runs the same
+agent against a simulated host; the production command only ever drives the real one.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
@@ -25,8 +27,6 @@ from eventedpleg.core.health import Heartbeats
 from eventedpleg.core.host import Host
 from eventedpleg.k8s.agentapi import KubeAgentApi
 from eventedpleg.k8s.client import api_client
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 _OPTIONS = (
     click.option(
@@ -48,31 +48,54 @@ _OPTIONS = (
 )
 
 
-def agent_options(command: F) -> F:
-    """The options every agent command takes (all but the host's)."""
+@dataclass(frozen=True)
+class AgentProcess:
+    """What every agent command is told, from its options (all but the host)."""
+
+    node: str
+    kubeconfig: str | None
+    settings: AgentSettings
+    once: bool
+    verbose: bool
+
+
+def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add the options every agent command takes; the command receives them as one AgentProcess, first."""
+
+    @functools.wraps(command)
+    def from_options(
+        *,
+        node: str,
+        kubeconfig: str | None,
+        namespace: str,
+        poll_seconds: float,
+        min_window_seconds: float,
+        check_interval_seconds: float,
+        once: bool,
+        verbose: bool,
+        **own: Any,
+    ) -> None:
+        settings = AgentSettings(
+            namespace=namespace,
+            poll_seconds=poll_seconds,
+            min_window_seconds=min_window_seconds,
+            check_interval_seconds=check_interval_seconds,
+        )
+        command(AgentProcess(node, kubeconfig, settings, once, verbose), **own)
+
+    wrapped: Callable[..., None] = from_options
     for option in reversed(_OPTIONS):
-        command = option(command)
-    return command
+        wrapped = option(wrapped)
+    return wrapped
 
 
-def serve(
-    node: str,
-    host: Host,
-    kubeconfig: str | None,
-    namespace: str,
-    poll_seconds: float,
-    min_window_seconds: float,
-    check_interval_seconds: float,
-    once: bool,
-    verbose: bool,
-    *,
-    health_port: int = 0,
-    health_stale_seconds: float = 180.0,
+def run_agent(
+    process: AgentProcess, host: Host, *, health_port: int = 0, health_stale_seconds: float = 180.0
 ) -> None:
-    """Run the agent for `node` on `host` until SIGTERM/SIGINT (or one pass with `once`); with
-    `health_port`, serve /healthz from the loop's heartbeat."""
+    """Run the agent on `host` until SIGTERM/SIGINT (or one pass with `once`); with `health_port`, serve
+    /healthz from the loop's heartbeat."""
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=logging.DEBUG if process.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     stopping = threading.Event()
@@ -82,18 +105,12 @@ def serve(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    settings = AgentSettings(
-        namespace=namespace,
-        poll_seconds=poll_seconds,
-        min_window_seconds=min_window_seconds,
-        check_interval_seconds=check_interval_seconds,
-    )
     beats = Heartbeats(time.monotonic)
     server = health.serve(beats, health_stale_seconds, health_port) if health_port else None
     try:
-        with api_client(kubeconfig) as client:
-            the_agent = Agent(node, host, KubeAgentApi(client, host=node), settings)
-            runner.run(the_agent, stop=stopping.is_set, once=once, beats=beats)
+        with api_client(process.kubeconfig) as client:
+            the_agent = Agent(process.node, host, KubeAgentApi(client, host=process.node), process.settings)
+            runner.run(the_agent, stop=stopping.is_set, once=process.once, beats=beats)
     finally:
         if server is not None:
             server.shutdown()
@@ -123,32 +140,8 @@ def serve(
     type=float,
     help="/healthz fails when the loop made no progress for this long (above the check interval + 30 s).",
 )
-@agent_options
-def agent(
-    host_root: Path,
-    health_port: int,
-    health_stale_seconds: float,
-    node: str,
-    kubeconfig: str | None,
-    namespace: str,
-    poll_seconds: float,
-    min_window_seconds: float,
-    check_interval_seconds: float,
-    once: bool,
-    verbose: bool,
-) -> None:
+@agent_command_options
+def agent(process: AgentProcess, host_root: Path, health_port: int, health_stale_seconds: float) -> None:
     """Apply, verify and watch Evented PLEG on this node when the operator asks (node annotations)."""
     host = LinuxHost(host_root, nsenter=host_root.resolve() != Path("/"))
-    serve(
-        node,
-        host,
-        kubeconfig,
-        namespace,
-        poll_seconds,
-        min_window_seconds,
-        check_interval_seconds,
-        once,
-        verbose,
-        health_port=health_port,
-        health_stale_seconds=health_stale_seconds,
-    )
+    run_agent(process, host, health_port=health_port, health_stale_seconds=health_stale_seconds)

@@ -1,7 +1,8 @@
-"""kopf handlers: a few lines each; the work is in runtime.Runtime (and the parts it wires) and the pure core.
+"""kopf handlers: a few lines each; the work is in engine.RolloutEngine (and the parts it wires) and the
+pure core.
 
 Run with `eventedpleg operator` (leader election, metrics, then kopf), or for development
-`kopf run -m eventedpleg.controller.handlers --all-namespaces` after `configure()` has a Runtime.
+`kopf run -m eventedpleg.controller.handlers --all-namespaces` after `configure()` has a RolloutEngine.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import kopf
 
 from eventedpleg import constants as c
-from eventedpleg.controller.runtime import Runtime
+from eventedpleg.controller.engine import RolloutEngine
 
 NODECONFIGS = (c.GROUP, c.VERSION, c.PLURAL)
 
@@ -35,9 +36,9 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.networking.request_timeout = 30
 
 
-def _runtime(memo: kopf.Memo) -> Runtime:
-    runtime: Runtime = memo["runtime"]
-    return runtime
+def _engine(memo: kopf.Memo) -> RolloutEngine:
+    engine: RolloutEngine = memo["engine"]
+    return engine
 
 
 @kopf.on.startup()
@@ -66,12 +67,12 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 @kopf.on.event(*NODECONFIGS)
 async def nodeconfig_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    _runtime(memo).nodeconfig_event(event.get("type"), event["object"])
+    _engine(memo).nodeconfig_event(event.get("type"), event["object"])
 
 
 @kopf.daemon(*NODECONFIGS, cancellation_timeout=30.0)
 async def rollout(name: str, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any) -> None:
-    await _runtime(memo).run_rollout(name, stopped)
+    await _engine(memo).run_rollout(name, stopped)
 
 
 @kopf.on.delete(*NODECONFIGS)
@@ -79,4 +80,4 @@ async def revert_on_delete(name: str, memo: kopf.Memo, **_: Any) -> None:
     """Keep the finalizer until every node we touched is reverted (onDelete: Revert) or let go (Keep).
     Waits inside the handler (logging at INFO) instead of raising kopf.TemporaryError every 2 s, which
     kopf logs at ERROR; on shutdown kopf cancels the handler and the next leader resumes the deletion."""
-    await _runtime(memo).until_finalized(name)
+    await _engine(memo).until_finalized(name)

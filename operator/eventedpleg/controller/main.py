@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 import kopf
 
 from eventedpleg.controller import handlers
-from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.engine import STEP_THREADS, RolloutEngine
+from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.probes import INFORMER, Thresholds, liveness
-from eventedpleg.controller.runtime import STEP_THREADS, Runtime
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.core.leaderelection import ElectionTimings
 from eventedpleg.k8s.client import api_client, get_json
@@ -49,7 +49,7 @@ class OperatorOptions:
 
 
 def _renew_until_lost(
-    lock: LeaseLock, stop: threading.Event, lost: threading.Event, metrics: Metrics
+    lock: LeaseLock, stop: threading.Event, lost: threading.Event, metrics: OperatorMetrics
 ) -> None:
     """Renew every retry period; once the renew deadline passed without a successful renew, step down
     and stop kopf for good (client-go's OnStoppedLeading; the pod restarts as a candidate)."""
@@ -79,7 +79,7 @@ def run(options: OperatorOptions) -> int:
     identity = options.identity or os.environ.get("POD_NAME") or os.uname().nodename
     # kopf logs every handler call at INFO: one line per node event would drown the log on a big cluster.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    metrics = Metrics()
+    metrics = OperatorMetrics()
     beats = Heartbeats(time.monotonic)
     metrics.live = liveness(beats, options.health)
     server = metrics.serve(options.metrics_port)
@@ -91,7 +91,7 @@ def run(options: OperatorOptions) -> int:
     informer: NodeInformer | None = None
     try:
         recorder = EventRecorder(api, "eventedpleg-operator", identity, background=True)
-        runtime = Runtime(
+        engine = RolloutEngine(
             api=api,
             namespace=options.namespace,
             recorder=recorder,
@@ -101,14 +101,14 @@ def run(options: OperatorOptions) -> int:
         )
 
         def synced(names: set[str]) -> None:
-            runtime.node_list_done(names)
+            engine.node_list_done(names)
             metrics.ready.set()
 
-        informer = NodeInformer(api, runtime.node_event, synced, on_progress=lambda: beats.beat(INFORMER))
+        informer = NodeInformer(api, engine.node_event, synced, on_progress=lambda: beats.beat(INFORMER))
         informer.start()
         if options.leader_elect:
             lock = LeaseLock(api, LeaseConfig(options.namespace, LEASE_NAME, identity, options.election))
-            runtime.may_start = lock.leading
+            engine.steps.may_start = lock.leading  # a leader that cannot renew starts no step
             log.info("waiting for the leader Lease %s/%s as %s", options.namespace, LEASE_NAME, identity)
             while not lock.try_acquire_or_renew():
                 if stop.wait(options.election.retry_period):
@@ -124,7 +124,7 @@ def run(options: OperatorOptions) -> int:
             clusterwide=True,
             standalone=True,
             settings=settings,
-            memo=kopf.Memo(runtime=runtime, stop=stop),
+            memo=kopf.Memo(engine=engine, stop=stop),
             stop_flag=stop,
         )
     finally:

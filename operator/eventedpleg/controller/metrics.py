@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -21,13 +21,17 @@ from prometheus_client import (
     generate_latest,
 )
 
+from eventedpleg import probeserver
 from eventedpleg.constants import NodeState
 from eventedpleg.core.planner import Summary
+from eventedpleg.probeserver import TEXT, Reply
 
 BUCKETS = ("total", "eligible", "updated", "updating", "failed", "skipped")
 
 
-class Metrics:
+class OperatorMetrics:
+    """The operator's own /metrics (its registry and series); kubelet metrics are core.promtext.Metrics."""
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
@@ -105,34 +109,19 @@ class Metrics:
                     metric.remove(*labels)
 
     def serve(self, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104 - probes come from the kubelet
-        metrics = self
+        def metrics() -> Reply:
+            return 200, generate_latest(self.registry), CONTENT_TYPE_LATEST
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.startswith("/metrics"):
-                    self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
-                elif self.path.startswith("/healthz"):
-                    ok, message = metrics.live()
-                    self._send(200 if ok else 503, message.encode(), "text/plain")
-                elif self.path.startswith("/readyz"):
-                    ok = metrics.ready.is_set()
-                    self._send(200 if ok else 503, b"ok" if ok else b"caches not synced", "text/plain")
-                else:
-                    self._send(404, b"not found", "text/plain")
+        def healthz() -> Reply:
+            ok, message = self.live()
+            return 200 if ok else 503, message.encode(), TEXT
 
-            def _send(self, code: int, body: bytes, kind: str) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        def readyz() -> Reply:
+            ok = self.ready.is_set()
+            return 200 if ok else 503, b"ok" if ok else b"caches not synced", TEXT
 
-            def log_message(self, *_: object) -> None:
-                return  # probes every few seconds would flood the log
-
-        server = ThreadingHTTPServer((host, port), Handler)
-        threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
-        return server
+        routes = {"/metrics": metrics, "/healthz": healthz, "/readyz": readyz}
+        return probeserver.start(routes, port, host, thread="metrics")
 
 
 def _label_sets(metric: Gauge | Counter, nodeconfig: str, names: tuple[str, ...]) -> set[tuple[str, ...]]:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from eventedpleg.constants import ConditionType
-from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.planner import Summary
 from eventedpleg.k8s import nodeconfigs
 from eventedpleg.k8s.errors import ApiError
@@ -28,7 +28,7 @@ STATUS_INTERVAL = 1.0  # at most one status write a second while only the counts
 class StatusPublisher:
     api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
     recorder: EventRecorder
-    metrics: Metrics
+    metrics: OperatorMetrics
     written: dict[str, tuple[NodeConfigStatus, float]] = field(default_factory=dict)  # last status, when
     seen_failures: dict[str, set[str]] = field(default_factory=dict)  # nodes whose failure had its Event
 

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from eventedpleg import constants as c
-from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.controller.nodeconfigstore import PassInputs, created
 from eventedpleg.controller.publisher import STATUS_INTERVAL, StatusPublisher
@@ -34,7 +34,7 @@ BUSY_RECHECK = 2.0  # while drains wait on PodDisruptionBudgets (kubectl retries
 class Reconciler:
     api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
     namespace: str
-    metrics: Metrics
+    metrics: OperatorMetrics
     nodes: NodeCache
     steps: StepRunner
     publisher: StatusPublisher

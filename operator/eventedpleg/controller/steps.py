@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
 from eventedpleg.core.actions import Action, Cordon, Drain
 from eventedpleg.core.snapshot import NodeView
+from eventedpleg.k8s.drain import DrainOptions
 from eventedpleg.k8s.events import EventRecorder, ObjectRef
-from eventedpleg.k8s.executor import DrainSettings, Executor, Outcome
+from eventedpleg.k8s.executor import Executor, StepResult
 from eventedpleg.models.nodeconfig import NodeConfigSpec
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ STEP_THREADS = WORKERS + GIVEBACK_WORKERS
 class StepRunner:
     api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
     recorder: EventRecorder
-    metrics: Metrics
+    metrics: OperatorMetrics
     nodes: NodeCache
     clock: Callable[[], datetime]
     settled: Callable[[], None]  # called from a pool thread after each step: wake the passes
@@ -41,23 +42,20 @@ class StepRunner:
     giveback_pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(GIVEBACK_WORKERS, "giveback")
     )
+    executor: Executor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.executor = Executor(
+            self.api, self.recorder, clock=self.clock, allow_force_delete=self.allow_force_delete
+        )
 
     def submit(self, actions: tuple[Action, ...], ref: ObjectRef, spec: NodeConfigSpec) -> None:
         """Start each step on a pool without waiting: the next pass may run while steps are in flight.
         A node with a step in flight gets no second one; a Cordon is assumed done until it lands."""
         if not actions or not self.may_start():
             return
-        executor = Executor(
-            self.api,
-            self.recorder,
-            nodeconfig=ref,
-            drain=DrainSettings(
-                spec.drain.grace_period_seconds,
-                spec.drain.delete_empty_dir_data,
-                spec.drain.force,
-                self.allow_force_delete,
-            ),
-            clock=self.clock,
+        drain = DrainOptions(
+            spec.drain.grace_period_seconds, spec.drain.delete_empty_dir_data, spec.drain.force
         )
         for action in actions:
             claimed, before = self.nodes.claim(action.node)
@@ -66,19 +64,19 @@ class StepRunner:
             if isinstance(action, Cordon) and before is not None:
                 self.nodes.assume(action.node, assumed_cordoned(before, action))
             pool = self.pool if isinstance(action, Cordon | Drain) else self.giveback_pool
-            pool.submit(self._step, executor, action, ref.name, before)
+            pool.submit(self._step, action, ref.name, drain, before)
 
-    def _step(self, executor: Executor, action: Action, nodeconfig: str, before: NodeView | None) -> None:
+    def _step(self, action: Action, nodeconfig: str, drain: DrainOptions, before: NodeView | None) -> None:
         started = time.monotonic()
         try:
             if self.may_start():  # checked again: the step may have queued past the leader's deadline
                 log.info("step %s on %s starts", type(action).__name__, action.node)
-                outcome = executor.apply(action, before)
+                outcome = self.executor.apply(action, before, nodeconfig=nodeconfig, drain=drain)
             else:
-                outcome = Outcome(action, applied=False, error="not leading")
+                outcome = StepResult(action, applied=False, error="not leading")
         except Exception:  # a step must never leave the node marked busy or assumed
             log.exception("step %s on %s", type(action).__name__, action.node)
-            outcome = Outcome(action, applied=False, error="internal error")
+            outcome = StepResult(action, applied=False, error="internal error")
         self.metrics.steps.labels(type(action).__name__).observe(time.monotonic() - started)
         if isinstance(action, Cordon):
             self.nodes.settle(action.node, outcome.node_body, None if outcome.applied else before)

@@ -20,22 +20,22 @@ from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 
 
-class Action(StrEnum):
+class AgentAction(StrEnum):
     APPLY = "apply"  # apply desired-config, verify, report
     WATCH = "watch"  # Done: look for drift and silent fallback from time to time
     IDLE = "idle"  # nothing for the agent (the operator's turn, or not managed)
 
 
-def next_action(annotations: Mapping[str, str]) -> Action:
+def next_action(annotations: Mapping[str, str]) -> AgentAction:
     state = annotations.get(c.ANN_STATE, "")
     desired = annotations.get(c.ANN_DESIRED, "")
     current = annotations.get(c.ANN_CURRENT, "")
     if not desired:
-        return Action.IDLE
+        return AgentAction.IDLE
     if state == NodeState.APPLYING.value:
-        return Action.APPLY
+        return AgentAction.APPLY
     if state == NodeState.VERIFYING.value and desired != current:
-        return Action.APPLY
+        return AgentAction.APPLY
     if state == NodeState.DONE.value and current == desired:
-        return Action.WATCH
-    return Action.IDLE
+        return AgentAction.WATCH
+    return AgentAction.IDLE

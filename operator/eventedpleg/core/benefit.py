@@ -23,7 +23,7 @@ NARROWED_NOTE = "1.37+: relist stays at 1 s by design, no steady-state CPU savin
 
 
 @dataclass(frozen=True)
-class Window:
+class MeasuredWindow:
     """Figures over one window; None where the metric is absent or the window spans a restart."""
 
     seconds: float
@@ -61,7 +61,7 @@ def _delta(first: Metrics, second: Metrics, name: str) -> float | None:
     return b - a
 
 
-def window(first: Metrics | None, second: Metrics | None, seconds: float) -> Window | None:
+def window(first: Metrics | None, second: Metrics | None, seconds: float) -> MeasuredWindow | None:
     if first is None or second is None or seconds <= 0:
         return None
     count = _delta(first, second, RELIST_COUNT)
@@ -69,11 +69,16 @@ def window(first: Metrics | None, second: Metrics | None, seconds: float) -> Win
     cpu = _delta(first, second, CPU)
     relists = None if count is None else round(count)
     interval = total / count if count and total is not None else None
-    return Window(seconds, relists, interval, None if cpu is None else 1000.0 * cpu / seconds)
+    return MeasuredWindow(seconds, relists, interval, None if cpu is None else 1000.0 * cpu / seconds)
 
 
 def document(
-    *, kubelet: str, enabled: bool, before: Window | None, after: Window | None, narrowed: bool
+    *,
+    kubelet: str,
+    enabled: bool,
+    before: MeasuredWindow | None,
+    after: MeasuredWindow | None,
+    narrowed: bool,
 ) -> dict[str, object]:
     """The annotation's JSON (see docs/realnode.md, "Benefit annotation")."""
     doc: dict[str, object] = {"kubelet": kubelet, "enabled": enabled}

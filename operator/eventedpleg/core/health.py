@@ -24,7 +24,7 @@ def kind_of(loop: str) -> str:
     return loop.split("/", 1)[0]
 
 
-def check(beats: Mapping[str, float], thresholds: Mapping[str, float], now: float) -> Health:
+def assess(beats: Mapping[str, float], thresholds: Mapping[str, float], now: float) -> Health:
     """Every loop whose kind has a threshold must have beaten within it."""
     stale = tuple(
         f"{loop} silent for {now - last:.0f}s (limit {limit:.0f}s)"
@@ -58,4 +58,4 @@ class Heartbeats:
             return dict(self._last)
 
     def health(self, thresholds: Mapping[str, float]) -> Health:
-        return check(self.snapshot(), thresholds, self.clock())
+        return assess(self.snapshot(), thresholds, self.clock())

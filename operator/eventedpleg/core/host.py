@@ -61,7 +61,9 @@ class HttpResult:
         return self.status == 200
 
 
-class Clock(Protocol):
+class HostClock(Protocol):
+    """The host's time, and sleeping on it (a simulated host's time moves when its agent sleeps)."""
+
     def now(self) -> datetime:
         """Aware UTC time."""
         ...
@@ -78,7 +80,7 @@ class Host(Protocol):
         ...
 
     @property
-    def clock(self) -> Clock: ...
+    def clock(self) -> HostClock: ...
 
     def run(self, argv: Sequence[str], *, timeout: float = 120.0) -> CommandResult:
         """Run a command in the host's namespaces (systemctl, crio, kubelet --help)."""

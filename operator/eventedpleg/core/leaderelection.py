@@ -53,57 +53,63 @@ class LeaseRecord:
 
 
 @dataclass(frozen=True)
-class Observation:
+class LeaseObservation:
     """The record as this replica last saw it, and when (monotonic) it first saw it in that form."""
 
     record: LeaseRecord
     at: float
 
 
-def observe(previous: Observation | None, record: LeaseRecord, now: float) -> Observation:
+def observe(previous: LeaseObservation | None, record: LeaseRecord, now: float) -> LeaseObservation:
     """client-go: observedTime moves only when the record differs from the one observed before.
 
     `now` should be taken after the read returned: a later observation only makes a standby wait longer.
     """
     if previous is not None and previous.record == record:
         return previous
-    return Observation(record, now)
+    return LeaseObservation(record, now)
 
 
-def expired(observation: Observation, timings: ElectionTimings, now: float) -> bool:
+def expired(observation: LeaseObservation, timings: ElectionTimings, now: float) -> bool:
     """No change seen for the record's own leaseDurationSeconds (ours when the record has none)."""
     duration = observation.record.lease_duration_seconds or timings.lease_duration
     return now >= observation.at + duration
 
 
-class Verdict(enum.Enum):
+class LeaseDecision(enum.Enum):
     CREATE = "create"  # no Lease yet: create it holding it
     ACQUIRE = "acquire"  # free or expired: take it over (a new acquireTime, transitions + 1)
     RENEW = "renew"  # ours: write a new renewTime
     WAIT = "wait"  # held by someone else and not expired
 
 
-def decide(identity: str, observation: Observation | None, timings: ElectionTimings, now: float) -> Verdict:
+def decide_lease(
+    identity: str, observation: LeaseObservation | None, timings: ElectionTimings, now: float
+) -> LeaseDecision:
     """What one attempt should write, given what we observed (None: the Lease does not exist)."""
     if observation is None:
-        return Verdict.CREATE
+        return LeaseDecision.CREATE
     holder = observation.record.holder
     if holder == identity:
-        return Verdict.RENEW
+        return LeaseDecision.RENEW
     if not holder or expired(observation, timings, now):
-        return Verdict.ACQUIRE
-    return Verdict.WAIT
+        return LeaseDecision.ACQUIRE
+    return LeaseDecision.WAIT
 
 
 def next_record(
-    identity: str, verdict: Verdict, current: LeaseRecord | None, timings: ElectionTimings, wall: datetime
+    identity: str,
+    decision: LeaseDecision,
+    current: LeaseRecord | None,
+    timings: ElectionTimings,
+    wall: datetime,
 ) -> LeaseRecord:
     """The record to write for CREATE/ACQUIRE/RENEW. renewTime always moves forward, even when our wall
     clock is behind the previous writer's or stands still: a standby sees a change only if it moves."""
     duration = int(timings.lease_duration)
     previous = current.renew_time if current else None
     stamp = wall if previous is None or wall > previous else previous + timedelta(milliseconds=1)
-    if verdict is Verdict.RENEW and current is not None:
+    if decision is LeaseDecision.RENEW and current is not None:
         return LeaseRecord(identity, duration, current.acquire_time or stamp, stamp, current.transitions)
     transitions = 0 if current is None else current.transitions + 1  # client-go counts every change
     return LeaseRecord(identity, duration, stamp, stamp, transitions)

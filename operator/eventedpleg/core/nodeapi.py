@@ -12,7 +12,7 @@ from typing import Protocol
 
 
 @dataclass(frozen=True)
-class NodeView:
+class AgentNode:
     """The parts of a Node the agent reads."""
 
     name: str
@@ -26,17 +26,17 @@ class NodeView:
 
 
 class AgentApi(Protocol):
-    def get_node(self, name: str) -> NodeView | None:
+    def get_node(self, name: str) -> AgentNode | None:
         """The Node now (a fresh read, not a cache), None if it does not exist."""
         ...
 
-    def watch_node(self, name: str, *, resource_version: str, timeout_seconds: int) -> Iterator[NodeView]:
+    def watch_node(self, name: str, *, resource_version: str, timeout_seconds: int) -> Iterator[AgentNode]:
         """Changes of that one Node (fieldSelector metadata.name=NAME) until the timeout; may end early."""
         ...
 
     def patch_node_annotations(
         self, name: str, changes: Mapping[str, str | None], *, require: Mapping[str, str] | None = None
-    ) -> NodeView | None:
+    ) -> AgentNode | None:
         """Set (or with None delete) annotations. With `require`, only if those annotations still have those
         values (a JSON-patch `test`); returns None when that precondition failed."""
         ...
@@ -45,6 +45,6 @@ class AgentApi(Protocol):
         """The ConfigMap's data, None if it does not exist."""
         ...
 
-    def emit_event(self, node: NodeView, *, reason: str, message: str, warning: bool = False) -> None:
+    def emit_event(self, node: AgentNode, *, reason: str, message: str, warning: bool = False) -> None:
         """An Event about the Node (best effort: never raises for API errors)."""
         ...

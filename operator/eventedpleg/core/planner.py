@@ -38,6 +38,7 @@ from eventedpleg.core.actions import (
     Uncordon,
 )
 from eventedpleg.core.snapshot import AGENT_PHASE, IN_PROGRESS, NodeView, Target
+from eventedpleg.models.nodeconfig import NodeCounts
 
 # The agent gets the verification timeout plus this much for restarts and reporting before we give up.
 AGENT_GRACE = timedelta(seconds=120)
@@ -57,7 +58,7 @@ class NodeNote:
 
 
 @dataclass(frozen=True)
-class Conflict:
+class OwnerConflict:
     """A selected node that an older NodeConfig manages."""
 
     node: str
@@ -74,18 +75,8 @@ class HeldNode:
 
 
 @dataclass(frozen=True)
-class Counts:
-    total: int = 0
-    eligible: int = 0
-    updated: int = 0
-    updating: int = 0
-    failed: int = 0
-    skipped: int = 0
-
-
-@dataclass(frozen=True)
 class Summary:
-    counts: Counts
+    counts: NodeCounts  # what status.nodes says
     want_hash: str
     complete: bool  # every eligible node is at the wanted hash and nothing is in progress
     halted: bool
@@ -93,7 +84,7 @@ class Summary:
     paused: bool
     window_closed: bool
     waiting: str  # why nothing new starts right now ("" when starting or done)
-    conflicts: tuple[Conflict, ...]
+    conflicts: tuple[OwnerConflict, ...]
     attention: tuple[NodeNote, ...]
     attention_truncated: int
     failures: tuple[NodeNote, ...]
@@ -121,10 +112,10 @@ def max_unavailable(value: int | str, total: int) -> int:
 
 @dataclass
 class _Tally:
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(Counts.__annotations__, 0))
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(NodeCounts.model_fields, 0))
     notes: list[NodeNote] = field(default_factory=list)
     failures: list[NodeNote] = field(default_factory=list)
-    conflicts: list[Conflict] = field(default_factory=list)
+    conflicts: list[OwnerConflict] = field(default_factory=list)
     wakes: list[datetime] = field(default_factory=list)
 
     def note(self, node: NodeView, state: str, reason: str) -> None:
@@ -252,7 +243,7 @@ class _Walk:
             self.tally.counts["skipped"] += 1
             self.tally.note(node, NodeState.SKIPPED, reason)
             if owner != target.name:
-                self.tally.conflicts.append(Conflict(node.name, owner))
+                self.tally.conflicts.append(OwnerConflict(node.name, owner))
         if ours:
             self._let_go(node)
 
@@ -405,7 +396,7 @@ class _Walk:
         return Plan(
             actions=tuple(self.actions),
             summary=Summary(
-                counts=Counts(**tally.counts),
+                counts=NodeCounts(**tally.counts),
                 want_hash=self.want,
                 complete=complete,
                 halted=halted,

@@ -14,14 +14,13 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from eventedpleg.constants import ConditionType
-from eventedpleg.core.planner import Conflict, NodeNote, Summary
+from eventedpleg.core.planner import NodeNote, OwnerConflict, Summary
 from eventedpleg.core.snapshot import IN_PROGRESS
 from eventedpleg.models.nodeconfig import (
     MAX_NODE_STATUSES,
     Condition,
     ConditionStatus,
     NodeConfigStatus,
-    NodeCounts,
     NodeStatus,
 )
 
@@ -36,7 +35,7 @@ def _nodes_text(notes: Sequence[NodeNote]) -> str:
     return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
 
 
-def _conflicts_text(conflicts: Sequence[Conflict]) -> str:
+def _conflicts_text(conflicts: Sequence[OwnerConflict]) -> str:
     """Each node once, grouped by the NodeConfig that manages it."""
     owners: dict[str, list[str]] = {}
     for conflict in conflicts:
@@ -224,20 +223,12 @@ def build_status(
                 last_transition_time=since,
             )
         )
-    counts = summary.counts
     notes = summary.attention[:MAX_NODE_STATUSES]
     return NodeConfigStatus(
         observed_generation=generation,
         rendered_hash=summary.want_hash,
         conditions=conditions,
-        nodes=NodeCounts(
-            total=counts.total,
-            eligible=counts.eligible,
-            updated=counts.updated,
-            updating=counts.updating,
-            failed=counts.failed,
-            skipped=counts.skipped,
-        ),
+        nodes=summary.counts,
         node_statuses=[
             NodeStatus(
                 name=n.name, state=n.state, reason=n.reason, since=n.since, evidence=n.evidence[:MAX_EVIDENCE]

@@ -16,7 +16,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from eventedpleg.core.nodeapi import NodeView
+from eventedpleg.core.nodeapi import AgentNode
 from eventedpleg.k8s import configmaps, nodes
 from eventedpleg.k8s.errors import Conflict, NotFound, Unreachable, from_api_exception
 from eventedpleg.k8s.events import EventRecorder, node_ref
@@ -27,8 +27,8 @@ PATCH_ATTEMPTS = 8  # Node status heartbeats bump resourceVersion; a conflict ju
 WATCH_READ_MARGIN = 30  # client read timeout = the server's timeoutSeconds + this: a silent stream is dead
 
 
-def node_view(obj: Mapping[str, Any]) -> NodeView:
-    """A Node as a plain dict (sanitize_for_serialization) -> NodeView."""
+def agent_node(obj: Mapping[str, Any]) -> AgentNode:
+    """A Node as a plain dict (sanitize_for_serialization) -> AgentNode."""
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     info = status.get("nodeInfo") or {}
@@ -36,7 +36,7 @@ def node_view(obj: Mapping[str, Any]) -> NodeView:
     for cond in status.get("conditions") or []:
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
-    return NodeView(
+    return AgentNode(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
@@ -58,13 +58,13 @@ class KubeAgentApi:
         plain: dict[str, Any] = self._api.sanitize_for_serialization(obj)
         return plain
 
-    def get_node(self, name: str) -> NodeView | None:
+    def get_node(self, name: str) -> AgentNode | None:
         try:
-            return node_view(nodes.get_node(self._api, name))
+            return agent_node(nodes.get_node(self._api, name))
         except NotFound:
             return None
 
-    def watch_node(self, name: str, *, resource_version: str, timeout_seconds: int) -> Iterator[NodeView]:
+    def watch_node(self, name: str, *, resource_version: str, timeout_seconds: int) -> Iterator[AgentNode]:
         stream = watch.Watch()
         try:
             for event in stream.stream(
@@ -76,7 +76,7 @@ class KubeAgentApi:
             ):
                 kind = event.get("type")
                 if kind in ("ADDED", "MODIFIED"):
-                    yield node_view(self._plain(event["object"]))
+                    yield agent_node(self._plain(event["object"]))
                 elif kind == "ERROR":
                     return  # e.g. 410 Gone: the caller reads the node again and re-watches
         except ApiException as exc:
@@ -90,7 +90,7 @@ class KubeAgentApi:
 
     def patch_node_annotations(
         self, name: str, changes: Mapping[str, str | None], *, require: Mapping[str, str] | None = None
-    ) -> NodeView | None:
+    ) -> AgentNode | None:
         """Compare-and-set on annotations: read, check `require`, merge-patch with that resourceVersion."""
         for _ in range(PATCH_ATTEMPTS):
             current = self.get_node(name)
@@ -100,7 +100,7 @@ class KubeAgentApi:
                 return None
             body = nodes.node_patch(annotations=changes, resource_version=current.resource_version)
             try:
-                return node_view(nodes.patch_node(self._api, name, body))
+                return agent_node(nodes.patch_node(self._api, name, body))
             except Conflict:
                 continue
         raise Conflict(409, "Conflict", f"node {name} kept changing; gave up after {PATCH_ATTEMPTS} attempts")
@@ -111,5 +111,5 @@ class KubeAgentApi:
         except NotFound:
             return None
 
-    def emit_event(self, node: NodeView, *, reason: str, message: str, warning: bool = False) -> None:
+    def emit_event(self, node: AgentNode, *, reason: str, message: str, warning: bool = False) -> None:
         self._events.emit(node_ref(node.name, node.uid), "Warning" if warning else "Normal", reason, message)

@@ -22,7 +22,7 @@ from eventedpleg.core.snapshot import NodeView, node_view
 from eventedpleg.core.steppolicy import AttemptDrain, Emit, FindMirrorPods, StepEnd, Write
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s.errors import ApiError, Conflict, NotFound
-from eventedpleg.k8s.events import EventRecorder, ObjectRef, node_ref
+from eventedpleg.k8s.events import EventRecorder, node_ref
 from eventedpleg.k8s.nodes import get_node, node_patch, patch_node
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def relied_on(view: NodeView) -> tuple[object, ...]:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class StepResult:
     action: Action
     applied: bool  # False: conflict or error, nothing (more) was written
     transition: str = ""  # the node state written, if any
@@ -50,56 +50,53 @@ class Outcome:
     node_body: dict[str, Any] | None = None  # the node after our last write: the cache takes it at once
 
 
-@dataclass(frozen=True)
-class DrainSettings:
-    grace_period_seconds: int
-    delete_empty_dir_data: bool
-    force: bool
-    # Whether this installation grants `pods delete` (chart value drain.allowForceDelete). Without it,
-    # onTimeout: ForceDelete fails the node with a message that says so, instead of a 403 on every retry.
-    allow_force_delete: bool = False
-
-
 class Executor:
+    """One per operator: what differs between NodeConfigs (their name, their drain options) comes with
+    each step, and what a step relies on lives only as long as the step, so pool threads share it."""
+
     def __init__(
         self,
         api: client.ApiClient,
         recorder: EventRecorder,
         *,
-        nodeconfig: ObjectRef,
-        drain: DrainSettings,
         clock: Callable[[], datetime],
+        # Whether this installation grants `pods delete` (chart value drain.allowForceDelete). Without it,
+        # onTimeout: ForceDelete fails the node with a message that says so, instead of a 403 on every retry.
+        allow_force_delete: bool = False,
     ) -> None:
-        self.api, self.recorder, self.nodeconfig = api, recorder, nodeconfig
-        self.drain_options = drainer.DrainOptions(
-            drain.grace_period_seconds, drain.delete_empty_dir_data, drain.force
-        )
-        self.allow_force_delete = drain.allow_force_delete
+        self.api, self.recorder = api, recorder
+        self.allow_force_delete = allow_force_delete
         self.clock = clock
-        # (node, resourceVersion) -> what a step relies on at that version (see _patch).
-        self._relied: dict[tuple[str, str], tuple[object, ...]] = {}
 
-    def apply(self, action: Action, basis: NodeView | None = None) -> Outcome:
-        """Carry out one step. `basis` is the node as the planner saw it: when a write hits 409 only
-        because something we do not rely on moved (a status heartbeat), the write is retried."""
-        if basis is not None:
-            self._relied[(action.node, action.resource_version)] = relied_on(basis)
+    def apply(
+        self,
+        action: Action,
+        basis: NodeView | None = None,
+        *,
+        nodeconfig: str,
+        drain: drainer.DrainOptions,
+    ) -> StepResult:
+        """Carry out one step for `nodeconfig`. `basis` is the node as the planner saw it: when a write hits
+        409 only because something we do not rely on moved (a status heartbeat), the write is retried."""
+        # resourceVersion -> what the step relies on at that version (see _patch)
+        relied = {} if basis is None else {action.resource_version: relied_on(basis)}
         try:
-            return self._apply(action)
+            return self._apply(action, nodeconfig, drain, relied)
         except Conflict:
-            return Outcome(action, applied=False, error="conflict")
+            return StepResult(action, applied=False, error="conflict")
         except NotFound:
-            return Outcome(action, applied=False, error="node not found")
+            return StepResult(action, applied=False, error="node not found")
         except ApiError as exc:
             log.warning("step %s on %s failed: %s", type(action).__name__, action.node, exc)
-            return Outcome(action, applied=False, error=str(exc))
+            return StepResult(action, applied=False, error=str(exc))
 
     def _patch(
         self,
         node: str,
         rv: str,
         annotations: Mapping[str, str | None],
-        unschedulable: bool | None = None,
+        unschedulable: bool | None,
+        relied: dict[str, tuple[object, ...]],
     ) -> dict[str, Any]:
         """A merge patch conditional on `rv`. On 409, if what the step relies on (our annotations, the
         cordon, the labels) is unchanged at the new version, the same write is retried at that version:
@@ -112,18 +109,24 @@ class Executor:
                     node_patch(annotations=annotations, unschedulable=unschedulable, resource_version=rv),
                 )
             except Conflict:
-                relied = self._relied.get((node, rv))
+                before = relied.get(rv)
                 fresh = node_view(get_node(self.api, node))
-                if relied is None or relied_on(fresh) != relied:
+                if before is None or relied_on(fresh) != before:
                     raise  # something we rely on changed: the next pass plans again
                 rv = fresh.resource_version
-                self._relied[(node, rv)] = relied
+                relied[rv] = before
                 continue
-            self._relied[(node, str(body["metadata"]["resourceVersion"]))] = relied_on(node_view(body))
+            relied[str(body["metadata"]["resourceVersion"])] = relied_on(node_view(body))
             return body
         raise Conflict(409, "Conflict", f"node {node} kept changing")
 
-    def _apply(self, action: Action) -> Outcome:
+    def _apply(
+        self,
+        action: Action,
+        nodeconfig: str,
+        drain: drainer.DrainOptions,
+        relied: dict[str, tuple[object, ...]],
+    ) -> StepResult:
         """Answer the policy's requests in order; an ApiError (409 included) ends the step there."""
         node, rv = action.node, action.resource_version
         body: dict[str, Any] | None = None
@@ -131,7 +134,7 @@ class Executor:
         step = steppolicy.step(
             action,
             clock=self.clock,
-            nodeconfig=self.nodeconfig.name,
+            nodeconfig=nodeconfig,
             allow_force_delete=self.allow_force_delete,
         )
         answer: steppolicy.Answer = None
@@ -141,21 +144,21 @@ class Executor:
                 answer = None
                 match request:
                     case Write():
-                        body = self._patch(node, rv, request.annotations, request.unschedulable)
+                        body = self._patch(node, rv, request.annotations, request.unschedulable, relied)
                         rv = str(body["metadata"]["resourceVersion"])
                     case FindMirrorPods():
                         pods = drainer.node_pods(self.api, node)
                         answer = drainer.mirror_pods_in(pods)
                     case AttemptDrain():
                         answer = drainer.attempt(
-                            self.api, node, self.drain_options, force_delete=request.force_delete, pods=pods
+                            self.api, node, drain, force_delete=request.force_delete, pods=pods
                         )
                         pods = None
                     case Emit():
                         self.recorder.emit(node_ref(node), request.kind, request.reason, request.message)
         except StopIteration as stop:
             end: StepEnd = stop.value
-        return Outcome(
+        return StepResult(
             action,
             applied=True,
             transition=end.transition or "",

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from kubernetes import client
 
 from eventedpleg.core import leaderelection as le
-from eventedpleg.core.leaderelection import ElectionTimings, LeaseRecord, Observation, Verdict
+from eventedpleg.core.leaderelection import ElectionTimings, LeaseDecision, LeaseObservation, LeaseRecord
 from eventedpleg.k8s.errors import ApiError, NotFound, translated
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class LeaseLock:
         self._api = client.CoordinationV1Api(api)
         self.config = config
         self._monotonic, self._wall = monotonic, wall
-        self._observed: Observation | None = None
+        self._observed: LeaseObservation | None = None
         self._valid_until = float("-inf")  # monotonic instant our leadership ends unless renewed
         self._lock = threading.Lock()
 
@@ -127,10 +127,10 @@ class LeaseLock:
             if current is not None:
                 self._observed = le.observe(self._observed, current, self._monotonic())
             observation = self._observed if current is not None else None
-            verdict = le.decide(cfg.identity, observation, self.timings, self._monotonic())
-            if verdict is Verdict.WAIT:
+            decision = le.decide_lease(cfg.identity, observation, self.timings, self._monotonic())
+            if decision is LeaseDecision.WAIT:
                 return False
-            record = le.next_record(cfg.identity, verdict, current, self.timings, self._wall())
+            record = le.next_record(cfg.identity, decision, current, self.timings, self._wall())
             try:
                 if lease is None:
                     meta = client.V1ObjectMeta(name=cfg.name, namespace=cfg.namespace)
@@ -141,7 +141,7 @@ class LeaseLock:
             except ApiError as exc:
                 log.debug("writing the Lease failed: %s", exc)
                 return False
-            self._observed = Observation(record, self._monotonic())
+            self._observed = LeaseObservation(record, self._monotonic())
             self._valid_until = max(self._valid_until, le.leading_until(started, self.timings))
             return True
 

@@ -229,7 +229,7 @@ class Rollout(_Model):
         return value
 
 
-class Drain(_Model):
+class DrainSpec(_Model):
     """kubectl drain semantics (k8s.io/kubectl/pkg/drain): eviction API, PDBs respected, DaemonSets skip."""
 
     timeout_seconds: Annotated[int, Field(ge=0, le=86400)] = 600  # 0 = wait forever (kubectl)
@@ -257,7 +257,7 @@ class NodeConfigSpec(_Model):
     kubelet_config: KubeletConfigMode = KubeletConfigMode.DROP_IN_ONLY
     heal_fallback: bool = True
     rollout: Rollout = Rollout()
-    drain: Drain = Drain()
+    drain: DrainSpec = DrainSpec()
     verification: Verification = Verification()
     on_delete: OnDelete = OnDelete.REVERT
 

@@ -53,9 +53,9 @@ def build_cmd(kubelets: tuple[str, ...]) -> None:
 @click.option("--kubelet", default="1.36", show_default=True, type=click.Choice(sorted(rn.KUBELETS)))
 @click.option(
     "--runtime",
-    default=cfg.Runtime.CONTAINERD_22.value,
+    default=cfg.RigRuntime.CONTAINERD_22.value,
     show_default=True,
-    type=click.Choice([r.value for r in cfg.Runtime]),
+    type=click.Choice([r.value for r in cfg.RigRuntime]),
 )
 @click.option("--pods", default=0, show_default=True, type=click.IntRange(0, 140), help="Idle static pods.")
 @click.option(
@@ -70,7 +70,7 @@ def up(kubelet: str, runtime: str, pods: int, gate: str) -> None:
     node = _node()
     spec = rn.RigSpec(
         kubelet=kubelet,
-        runtime=cfg.Runtime(runtime),
+        runtime=cfg.RigRuntime(runtime),
         pods=pods,
         gate={"on": True, "off": False, "unset": None}[gate],
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from eventedpleg.agent.linuxhost import RealClock
-from eventedpleg.cli.agent import agent_options, serve
+from eventedpleg.cli.agent import AgentProcess, agent_command_options, run_agent
 from eventedpleg_lab.sim.host import SimHost
 from eventedpleg_lab.sim.profiles import PROFILES
 
@@ -23,29 +23,7 @@ from eventedpleg_lab.sim.profiles import PROFILES
     type=click.Path(file_okay=False, path_type=Path),
     help="Where the simulated host's files are laid out (created when missing).",
 )
-@agent_options
-def sim_agent(
-    profile: str,
-    host_root: Path,
-    node: str,
-    kubeconfig: str | None,
-    namespace: str,
-    poll_seconds: float,
-    min_window_seconds: float,
-    check_interval_seconds: float,
-    once: bool,
-    verbose: bool,
-) -> None:
+@agent_command_options
+def sim_agent(process: AgentProcess, profile: str, host_root: Path) -> None:
     """Run the node agent against a simulated host of PROFILE laid out under --host-root."""
-    host = SimHost(host_root, PROFILES[profile], RealClock())
-    serve(
-        node,
-        host,
-        kubeconfig,
-        namespace,
-        poll_seconds,
-        min_window_seconds,
-        check_interval_seconds,
-        once,
-        verbose,
-    )
+    run_agent(process, SimHost(host_root, PROFILES[profile], RealClock()))

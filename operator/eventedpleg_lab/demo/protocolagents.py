@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.core.agentdecide import Action, next_action
+from eventedpleg.core.agentdecide import AgentAction, next_action
 from eventedpleg.k8s import nodes
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.informer import NodeInformer
@@ -72,7 +72,7 @@ class ProtocolAgents:
         name = str(node["metadata"]["name"])
         ann = node["metadata"].get("annotations") or {}
         desired = ann.get(c.ANN_DESIRED, "")
-        if next_action(ann) is not Action.APPLY:  # the real agent's rule, re-apply requests included
+        if next_action(ann) is not AgentAction.APPLY:  # the real agent's rule, re-apply requests included
             return
         with self._lock:
             if name in self._scheduled or _rv(node) <= self._written.get(name, 0):

@@ -19,14 +19,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
 from eventedpleg_lab.localcluster import build
+from eventedpleg_lab.localcluster.build import Log
 from eventedpleg_lab.realnode import images as rn_images
-
-Log = Callable[[str], None]
 
 ROOTFS_PACKAGES = (
     "systemd", "systemd-sysv", "dbus", "iproute2", "iptables", "nftables", "conntrack", "util-linux",

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,12 +26,12 @@ from typing import Any
 
 from eventedpleg_lab.lab import assets, machine
 from eventedpleg_lab.lab import nodefiles as nf
-from eventedpleg_lab.lab.nodes import NodeSpec, Runtime, parse
+from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec, parse
 from eventedpleg_lab.localcluster import build, pki
 from eventedpleg_lab.localcluster import cluster as lc
+from eventedpleg_lab.localcluster.build import Log
 from eventedpleg_lab.realnode import rig
 
-Log = Callable[[str], None]
 STATE_FILE = "lab.json"
 CLUSTER_DIR = "cluster"
 # The nodes reach the apiserver on the bridge; the serving cert already names `kubernetes`, which the
@@ -99,16 +98,16 @@ class Lab:
 
     # --- assets -----------------------------------------------------------------------------------------
 
-    def prepare(self, specs: tuple[NodeSpec, ...]) -> rig.Binaries:
+    def prepare(self, specs: tuple[NodeSpec, ...]) -> rig.RigBinaries:
         """Everything the nodes are made from, built or found in the cache."""
         assets.ensure_nspawn(self.log)
         assets.ensure_rootfs(self.log)
         assets.ensure_images()
         # The real-node rig's builds: only the ones this node set uses.
-        bins = rig.Binaries()
+        bins = rig.RigBinaries()
         for key in sorted({s.kubelet for s in specs}):
             bins.kubelet[key] = build.ensure_component(rig.KUBELETS[key], log=self.log)["kubelet"]
-        if any(s.runtime is Runtime.CONTAINERD_22 for s in specs):
+        if any(s.runtime is LabRuntime.CONTAINERD_22 for s in specs):
             bins.containerd = build.ensure_component(build.CONTAINERD, log=self.log)
             bins.crictl = build.ensure_component(build.CRICTL, log=self.log)["crictl"]
         if any(s.runtime.is_crio for s in specs):
@@ -164,7 +163,7 @@ class Lab:
         return state
 
     def _write_node(
-        self, spec: NodeSpec, specs: tuple[NodeSpec, ...], api_port: int, bins: rig.Binaries
+        self, spec: NodeSpec, specs: tuple[NodeSpec, ...], api_port: int, bins: rig.RigBinaries
     ) -> None:
         node_dir = self.node_dir(spec.name)
         shutil.rmtree(node_dir, ignore_errors=True)
@@ -186,7 +185,7 @@ class Lab:
         binaries: dict[str, Path] = {"kubelet": bins.kubelet[spec.kubelet]}
         if bins.crictl is not None:
             binaries["crictl"] = bins.crictl
-        if spec.runtime is Runtime.CONTAINERD_22:
+        if spec.runtime is LabRuntime.CONTAINERD_22:
             binaries.update(bins.containerd)
         if spec.runtime.is_crio:
             binaries.update({b: assets.crio_dir() / b for b in ("crio", "pinns")})

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from eventedpleg_lab.lab.nodes import GATEWAY, MAX_NODES, NodeSpec, Runtime
+from eventedpleg_lab.lab.nodes import GATEWAY, MAX_NODES, LabRuntime, NodeSpec
+from eventedpleg_lab.realnode.config import kubelet_base
 from eventedpleg_lab.realnode.images import IDLE_IMAGE, PAUSE_IMAGE
 
 BUSYBOX_IMAGE = "example.local/busybox:1"
@@ -75,14 +76,7 @@ def runtime_socket(spec: NodeSpec) -> str:
 
 def kubelet_config(spec: NodeSpec) -> str:
     doc = {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "kind": "KubeletConfiguration",
-        "containerRuntimeEndpoint": runtime_socket(spec),
-        "cgroupDriver": "cgroupfs",  # runtimes use cgroupfs; kubelet 1.36+ takes it from containerd 2.x too
-        "failCgroupV1": False,  # this machine is cgroup v1; the default is true since v1.35
-        "failSwapOn": False,
-        "oomScoreAdj": 0,  # no CAP_SYS_RESOURCE to go below 0
-        "resolvConf": "/etc/resolv.conf",
+        **kubelet_base(runtime_socket(spec), max_pods=110),
         "podCIDR": spec.pod_subnet,
         # As on a kubeadm node: the apiserver and the agent (ServiceAccount token, nodes/metrics) are
         # authenticated and authorized; no anonymous access, no read-only port.
@@ -92,8 +86,6 @@ def kubelet_config(spec: NodeSpec) -> str:
             "x509": {"clientCAFile": f"{PKI_DIR}/ca.crt"},
         },
         "authorization": {"mode": "Webhook"},
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
-        "maxPods": 110,
     }
     return "# Written by eventedpleg lab.\n" + yaml.safe_dump(doc, sort_keys=True)
 
@@ -207,7 +199,7 @@ WantedBy=multi-user.target
 
 
 def containerd_config(spec: NodeSpec) -> str:
-    if spec.runtime is Runtime.CONTAINERD_22:
+    if spec.runtime is LabRuntime.CONTAINERD_22:
         return f"""\
 version = 3
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
@@ -242,7 +234,9 @@ version = 2
 
 
 def containerd_unit(spec: NodeSpec) -> str:
-    binary = "/usr/local/bin/containerd" if spec.runtime is Runtime.CONTAINERD_22 else "/usr/bin/containerd"
+    binary = (
+        "/usr/local/bin/containerd" if spec.runtime is LabRuntime.CONTAINERD_22 else "/usr/bin/containerd"
+    )
     # $$ is systemd's escape for $.
     imports = f'for i in {IMAGE_DIR}/*.tar; do ctr -n k8s.io images import "$$i" || exit 1; done'
     return f"""\

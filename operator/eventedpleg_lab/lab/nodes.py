@@ -19,14 +19,14 @@ MAX_NODES = 9
 CGROUP_PREFIX = "eplab-"
 
 
-class Runtime(StrEnum):
+class LabRuntime(StrEnum):
     CONTAINERD_22 = "containerd-2.2"  # built from Go modules (the real-node rig's build)
     CONTAINERD_16 = "containerd-1.6"  # Debian bookworm's package: no GetContainerEvents
     CRIO_134 = "crio-1.34"  # built from Go modules; conmon and runc from Debian
 
     @property
     def is_crio(self) -> bool:
-        return self is Runtime.CRIO_134
+        return self is LabRuntime.CRIO_134
 
 
 KUBELETS = ("1.36", "1.37")
@@ -37,7 +37,7 @@ class NodeSpec:
     name: str
     index: int  # 1..MAX_NODES: decides the addresses
     kubelet: str  # a key of KUBELETS
-    runtime: Runtime
+    runtime: LabRuntime
     # CRI-O only: an administrator's own drop-in, later in crio.conf.d than ours, forcing pod events off.
     admin_pod_events_off: bool = False
 
@@ -91,10 +91,10 @@ def parse(text: str) -> tuple[NodeSpec, ...]:
         if kubelet not in KUBELETS:
             raise SpecError(f"{item!r}: kubelet must be one of {', '.join(KUBELETS)}")
         try:
-            rt = Runtime(runtime)
+            rt = LabRuntime(runtime)
         except ValueError:
             raise SpecError(
-                f"{item!r}: runtime must be one of {', '.join(r.value for r in Runtime)}"
+                f"{item!r}: runtime must be one of {', '.join(r.value for r in LabRuntime)}"
             ) from None
         if extra not in ("", "admin-pod-events-off") or (extra and not rt.is_crio):
             raise SpecError(f"{item!r}: the only option is admin-pod-events-off, for a CRI-O node")

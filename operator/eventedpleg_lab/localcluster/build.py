@@ -49,7 +49,7 @@ ENV_CACHE = "EVENTEDPLEG_CACHE"
 ENV_BIN_DIR = "EVENTEDPLEG_BIN_DIR"
 ENV_KUBEBUILDER_ASSETS = "KUBEBUILDER_ASSETS"
 
-Log = Callable[[str], None]
+Log = Callable[[str], None]  # where the lab's long steps say what they do (stderr by default)
 
 
 def _stderr(message: str) -> None:

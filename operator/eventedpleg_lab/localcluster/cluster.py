@@ -37,6 +37,7 @@ from eventedpleg.k8s import client as k8s_client
 from eventedpleg_lab.kube import fakenodes, serviceaccounts
 from eventedpleg_lab.kube.fakenodes import FakeNode
 from eventedpleg_lab.localcluster import build, pki
+from eventedpleg_lab.localcluster.build import Log
 
 STATE_FILE = "state.json"
 ADMIN_KUBECONFIG = "admin.kubeconfig"
@@ -46,8 +47,6 @@ POD_CIDR = "10.244.0.0/16"
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Stop order: consumers first, etcd last.
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-
-Log = Callable[[str], None]
 
 
 def _stderr(message: str) -> None:

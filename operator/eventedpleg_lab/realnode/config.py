@@ -20,17 +20,17 @@ NODE_NAME = "realnode"
 IDLE_PREFIX = "idle-"
 
 
-class Runtime(StrEnum):
+class RigRuntime(StrEnum):
     CONTAINERD_22 = "containerd-2.2"  # built from Go modules: GetContainerEvents, several subscribers
     CONTAINERD_16 = "containerd-1.6"  # Debian bookworm's package: GetContainerEvents is Unimplemented
 
 
-def containerd_config(runtime: Runtime, layout: lay.Layout) -> str:
+def containerd_config(runtime: RigRuntime, layout: lay.Layout) -> str:
     # Separate roots per runtime: 1.6 and 2.2 keep differently versioned metadata.
     root = layout.at(lay.CONTAINERD_ROOT) / runtime.value
     state = layout.at(lay.CONTAINERD_STATE) / runtime.value
     sock, cni = layout.at(lay.CONTAINERD_SOCK), layout.at(lay.CNI_CONF_DIR)
-    if runtime is Runtime.CONTAINERD_22:
+    if runtime is RigRuntime.CONTAINERD_22:
         return f"""\
 # Written by eventedpleg realnode (config version 3 = containerd 2.x).
 version = 3
@@ -90,32 +90,41 @@ state = "{state}"
 """
 
 
+def kubelet_base(runtime_endpoint: str, *, max_pods: int) -> dict[str, object]:
+    """The KubeletConfiguration fields every kubelet on this machine needs, the rig's and the lab nodes'."""
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "containerRuntimeEndpoint": runtime_endpoint,
+        # The runtimes use cgroupfs (containerd: SystemdCgroup = false); kubelet 1.36+ also takes it from
+        # containerd 2.x.
+        "cgroupDriver": "cgroupfs",
+        "failCgroupV1": False,  # this machine is cgroup v1; the default is true since v1.35
+        "failSwapOn": False,
+        "oomScoreAdj": 0,  # cannot go below 0 without CAP_SYS_RESOURCE
+        "resolvConf": "/etc/resolv.conf",
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "maxPods": max_pods,
+    }
+
+
 def kubelet_config(layout: lay.Layout, *, gate: bool | None = None) -> str:
     """Standalone KubeletConfiguration (rig notes). `gate` None leaves featureGates out: the agent (or a
     drop-in) decides."""
     doc: dict[str, object] = {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "kind": "KubeletConfiguration",
-        "containerRuntimeEndpoint": f"unix://{layout.at(lay.CONTAINERD_SOCK)}",
+        **kubelet_base(f"unix://{layout.at(lay.CONTAINERD_SOCK)}", max_pods=150),
         "staticPodPath": str(layout.at(lay.STATIC_POD_DIR)),
         "fileCheckFrequency": "5s",
         "podLogsDir": str(layout.at(lay.POD_LOGS)),
         "volumePluginDir": str(layout.at(lay.VOLUME_PLUGINS)),
-        "cgroupDriver": "cgroupfs",  # containerd: SystemdCgroup = false, and no systemd here
-        "failCgroupV1": False,  # this machine is cgroup v1; the default is true since v1.35
-        "failSwapOn": False,
         "cgroupsPerQOS": True,
         "enforceNodeAllocatable": ["pods"],
-        "oomScoreAdj": 0,  # cannot go below 0 without CAP_SYS_RESOURCE
-        "resolvConf": "/etc/resolv.conf",
         "address": "127.0.0.1",
         "healthzBindAddress": "127.0.0.1",
         "healthzPort": HEALTHZ_PORT,
         "readOnlyPort": READ_ONLY_PORT,  # plain-HTTP /metrics for the agent's RigHost
         "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
         "authorization": {"mode": "AlwaysAllow"},
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
-        "maxPods": 150,
     }
     if gate is not None:
         doc["featureGates"] = {"EventedPLEG": gate}

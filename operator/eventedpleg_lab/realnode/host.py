@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from eventedpleg.agent.linuxhost import LinuxHost, RealClock
-from eventedpleg.core.host import Clock, CommandResult, HttpResult, KubeletEndpoint, KubeletProcess
+from eventedpleg.core.host import CommandResult, HostClock, HttpResult, KubeletEndpoint, KubeletProcess
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode.rig import CONTAINERD, KUBELET, RealNode, RigError
@@ -87,9 +87,9 @@ def read_since(path: Path, since: datetime, *, limit: int = MAX_LINES) -> list[s
 
 
 class RigHost:
-    def __init__(self, rig: RealNode, *, clock: Clock | None = None) -> None:
+    def __init__(self, rig: RealNode, *, clock: HostClock | None = None) -> None:
         self.rig = rig
-        self._clock: Clock = clock or RealClock()
+        self._clock: HostClock = clock or RealClock()
         self._linux = LinuxHost(
             rig.layout.host,
             nsenter=False,
@@ -105,7 +105,7 @@ class RigHost:
         return self.rig.layout.host
 
     @property
-    def clock(self) -> Clock:
+    def clock(self) -> HostClock:
         return self._clock
 
     def run(self, argv: Sequence[str], *, timeout: float = 120.0) -> CommandResult:

@@ -2,7 +2,7 @@
 
     rig = RealNode()
     rig.setup()                                     # apt-get, builds (cached), image archives
-    rig.up(RigSpec(kubelet="1.36", runtime=Runtime.CONTAINERD_22, pods=3))
+    rig.up(RigSpec(kubelet="1.36", runtime=RigRuntime.CONTAINERD_22, pods=3))
     ...
     rig.down()
 
@@ -31,12 +31,11 @@ from typing import Any
 
 from eventedpleg import constants as c
 from eventedpleg_lab.localcluster import build
+from eventedpleg_lab.localcluster.build import Log
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode.images import IDLE_IMAGE, PAUSE_IMAGE, write_images
 from eventedpleg_lab.realnode.supervisor import Supervisor, UnitState, alive, exit_of, proc_argv, terminate
-
-Log = Callable[[str], None]
 
 KUBELET = "kubelet"
 CONTAINERD = "containerd"
@@ -59,7 +58,7 @@ class RigError(RuntimeError):
 @dataclass(frozen=True)
 class RigSpec:
     kubelet: str = "1.36"  # key of KUBELETS
-    runtime: cfg.Runtime = cfg.Runtime.CONTAINERD_22
+    runtime: cfg.RigRuntime = cfg.RigRuntime.CONTAINERD_22
     pods: int = 0
     # The benchmark's gate, as a rig-owned drop-in (None: no gate anywhere; the agent decides).
     gate: bool | None = None
@@ -70,21 +69,21 @@ class RigSpec:
 
 
 @dataclass
-class Binaries:
+class RigBinaries:
     kubelet: dict[str, Path] = field(default_factory=dict)  # by KUBELETS key
     containerd: dict[str, Path] = field(default_factory=dict)  # containerd, containerd-shim-runc-v2, ctr
     crictl: Path | None = None
 
 
-def runtime_binaries(runtime: cfg.Runtime, bins: Binaries) -> dict[str, Path]:
-    if runtime is cfg.Runtime.CONTAINERD_22:
+def runtime_binaries(runtime: cfg.RigRuntime, bins: RigBinaries) -> dict[str, Path]:
+    if runtime is cfg.RigRuntime.CONTAINERD_22:
         return bins.containerd
     return {n: DEBIAN_CONTAINERD / n for n in ("containerd", "containerd-shim-runc-v2", "ctr")}
 
 
-def built(kubelets: Sequence[str] = tuple(KUBELETS)) -> Binaries | None:
+def built(kubelets: Sequence[str] = tuple(KUBELETS)) -> RigBinaries | None:
     """The cached binaries without building anything, None if any is missing."""
-    bins = Binaries()
+    bins = RigBinaries()
     comps = [*(KUBELETS[k] for k in kubelets), build.CONTAINERD, build.CRICTL]
     for comp in comps:
         paths = {b: build.component_dir(comp) / b for b in comp.binaries}
@@ -125,9 +124,9 @@ def install_packages(log: Log = _stderr) -> None:
         raise RigError(f"still missing after apt-get: {', '.join(still)}")
 
 
-def ensure_binaries(kubelets: Sequence[str] = tuple(KUBELETS), log: Log = _stderr) -> Binaries:
+def ensure_binaries(kubelets: Sequence[str] = tuple(KUBELETS), log: Log = _stderr) -> RigBinaries:
     """Build (or find in the cache) the kubelets, containerd 2.2 and crictl."""
-    bins = Binaries()
+    bins = RigBinaries()
     for key in kubelets:
         bins.kubelet[key] = build.ensure_component(KUBELETS[key], log=log)["kubelet"]
     bins.containerd = build.ensure_component(build.CONTAINERD, log=log)
@@ -140,11 +139,11 @@ class RealNode:
         self.layout = layout or lay.Layout.default()
         self.log = log
         self.sup = Supervisor(self.layout.run_dir)
-        self._bins: Binaries | None = None
+        self._bins: RigBinaries | None = None
 
     # --- setup ------------------------------------------------------------------------------------------
 
-    def setup(self, kubelets: Sequence[str] = tuple(KUBELETS), *, build_missing: bool = True) -> Binaries:
+    def setup(self, kubelets: Sequence[str] = tuple(KUBELETS), *, build_missing: bool = True) -> RigBinaries:
         install_packages(self.log)
         if build_missing:
             bins = ensure_binaries(kubelets, self.log)
@@ -159,7 +158,7 @@ class RealNode:
         return bins
 
     @property
-    def bins(self) -> Binaries:
+    def bins(self) -> RigBinaries:
         if self._bins is None:
             found = built()
             if found is None:
@@ -174,7 +173,7 @@ class RealNode:
             doc = json.loads(self.layout.state_file.read_text())
         except (OSError, ValueError):
             return None
-        doc["runtime"] = cfg.Runtime(doc["runtime"])
+        doc["runtime"] = cfg.RigRuntime(doc["runtime"])
         return RigSpec(**doc)
 
     def _save_spec(self, spec: RigSpec) -> None:
@@ -231,11 +230,11 @@ class RealNode:
 
     # --- containerd -------------------------------------------------------------------------------------
 
-    def containerd_argv(self, runtime: cfg.Runtime) -> list[str]:
+    def containerd_argv(self, runtime: cfg.RigRuntime) -> list[str]:
         exe = runtime_binaries(runtime, self.bins)["containerd"]
         return [str(exe), "--config", str(self.layout.at(lay.CONTAINERD_CONFIG))]
 
-    def start_containerd(self, runtime: cfg.Runtime) -> None:
+    def start_containerd(self, runtime: cfg.RigRuntime) -> None:
         if self.sup.pid(CONTAINERD) is not None:
             raise RigError("containerd is already running")
         self.layout.at(lay.CONTAINERD_CONFIG).write_text(cfg.containerd_config(runtime, self.layout))
@@ -256,15 +255,15 @@ class RealNode:
         """Restart containerd under a running kubelet (k8s#129827: a v1.36 kubelet falls back for good)."""
         self.sup.restart(CONTAINERD)
         spec = self.spec()
-        runtime = spec.runtime if spec else cfg.Runtime.CONTAINERD_22
+        runtime = spec.runtime if spec else cfg.RigRuntime.CONTAINERD_22
         self.wait(lambda: self.ctr(runtime, "version").returncode == 0, 60, "containerd to answer")
 
-    def ctr(self, runtime: cfg.Runtime, *args: str) -> subprocess.CompletedProcess[str]:
+    def ctr(self, runtime: cfg.RigRuntime, *args: str) -> subprocess.CompletedProcess[str]:
         exe = runtime_binaries(runtime, self.bins)["ctr"]
         argv = [str(exe), "-a", str(self.layout.at(lay.CONTAINERD_SOCK)), "-n", "k8s.io", *args]
         return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
 
-    def import_images(self, runtime: cfg.Runtime) -> None:
+    def import_images(self, runtime: cfg.RigRuntime) -> None:
         listed = self.ctr(runtime, "images", "ls", "-q").stdout.split()
         archives = write_images(self.layout.images, BUSYBOX)
         for name in (PAUSE_IMAGE, IDLE_IMAGE):

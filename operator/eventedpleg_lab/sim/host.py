@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
 
-from eventedpleg.core.host import Clock, CommandResult, HttpResult, KubeletEndpoint, KubeletProcess
+from eventedpleg.core.host import CommandResult, HostClock, HttpResult, KubeletEndpoint, KubeletProcess
 from eventedpleg.core.versions import parse_runtime, parse_version
 from eventedpleg_lab.sim.journal import Journal
 from eventedpleg_lab.sim.kubelet import KubeletFaults, SimKubelet, Status
@@ -34,7 +34,7 @@ class SimHost:
         self,
         root: Path,
         profile: HostProfile,
-        clock: Clock,
+        clock: HostClock,
         *,
         faults: Faults | None = None,
         boot: bool = True,
@@ -75,7 +75,7 @@ class SimHost:
         return self._root
 
     @property
-    def clock(self) -> Clock:
+    def clock(self) -> HostClock:
         return self._clock
 
     def run(self, argv: Sequence[str], *, timeout: float = 120.0) -> CommandResult:

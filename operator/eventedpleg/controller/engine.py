@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from eventedpleg.controller.metrics import Metrics
+from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.controller.nodeconfigstore import NodeConfigStore
 from eventedpleg.controller.publisher import StatusPublisher
@@ -34,7 +34,7 @@ from eventedpleg.controller.steps import STEP_THREADS, StepRunner
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.k8s.events import EventRecorder
 
-__all__ = ["STEP_THREADS", "Runtime"]
+__all__ = ["STEP_THREADS", "RolloutEngine"]
 log = logging.getLogger(__name__)
 COALESCE = 0.05  # batch the watch events of one burst into one pass
 UNSYNCED_RECHECK = 0.5  # until the first node LIST is in
@@ -42,11 +42,11 @@ DELETE_RETRY = 2.0  # seconds between passes while a deleted NodeConfig lets its
 
 
 @dataclass
-class Runtime:
+class RolloutEngine:
     api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
     namespace: str
     recorder: EventRecorder
-    metrics: Metrics
+    metrics: OperatorMetrics
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     allow_force_delete: bool = False  # the chart grants `pods delete` (drain.allowForceDelete)
     nodes: NodeCache = field(default_factory=NodeCache)
@@ -57,8 +57,6 @@ class Runtime:
     wake_pending: bool = False
     # Liveness: each rollout loop beats once a pass (controller/probes.py judges staleness).
     beats: Heartbeats | None = None
-    # Leader election: no step starts unless this says so (a leader that cannot renew stops at once).
-    may_start: Callable[[], bool] = lambda: True
     publisher: StatusPublisher = field(init=False)
     steps: StepRunner = field(init=False)
     reconciler: Reconciler = field(init=False)
@@ -72,16 +70,11 @@ class Runtime:
             self.nodes,
             self.clock,
             self._wake_from_thread,
-            self._may_start,
-            self.allow_force_delete,
+            allow_force_delete=self.allow_force_delete,
         )
         self.reconciler = Reconciler(
             self.api, self.namespace, self.metrics, self.nodes, self.steps, self.publisher, self.clock
         )
-
-    def _may_start(self) -> bool:
-        """Read at each step: main replaces `may_start` once it leads."""
-        return self.may_start()
 
     # -- watch events ----------------------------------------------------------------------------------
 

@@ -762,6 +762,24 @@ def test_a_failed_node_is_retried_with_the_cli_once_the_cause_is_fixed(env: Env)
         assert refused.returncode == 2 and "is not in a failure of NodeConfig 'again'" in refused.stderr
         missing = eventedpleg(env, "retry", "again", "--node", "no-such-node")
         assert missing.returncode == 6 and "not found" in missing.stderr
+        first = env.annotations(bad)[c.ANN_STATE_SINCE]
+        assert eventedpleg(env, "retry", "again").returncode == 0  # not fixed yet: it fails again
+        wait_for(
+            lambda: (
+                env.annotations(bad).get(c.ANN_STATE_SINCE) != first
+                and env.node_states()[bad] == ("RolledBack", False)
+            ),
+            what="retried and rolled back again",
+        )
+
+        def rolled_back_events() -> int:
+            listed = env.cluster.kubectl(
+                "get", "events", "-n", "default", "-o", "json",
+                "--field-selector", "involvedObject.name=again,reason=NodeRolledBack", check=True,
+            ).stdout  # fmt: skip
+            return len(json.loads(listed)["items"])
+
+        wait_for(lambda: rolled_back_events() == 2, what="a second NodeRolledBack Event for the new failure")
         broken.clear()  # the cause is fixed
         asked = eventedpleg(env, "retry", "again")
         assert asked.returncode == 0, asked.stderr

@@ -276,3 +276,15 @@ def test_autoscaler_hold_through_a_rollout_with_crashes_between_writes() -> None
     assert NodeMarks.parse({c.ANN_AUTOSCALER_HOLD: f"example.com/other,{SCALE_DOWN}"}).autoscaler_hold == (
         SCALE_DOWN,
     )
+
+
+def test_the_released_event_says_what_became_of_the_cordon() -> None:
+    def message(action: Release) -> str:
+        (emit,) = [r for r in run(action)[0] if isinstance(r, Emit)]
+        return emit.message
+
+    base = Release("n", "1", keep_current=False, uncordon=False, was_unschedulable=False)
+    assert message(base) == "no longer managed by NodeConfig cluster"
+    assert message(replace(base, uncordon=True)).endswith("; uncordoned")
+    kept = message(replace(base, uncordon=True, was_unschedulable=True))
+    assert kept.endswith("; still cordoned: it was before the rollout")

@@ -251,7 +251,10 @@ def _release(action: Release, nodeconfig: str) -> Step:
     }
     drop.update(dict.fromkeys(action.autoscaler_hold))
     yield Write(drop, unschedulable=action.was_unschedulable if action.uncordon else None)
-    yield Emit("Normal", "Released", f"no longer managed by NodeConfig {nodeconfig}")
+    undone = ""
+    if action.uncordon:  # say what happened to the cordon: undone, or the one from before kept
+        undone = "; still cordoned: it was before the rollout" if action.was_unschedulable else "; uncordoned"
+    yield Emit("Normal", "Released", f"no longer managed by NodeConfig {nodeconfig}{undone}")
     return StepEnd()
 
 

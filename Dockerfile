@@ -65,8 +65,11 @@ RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     && /opt/venv/bin/pip uninstall --yes --disable-pip-version-check pip setuptools \
     && apt-get purge -y --auto-remove python3-venv python3.11-venv python3-pip-whl python3-setuptools-whl \
     && rm -rf /var/lib/apt/lists/* \
+    && echo "nonroot:x:65532:65532:nonroot:/home/nonroot:/usr/sbin/nologin" >> /etc/passwd \
+    && echo "nonroot:x:65532:" >> /etc/group \
     && eventedpleg --version
-# The operator's user; the chart's agent DaemonSet overrides it to root.
+# The operator's user, named in /etc/passwd: libraries that ask who they run as (getpass.getuser(),
+# which kopf calls) fail for a uid without an entry. The chart's agent DaemonSet overrides it to root.
 USER 65532:65532
 # Kubernetes ignores the image HEALTHCHECK: the chart's liveness/readiness probes (/healthz on the metrics
 # port) are what count, and the agent has no endpoint to check.

@@ -85,16 +85,21 @@ def operator_running(
         op.stop()
 
 
-def passes(port: int) -> int:
-    """The plan-and-execute passes the operator has finished (its eventedpleg_reconcile_seconds count)."""
+def _metric_sum(port: int, name: str) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         text = response.read().decode()
-    counts = [
-        line.split()[-1]
-        for line in text.splitlines()
-        if line.startswith("eventedpleg_reconcile_seconds_count")
-    ]
+    counts = [line.split()[-1] for line in text.splitlines() if line.startswith(name)]
     return int(sum(float(n) for n in counts))
+
+
+def passes(port: int) -> int:
+    """The plan-and-execute passes the operator has finished (its eventedpleg_reconcile_seconds count)."""
+    return _metric_sum(port, "eventedpleg_reconcile_seconds_count")
+
+
+def drain_retries(port: int) -> int:
+    """Drain attempts that had to wait (eventedpleg_drain_retries_total, every NodeConfig)."""
+    return _metric_sum(port, "eventedpleg_drain_retries_total")
 
 
 def planned_again(api: Any, port: int, node: str) -> None:

@@ -382,3 +382,36 @@ def test_agent_cli_process_with_a_simulated_host(agent_env: AgentEnv, tmp_path: 
     assert ann[c.ANN_STATE] == NodeState.DONE, ann.get(c.ANN_REASON)
     assert ann[c.ANN_CURRENT] == rendered.hash
     assert (root / profiles.CONFIG_DIR.lstrip("/") / c.KUBELET_DROPIN_NAME).is_file()
+
+
+def test_agent_process_stops_at_once_on_sigterm_while_idle(agent_env: AgentEnv, tmp_path: Path) -> None:
+    """SIGTERM while the agent only waits on the watch of its Node ends it at once, not when the watch
+    next ends (here 300 s): the pod's grace period must not run out into SIGKILL."""
+    argv = [
+        sys.executable, "-m", "eventedpleg", "sim-agent",
+        "--node", agent_env.node_a,
+        "--kubeconfig", str(agent_env.kubeconfig),
+        "--namespace", OPERATOR_NS,
+        "--profile", "kubeadm-containerd",
+        "--host-root", str(tmp_path / "host"),
+        "--check-interval-seconds", "300",
+        "--verbose",
+    ]  # fmt: skip
+    log = tmp_path / "agent.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        # Up and waiting: the node needs nothing, so the loop reads it and starts the watch.
+        deadline = time.monotonic() + 60
+        while "watching node" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(2)  # into the watch's wait
+        assert proc.poll() is None, log.read_text()
+        proc.terminate()
+        code = proc.wait(timeout=30)  # the watch would not end for 300 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 0, log.read_text()
+    assert "stopped by signal while idle" in log.read_text()

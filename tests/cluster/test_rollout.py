@@ -27,6 +27,7 @@ from eventedpleg_lab.localcluster.cluster import LocalCluster, kubectl_path
 from tests.cluster.rollout_harness import (
     OperatorProcess,
     ProtocolAgents,
+    drain_retries,
     install_operator_rbac,
     nodeconfig,
     operator_running,
@@ -225,6 +226,12 @@ def test_pdb_blocks_the_drain_and_is_named_without_being_violated(env: Env) -> N
         )
         assert "refused" in message and node in message
         planned_again(env.api, op.port, node)
+        # A refused drain is tried again about once a second (as kubectl drain polls), not at once after
+        # each attempt: the pass each attempt's end wakes must not start the next one straight away.
+        tries = drain_retries(op.port)
+        planned_again(env.api, op.port, node)
+        time.sleep(5)
+        assert drain_retries(op.port) - tries <= 10, "drain attempts in a hot loop"
         running = pods()
         assert len(running) == 1 and "deletionTimestamp" not in running[0]["metadata"]  # never violated
         assert env.node_states()[node] == ("Draining", True)

@@ -159,6 +159,10 @@ def test_runs_as_65532_by_default(opened: Opened) -> None:
     done = opened.run("id", "-u")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "65532"
+    # kopf asks getpass.getuser() for its identity; a uid without a passwd entry crashed the operator.
+    named = opened.run("python3", "-c", "import getpass; print(getpass.getuser())")
+    assert named.returncode == 0, named.stderr
+    assert named.stdout.strip() == "nonroot"
 
 
 @pytest.mark.image

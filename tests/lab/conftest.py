@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from eventedpleg_lab.lab import nodes
+from eventedpleg_lab import image
+from eventedpleg_lab.lab import chart, nodes
 from eventedpleg_lab.lab.lab import Lab
 from tests.tierskip import TierSkips
 
@@ -49,3 +50,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory, lab_specs: tuple[nodes.NodeSpe
         yield the_lab
     finally:
         the_lab.down()
+
+
+@pytest.fixture(scope="session")
+def installed(lab: Lab, lab_specs: tuple[nodes.NodeSpec, ...]) -> Lab:
+    """The product installed on the lab as an administrator installs it: the image built from the
+    Dockerfile (cached when its inputs did not change) and imported into every node, the CRD, `helm
+    install`; plus a Deployment guarded by a PodDisruptionBudget. test_lab_teardown.py uninstalls it."""
+    built = image.ImageBuilder(image.find_repo()).build(image.default_archive())
+    chart.install(lab, lab_specs, built.archive)
+    chart.start_workload(lab)
+    return lab

@@ -99,9 +99,12 @@ def run_agent(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     stopping = threading.Event()
+    idle = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.set()
+        if idle.is_set():  # only waiting on the watch: stop now, not when the watch next ends
+            raise runner.Stopped
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -110,7 +113,9 @@ def run_agent(
     try:
         with api_client(process.kubeconfig) as client:
             the_agent = Agent(process.node, host, KubeAgentApi(client, host=process.node), process.settings)
-            runner.run(the_agent, stop=stopping.is_set, once=process.once, beats=beats)
+            runner.run(the_agent, stop=stopping.is_set, once=process.once, beats=beats, idle=idle)
+    except runner.Stopped:
+        logging.getLogger(__name__).info("stopped by signal while idle")
     finally:
         if server is not None:
             server.shutdown()

@@ -7,6 +7,7 @@ Run with `eventedpleg operator` (leader election, metrics, then kopf), or for de
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -16,6 +17,7 @@ import kopf
 
 from eventedpleg import constants as c
 from eventedpleg.controller.engine import RolloutEngine
+from eventedpleg.k8s.client import in_cluster_server
 
 NODECONFIGS = (c.GROUP, c.VERSION, c.PLURAL)
 
@@ -58,11 +60,13 @@ def release_stop_flag(memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.login()
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    """$KUBECONFIG when set (out of cluster, tests), else the pod's ServiceAccount. kopf's default reads
-    the kubernetes client's kubeconfig path, which that library fixes at import time."""
+    """$KUBECONFIG when set (out of cluster, tests), else the pod's ServiceAccount at the address the
+    kubelet gives the pod. kopf's default reads the kubernetes client's kubeconfig path, which that
+    library fixes at import time."""
     if os.environ.get("KUBECONFIG"):
         return kopf.login_with_kubeconfig(**kwargs)
-    return kopf.login_with_service_account(**kwargs)
+    info = kopf.login_with_service_account(**kwargs)
+    return dataclasses.replace(info, server=in_cluster_server()) if info else None
 
 
 @kopf.on.event(*NODECONFIGS)

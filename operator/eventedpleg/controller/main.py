@@ -126,6 +126,9 @@ def run(options: OperatorOptions) -> int:
             settings=settings,
             memo=kopf.Memo(engine=engine, stop=stop),
             stop_flag=stop,
+            # Our identity, not kopf's own guess: it calls getpass.getuser(), which raises for a uid
+            # with no passwd entry (the operator pod on containerd crashed on becoming leader).
+            identity=identity,  # type: ignore[arg-type]  # kopf.Identity is a NewType of str, not exported
         )
     finally:
         stop.set()

@@ -4,6 +4,7 @@ node at a time, and feeds each step's write back into the node cache."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,11 @@ log = logging.getLogger(__name__)
 WORKERS = 32  # cordon/drain steps in flight at once (each is 1-4 API requests)
 GIVEBACK_WORKERS = 16  # uncordon/release/fail steps in flight at once (one request each)
 STEP_THREADS = WORKERS + GIVEBACK_WORKERS
+# A drain that must wait (a pod still terminating, an eviction a PodDisruptionBudget refused) is tried
+# again after this pause, as kubectl drain polls once a second. Without it the pass that the step's end
+# wakes would start the same drain at once: on real nodes a pod's 2-second termination cost ~30 drain
+# attempts (pod LISTs) per second.
+DRAIN_POLL_SECONDS = 1.0
 
 
 @dataclass
@@ -36,6 +42,7 @@ class StepRunner:
     settled: Callable[[], None]  # called from a pool thread after each step: wake the passes
     may_start: Callable[[], bool] = lambda: True  # leader election: False stops every new step
     allow_force_delete: bool = False  # the chart grants `pods delete` (drain.allowForceDelete)
+    drain_poll_seconds: float = DRAIN_POLL_SECONDS
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(WORKERS, "step"))
     # Steps that give a node back (uncordon, release, fail) never queue behind the cordons and drains
     # that take new ones: a burst of Done reports is answered at once, and it frees the budget first.
@@ -86,5 +93,13 @@ class StepRunner:
             self.metrics.conflicts.inc()
         if outcome.drain_retry:
             self.metrics.drain_retries.labels(nodeconfig).inc()
-        self.nodes.release(action.node)
+            # The node stays busy (no other step) until the pause ends; then a pass is woken for it.
+            timer = threading.Timer(self.drain_poll_seconds, self._release, args=(action.node,))
+            timer.daemon = True
+            timer.start()
+            return
+        self._release(action.node)
+
+    def _release(self, node: str) -> None:
+        self.nodes.release(node)
         self.settled()

@@ -77,6 +77,20 @@ def api_client(
     return api
 
 
+def in_cluster_server(environ: Mapping[str, str] = os.environ) -> str:
+    """The API server's URL from inside a pod, found as client-go's rest.InClusterConfig finds it: the
+    kubelet puts the `kubernetes` Service's address in KUBERNETES_SERVICE_HOST/PORT, which needs no
+    cluster DNS. (kopf's own service-account login asks for https://kubernetes.default.svc, so an
+    operator pod on a cluster whose DNS is down, or not up yet, could never log in.)"""
+    host = environ.get("KUBERNETES_SERVICE_HOST", "")
+    port = environ.get("KUBERNETES_SERVICE_PORT", "")
+    if not host or not port:
+        return "https://kubernetes.default.svc"
+    if ":" in host:  # IPv6, as net.JoinHostPort writes it
+        host = f"[{host}]"
+    return f"https://{host}:{port}"
+
+
 def get_json(api: client.ApiClient, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
     """GET an API path and return its JSON body. The generated API classes are skipped on purpose: the
     first use of CoreV1Api imports and builds hundreds of pydantic models, seconds of a CLI's start."""

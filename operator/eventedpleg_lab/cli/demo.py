@@ -21,11 +21,22 @@ from eventedpleg_lab.demo import run as demo_run
     help="Keep the cluster state, operator log and simulated hosts here (default: a temp dir, removed).",
 )  # fmt: skip
 @click.option("--keep", is_flag=True, help="Wait for Enter before tearing down (inspect with kubectl).")
-def demo(nodes: int, timeout: int, directory: Path | None, keep: bool) -> None:
+@click.option(
+    "--lab", is_flag=True,
+    help="Real nodes instead (Linux, root): `eventedpleg lab` nodes, the image built from the Dockerfile, "
+    "`helm install`. --nodes and --dir do not apply; --timeout defaults to 1200 s.",
+)  # fmt: skip
+def demo(nodes: int, timeout: int, directory: Path | None, keep: bool, lab: bool) -> None:
     """Local control plane + kwok nodes with simulated hosts and agents + the operator: a live rollout.
 
     The first run builds etcd, Kubernetes, kwok and helm from Go modules (about 15 minutes on 2 cores);
     later runs start in seconds. Exit code 0 only when the NodeConfig reached Available.
     """
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if lab:
+        from eventedpleg_lab.lab import demo as lab_demo  # noqa: PLC0415  (its imports are heavier)
+
+        source = click.get_current_context().get_parameter_source("timeout")
+        seconds = 1200 if source is click.core.ParameterSource.DEFAULT else timeout
+        sys.exit(lab_demo.run(lab_demo.LabDemoOptions(timeout=seconds, keep=keep)))
     sys.exit(demo_run.run(demo_run.DemoOptions(nodes=nodes, timeout=timeout, directory=directory, keep=keep)))

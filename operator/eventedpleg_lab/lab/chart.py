@@ -1,0 +1,274 @@
+"""The product on the lab as a cluster administrator installs and runs it: the image imported into every
+node's runtime (no registry), the CRD with `kubectl apply`, the chart with `helm install`, a workload
+guarded by a PodDisruptionBudget, a NodeConfig; and what each lab node must end as (`outcome_problems`).
+Shared by `eventedpleg demo --lab` and the lab test tier."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from eventedpleg import constants as c
+from eventedpleg import crdgen
+from eventedpleg_lab import image
+from eventedpleg_lab.demo.harness import NAMESPACE, chart_dir
+from eventedpleg_lab.lab import machine
+from eventedpleg_lab.lab.lab import Lab, LabError
+from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
+from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec
+from eventedpleg_lab.localcluster import build
+from eventedpleg_lab.localcluster.cluster import kubectl_path
+
+RELEASE = "epo"
+AGENT_NAMESPACE = "evented-pleg-agent"
+LEASE = "eventedpleg-operator"
+NODECONFIG = "cluster"
+WORKLOAD_NAMESPACE = "shop"
+WORKLOAD_REPLICAS = 3
+WORKLOAD_MIN_AVAILABLE = 2
+# The operator's pods go only where the rollout will drain: the leader's node is always drained, so the
+# leader is always evicted mid-rollout and the other replica has to take over through the Lease.
+OPERATOR_HOST_LABEL = f"lab.{c.GROUP}/operator-host"
+
+T = TypeVar("T")
+
+
+def kubectl_ok(lab: Lab, *args: str, stdin: str | None = None, timeout: float = 120.0) -> str:
+    done = subprocess.run(
+        [kubectl_path(), f"--kubeconfig={lab.kubeconfig}", *args],
+        input=stdin, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise LabError(f"kubectl {' '.join(args[:3])}: {(done.stderr or done.stdout).strip()[-800:]}")
+    return done.stdout
+
+
+def get_json(lab: Lab, *args: str) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(kubectl_ok(lab, "get", *args, "-o", "json"))
+    return result
+
+
+def helm(lab: Lab, *args: str, timeout: float = 330.0) -> str:
+    argv = [str(build.ensure(("helm",))["helm"]), f"--kubeconfig={lab.kubeconfig}", *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise LabError(f"helm {' '.join(args[:2])}: {(done.stderr or done.stdout).strip()[-800:]}")
+    return done.stdout
+
+
+def wait_for(what: str, check: Callable[[], T], *, timeout: float, interval: float = 2.0) -> T:
+    deadline = time.monotonic() + timeout
+    last: T = check()
+    while not last:
+        if time.monotonic() > deadline:
+            raise LabError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
+        last = check()
+    return last
+
+
+def install(
+    lab: Lab,
+    specs: tuple[NodeSpec, ...],
+    archive: Path,
+    *,
+    ref: str = image.TAG,
+    timeout: float = 300.0,
+) -> None:
+    """Import `archive` into every node, apply the CRD, `helm install` the chart with that image
+    (pullPolicy Never: nothing is pulled) and wait until the operator and every agent pod are Ready."""
+    lab.load_image(archive, ref)
+    for spec in specs:
+        if expected_outcome(spec).state == c.NodeState.DONE.value:
+            kubectl_ok(lab, "label", "node", spec.name, f"{OPERATOR_HOST_LABEL}=true", "--overwrite")
+    kubectl_ok(lab, "apply", "-f", "-", stdin=crdgen.render_crd())
+    kubectl_ok(lab, "wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s")
+    repository, tag = ref.rsplit(":", 1)
+    helm(lab, "install", RELEASE, str(chart_dir()), "-n", NAMESPACE, "--create-namespace",
+         f"--set=image.repository={repository}", f"--set=image.tag={tag}", "--set=image.pullPolicy=Never",
+         f"--set-string=operator.nodeSelector.{OPERATOR_HOST_LABEL.replace('.', chr(92) + '.')}=true",
+         "--wait", f"--timeout={int(timeout)}s", timeout=timeout + 30)  # fmt: skip
+
+
+def uninstall(lab: Lab, *, timeout: float = 300.0) -> None:
+    helm(lab, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", f"--timeout={int(timeout)}s",
+         timeout=timeout + 30)  # fmt: skip
+
+
+def lease_holder(lab: Lab) -> str | None:
+    lease = get_json(lab, "lease", LEASE, "-n", NAMESPACE)
+    holder: str | None = lease.get("spec", {}).get("holderIdentity")
+    return holder
+
+
+def pod_node(lab: Lab, namespace: str, name: str) -> str | None:
+    node: str | None = get_json(lab, "pod", name, "-n", namespace).get("spec", {}).get("nodeName")
+    return node
+
+
+# --- the workload and the NodeConfig ------------------------------------------------------------------------
+
+
+def workload() -> str:
+    """A Deployment of small web servers with a PodDisruptionBudget: the drain must evict, never delete."""
+    labels = {"app": "web"}
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WORKLOAD_NAMESPACE}},
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": WORKLOAD_NAMESPACE},
+            "spec": {
+                "replicas": WORKLOAD_REPLICAS,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 2,
+                        "containers": [
+                            {
+                                "name": "web",
+                                "image": BUSYBOX_IMAGE,
+                                "imagePullPolicy": "Never",
+                                "command": [
+                                    "sh",
+                                    "-c",
+                                    "echo ok > /tmp/index.html; exec httpd -f -p 8080 -h /tmp",
+                                ],
+                                "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 2},
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": WORKLOAD_NAMESPACE},
+            "spec": {"minAvailable": WORKLOAD_MIN_AVAILABLE, "selector": {"matchLabels": labels}},
+        },
+    ]
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+
+
+def start_workload(lab: Lab, *, timeout: float = 180.0) -> None:
+    kubectl_ok(lab, "apply", "-f", "-", stdin=workload())
+    kubectl_ok(lab, "-n", WORKLOAD_NAMESPACE, "rollout", "status", "deploy/web", f"--timeout={int(timeout)}s",
+        timeout=timeout + 30)  # fmt: skip
+
+
+def ready_workload_pods(lab: Lab) -> dict[str, str]:
+    """Ready web pods -> their node."""
+    pods = get_json(lab, "pods", "-n", WORKLOAD_NAMESPACE, "-l", "app=web")["items"]
+    return {
+        p["metadata"]["name"]: p["spec"].get("nodeName", "")
+        for p in pods
+        if p["metadata"].get("deletionTimestamp") is None
+        and any(
+            cond["type"] == "Ready" and cond["status"] == "True"
+            for cond in p.get("status", {}).get("conditions", [])
+        )
+    }
+
+
+def nodeconfig(evented_pleg: bool = True, *, name: str = NODECONFIG) -> str:
+    return json.dumps(
+        {
+            "apiVersion": f"{c.GROUP}/{c.VERSION}",
+            "kind": c.KIND,
+            "metadata": {"name": name},
+            "spec": {
+                "eventedPleg": evented_pleg,
+                "rollout": {
+                    "maxUnavailable": 1,
+                    "canary": {"nodes": 1, "soakSeconds": 10},
+                    # Two nodes are expected never to be Done; they are Skipped, not failed, but a node
+                    # that fails must not hide the others' outcome from the test either.
+                    "maxFailedNodes": 1,
+                },
+                "drain": {"timeoutSeconds": 300},
+                "verification": {"timeoutSeconds": 180},
+            },
+        }
+    )
+
+
+def apply_nodeconfig(lab: Lab, evented_pleg: bool) -> None:
+    kubectl_ok(lab, "apply", "-f", "-", stdin=nodeconfig(evented_pleg))
+
+
+def conditions(body: Mapping[str, Any]) -> dict[str, str]:
+    return {cond["type"]: cond["status"] for cond in body.get("status", {}).get("conditions", [])}
+
+
+def settled(lab: Lab, generation_at_least: int = 1) -> dict[str, Any] | None:
+    """The NodeConfig once Available or Degraded for the latest generation; None while it runs."""
+    body = get_json(lab, "nodeconfig", NODECONFIG)
+    status = body.get("status", {})
+    if status.get("observedGeneration", 0) < max(generation_at_least, body["metadata"]["generation"]):
+        return None
+    now = conditions(body)
+    if now.get("Available") == "True" or now.get("Degraded") == "True":
+        return body
+    return None
+
+
+# --- what each node must end as ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expected:
+    state: str  # the node's eventedpleg.io/state at the end of the rollout
+    reason_has: str  # a phrase its eventedpleg.io/reason must carry: why it is not Done ("" for Done)
+
+
+def expected_outcome(spec: NodeSpec) -> Expected:
+    """What each lab node must end as (docs/compatibility.md): containerd 1.6 has no container events, so
+    the node is skipped from the version the runtime reports; a site drop-in that sorts after ours and
+    turns pod events off is named, and the node is never Done; every other node is Done (v1.37 too, with
+    the note that it saves no steady-state CPU)."""
+    if spec.runtime is LabRuntime.CONTAINERD_16:
+        return Expected(c.NodeState.SKIPPED.value, "GetContainerEvents")
+    if spec.admin_pod_events_off:
+        return Expected(c.NodeState.SKIPPED.value, "99-zz-site-policy.conf")
+    return Expected(c.NodeState.DONE.value, "")
+
+
+def outcome_problems(specs: tuple[NodeSpec, ...], nodes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Every lab node whose state or reason is not what `expected_outcome` says (empty when all are)."""
+    problems = []
+    for spec in specs:
+        want = expected_outcome(spec)
+        annotations = nodes.get(spec.name, {}).get("metadata", {}).get("annotations", {})
+        state = annotations.get(c.ANN_STATE)
+        reason = annotations.get(c.ANN_REASON, "")
+        if state != want.state or want.reason_has not in reason:
+            problems.append(f"{spec.name}: {state} ({reason[:160]}), expected {want.state} {want.reason_has}")
+        elif spec.kubelet == "1.37" and "1.37" not in annotations.get(c.ANN_BENEFIT, ""):
+            problems.append(
+                f"{spec.name}: no kubelet 1.37 note in its benefit: {annotations.get(c.ANN_BENEFIT)}"
+            )
+    return problems
+
+
+def delete_nodeconfig(lab: Lab, *, name: str = NODECONFIG, timeout: float = 600.0) -> None:
+    """Delete the NodeConfig and wait until it is gone: with onDelete: Revert the operator first takes
+    its drop-ins off every node it touched, then drops the finalizer."""
+    kubectl_ok(lab, "delete", "nodeconfig", name, "--ignore-not-found", f"--timeout={int(timeout)}s",
+        timeout=timeout + 30)  # fmt: skip
+
+
+def on_node(lab: Lab, node: str, *argv: str, timeout: float = 60.0) -> str:
+    """Run a command inside a lab node (nsenter into its systemd's namespaces, as the agent does); its
+    stdout, or "" when it failed."""
+    init = lab.init_pid(node)
+    if init is None:
+        raise LabError(f"{node} is not running")
+    done = machine.nsenter(init, list(argv), timeout=timeout)
+    return done.stdout if done.returncode == 0 else ""

@@ -1,0 +1,65 @@
+"""`eventedpleg demo --lab`: the main job on real nodes. The lab comes up (systemd-nspawn nodes running
+real kubelets, containerd and CRI-O), the image is built from the Dockerfile and imported into every node,
+the chart is installed with helm, a Deployment guarded by a PodDisruptionBudget runs, and a NodeConfig rolls
+out live. Exit 0 only when the NodeConfig is Available and every node ended as expected
+(chart.expected_outcome); then the lab is taken down."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+
+from eventedpleg.k8s.client import api_client
+from eventedpleg_lab import image
+from eventedpleg_lab.demo.run import watch
+from eventedpleg_lab.lab import chart, nodes
+from eventedpleg_lab.lab.lab import Lab
+from eventedpleg_lab.localcluster.build import Log
+
+
+@dataclass(frozen=True)
+class LabDemoOptions:
+    timeout: float = 1200.0
+    keep: bool = False
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def run(options: LabDemoOptions, log: Log = _stderr) -> int:
+    started = time.monotonic()
+    timings: dict[str, float] = {}
+    lab = Lab(log=log)
+    specs = nodes.parse(nodes.DEFAULT_SPEC)
+    log("[demo] evented-pleg-operator on real nodes: kubelet, containerd, CRI-O in systemd-nspawn machines")
+    built = image.ImageBuilder(image.find_repo(), log=log).build(image.default_archive())
+    timings["image"] = round(time.monotonic() - started, 1)
+    try:
+        lab.up(specs)
+        timings["lab up"] = round(time.monotonic() - started - sum(timings.values()), 1)
+        chart.install(lab, specs, built.archive)
+        chart.start_workload(lab)
+        timings["install"] = round(time.monotonic() - started - sum(timings.values()), 1)
+        log(f"[demo] chart installed; export KUBECONFIG={lab.kubeconfig}")
+        chart.apply_nodeconfig(lab, evented_pleg=True)
+        api = api_client(str(lab.kubeconfig))
+        code, _ = watch(api, chart.NODECONFIG, options.timeout, started)
+        timings["rollout"] = round(time.monotonic() - started - sum(timings.values()), 1)
+        problems = chart.outcome_problems(specs, lab.nodes())
+        for problem in problems:
+            print(f"[demo] unexpected: {problem}")
+        ok = code == 0 and not problems
+        verdict = "reached Available, every node as expected" if ok else "did NOT reach the expected end"
+        print(f"\n[demo] NodeConfig '{chart.NODECONFIG}' {verdict} in {time.monotonic() - started:.0f}s")
+        print(f"[demo] times: {json.dumps(timings)}")
+        if options.keep:
+            print(f"[demo] kept running: export KUBECONFIG={lab.kubeconfig}")
+            input("[demo] press Enter to take the lab down ")
+        return 0 if ok else 1
+    finally:
+        left = lab.down()
+        if left:
+            log(f"[demo] left behind: {left}")

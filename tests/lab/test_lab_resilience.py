@@ -1,0 +1,105 @@
+"""Failures on real nodes, with the product installed by the chart: the agent pod deleted while its node
+is mid-apply resumes from its journal; a kubelet that will not start after the apply is rolled back and
+the node is Ready again. Each test uses its own NodeConfig on one node and deletes it afterwards (onDelete:
+Revert), so the full rollout in test_lab_rollout.py starts from clean nodes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from eventedpleg import constants as c
+from eventedpleg_lab.lab import chart
+from eventedpleg_lab.lab.lab import Lab, node_ready
+from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+NAME = "resilience"
+KUBELET_DROPIN = f"/etc/kubernetes/kubelet.conf.d/{c.KUBELET_DROPIN_NAME}"
+# A site's pre-start check that refuses kubelet drop-ins it does not know (the kind of hook a
+# configuration-management policy installs): the kubelet will not start while ours is there.
+SITE_CHECK = "/etc/systemd/system/kubelet.service.d/50-site-check.conf"
+SITE_CHECK_TEXT = f"[Service]\nExecStartPre=/bin/sh -c '! test -e {KUBELET_DROPIN}'\n"
+
+
+@pytest.fixture
+def node(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> Iterator[str]:
+    """A Supported containerd node for one test; its NodeConfig is deleted (and the node reverted) after."""
+    name = next(s.name for s in lab_specs if s.runtime is LabRuntime.CONTAINERD_22 and s.kubelet == "1.36")
+    yield name
+    chart.delete_nodeconfig(installed, name=NAME)
+    assert chart.on_node(installed, name, "cat", KUBELET_DROPIN) == ""
+
+
+def _apply(lab: Lab, node: str, verify_seconds: int = 180) -> None:
+    body = json.loads(chart.nodeconfig(True, name=NAME))
+    body["spec"]["nodeSelector"] = {"matchLabels": {"kubernetes.io/hostname": node}}
+    body["spec"]["verification"] = {"timeoutSeconds": verify_seconds}
+    chart.kubectl_ok(lab, "apply", "-f", "-", stdin=json.dumps(body))
+
+
+def _annotations(lab: Lab, node: str) -> dict[str, Any]:
+    annotations: dict[str, Any] = lab.nodes()[node]["metadata"].get("annotations", {})
+    return annotations
+
+
+def _state(lab: Lab, node: str) -> str | None:
+    return _annotations(lab, node).get(c.ANN_STATE)
+
+
+def _agent_pod(lab: Lab, node: str) -> str:
+    pods = chart.get_json(lab, "pods", "-n", chart.AGENT_NAMESPACE, f"--field-selector=spec.nodeName={node}")
+    live = [str(p["metadata"]["name"]) for p in pods["items"] if not p["metadata"].get("deletionTimestamp")]
+    assert len(live) == 1, live
+    return live[0]
+
+
+def test_agent_pod_deleted_mid_apply_resumes_from_its_journal(installed: Lab, node: str) -> None:
+    _apply(installed, node)
+    chart.wait_for(
+        "the agent to have written and restarted (Verifying)",
+        lambda: _state(installed, node) == c.NodeState.VERIFYING.value,
+        timeout=300,
+        interval=0.5,
+    )
+    first = _agent_pod(installed, node)
+    chart.kubectl_ok(installed, "delete", "pod", first, "-n", chart.AGENT_NAMESPACE, "--wait=false")
+    end = chart.wait_for(
+        "the node to end",
+        lambda: _state(installed, node) in {"Done", "Failed", "RolledBack"} and _state(installed, node),
+        timeout=420,
+    )
+    annotations = _annotations(installed, node)
+    assert end == c.NodeState.DONE.value, annotations.get(c.ANN_REASON)
+    assert annotations[c.ANN_CURRENT] == annotations[c.ANN_DESIRED]
+    assert _agent_pod(installed, node) != first  # the DaemonSet's new pod finished the apply
+    assert "EventedPLEG" in chart.on_node(installed, node, "cat", KUBELET_DROPIN)
+
+
+def test_kubelet_that_will_not_start_is_rolled_back(installed: Lab, node: str) -> None:
+    site_check = installed.node_dir(node) / "rootfs" / SITE_CHECK.lstrip("/")  # the node's / on this host
+    site_check.parent.mkdir(parents=True, exist_ok=True)
+    site_check.write_text(SITE_CHECK_TEXT)
+    chart.on_node(installed, node, "systemctl", "daemon-reload")
+    try:
+        _apply(installed, node, verify_seconds=60)
+        end = chart.wait_for(
+            "the node to end",
+            lambda: _state(installed, node) in {"Done", "Failed", "RolledBack"} and _state(installed, node),
+            timeout=420,
+        )
+        annotations = _annotations(installed, node)
+        assert end == c.NodeState.ROLLED_BACK.value, annotations.get(c.ANN_REASON)
+        assert "kubelet" in annotations[c.ANN_REASON], annotations[c.ANN_REASON]
+        assert chart.on_node(installed, node, "cat", KUBELET_DROPIN) == ""  # our file is gone again
+        assert chart.on_node(installed, node, "systemctl", "is-active", "kubelet").strip() == "active"
+        chart.wait_for("the node Ready again", lambda: node_ready(installed.nodes()[node]), timeout=120)
+        degraded = chart.conditions(chart.get_json(installed, "nodeconfig", NAME)).get("Degraded")
+        assert degraded == "True"
+    finally:
+        site_check.unlink(missing_ok=True)
+        chart.on_node(installed, node, "systemctl", "daemon-reload")

@@ -147,6 +147,10 @@ def test_drain_timeout_force_delete_not_granted_fails_and_gives_the_node_back() 
     assert steppolicy.FORCE_DELETE_DISABLED in str(write.annotations[c.ANN_REASON])
     assert write.unschedulable is False  # the node is given back, not kept cordoned
     assert events(requests) == [("Warning", "DrainTimeout")]
+    # a missing grant does not clear by itself: no automatic retry is counted or promised
+    retried = run(replace(timed_out, retries=2), drain=stuck, allow_force_delete=False)[0]
+    assert c.ANN_DRAIN_TIMEOUTS not in writes(retried)[0].annotations
+    assert "automatic retry" not in str(writes(retried)[0].annotations[c.ANN_REASON])
 
 
 def test_release_removes_every_protocol_key_but_current_when_kept() -> None:

@@ -204,7 +204,7 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
         if force_asked:  # ForceDelete without `pods delete`: say so instead of a 403 on every retry
             reason += f"; {FORCE_DELETE_DISABLED}"
         timeouts: dict[str, str | None] = {}
-        if state is NodeState.FAILED:
+        if state is NodeState.FAILED and not force_asked:  # a missing grant does not clear by itself
             count = action.drain_timeouts + 1
             timeouts[c.ANN_DRAIN_TIMEOUTS] = str(count)
             if count <= action.retries:  # what clears by itself (a PDB) gets another chance

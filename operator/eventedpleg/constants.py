@@ -65,6 +65,32 @@ ANN_CORDONED_BY_US: Final = f"{GROUP}/cordoned"  # operator: "true" while our co
 ANN_STATE_SINCE: Final = f"{GROUP}/state-since"  # operator and agent, with state: RFC 3339 time entered
 ANN_AGENT_OPTIONS: Final = f"{GROUP}/agent-options"  # operator: JSON AgentOptions (timeouts, heal, onFailure)
 ANN_BENEFIT: Final = f"{GROUP}/benefit"  # agent: before/after relist and CPU figures (JSON)
+# operator: how many drains of this node timed out in a row (onTimeout: Fail); drives the automatic retry
+# with back-off (spec.drain.retries), cleared once a drain finishes
+ANN_DRAIN_TIMEOUTS: Final = f"{GROUP}/drain-timeouts"
+# operator: the autoscaler keys below that our cordon added (comma-separated); only these are removed when
+# the node is given back, so a value the user set before the cordon is never touched
+ANN_AUTOSCALER_HOLD: Final = f"{GROUP}/autoscaler-hold"
+
+# Autoscaler annotations that keep a node while it is ours (from our cordon until we give it back), so
+# that no autoscaler reclaims an empty node mid-drain or mid-restart. Written in the same patch as our
+# cordon, removed in the same patch that gives the node back (uncordon, Skipped/Failed give-back, release).
+# - Karpenter: "karpenter.sh/do-not-disrupt": "true" on a Node blocks consolidation and drift
+#   (https://karpenter.sh/docs/concepts/disruption/#node-level-controls,
+#   https://karpenter.sh/docs/reference/annotations/).
+# - cluster-autoscaler: "cluster-autoscaler.kubernetes.io/scale-down-disabled": "true" on a Node keeps it
+#   from being scaled down (cluster-autoscaler/FAQ.md, "How can I prevent Cluster Autoscaler from scaling
+#   down a particular node?", https://github.com/kubernetes/autoscaler).
+# The chart's operator ValidatingAdmissionPolicy (operator-vap.yaml) lets the operator change exactly these.
+AUTOSCALER_ANNOTATIONS: Final = (
+    "karpenter.sh/do-not-disrupt",
+    "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+)
+AUTOSCALER_VALUE: Final = "true"
+
+# On the NodeConfig, written by `eventedpleg retry` (people), read by the operator: JSON node -> the
+# state-since of the failure to retry (core.retry).
+ANN_RETRY: Final = f"{GROUP}/retry"
 
 # Every node annotation of the protocol: what Release removes.
 NODE_ANNOTATIONS: Final = (
@@ -79,6 +105,8 @@ NODE_ANNOTATIONS: Final = (
     ANN_WAS_UNSCHEDULABLE,
     ANN_AGENT_OPTIONS,
     ANN_BENEFIT,
+    ANN_AUTOSCALER_HOLD,
+    ANN_DRAIN_TIMEOUTS,
 )
 
 # A node labelled with this (any value but "false") is never touched; status lists it as Skipped.

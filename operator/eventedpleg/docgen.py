@@ -120,6 +120,9 @@ FIELD_NOTES = {
     "spec.rollout.paused": "no new node starts; nodes in progress finish",
     "spec.rollout.maxFailedNodes": "halt (Degraded) once this many nodes failed or rolled back",
     "spec.rollout.onFailure": "`Rollback` restores the node's previous files; `Halt` leaves it as it failed",
+    "spec.rollout.stallAfterSeconds": "how long the rollout may wait while only nodes made unavailable "
+    "outside it (cordoned by someone else, NotReady; named in `status.budgetHeldBy`) use up "
+    "`maxUnavailable`, before it reports `Stalled` (uncordon them or raise `maxUnavailable`); 0: at once",
     "spec.rollout.window.days": "days the window opens (empty: every day)",
     "spec.rollout.window.start": "`HH:MM`; with `end`; an end before the start wraps midnight",
     "spec.rollout.window.end": "`HH:MM`",
@@ -130,6 +133,9 @@ FIELD_NOTES = {
     "spec.drain.force": "evict pods without a controller",
     "spec.drain.onTimeout": "`Fail` and `Skip` uncordon the node; `ForceDelete` deletes pods, bypassing PDBs "
     "(only with the chart value `drain.allowForceDelete: true`, else the node is Failed saying so)",
+    "spec.drain.retries": "with `onTimeout: Fail`, a node whose drain timed out (e.g. a PDB allowed no "
+    "eviction) is given back and taken again this many times before it counts as failed",
+    "spec.drain.retryBackoffSeconds": "wait before the first automatic retry; doubled for each next one",
     "spec.verification.timeoutSeconds": "how long the agent may take to prove Evented PLEG is in use",
     "spec.onDelete": "`Revert` removes our drop-ins from every node before the NodeConfig goes; "
     "`Keep` leaves them",

@@ -7,6 +7,7 @@ drop a security property.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -292,6 +293,8 @@ def test_agent_policy_names_every_operator_owned_key(default: Rendered) -> None:
         c.ANN_OWNER,
         c.ANN_WAS_UNSCHEDULABLE,
         c.ANN_CORDONED_BY_US,
+        c.ANN_AUTOSCALER_HOLD,
+        c.ANN_DRAIN_TIMEOUTS,
     }
     assert set(listed) == operator_only
     agent_writes = {
@@ -303,6 +306,13 @@ def test_agent_policy_names_every_operator_owned_key(default: Rendered) -> None:
         c.ANN_BENEFIT,
     }
     assert not agent_writes & set(listed)
+
+
+def test_operator_policy_admits_exactly_the_autoscaler_keys_the_operator_writes(default: Rendered) -> None:
+    """The operator's node-fields policy names the autoscaler annotations of constants.py, no more."""
+    policy = default.find("ValidatingAdmissionPolicy", f"{OPERATOR}-node-fields")
+    (ours,) = [v["expression"] for v in policy["spec"]["variables"] if v["name"] == "ours"]
+    assert tuple(json.loads(ours)) == c.AUTOSCALER_ANNOTATIONS
 
 
 def test_metrics_service_and_pdb(default: Rendered) -> None:

@@ -88,6 +88,7 @@ COMMANDS = {
     "status": ["status"],
     "preflight": ["preflight", "--nodeconfig", "cluster"],
     "render": ["render", "--node", "node-0"],
+    "retry": ["retry", "cluster"],
 }
 KUBECONFIG_CASES = [
     ("unreachable", API, "cannot reach the API server: [Errno 111] Connection refused (https://127.0.0.1:"),
@@ -117,7 +118,7 @@ def test_cli_missing_crd_is_told_apart_from_a_missing_nodeconfig(
     bare: LocalCluster, kubeconfigs: dict[str, Path]
 ) -> None:
     admin = kubeconfigs["admin"]
-    for args in (["status"], ["status", "other"], ["preflight", "--nodeconfig", "cluster"]):
+    for args in (["status"], ["status", "other"], ["preflight", "--nodeconfig", "cluster"], ["retry"]):
         result = run(*args, kubeconfig=admin)
         line = one_line(result)
         assert "NodeConfig CRD (nodeconfigs.eventedpleg.io) is not installed: kubectl apply -f crds/" in line
@@ -125,7 +126,7 @@ def test_cli_missing_crd_is_told_apart_from_a_missing_nodeconfig(
 
     bare.kubectl("apply", "-f", str(REPO / "crds"), check=True)
     bare.kubectl("wait", "--for=condition=Established", "crd/nodeconfigs.eventedpleg.io", check=True)
-    for args in (["status", "nope"], ["preflight", "--nodeconfig", "nope"]):
+    for args in (["status", "nope"], ["preflight", "--nodeconfig", "nope"], ["retry", "nope"]):
         result = run(*args, kubeconfig=admin)
         assert one_line(result) == "error: NodeConfig 'nope' not found (kubectl get nodeconfigs)"
         assert result.returncode == NOT_FOUND

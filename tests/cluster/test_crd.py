@@ -66,12 +66,15 @@ def test_minimal_nodeconfig_gets_every_default(crd: LocalCluster) -> None:
     assert spec["rollout"]["maxUnavailable"] == 1
     assert spec["rollout"]["canary"] == {"nodes": 1, "soakSeconds": 120}
     assert spec["rollout"]["window"] == {"days": [], "start": "", "end": "", "timeZone": "UTC"}
+    assert spec["rollout"]["stallAfterSeconds"] == 1800
     assert spec["drain"] == {
         "timeoutSeconds": 600,
         "gracePeriodSeconds": -1,
         "deleteEmptyDirData": True,
         "force": False,
         "onTimeout": "Fail",
+        "retries": 2,
+        "retryBackoffSeconds": 300,
     }
     assert spec["verification"] == {"timeoutSeconds": 300}
     assert (spec["runtime"], spec["kubeletConfig"], spec["onDelete"]) == ("auto", "DropInOnly", "Revert")

@@ -9,7 +9,7 @@ released one when the CRD changes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,24 @@ def cleanup(cluster: LocalCluster) -> Iterator[None]:
     cluster.kubectl("delete", "nodeconfigs", "-l", f"{TEST_LABEL}=crd-upgrade", "--wait=false")
     # Whatever happened, leave the current CRD in place for the other modules on this cluster.
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+
+
+# Fields added to the spec since the previous CRD (the fixture), with their defaults.
+NEW_DEFAULTS = {
+    ("rollout", "stallAfterSeconds"): 1800,
+    ("drain", "retries"): 2,
+    ("drain", "retryBackoffSeconds"): 300,
+}
+
+
+NEW_STATUS_DEFAULTS: dict[str, object] = {"budgetHeldBy": []}  # a status field added since, defaulted on read
+
+
+def _without(spec: dict[str, Any], added: Mapping[tuple[str, str], object]) -> dict[str, Any]:
+    out = {key: dict(value) if isinstance(value, dict) else value for key, value in spec.items()}
+    for section, key in added:
+        out.get(section, {}).pop(key, None)
+    return out
 
 
 def test_server_side_apply_upgrades_the_crd_and_keeps_the_objects(cluster: LocalCluster) -> None:
@@ -84,8 +102,15 @@ def test_server_side_apply_upgrades_the_crd_and_keeps_the_objects(cluster: Local
     assert set(after) == set(before)
     for name, obj in after.items():
         assert obj["metadata"]["uid"] == before[name]["metadata"]["uid"]
-        assert obj["spec"] == before[name]["spec"]
-    assert after["upgrade-nodeconfig"]["status"] == before["upgrade-nodeconfig"]["status"]
+        # Every field the object had is unchanged; fields the new schema added read as their defaults
+        # (the API server defaults on read).
+        assert _without(obj["spec"], NEW_DEFAULTS) == before[name]["spec"]
+        for (section, key), value in NEW_DEFAULTS.items():
+            assert obj["spec"][section][key] == value
+    status = dict(after["upgrade-nodeconfig"]["status"])
+    for field, default in NEW_STATUS_DEFAULTS.items():
+        assert status.pop(field) == default
+    assert status == before["upgrade-nodeconfig"]["status"]
     assert after["upgrade-nodeconfig"]["status"]["nodes"]["updated"] == 1
 
     # The objects still validate under the new schema (a server-side dry run of an update of each) ...

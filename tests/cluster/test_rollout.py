@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import shlex
 import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -12,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from eventedpleg import constants as c
-from eventedpleg_lab.demo.harness import http_status
+from eventedpleg_lab.demo.harness import chart_dir, http_status
 from eventedpleg_lab.kube.fakenodes import FakeNode
+from eventedpleg_lab.localcluster import build
 from eventedpleg_lab.localcluster.cluster import LocalCluster, kubectl_path
 from tests.cluster.rollout_harness import (
     OperatorProcess,
@@ -294,9 +300,10 @@ def test_pause_resume_and_flip_to_false(env: Env) -> None:
 
 
 def test_delete_with_revert_waits_for_the_nodes(env: Env) -> None:
+    """...and says so at INFO, once per change of what it waits for: no ERROR line every 2 s."""
     names = env.nodes([{} for _ in range(2)])
     env.apply(nodeconfig("revert", env.prefix, rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
-    with operator_running(env.cluster, NS, env.tmp), ProtocolAgents(env.api, env.prefix):
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
         wait_for(lambda: env.condition("revert", "Available").get("status") == "True", what="Available")
         assert c.FINALIZER in env.nc("revert")["metadata"]["finalizers"]
         env.cluster.kubectl("delete", "nodeconfig", "revert", "--wait=false", check=True)
@@ -308,6 +315,13 @@ def test_delete_with_revert_waits_for_the_nodes(env: Env) -> None:
         for name in names:
             assert not [k for k in env.annotations(name) if k.startswith(c.GROUP)]
             assert env.node_states()[name] == (None, False)
+        lines = op.log().splitlines()
+        waits = [line for line in lines if "NodeConfig revert is being deleted; waiting:" in line]
+        assert waits and all(" INFO " in line for line in waits), lines[-40:]
+        said = [w.split("waiting:", 1)[1] for w in waits]
+        assert all(a != b for a, b in itertools.pairwise(said)), said  # once per change
+        assert not [line for line in lines if " ERROR " in line], lines[-40:]
+        assert any("NodeConfig revert: every node let go" in line for line in lines)
 
 
 def test_overlapping_nodeconfigs_the_later_one_reports_a_conflict(env: Env) -> None:
@@ -622,3 +636,193 @@ def test_nodeconfigs_created_and_deleted_during_a_rollout(env: Env) -> None:
             )
         )["items"]
         assert sum(event.get("count") or 1 for event in given_back) == 1, (name, given_back)
+
+
+def operator_node_policy(env: Env) -> list[dict[str, Any]]:
+    """The chart's operator node-fields policy and binding, renamed for this test, so the operator's
+    real writes below are admitted (or denied) by it."""
+    helm = build.ensure(("helm",))["helm"]
+    rendered = subprocess.run(
+        [str(helm), "template", "epo", str(chart_dir()), "-n", NS,
+         "--show-only", "templates/operator-vap.yaml"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    for doc in docs:
+        doc["metadata"]["name"] = f"{env.prefix}-node-fields"
+        if doc["kind"] == "ValidatingAdmissionPolicyBinding":
+            doc["spec"]["policyName"] = f"{env.prefix}-node-fields"
+    return docs
+
+
+def readme_node_state_table(env: Env) -> dict[str, list[str]]:
+    """Run the per-node state command exactly as the README documents it: node -> [state, since, reason]."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (line,) = [ln for ln in readme.splitlines() if ln.startswith("kubectl get nodes -o custom-columns=")]
+    argv = shlex.split(line.split("  #")[0])
+    assert argv[0] == "kubectl"
+    out = env.cluster.kubectl(*argv[1:], check=True).stdout.splitlines()
+    assert out[0].split() == ["NAME", "STATE", "SINCE", "REASON"], out[0]
+    return {row.split()[0]: row.split(None, 3)[1:] for row in out[1:]}
+
+
+def test_autoscalers_leave_our_nodes_alone_and_the_users_values_stay(env: Env) -> None:
+    """Mid-rollout a node we hold carries karpenter.sh/do-not-disrupt and cluster-autoscaler's
+    scale-down-disabled (written with our cordon, admitted by the chart's policy); after the rollout ours
+    are gone and the value the user had set before is still there."""
+    karpenter, scale_down = c.AUTOSCALER_ANNOTATIONS
+    policy = operator_node_policy(env)
+    env.cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1",
+                        "items": policy}), check=True)  # fmt: skip
+    try:
+        held, free = env.nodes([{}, {}])
+        as_operator = install_operator_rbac(env.cluster, NS)
+
+        def policy_in_force() -> bool:
+            denied = env.cluster.kubectl("annotate", "node", free, "example.com/x=1", kubeconfig=as_operator)
+            return denied.returncode != 0 and "may change only eventedpleg.io/*" in denied.stderr
+
+        wait_for(policy_in_force, what="the operator's node policy in force")
+        patch = {"metadata": {"annotations": {scale_down: "true"}}}  # the user's, before the rollout
+        env.core.patch_node(held, patch)
+        pods = protect_with_pdb(env, held)
+        env.apply(nodeconfig("scalers", env.prefix, rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+        with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+            wait_for(lambda: env.node_states()[held] == ("Draining", True), what="held node draining")
+            mid = env.annotations(held)
+            assert mid[karpenter] == "true" and mid[scale_down] == "true", mid
+            assert mid[c.ANN_AUTOSCALER_HOLD] == karpenter  # ours to remove: only what we added
+            assert readme_node_state_table(env)[held][0] == "Draining"
+            wait_for(lambda: env.node_states()[free] == ("Done", False), what="free node done")
+            assert karpenter not in env.annotations(free) and scale_down not in env.annotations(free)
+            assert len(pods()) == 1
+            client.PolicyV1Api(env.api).delete_namespaced_pod_disruption_budget("web-pdb", env.prefix)
+            wait_for(
+                lambda: env.condition("scalers", "Ready").get("status") == "True", what="Ready", timeout=90
+            )
+            after = env.annotations(held)
+            assert env.node_states()[held] == ("Done", False), op.log()[-2000:]
+            table = readme_node_state_table(env)
+            assert table[held][0] == "Done" and table[free][0] == "Done", table
+            assert karpenter not in after and c.ANN_AUTOSCALER_HOLD not in after, after
+            assert after[scale_down] == "true"  # the user's value, untouched
+            assert "Forbidden" not in op.log() and "denied" not in op.log()
+    finally:
+        for doc in reversed(policy):
+            env.cluster.kubectl("delete", doc["kind"], doc["metadata"]["name"], "--ignore-not-found")
+
+
+def test_a_budget_held_by_an_administrators_cordon_is_named_then_stalled(env: Env) -> None:
+    """An administrator's cordon under maxUnavailable 1: the node is processed and stays cordoned, then
+    it holds the budget. Status names it, the NodeConfig reports Stalled with what to do (after
+    stallAfterSeconds, 0 here), and an uncordon lets the rollout finish."""
+    cordoned, *rest = env.nodes([{}, {}, {}])
+    env.core.patch_node(cordoned, {"spec": {"unschedulable": True}})
+    env.apply(nodeconfig("held", env.prefix, rollout={"canary": {"nodes": 0}, "stallAfterSeconds": 0}))
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+        stalled = wait_for(
+            lambda: (cond := env.condition("held", "Stalled")).get("status") == "True" and cond,
+            what="Stalled",
+        )
+        assert stalled["reason"] == "BudgetHeldByOtherNodes", op.log()[-2000:]
+        assert f"kubectl uncordon {cordoned}" in stalled["message"]
+        assert "raise spec.rollout.maxUnavailable" in stalled["message"]
+        status = env.nc("held")["status"]
+        assert status["budgetHeldBy"] == [f"{cordoned} (cordoned)"] and status["budgetHeldSince"]
+        assert env.condition("held", "Ready")["status"] == "False"
+        assert env.node_states()[cordoned] == ("Done", True)  # processed, the cordon kept
+        assert [env.node_states()[n][0] for n in rest] == [None, None]  # it still counts
+        events = env.cluster.kubectl(
+            "get", "events", "-n", "default", "--field-selector", "involvedObject.name=held", check=True
+        ).stdout
+        assert "BudgetHeldByOtherNodes" in events
+        env.cluster.kubectl("uncordon", cordoned, check=True)
+        wait_for(lambda: env.condition("held", "Ready").get("status") == "True", what="Ready", timeout=90)
+        assert "budgetHeldBy" not in env.nc("held")["status"] or not env.nc("held")["status"]["budgetHeldBy"]
+
+
+def eventedpleg(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI as a user runs it, with the admin kubeconfig."""
+    return subprocess.run(
+        [sys.executable, "-m", "eventedpleg", *args],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "KUBECONFIG": str(env.cluster.kubeconfig)},
+    )  # fmt: skip
+
+
+def test_a_failed_node_is_retried_with_the_cli_once_the_cause_is_fixed(env: Env) -> None:
+    """A node rolls back and halts the rollout; after the cause is fixed `eventedpleg retry` takes it
+    again without anyone editing node annotations, and the rollout completes."""
+    names = env.nodes([{} for _ in range(3)])
+    bad = names[0]
+    broken = {bad}
+
+    def behaviour(name: str) -> str:
+        return "RolledBack" if name in broken else "Done"
+
+    env.apply(nodeconfig("again", env.prefix))
+    with (
+        operator_running(env.cluster, NS, env.tmp) as op,
+        ProtocolAgents(env.api, env.prefix, behaviour=behaviour),
+    ):
+        wait_for(lambda: env.condition("again", "Degraded").get("status") == "True", what="Degraded")
+        assert env.node_states()[bad] == ("RolledBack", False)
+        refused = eventedpleg(env, "retry", "again", "--node", names[1])  # not failed: exit 2, one line
+        assert refused.returncode == 2 and "is not in a failure of NodeConfig 'again'" in refused.stderr
+        missing = eventedpleg(env, "retry", "again", "--node", "no-such-node")
+        assert missing.returncode == 6 and "not found" in missing.stderr
+        first = env.annotations(bad)[c.ANN_STATE_SINCE]
+        assert eventedpleg(env, "retry", "again").returncode == 0  # not fixed yet: it fails again
+        wait_for(
+            lambda: (
+                env.annotations(bad).get(c.ANN_STATE_SINCE) != first
+                and env.node_states()[bad] == ("RolledBack", False)
+            ),
+            what="retried and rolled back again",
+        )
+
+        def rolled_back_events() -> int:
+            listed = env.cluster.kubectl(
+                "get", "events", "-n", "default", "-o", "json",
+                "--field-selector", "involvedObject.name=again,reason=NodeRolledBack", check=True,
+            ).stdout  # fmt: skip
+            return len(json.loads(listed)["items"])
+
+        wait_for(lambda: rolled_back_events() == 2, what="a second NodeRolledBack Event for the new failure")
+        broken.clear()  # the cause is fixed
+        asked = eventedpleg(env, "retry", "again")
+        assert asked.returncode == 0, asked.stderr
+        assert f"retry requested for 1 node(s): {bad}" in asked.stdout
+        assert bad in json.loads(env.nc("again")["metadata"]["annotations"][c.ANN_RETRY])
+        wait_for(lambda: env.condition("again", "Ready").get("status") == "True", what="Ready", timeout=120)
+        assert all(state == ("Done", False) for state in env.node_states().values()), op.log()[-2000:]
+        assert env.condition("again", "Degraded")["status"] == "False"
+        nothing = eventedpleg(env, "retry", "again")
+        assert nothing.returncode == 0 and "nothing to retry" in nothing.stdout
+
+
+def test_a_drain_timed_out_on_a_pdb_is_retried_automatically_after_its_back_off(env: Env) -> None:
+    """onTimeout: Fail with retries: the node is given back Failed saying when it is retried (status and a
+    DrainTimeout Event), not counted as failed meanwhile; once the PDB is gone it is taken again."""
+    (node,) = env.nodes([{}])
+    protect_with_pdb(env, node)
+    drain = {"timeoutSeconds": 3, "retries": 1, "retryBackoffSeconds": 10}
+    env.apply(nodeconfig("backoff", env.prefix, drain=drain))
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+        wait_for(lambda: env.node_states()[node] == ("Failed", False), what="given back Failed")
+        ann = env.annotations(node)
+        assert ann[c.ANN_DRAIN_TIMEOUTS] == "1" and "automatic retry 1 of 1 in 10s" in ann[c.ANN_REASON]
+        assert env.condition("backoff", "Degraded")["status"] == "False"  # not a failure yet
+        wait_for(
+            lambda: "automatic retry pending" in env.condition("backoff", "Progressing")["message"],
+            what="Progressing says the retry is pending",
+            timeout=10,  # well within the 10 s back-off
+        )
+        events = env.cluster.kubectl(
+            "get", "events", "-n", "default", "--field-selector", f"involvedObject.name={node}", check=True
+        ).stdout
+        assert "DrainTimeout" in events and "automatic retry 1 of 1" in events
+        client.PolicyV1Api(env.api).delete_namespaced_pod_disruption_budget("web-pdb", env.prefix)
+        wait_for(lambda: env.condition("backoff", "Ready").get("status") == "True", what="Ready", timeout=90)
+        assert env.node_states()[node] == ("Done", False), op.log()[-2000:]
+        assert c.ANN_DRAIN_TIMEOUTS not in env.annotations(node)

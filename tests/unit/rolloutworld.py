@@ -39,6 +39,23 @@ class SimNode:
     drains: int = 0  # times the operator took the node (cordoned it for a rollout)
     rv: int = 1
 
+    # Autoscaler annotations the user set before any rollout (World takes them at its start): they must
+    # survive it unchanged.
+    user_autoscaler: dict[str, str] = field(default_factory=dict)
+
+    def check_autoscaler_hold(self) -> None:
+        """While our cordon is on, every autoscaler key is set (ours "true", the user's as they were);
+        without it, only the user's are; never a hold list without our cordon."""
+        ann = self.annotations
+        for key, value in self.user_autoscaler.items():
+            assert ann.get(key) == value, (self.name, key, ann)
+        present = {k for k in c.AUTOSCALER_ANNOTATIONS if k in ann}
+        if ann.get(c.ANN_CORDONED_BY_US) == "true":
+            assert present == set(c.AUTOSCALER_ANNOTATIONS), (self.name, ann)
+            assert all(ann[k] == c.AUTOSCALER_VALUE for k in present - set(self.user_autoscaler)), ann
+        else:
+            assert present == set(self.user_autoscaler) and c.ANN_AUTOSCALER_HOLD not in ann, (self.name, ann)
+
     def body(self) -> dict[str, Any]:
         return {
             "metadata": {
@@ -64,10 +81,17 @@ class World:
     agent_seconds: int = 5
     deleting: bool = False
     peers: tuple[Peer, ...] = ()  # other NodeConfigs (name, created, selector)
+    retry: dict[str, datetime] = field(default_factory=dict)  # the NodeConfig's ANN_RETRY (core.retry)
     allow_force_delete: bool = True  # the installation grants `pods delete` (chart drain.allowForceDelete)
     history: list[tuple[datetime, int]] = field(default_factory=list)  # (time, unavailable)
     log: list[str] = field(default_factory=list)
     events: list[tuple[str, str]] = field(default_factory=list)  # (node, reason) of Node Events
+
+    def __post_init__(self) -> None:
+        for node in self.nodes.values():
+            node.user_autoscaler = {
+                k: v for k, v in node.annotations.items() if k in c.AUTOSCALER_ANNOTATIONS
+            }
 
     @property
     def target(self) -> Target:
@@ -82,6 +106,7 @@ class World:
             agent_options='{"o":1}',
             deleting=self.deleting,
             peers=self.peers,
+            retry=self.retry,
         )
 
     def views(self) -> list[NodeView]:
@@ -175,14 +200,21 @@ class World:
     def tick(self, seconds: int = 1, *, drop: random.Random | None = None) -> planner.Plan:
         """Plan, apply (optionally dropping actions as a crash would), let agents work, advance time."""
         result = self.plan()
-        if result.summary.complete:  # complete means nobody is left cordoned by us
-            assert not [n for n in self.nodes.values() if n.annotations.get(c.ANN_CORDONED_BY_US)], result
+        if result.summary.complete:  # complete: nobody is left cordoned by us but a Failed node (for a human)
+            held = [
+                n
+                for n in self.nodes.values()
+                if n.annotations.get(c.ANN_CORDONED_BY_US) and n.annotations.get(c.ANN_STATE) != "Failed"
+            ]
+            assert not held, result
         for action in result.actions:
             if drop is not None and drop.random() < 0.5:
                 self.apply(action, writes=drop.randrange(3))  # a crash before, or between, its writes
                 continue
             self.apply(action)
         self.agents()
+        for node in self.nodes.values():
+            node.check_autoscaler_hold()  # after crashes between writes too
         self.history.append((self.now, self.unavailable()))
         self.now += timedelta(seconds=seconds)
         return result

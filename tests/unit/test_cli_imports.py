@@ -89,3 +89,20 @@ def test_read_only_commands_do_not_import_the_operator_machinery(command: str) -
     loaded = [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
     assert loaded == []
     assert "eventedpleg.cli.inspect" in modules or command == "crd"
+
+
+def test_the_listed_summaries_are_the_commands_own() -> None:
+    """`eventedpleg --help` lists summaries without importing the commands; they must not drift."""
+    from eventedpleg.cli import COMMANDS, SUMMARIES, main  # noqa: PLC0415
+
+    assert set(SUMMARIES) == set(COMMANDS)
+    for name in COMMANDS:
+        command = main.get_command(None, name)  # type: ignore[arg-type]
+        assert command is not None and command.get_short_help_str(200) == SUMMARIES[name], name
+
+
+def test_top_level_help_imports_no_command() -> None:
+    result = probe(["--help"])
+    assert "retry" in result.help and "Take the Failed" in result.help
+    imported = [m for m in result.modules if m.startswith(("kopf", "kubernetes", "eventedpleg.controller"))]
+    assert imported == []

@@ -75,7 +75,10 @@ def test_defaults_follow_the_design() -> None:
         "deleteEmptyDirData": True,
         "force": False,
         "onTimeout": "Fail",
+        "retries": 2,  # a drain blocked by a PDB is taken again, after 300 s then 600 s
+        "retryBackoffSeconds": 300,
     }
+    assert api["rollout"]["stallAfterSeconds"] == 1800
     assert api["verification"] == {"timeoutSeconds": 300}
     assert (api["runtime"], api["kubeletConfig"], api["onDelete"]) == ("auto", "DropInOnly", "Revert")
     assert api["includeControlPlane"] is False

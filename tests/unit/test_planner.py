@@ -89,7 +89,24 @@ def test_an_administrators_cordon_uses_up_the_budget() -> None:
     for _ in range(50):
         result = world.tick()
     assert states(world) == {"node-000": "Done", "node-001": None, "node-002": None}
-    assert result.summary.waiting == "waiting for capacity: 1 of 3 node(s) unavailable, maxUnavailable=1 (1)"
+    assert result.summary.waiting == (
+        "waiting for capacity: 1 of 3 node(s) unavailable, maxUnavailable=1 (1); "
+        "made unavailable outside this rollout: node-000 (cordoned)"
+    )
+    assert result.summary.held_by == (planner.HeldNode("node-000", "cordoned"),)
+    assert result.summary.budget_stuck  # nothing of ours in flight: only a human can free it
+
+
+def test_the_budget_named_while_our_own_nodes_use_it_too_is_not_stuck() -> None:
+    nodes = fleet(4)
+    nodes["node-003"].ready = False
+    world = World(nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+    world.tick()  # node-000 starts: our node plus the NotReady one use the budget
+    summary = world.plan().summary
+    assert summary.held_by == (planner.HeldNode("node-003", "NotReady"),) and not summary.budget_stuck
+    assert "made unavailable outside this rollout: node-003 (NotReady)" in summary.waiting
+    world.run()
+    assert world.plan().summary.budget_stuck  # 3 Done is all it can do; node-003 holds the rest
 
 
 def test_unsupported_and_risky_nodes_are_skipped_with_reasons() -> None:
@@ -410,6 +427,7 @@ def test_mark_failed_is_only_for_the_agent_phase() -> None:
 
 # --- properties -----------------------------------------------------------------------------------
 
+KARPENTER, SCALE_DOWN = c.AUTOSCALER_ANNOTATIONS
 KUBELETS = ["v1.34.2", "v1.36.4", "v1.37.2", "v1.25.0", "v1.30.1"]
 RUNTIMES = ["containerd://2.1.4", "containerd://1.7.13", "cri-o://1.34.1", "containerd://1.6.20"]
 
@@ -425,6 +443,8 @@ def clusters(draw: st.DrawFn) -> World:
             runtime=draw(st.sampled_from(RUNTIMES)),
             labels={c.LABEL_ZONE: draw(st.sampled_from(["a", "b", "c"]))},
             unschedulable=draw(st.integers(0, 4)) == 0,
+            # some nodes carry an autoscaler annotation the user set: kept through the rollout (tick checks)
+            annotations=draw(st.sampled_from([{}, {}, {KARPENTER: "true"}, {SCALE_DOWN: "false"}])),
         )
         nodes[node.name] = node
     max_unavailable = draw(st.one_of(st.integers(1, 4), st.sampled_from(["10%", "25%", "50%"])))
@@ -470,6 +490,8 @@ def test_every_interrupted_prefix_replans_to_the_same_end_state() -> None:
         nodes = fleet(6, labels={})
         nodes["node-002"].unschedulable = True
         nodes["node-004"].kubelet = "v1.25.0"
+        nodes["node-001"].annotations[KARPENTER] = "true"  # the user's: kept, never removed by us
+        nodes["node-003"].annotations[SCALE_DOWN] = "false"
         return World(nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 1, "soakSeconds": 3}}))
 
     reference = make()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from eventedpleg.core import status
 from eventedpleg.core.snapshot import Peer
@@ -152,6 +153,17 @@ def test_deleting_is_reconciling_never_ready() -> None:
     assert got["Stalled"][0] == "False"
 
 
+def test_a_deletion_says_which_nodes_it_waits_for_and_nothing_once_done() -> None:
+    world = World(fleet(2), spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+    world.run()
+    world.deleting = True  # onDelete: Revert (the default): our drop-ins come off, node by node
+    world.tick()
+    text = status.deleting_text(world.plan().summary)
+    assert text.startswith("2 node(s) still in progress: node-000: ") and "node-001" in text
+    world.run()
+    assert world.plan().summary.finalized and status.deleting_text(world.plan().summary) == ""
+
+
 def test_a_failed_canary_is_reported_as_such() -> None:
     nodes = fleet(4)
     nodes["node-000"].agent_fails = True
@@ -225,3 +237,59 @@ def test_condition_invariants_over_whole_rollouts() -> None:
             seen.add((got["Ready"], got["Reconciling"], got["Stalled"]))
             world.tick()
     assert seen == {("True", "False", "False"), ("False", "True", "False"), ("False", "False", "True")}
+
+
+def test_a_budget_held_by_others_names_them_and_stalls_after_the_configured_time() -> None:
+    """One node cordoned by an administrator under maxUnavailable 1: processed, kept cordoned, and then it
+    holds the budget for good. Status names it at once; after stallAfterSeconds the rollout is Stalled
+    with what to do; the clock survives a restart (it is in status); uncordoning clears it all."""
+    nodes = fleet(3)
+    nodes["node-000"].unschedulable = True
+    world = World(nodes, spec(rollout={"stallAfterSeconds": 600, "canary": {"nodes": 0}}))
+    world.run()
+    summary = world.plan().summary
+    stall_after = timedelta(seconds=world.spec.rollout.stall_after_seconds)
+
+    def build(now: datetime, held_since: datetime | None) -> tuple[dict[str, tuple[str, str, str]], Any]:
+        built = status.build_status(
+            summary, enabled=True, deleting=False, generation=1, previous=[], now=now,
+            held_since=held_since, stall_after=stall_after,
+        )  # fmt: skip
+        return {c.type.value: (c.status.value, c.reason, c.message) for c in built.conditions}, built
+
+    first, built = build(T0, None)
+    assert built.budget_held_by == ["node-000 (cordoned)"] and built.budget_held_since == T0
+    assert "node-000 (cordoned)" in first["Progressing"][2]
+    assert first["Stalled"][0] == "False" and first["Reconciling"][0] == "True"
+
+    before, again = build(T0 + timedelta(seconds=599), built.budget_held_since)
+    assert again.budget_held_since == T0 and before["Stalled"][0] == "False"
+
+    later, _ = build(T0 + timedelta(seconds=600), built.budget_held_since)
+    assert later["Stalled"][:2] == ("True", "BudgetHeldByOtherNodes")
+    assert later["Ready"][0] == "False" and later["Reconciling"][0] == "False"
+    message = later["Stalled"][2]
+    assert "kubectl uncordon node-000" in message and "raise spec.rollout.maxUnavailable" in message
+    assert "for 10 min" in message
+
+    nodes["node-000"].unschedulable = False  # the administrator gives it back
+    world.run()
+    summary = world.plan().summary
+    done, cleared = build(T0 + timedelta(seconds=700), T0)
+    assert cleared.budget_held_by == [] and cleared.budget_held_since is None
+    assert done["Ready"][0] == "True" and done["Stalled"][0] == "False"
+
+
+def test_our_own_nodes_in_flight_stop_the_stall_clock() -> None:
+    nodes = fleet(3)
+    nodes["node-002"].ready = False
+    world = World(nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+    world.tick()  # node-000 in flight, node-002 NotReady: the budget is used, partly by us
+    summary = world.plan().summary
+    assert summary.held_by and not summary.budget_stuck
+    built = status.build_status(
+        summary, enabled=True, deleting=False, generation=1, previous=[], now=T0 + timedelta(days=1),
+        held_since=T0, stall_after=timedelta(0),
+    )  # fmt: skip
+    assert built.budget_held_since is None
+    assert {c.type.value: c.status.value for c in built.conditions}["Stalled"] == "False"

@@ -12,8 +12,9 @@ import pytest
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core import drainpods, steppolicy
-from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release
+from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release, Uncordon
 from eventedpleg.core.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
+from eventedpleg.core.snapshot import NodeMarks
 from eventedpleg.core.steppolicy import (
     AttemptDrain,
     Emit,
@@ -195,6 +196,10 @@ def test_drain_timeout_force_delete_not_granted_fails_and_gives_the_node_back() 
     assert steppolicy.FORCE_DELETE_DISABLED in str(write.annotations[c.ANN_REASON])
     assert write.unschedulable is False  # the node is given back, not kept cordoned
     assert events(requests) == [("Warning", "DrainTimeout")]
+    # a missing grant does not clear by itself: no automatic retry is counted or promised
+    retried = run(replace(timed_out, retries=2), drain=stuck, allow_force_delete=False)[0]
+    assert c.ANN_DRAIN_TIMEOUTS not in writes(retried)[0].annotations
+    assert "automatic retry" not in str(writes(retried)[0].annotations[c.ANN_REASON])
 
 
 def test_release_removes_every_protocol_key_but_current_when_kept() -> None:
@@ -263,3 +268,122 @@ def test_crashes_between_writes_of_any_step_still_converge() -> None:
         assert final.summary.complete, seed
         assert all(n.annotations[c.ANN_STATE] == "Done" and not n.unschedulable for n in nodes.values())
         assert all(n.drains == 1 for n in nodes.values()), seed
+
+
+# --- autoscalers: ours from our cordon until we give the node back -------------------------------------
+
+KARPENTER, SCALE_DOWN = c.AUTOSCALER_ANNOTATIONS
+
+
+def test_the_cordon_patch_adds_the_autoscaler_keys_the_user_did_not_set() -> None:
+    first = writes(run(cordon())[0])[0]
+    assert first.unschedulable is True
+    assert first.annotations[KARPENTER] == first.annotations[SCALE_DOWN] == "true"
+    assert first.annotations[c.ANN_AUTOSCALER_HOLD] == f"{KARPENTER},{SCALE_DOWN}"
+
+    kept = writes(run(cordon(autoscaler_user=frozenset({SCALE_DOWN})))[0])[0]
+    assert kept.annotations[KARPENTER] == "true" and SCALE_DOWN not in kept.annotations
+    assert kept.annotations[c.ANN_AUTOSCALER_HOLD] == KARPENTER
+
+    both = writes(run(cordon(autoscaler_user=frozenset(c.AUTOSCALER_ANNOTATIONS)))[0])[0]
+    assert not set(c.AUTOSCALER_ANNOTATIONS) & set(both.annotations)
+    assert both.annotations[c.ANN_AUTOSCALER_HOLD] is None  # nothing of ours to remove later
+
+
+HELD = (KARPENTER,)  # our cordon added only this one; the user set SCALE_DOWN
+
+
+def give_back_write(requests: list[steppolicy.Request]) -> Write:
+    (write,) = [w for w in writes(requests) if c.ANN_CORDONED_BY_US in w.annotations]
+    return write
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        Uncordon("n", "1", was_unschedulable=False, autoscaler_hold=HELD),
+        Uncordon("n", "1", was_unschedulable=True, autoscaler_hold=HELD),
+        Release("n", "1", keep_current=True, uncordon=True, was_unschedulable=False, autoscaler_hold=HELD),
+        drain(deadline_reached=True, autoscaler_hold=HELD),
+    ],
+    ids=["uncordon", "kept-cordoned", "release", "drain-timeout"],
+)
+def test_giving_the_node_back_removes_exactly_our_autoscaler_keys_in_the_same_patch(action: Action) -> None:
+    stuck = DrainResult(False, "PDB blocks eviction", frozenset({Blocker.EVICTION_REFUSED}))
+    write = give_back_write(run(action, drain=stuck)[0])
+    assert write.unschedulable is not None or isinstance(action, Release)
+    assert write.annotations[c.ANN_CORDONED_BY_US] is None
+    assert write.annotations[KARPENTER] is None and write.annotations[c.ANN_AUTOSCALER_HOLD] is None
+    assert SCALE_DOWN not in write.annotations  # the user's value stays
+
+
+def test_a_static_pod_skip_gives_back_what_its_own_cordon_added() -> None:
+    # Seen before the cordon: Skipped in one write, never cordoned, so no autoscaler key at all.
+    requests, _ = run(cordon(autoscaler_user=frozenset({SCALE_DOWN})), mirror=("kube-system/etcd-n",))
+    (skip,) = writes(requests)
+    assert KARPENTER not in skip.annotations and SCALE_DOWN not in skip.annotations
+    # A static pod that appears after our cordon: the give-back removes exactly what the cordon added.
+    step = steppolicy.step(
+        cordon(autoscaler_user=frozenset({SCALE_DOWN})), clock=lambda: T0, nodeconfig="cluster",
+        allow_force_delete=True,
+    )  # fmt: skip
+    answers: dict[type, steppolicy.Answer] = {
+        SurveyPods: PodSurvey((), nothing_to_evict=False),
+        FindMirrorPods: ("kube-system/etcd-n",),
+    }
+    seen: list[steppolicy.Request] = []
+    answer: steppolicy.Answer = None
+    with pytest.raises(StopIteration):
+        while True:
+            request = step.send(answer)
+            seen.append(request)
+            answer = answers.get(type(request))
+    take, give = writes(seen)
+    assert take.annotations[KARPENTER] == "true" and give.annotations[KARPENTER] is None
+    assert SCALE_DOWN not in take.annotations and SCALE_DOWN not in give.annotations
+
+
+def test_events_never_say_uncordoned_about_a_node_kept_cordoned() -> None:
+    requests, _ = run(Uncordon("n", "1", was_unschedulable=True))
+    assert events(requests) == [("Normal", "KeptCordoned")]
+    requests, _ = run(Uncordon("n", "1", was_unschedulable=False))
+    assert events(requests) == [("Normal", "Uncordoned")]
+
+
+def test_autoscaler_hold_through_a_rollout_with_crashes_between_writes() -> None:
+    """World model: the hold follows our cordon whatever prefix of a step happened; user values survive
+    (World.tick checks both after every tick), and a hold list naming other keys is never obeyed."""
+    for seed in range(20):
+        nodes = fleet(4)
+        nodes["node-000"].annotations[KARPENTER] = "false"  # the user's, any value
+        nodes["node-002"].unschedulable = True  # cordoned before: kept cordoned, hold still removed
+        nodes["node-003"].drain_blocked_until = T0.replace(second=15)
+        world = World(nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+        held_mid_rollout, rng = False, random.Random(seed)
+        for _ in range(600):
+            world.tick(drop=rng)
+            held_mid_rollout |= nodes["node-003"].annotations.get(SCALE_DOWN) == "true"
+            if world.plan().summary.complete:
+                break
+        assert world.plan().summary.complete and held_mid_rollout, seed
+        for node in nodes.values():
+            assert c.ANN_AUTOSCALER_HOLD not in node.annotations
+        assert nodes["node-000"].annotations[KARPENTER] == "false"
+        assert (
+            SCALE_DOWN not in nodes["node-000"].annotations and KARPENTER not in nodes["node-001"].annotations
+        )
+    assert NodeMarks.parse({c.ANN_AUTOSCALER_HOLD: f"example.com/other,{SCALE_DOWN}"}).autoscaler_hold == (
+        SCALE_DOWN,
+    )
+
+
+def test_the_released_event_says_what_became_of_the_cordon() -> None:
+    def message(action: Release) -> str:
+        (emit,) = [r for r in run(action)[0] if isinstance(r, Emit)]
+        return emit.message
+
+    base = Release("n", "1", keep_current=False, uncordon=False, was_unschedulable=False)
+    assert message(base) == "no longer managed by NodeConfig cluster"
+    assert message(replace(base, uncordon=True)).endswith("; uncordoned")
+    kept = message(replace(base, uncordon=True, was_unschedulable=True))
+    assert kept.endswith("; still cordoned: it was before the rollout")

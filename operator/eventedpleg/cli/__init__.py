@@ -23,7 +23,20 @@ COMMANDS = {
     "operator": "eventedpleg.cli.operator_cmd:operator",
     "preflight": "eventedpleg.cli.inspect:preflight",
     "render": "eventedpleg.cli.inspect:render_cmd",
+    "retry": "eventedpleg.cli.retry_cmd:retry_cmd",
     "status": "eventedpleg.cli.inspect:status",
+}
+# The one-line summaries `eventedpleg --help` lists, so that listing them imports no command (the operator
+# and agent commands pull in kopf and the kubernetes client: seconds). tests/unit/test_cli_imports.py
+# checks each against the command's own first docstring line.
+SUMMARIES = {
+    "agent": "Apply, verify and watch Evented PLEG on this node when the operator asks (node annotations).",
+    "crd": "The NodeConfig CustomResourceDefinition (generated from the API models).",
+    "operator": "Watch NodeConfigs and Nodes and roll Evented PLEG out node by node.",
+    "preflight": "Per-node verdicts from the compatibility matrix: what would be changed, skipped, and why.",
+    "render": "The exact drop-ins a node would get, and where they go.",
+    "retry": "Take the Failed, RolledBack or Skipped nodes of a NodeConfig again, once the cause is fixed.",
+    "status": "Conditions and per-node progress of a NodeConfig (default: `cluster`).",
 }
 
 
@@ -58,7 +71,9 @@ class LazyGroup(click.Group):
             report(exc, ctx)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        super().format_commands(ctx, formatter)
+        """click's own would import every command for its summary; ours are in SUMMARIES."""
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, SUMMARIES[name]) for name in self.list_commands(ctx)])
         if lab := sorted(lab_commands()):
             with formatter.section("Lab commands (evented-pleg-lab; `eventedpleg COMMAND --help` for each)"):
                 formatter.write_text(", ".join(lab))

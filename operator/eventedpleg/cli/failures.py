@@ -2,9 +2,10 @@
 eventedpleg.k8s.errors.diagnose; this maps its kinds to exit codes and prints them.
 
 Exit codes (README "Exit codes"):
-  0  success (status: Available; preflight: every selected node eligible)
+  0  success (status: Available; preflight: every selected node eligible; retry: asked)
   1  status: Degraded (a node failed or the rollout halted)
-  2  usage or bad input: a wrong option, a missing or invalid kubeconfig, an invalid spec
+  2  usage or bad input: a wrong option, a missing or invalid kubeconfig, an invalid spec;
+     retry: a named node is not in a failure of that NodeConfig
   3  status: still progressing, paused or unknown; preflight: some selected nodes will be skipped
   4  preflight / render: no selected node is eligible
   5  cannot reach, authenticate to or be authorised by the API server (or it failed)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -34,8 +35,10 @@ from eventedpleg.core.health import Heartbeats
 from eventedpleg.k8s.events import EventRecorder
 
 __all__ = ["STEP_THREADS", "RolloutEngine"]
+log = logging.getLogger(__name__)
 COALESCE = 0.05  # batch the watch events of one burst into one pass
 UNSYNCED_RECHECK = 0.5  # until the first node LIST is in
+DELETE_RETRY = 2.0  # seconds between passes while a deleted NodeConfig lets its nodes go
 
 
 @dataclass
@@ -139,9 +142,21 @@ class RolloutEngine:
             if self.beats is not None:
                 self.beats.forget(loop)
 
-    async def finalized(self, name: str) -> bool:
-        """For the delete handler: one pass in deleting mode; True once every node is let go."""
+    async def finalized(self, name: str) -> str:
+        """One pass in deleting mode: "" once every node is let go, else what the deletion waits for."""
         if not self.nodes_synced.is_set():
-            return False
+            return "waiting for the first complete node list"
         inputs = self.nodeconfigs.inputs(name, deleting=True)  # taken here, on the loop
         return await asyncio.to_thread(self.reconciler.finalize, inputs)
+
+    async def until_finalized(self, name: str, retry: float = DELETE_RETRY) -> None:
+        """For the delete handler: pass after pass until every node is let go. An expected wait, so it
+        is logged at INFO once per change of what it waits for (kopf logs a TemporaryError at ERROR on
+        every retry, which would trip log alerts during every ordinary delete)."""
+        said = ""
+        while waiting := await self.finalized(name):
+            if waiting != said:
+                log.info("NodeConfig %s is being deleted; waiting: %s", name, waiting)
+                said = waiting
+            await asyncio.sleep(retry)
+        log.info("NodeConfig %s: every node let go; removing the finalizer", name)

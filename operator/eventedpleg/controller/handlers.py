@@ -20,7 +20,6 @@ from eventedpleg.controller.engine import RolloutEngine
 from eventedpleg.k8s.client import in_cluster_server
 
 NODECONFIGS = (c.GROUP, c.VERSION, c.PLURAL)
-DELETE_RETRY = 2.0
 
 
 def configure(settings: kopf.OperatorSettings) -> None:
@@ -82,6 +81,7 @@ async def rollout(name: str, stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: 
 
 @kopf.on.delete(*NODECONFIGS)
 async def revert_on_delete(name: str, memo: kopf.Memo, **_: Any) -> None:
-    """Keep the finalizer until every node we touched is reverted (onDelete: Revert) or let go (Keep)."""
-    if not await _engine(memo).finalized(name):
-        raise kopf.TemporaryError("nodes are being reverted; see status.conditions", delay=DELETE_RETRY)
+    """Keep the finalizer until every node we touched is reverted (onDelete: Revert) or let go (Keep).
+    Waits inside the handler (logging at INFO) instead of raising kopf.TemporaryError every 2 s, which
+    kopf logs at ERROR; on shutdown kopf cancels the handler and the next leader resumes the deletion."""
+    await _engine(memo).until_finalized(name)

@@ -30,7 +30,8 @@ class StatusPublisher:
     recorder: EventRecorder
     metrics: OperatorMetrics
     written: dict[str, tuple[NodeConfigStatus, float]] = field(default_factory=dict)  # last status, when
-    seen_failures: dict[str, set[str]] = field(default_factory=dict)  # nodes whose failure had its Event
+    # (node, state-since) of the failures that had their Event: a node retried that fails again gets another
+    seen_failures: dict[str, set[tuple[str, datetime | None]]] = field(default_factory=dict)
 
     def publish(
         self,
@@ -54,10 +55,17 @@ class StatusPublisher:
                 self.recorder.emit(ref, "Warning", degraded.reason, degraded.message)
             else:
                 self.recorder.emit(ref, "Normal", "Recovered", "no longer degraded")
+        stalled = after[ConditionType.STALLED]
+        if (
+            stalled.status is ConditionStatus.TRUE
+            and stalled.reason == "BudgetHeldByOtherNodes"
+            and before.get(ConditionType.STALLED) != stalled.status
+        ):
+            self.recorder.emit(ref, "Warning", stalled.reason, stalled.message)
         seen = self.seen_failures.setdefault(ref.name, set())
         for note in summary.failures:
-            if note.name not in seen:
-                seen.add(note.name)
+            if (note.name, note.since) not in seen:
+                seen.add((note.name, note.since))
                 self.metrics.failures.labels(ref.name).inc()
                 self.recorder.emit(ref, "Warning", f"Node{note.state}", f"{note.name}: {note.reason}")
         self.metrics.observe(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,7 +18,7 @@ from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.controller.nodeconfigstore import PassInputs, created
 from eventedpleg.controller.publisher import STATUS_INTERVAL, StatusPublisher
 from eventedpleg.controller.steps import StepRunner
-from eventedpleg.core import planner, render, status
+from eventedpleg.core import planner, render, retry, status
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.snapshot import Peer, Target
 from eventedpleg.k8s import configmaps, nodeconfigs
@@ -54,14 +54,19 @@ class Reconciler:
                 return None
         started = time.monotonic()
         memo = self.memos.setdefault(inputs.name, planner.SelectionMemo())
-        result = self._pass(body, inputs.peers, deleting=inputs.deleting, memo=memo)
+        result, _ = self._pass(body, inputs.peers, deleting=inputs.deleting, memo=memo)
         self.metrics.reconcile.observe(time.monotonic() - started)
         return result
 
-    def finalize(self, inputs: PassInputs) -> bool:
-        """One pass in deleting mode; True once every node is let go."""
+    def finalize(self, inputs: PassInputs) -> str:
+        """One pass in deleting mode; "" once every node is let go, else what the deletion waits for."""
         body = inputs.body if inputs.body is not None else nodeconfigs.get(self.api, inputs.name)
-        return self._pass(body, inputs.peers, deleting=True) == 0.0 and self.nodes.idle()
+        delay, summary = self._pass(body, inputs.peers, deleting=True)
+        if delay == 0.0 and self.nodes.idle():
+            return ""
+        if summary is None:
+            return "the spec is invalid; fix it or remove the finalizer"
+        return status.deleting_text(summary) or "steps in flight"
 
     def _pass(
         self,
@@ -70,7 +75,7 @@ class Reconciler:
         *,
         deleting: bool,
         memo: planner.SelectionMemo | None = None,
-    ) -> float:
+    ) -> tuple[float, planner.Summary | None]:
         meta = body["metadata"]
         name, generation = str(meta["name"]), int(meta.get("generation", 0))
         ref = ObjectRef(c.KIND, name, f"{c.GROUP}/{c.VERSION}", str(meta.get("uid", "")))
@@ -79,7 +84,7 @@ class Reconciler:
             spec = NodeConfigSpec.model_validate(body.get("spec") or {})
         except ValidationError as exc:
             self.publisher.invalid(ref, body, previous, exc, self.clock())
-            return IDLE_RECHECK
+            return IDLE_RECHECK, None
         now = self.clock()
         target = self._target(body, spec, peers, deleting=deleting)
         result = planner.plan(self.nodes.snapshot(), target, now, memo)
@@ -91,18 +96,11 @@ class Reconciler:
             generation=generation,
             previous=previous.conditions,
             now=now,
+            held_since=previous.budget_held_since,
+            stall_after=timedelta(seconds=spec.rollout.stall_after_seconds),
         )
         dirty = self.publisher.publish(ref, previous, new_status, result.summary)
-        if deleting:
-            return 0.0 if result.summary.finalized and not result.actions else BUSY_RECHECK
-        if dirty:
-            return STATUS_INTERVAL
-        if result.summary.counts.updating:
-            return BUSY_RECHECK
-        wake = result.summary.next_wake
-        if wake is not None:
-            return max(0.5, min(IDLE_RECHECK, (wake - now).total_seconds() + 0.5))
-        return IDLE_RECHECK
+        return _next_pass(result, now, deleting=deleting, dirty=dirty), result.summary
 
     def _target(
         self, body: Mapping[str, Any], spec: NodeConfigSpec, peers: tuple[Peer, ...], *, deleting: bool
@@ -120,6 +118,7 @@ class Reconciler:
             agent_options=AgentOptions.from_spec(spec).to_json(),
             deleting=deleting,
             peers=peers,
+            retry=retry.parse((body["metadata"].get("annotations") or {}).get(c.ANN_RETRY)),
         )
 
     def _render(self, enabled: bool, owner: str, mode: str) -> render.RenderedConfig:
@@ -130,6 +129,20 @@ class Reconciler:
             configmaps.ensure(self.api, self.namespace, rendered)
             self.rendered[key] = rendered
         return self.rendered[key]
+
+
+def _next_pass(result: planner.Plan, now: datetime, *, deleting: bool, dirty: bool) -> float:
+    """Seconds until the next pass (0.0 while deleting: every node is let go)."""
+    if deleting:
+        return 0.0 if result.summary.finalized and not result.actions else BUSY_RECHECK
+    if dirty:
+        return STATUS_INTERVAL
+    if result.summary.counts.updating:
+        return BUSY_RECHECK
+    wake = result.summary.next_wake
+    if wake is not None:
+        return max(0.5, min(IDLE_RECHECK, (wake - now).total_seconds() + 0.5))
+    return IDLE_RECHECK
 
 
 def _previous_status(body: Mapping[str, Any]) -> NodeConfigStatus:

@@ -26,6 +26,9 @@ class Cordon:
     include_control_plane: bool
     was_unschedulable: bool  # valid because the write is conditional on resource_version
     agent_options: str
+    # Autoscaler keys the user set before (valid, like was_unschedulable, by the rv precondition): our
+    # cordon adds the others (constants.AUTOSCALER_ANNOTATIONS) and lists them in ANN_AUTOSCALER_HOLD.
+    autoscaler_user: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,10 @@ class Drain:
     timeout_seconds: int
     was_unschedulable: bool
     reason: str  # what the node says now; the blocking reason is only written when it changes
+    autoscaler_hold: tuple[str, ...] = ()  # removed when a timed-out drain gives the node back
+    drain_timeouts: int = 0  # earlier drains of this node that timed out in a row
+    retries: int = 0  # spec.drain.retries: automatic retries after a timeout with onTimeout: Fail
+    retry_backoff_seconds: int = 300
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,7 @@ class Uncordon:
     node: str
     resource_version: str
     was_unschedulable: bool
+    autoscaler_hold: tuple[str, ...] = ()  # the autoscaler keys our cordon added: removed with it
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,7 @@ class Release:
     keep_current: bool
     uncordon: bool
     was_unschedulable: bool
+    autoscaler_hold: tuple[str, ...] = ()  # the autoscaler keys our cordon added: removed with ours
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from eventedpleg.constants import NodeState
-from eventedpleg.core import compat, selector, window
+from eventedpleg.core import compat, retry, selector, window
 from eventedpleg.core.actions import (
     Action,
     Cordon,
@@ -71,6 +71,15 @@ class OwnerConflict:
 
 
 @dataclass(frozen=True)
+class HeldNode:
+    """A node made unavailable outside this rollout (cordoned by someone else, or NotReady): it counts
+    against maxUnavailable, as in MCO, so it can hold the whole budget."""
+
+    name: str
+    why: str  # "cordoned" | "NotReady"
+
+
+@dataclass(frozen=True)
 class Summary:
     counts: NodeCounts  # what status.nodes says
     want_hash: str
@@ -86,6 +95,11 @@ class Summary:
     failures: tuple[NodeNote, ...]
     finalized: bool  # deleting, and no node is ours any more: the finalizer may go
     next_wake: datetime | None
+    # Waiting for capacity: the nodes made unavailable outside this rollout that use the budget, and
+    # whether only they do (nothing of ours in flight): then nothing moves until someone acts.
+    held_by: tuple[HeldNode, ...] = ()
+    budget_stuck: bool = False
+    retrying: tuple[NodeNote, ...] = ()  # timed-out drains waiting for their automatic retry
 
 
 @dataclass(frozen=True)
@@ -186,11 +200,14 @@ def _release(node: NodeView, keep_current: bool) -> Release:
         keep_current=keep_current,
         uncordon=node.marks.cordoned_by_us,
         was_unschedulable=node.marks.was_unschedulable,
+        autoscaler_hold=node.marks.autoscaler_hold,
     )
 
 
 def _uncordon(node: NodeView) -> Uncordon:
-    return Uncordon(node.name, node.resource_version, node.marks.was_unschedulable)
+    return Uncordon(
+        node.name, node.resource_version, node.marks.was_unschedulable, node.marks.autoscaler_hold
+    )
 
 
 def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool) -> Drain:
@@ -205,6 +222,10 @@ def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool)
         timeout_seconds=target.spec.drain.timeout_seconds,
         was_unschedulable=node.marks.was_unschedulable,
         reason=node.marks.reason,
+        autoscaler_hold=node.marks.autoscaler_hold,
+        drain_timeouts=node.marks.drain_timeouts,
+        retries=target.spec.drain.retries,
+        retry_backoff_seconds=target.spec.drain.retry_backoff_seconds,
     )
 
 
@@ -240,6 +261,10 @@ class _Walk:
         self.unavailable = 0
         self.failed = 0
         self.owned_any = False
+        self.foreign: list[HeldNode] = []  # unavailable, and not because of us
+        self.held_by: tuple[HeldNode, ...] = ()
+        self.retry_pending = False  # a timed-out drain waits for (or starts) its automatic retry
+        self.retrying: list[NodeNote] = []
 
     # -- per node ------------------------------------------------------------------------------------
 
@@ -257,8 +282,10 @@ class _Walk:
             selection.owner,
             selection.verdict,
         )
-        if selected or ours:
-            self.unavailable += _unavailable(node, target)
+        if (selected or ours) and _unavailable(node, target):
+            self.unavailable += 1
+            if not (ours and (marks.state in IN_PROGRESS or marks.cordoned_by_us)):
+                self.foreign.append(HeldNode(node.name, "NotReady" if not node.ready else "cordoned"))
         if selected:
             self.tally.counts["total"] += 1
         if eligible:
@@ -287,6 +314,16 @@ class _Walk:
                 self._act(self._step(node, want))
             return
         give_back = ours and marks.cordoned_by_us
+        if ours and retry.requested(node, target.retry):  # `eventedpleg retry`: not a failure any more
+            self.in_flight += give_back
+            self.tally.note(node, marks.state or NodeState.FAILED, f"retry requested: {marks.reason}")
+            if give_back:
+                self._act(_uncordon(node))  # our cordon off first; then it is taken again like any other
+            else:
+                self.candidates.append((node, want))
+            return
+        if ours and self._drain_retry(node):
+            return
         if give_back and marks.state is not NodeState.FAILED:
             self.in_flight += 1  # not complete (so not Available) while our cordon is still on
         if ours and marks.state is NodeState.FAILED and (marks.cordoned_by_us or marks.desired == want):
@@ -318,6 +355,29 @@ class _Walk:
             self._act(_release(node, keep_current=True) if ours else None)
         else:
             self.candidates.append((node, want))
+
+    def _drain_retry(self, node: NodeView) -> bool:
+        """A node given back Failed after a drain timeout, with automatic retries left (spec.drain.retries):
+        not a failure; taken again once its back-off has passed. True when this decides the node."""
+        marks, spec = node.marks, self.target.spec
+        attempt = marks.drain_timeouts
+        if not (
+            marks.state is NodeState.FAILED
+            and not marks.cordoned_by_us
+            and marks.desired == self.want
+            and 0 < attempt <= spec.drain.retries
+        ):
+            return False
+        due = (marks.since or self.now) + retry.backoff(spec.drain.retry_backoff_seconds, attempt)
+        self.retry_pending = True
+        if self.now < due:
+            self.tally.wakes.append(due)
+            when = due.isoformat(timespec="seconds")
+            self.tally.note(node, NodeState.FAILED, f"{marks.reason}; taken again at {when}")
+            self.retrying.append(self.tally.notes[-1])
+            return True
+        self.candidates.append((node, self.want))
+        return True
 
     def _let_go(self, node: NodeView) -> None:
         """A node we hold but should no longer manage (deselected, ineligible, skip-labelled, conflict)."""
@@ -386,7 +446,7 @@ class _Walk:
                 halted=halted, canary_failed=canary_failed, paused=paused, window_closed=window_closed
             )
         attention = tally.notes[:MAX_ATTENTION]
-        complete = not self.candidates and self.in_flight == 0
+        complete = not self.candidates and self.in_flight == 0 and not self.retry_pending
         return Plan(
             actions=tuple(self.actions),
             summary=Summary(
@@ -404,6 +464,9 @@ class _Walk:
                 failures=tuple(tally.failures),
                 finalized=target.deleting and not self.owned_any and complete,
                 next_wake=min(tally.wakes, default=None),
+                held_by=self.held_by,
+                budget_stuck=bool(self.held_by) and self.in_flight == 0,
+                retrying=tuple(self.retrying[:MAX_ATTENTION]),
             ),
         )
 
@@ -446,6 +509,7 @@ class _Walk:
                     spec.include_control_plane,
                     was_unschedulable=node.unschedulable,
                     agent_options=self.target.agent_options,
+                    autoscaler_user=node.autoscaler_user,
                 )
             )
             started += 1
@@ -454,7 +518,8 @@ class _Walk:
             return ""
         if room == 0:
             return "canary: waiting for the canary node(s) in progress to finish"
-        return _budget_text(spec.rollout.max_unavailable, total, self.unavailable)
+        self.held_by = tuple(self.foreign)
+        return _budget_text(spec.rollout.max_unavailable, total, self.unavailable, self.held_by)
 
 
 def _canaries_passed(done: list[NodeView], tally: _Tally, target: Target) -> bool:
@@ -487,12 +552,21 @@ def _canary_gate(
     return f"canary soaking until {until.isoformat(timespec='seconds')}", 0
 
 
-def _budget_text(value: int | str, total: int, unavailable: int) -> str:
+def held_text(held: tuple[HeldNode, ...], limit: int = 5) -> str:
+    """ "a (cordoned), b (NotReady) and 3 more"."""
+    shown = ", ".join(f"{n.name} ({n.why})" for n in held[:limit])
+    return shown + (f" and {len(held) - limit} more" if len(held) > limit else "")
+
+
+def _budget_text(value: int | str, total: int, unavailable: int, held: tuple[HeldNode, ...]) -> str:
     allowed = max_unavailable(value, total)
-    return (
+    text = (
         f"waiting for capacity: {unavailable} of {total} node(s) unavailable, "
         f"maxUnavailable={value} ({allowed})"
     )
+    if held:
+        text += f"; made unavailable outside this rollout: {held_text(held)}"
+    return text
 
 
 def _progress_text(state: NodeState) -> str:

@@ -42,6 +42,8 @@ class NodeMarks:
     was_unschedulable: bool = False
     agent_options: str = ""
     benefit: str = ""
+    autoscaler_hold: tuple[str, ...] = ()  # the autoscaler keys our cordon added (only known keys)
+    drain_timeouts: int = 0  # drains of this node that timed out in a row
 
     @classmethod
     def parse(cls, annotations: Mapping[str, str]) -> NodeMarks:
@@ -59,7 +61,19 @@ class NodeMarks:
             was_unschedulable=annotations.get(c.ANN_WAS_UNSCHEDULABLE) == "true",
             agent_options=annotations.get(c.ANN_AGENT_OPTIONS, ""),
             benefit=annotations.get(c.ANN_BENEFIT, ""),
+            autoscaler_hold=_hold_keys(annotations.get(c.ANN_AUTOSCALER_HOLD, "")),
+            drain_timeouts=_count(annotations.get(c.ANN_DRAIN_TIMEOUTS, "")),
         )
+
+
+def _count(text: str) -> int:
+    return int(text) if text.isdigit() else 0
+
+
+def _hold_keys(text: str) -> tuple[str, ...]:
+    """Only the autoscaler keys we know: a hand-edited value never makes us remove anything else."""
+    named = {part.strip() for part in text.split(",")}
+    return tuple(key for key in c.AUTOSCALER_ANNOTATIONS if key in named)
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,12 @@ class NodeView:
     unschedulable: bool
     marks: NodeMarks
     resource_version: str = ""
+    autoscaler_present: frozenset[str] = frozenset()  # autoscaler keys on the node, whoever set them
+
+    @property
+    def autoscaler_user(self) -> frozenset[str]:
+        """Autoscaler keys present that our cordon did not add: the user's, never touched."""
+        return self.autoscaler_present - set(self.marks.autoscaler_hold)
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -100,6 +120,7 @@ def node_view(body: Mapping[str, Any]) -> NodeView:
     ready = any(cond.get("type") == "Ready" and cond.get("status") == "True" for cond in conditions)
     taints = tuple(str(t.get("key", "")) for t in spec.get("taints") or [])
     labels = dict(meta.get("labels") or {})
+    annotations = meta.get("annotations") or {}
     facts = NodeFacts(
         name=str(meta.get("name", "")),
         kubelet_version=str(info.get("kubeletVersion", "")),
@@ -114,8 +135,9 @@ def node_view(body: Mapping[str, Any]) -> NodeView:
         facts=facts,
         ready=ready,
         unschedulable=bool(spec.get("unschedulable", False)),
-        marks=NodeMarks.parse(meta.get("annotations") or {}),
+        marks=NodeMarks.parse(annotations),
         resource_version=str(meta.get("resourceVersion", "")),
+        autoscaler_present=frozenset(key for key in c.AUTOSCALER_ANNOTATIONS if key in annotations),
     )
 
 
@@ -141,6 +163,7 @@ class Target:
     agent_options: str = ""  # JSON the agent reads from ANN_AGENT_OPTIONS
     deleting: bool = False
     peers: tuple[Peer, ...] = field(default_factory=tuple)
+    retry: Mapping[str, datetime] = field(default_factory=dict)  # core.retry: node -> failure to retry
 
     @property
     def reverting(self) -> bool:

@@ -11,7 +11,7 @@ conflicts. Every condition carries the generation it describes."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from eventedpleg.constants import ConditionType
 from eventedpleg.core.planner import NodeNote, OwnerConflict, Summary
@@ -26,6 +26,7 @@ from eventedpleg.models.nodeconfig import (
 
 MAX_EVIDENCE = 600
 MAX_MESSAGE_NODES = 5
+DEFAULT_STALL_AFTER = timedelta(seconds=1800)  # spec.rollout.stallAfterSeconds' default
 
 
 def _nodes_text(notes: Sequence[NodeNote]) -> str:
@@ -50,11 +51,29 @@ def _conflicts_text(conflicts: Sequence[OwnerConflict]) -> str:
     return "; ".join(parts) + " (narrow spec.nodeSelector so that NodeConfigs do not overlap)"
 
 
+def deleting_text(summary: Summary) -> str:
+    """What a NodeConfig being deleted still waits for: the nodes it holds, by name (one line)."""
+    held = [n for n in summary.attention if n.state in IN_PROGRESS]
+    if held:
+        return f"{len(held)} node(s) still in progress: {_nodes_text(held)}"
+    if summary.waiting:
+        return summary.waiting
+    if not summary.complete:
+        return "nodes still to be reverted or given back"
+    return ""
+
+
 CondValue = tuple[bool, str, str]  # (status, reason, message)
 
 
 def _kstatus(
-    avail: CondValue, prog: CondValue, deg: CondValue, paused: CondValue, *, deleting: bool
+    avail: CondValue,
+    prog: CondValue,
+    deg: CondValue,
+    paused: CondValue,
+    *,
+    deleting: bool,
+    budget_stalled: str = "",
 ) -> tuple[CondValue, CondValue, CondValue]:
     """Ready, Reconciling, Stalled from the other four. Stalled: degraded and nothing left that can move
     (halted, or the rest is done); Reconciling: any other state short of Ready, paused included (the spec
@@ -65,6 +84,9 @@ def _kstatus(
     stalled = deg[0] and not prog[0] and not deleting
     if stalled:
         return (False, deg[1], deg[2]), (False, deg[1], ""), (True, deg[1], deg[2])
+    if budget_stalled:  # only nodes made unavailable outside the rollout hold its budget, for too long
+        reason = "BudgetHeldByOtherNodes"
+        return (False, reason, budget_stalled), (False, reason, ""), (True, reason, budget_stalled)
     why = prog if prog[0] or not paused[0] else paused
     reason = "Deleting" if deleting else why[1]
     message = avail[2] if deleting else why[2] or avail[2]
@@ -72,9 +94,10 @@ def _kstatus(
 
 
 def conditions_for(
-    summary: Summary, *, enabled: bool, deleting: bool
+    summary: Summary, *, enabled: bool, deleting: bool, budget_stalled: str = ""
 ) -> list[tuple[ConditionType, bool, str, str]]:
-    """(type, status, reason, message) for each condition, before timestamps are attached."""
+    """(type, status, reason, message) for each condition, before timestamps are attached.
+    `budget_stalled`: why the rollout is Stalled on a budget others hold ("" when it is not)."""
     counts = summary.counts
     what = "run Evented PLEG" if enabled else "have no Evented PLEG drop-ins of ours"
     in_progress = [n for n in summary.attention if n.state in IN_PROGRESS]
@@ -108,6 +131,8 @@ def conditions_for(
         parts = [f"{counts.updated}/{counts.eligible} updated"]
         if in_progress:
             parts.append(f"in progress: {_nodes_text(in_progress)}")
+        if summary.retrying:
+            parts.append(f"drain timed out, automatic retry pending: {_nodes_text(summary.retrying)}")
         if summary.waiting:
             parts.append(summary.waiting)
         prog = (True, "NodesUpdating" if in_progress else "Waiting", "; ".join(parts))
@@ -129,7 +154,9 @@ def conditions_for(
     else:
         paused = (False, "Running", "")
 
-    ready, reconciling, stalled = _kstatus(avail, prog, deg, paused, deleting=deleting)
+    ready, reconciling, stalled = _kstatus(
+        avail, prog, deg, paused, deleting=deleting, budget_stalled=budget_stalled
+    )
     return [
         (ConditionType.READY, *ready),
         (ConditionType.AVAILABLE, *avail),
@@ -141,6 +168,27 @@ def conditions_for(
     ]
 
 
+def budget_held(
+    summary: Summary, *, deleting: bool, held_since: datetime | None, stall_after: timedelta, now: datetime
+) -> tuple[datetime | None, str]:
+    """(since when only nodes made unavailable outside the rollout hold its budget, and the Stalled
+    message once that has lasted `stall_after`). The clock starts at the first pass that sees it and
+    is kept in status, so an operator restart does not reset it; anything of ours in flight stops it."""
+    if deleting or not summary.budget_stuck:
+        return None, ""
+    since = held_since or now
+    if now - since < stall_after:
+        return since, ""
+    minutes = int((now - since).total_seconds() // 60)
+    names = " ".join(n.name for n in summary.held_by[:MAX_MESSAGE_NODES])
+    message = (
+        f"{summary.waiting}, for {minutes} min; nothing moves until someone acts: uncordon them "
+        f"(kubectl uncordon {names}) or make them Ready, or raise spec.rollout.maxUnavailable "
+        "(nodes unavailable for any reason count against it, as in OpenShift's MCO)"
+    )
+    return since, message
+
+
 def build_status(
     summary: Summary,
     *,
@@ -149,11 +197,19 @@ def build_status(
     generation: int,
     previous: Sequence[Condition],
     now: datetime,
+    held_since: datetime | None = None,
+    stall_after: timedelta = DEFAULT_STALL_AFTER,
 ) -> NodeConfigStatus:
+    """`held_since`: budgetHeldSince of the previous status; `stall_after`: spec.rollout.stallAfterSeconds."""
     now = now.replace(microsecond=0)  # RFC 3339 seconds, as Kubernetes writes conditions
+    held_from, budget_stalled = budget_held(
+        summary, deleting=deleting, held_since=held_since, stall_after=stall_after, now=now
+    )
     before = {cond.type: cond for cond in previous}
     conditions = []
-    for kind, ok, reason, message in conditions_for(summary, enabled=enabled, deleting=deleting):
+    for kind, ok, reason, message in conditions_for(
+        summary, enabled=enabled, deleting=deleting, budget_stalled=budget_stalled
+    ):
         status = ConditionStatus.TRUE if ok else ConditionStatus.FALSE
         old = before.get(kind)
         since = old.last_transition_time if old is not None and old.status == status else now
@@ -180,4 +236,6 @@ def build_status(
             for n in notes
         ],
         node_statuses_truncated=summary.attention_truncated + len(summary.attention) - len(notes),
+        budget_held_by=[f"{n.name} ({n.why})" for n in summary.held_by[:MAX_NODE_STATUSES]],
+        budget_held_since=held_from,
     )

@@ -20,6 +20,7 @@ from typing import Literal
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
+from eventedpleg.core import retry
 from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release, SetAgentOptions, Uncordon
 from eventedpleg.core.drainpods import NEEDS_ATTENTION, DrainResult
 from eventedpleg.models.nodeconfig import OnDrainTimeout
@@ -116,6 +117,21 @@ def _state(state: NodeState, reason: str, clock: Clock) -> dict[str, str | None]
     }
 
 
+def _hold(user: frozenset[str]) -> tuple[tuple[str, ...], dict[str, str | None]]:
+    """The autoscaler keys our cordon adds (every known one the user did not set) and the marks that add
+    them, in the cordon's own patch: a node is never cordoned by us without them, and never holds them
+    without our cordon (no write is added, and no crash can split the two)."""
+    hold = tuple(key for key in c.AUTOSCALER_ANNOTATIONS if key not in user)
+    marks: dict[str, str | None] = dict.fromkeys(hold, c.AUTOSCALER_VALUE)
+    marks[c.ANN_AUTOSCALER_HOLD] = ",".join(hold) if hold else None
+    return hold, marks
+
+
+def _give_back(hold: tuple[str, ...]) -> dict[str, str | None]:
+    """Drop our cordon mark and exactly the autoscaler keys our cordon added (the user's stay)."""
+    return {c.ANN_CORDONED_BY_US: None, c.ANN_AUTOSCALER_HOLD: None, **dict.fromkeys(hold)}
+
+
 def _mirror_pods(answer: Answer) -> tuple[str, ...]:
     if not isinstance(answer, tuple):
         raise TypeError(f"FindMirrorPods answered {answer!r}")
@@ -160,6 +176,7 @@ def _apply_request(node_hash: str, options: str, clock: Clock) -> Marks:
     return {
         c.ANN_DESIRED: node_hash,
         c.ANN_AGENT_OPTIONS: options,
+        c.ANN_DRAIN_TIMEOUTS: None,  # drained: a later timeout starts counting again
         **_state(NodeState.APPLYING, "drained; waiting for the agent", clock),
     }
 
@@ -173,11 +190,14 @@ def _request_apply(
 
 
 def _cordon_marks(action: Cordon, clock: Clock) -> Marks:
-    """The marks of taking the node: ours, whether it was cordoned before, cordoned by us, Draining."""
+    """The marks of taking the node: ours, whether it was cordoned before, cordoned by us, the autoscaler
+    keys our cordon adds (`_hold`), Draining."""
+    _, hold_marks = _hold(action.autoscaler_user)
     return {
         c.ANN_OWNER: action.owner,
         c.ANN_WAS_UNSCHEDULABLE: str(action.was_unschedulable).lower(),
         c.ANN_CORDONED_BY_US: "true",
+        **hold_marks,
         **_state(NodeState.DRAINING, "evicting pods", clock),
     }
 
@@ -210,7 +230,7 @@ def _cordon(action: Cordon, clock: Clock) -> Step:
     yield Write(_cordon_marks(action, clock), unschedulable=True)
     mirror = _mirror_pods((yield FindMirrorPods()))
     if mirror and not action.include_control_plane:  # a static pod appeared since the survey
-        back = {c.ANN_CORDONED_BY_US: None}
+        back = _give_back(_hold(action.autoscaler_user)[0])
         return (
             yield from _static_pod_skip(
                 action.hash, mirror, clock, marks=back, unschedulable=action.was_unschedulable
@@ -229,7 +249,7 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
     mirror = _mirror_pods((yield FindMirrorPods()))
     if mirror and not action.include_control_plane:
         # The Cordon step that took the node ended before its static-pod check (conflict or crash).
-        back = {c.ANN_CORDONED_BY_US: None}
+        back = _give_back(action.autoscaler_hold)
         return (
             yield from _static_pod_skip(
                 action.hash, mirror, clock, marks=back, unschedulable=action.was_unschedulable
@@ -245,8 +265,20 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
         reason = f"drain did not finish within {action.timeout_seconds}s: {result.waiting}"
         if force_asked:  # ForceDelete without `pods delete`: say so instead of a 403 on every retry
             reason += f"; {FORCE_DELETE_DISABLED}"
+        timeouts: dict[str, str | None] = {}
+        if state is NodeState.FAILED and not force_asked:  # a missing grant does not clear by itself
+            count = action.drain_timeouts + 1
+            timeouts[c.ANN_DRAIN_TIMEOUTS] = str(count)
+            if count <= action.retries:  # what clears by itself (a PDB) gets another chance
+                wait = retry.backoff(action.retry_backoff_seconds, count)
+                reason += f"; automatic retry {count} of {action.retries} in {int(wait.total_seconds())}s"
         # Give the node back: a timed-out drain must never leave our cordon behind.
-        marks = {c.ANN_DESIRED: action.hash, c.ANN_CORDONED_BY_US: None, **_state(state, reason, clock)}
+        marks = {
+            c.ANN_DESIRED: action.hash,
+            **_give_back(action.autoscaler_hold),
+            **timeouts,
+            **_state(state, reason, clock),
+        }
         yield Write(marks, unschedulable=action.was_unschedulable)
         yield Emit("Warning", "DrainTimeout", reason)
         return StepEnd(state)
@@ -259,9 +291,13 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
 
 
 def _uncordon(action: Uncordon) -> Step:
-    yield Write({c.ANN_CORDONED_BY_US: None}, unschedulable=action.was_unschedulable)
-    keep = " (kept cordoned: it was cordoned before the rollout)" if action.was_unschedulable else ""
-    yield Emit("Normal", "Uncordoned", f"node given back{keep}")
+    yield Write(_give_back(action.autoscaler_hold), unschedulable=action.was_unschedulable)
+    if action.was_unschedulable:  # never say Uncordoned about a node that stays cordoned
+        yield Emit(
+            "Normal", "KeptCordoned", "node given back, still cordoned: it was cordoned before the rollout"
+        )
+    else:
+        yield Emit("Normal", "Uncordoned", "node given back")
     return StepEnd()
 
 
@@ -275,8 +311,12 @@ def _release(action: Release, nodeconfig: str) -> Step:
     drop: dict[str, str | None] = {
         key: None for key in c.NODE_ANNOTATIONS if not (action.keep_current and key == c.ANN_CURRENT)
     }
+    drop.update(dict.fromkeys(action.autoscaler_hold))
     yield Write(drop, unschedulable=action.was_unschedulable if action.uncordon else None)
-    yield Emit("Normal", "Released", f"no longer managed by NodeConfig {nodeconfig}")
+    undone = ""
+    if action.uncordon:  # say what happened to the cordon: undone, or the one from before kept
+        undone = "; still cordoned: it was before the rollout" if action.was_unschedulable else "; uncordoned"
+    yield Emit("Normal", "Released", f"no longer managed by NodeConfig {nodeconfig}{undone}")
     return StepEnd()
 
 

@@ -38,8 +38,14 @@ CONFLICT_RETRIES = 4
 
 
 def relied_on(view: NodeView) -> tuple[object, ...]:
-    """What a rollout step depends on: our annotations, the cordon, the labels (not status)."""
-    return (view.marks, view.unschedulable, tuple(sorted(view.labels.items())))
+    """What a rollout step depends on: our annotations, the cordon, the labels, which autoscaler keys are
+    set (a Cordon keeps the user's), not status."""
+    return (
+        view.marks,
+        view.unschedulable,
+        tuple(sorted(view.labels.items())),
+        tuple(sorted(view.autoscaler_present)),
+    )
 
 
 @dataclass(frozen=True)

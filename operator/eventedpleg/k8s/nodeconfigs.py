@@ -31,3 +31,14 @@ def get(api: client.ApiClient, name: str) -> dict[str, Any]:
 def list_all(api: client.ApiClient) -> list[dict[str, Any]]:
     result = client.CustomObjectsApi(api).list_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL)
     return list(cast(dict[str, Any], result).get("items", []))
+
+
+@translated
+def patch_annotations(
+    api: client.ApiClient, name: str, annotations: dict[str, str | None], resource_version: str
+) -> None:
+    """Merge-patch metadata.annotations, conditional on `resource_version` (409 when it moved on)."""
+    body = {"metadata": {"annotations": annotations, "resourceVersion": resource_version}}
+    client.CustomObjectsApi(api).patch_cluster_custom_object(
+        c.GROUP, c.VERSION, c.PLURAL, name, body, _content_type=MERGE_PATCH
+    )

@@ -211,6 +211,9 @@ class Rollout(_Model):
     max_failed_nodes: Annotated[int, Field(ge=1, le=100000)] = 1
     on_failure: OnFailure = OnFailure.ROLLBACK
     window: Window = Window()
+    # How long the rollout may wait while only nodes made unavailable outside it (cordoned by someone
+    # else, NotReady) use up maxUnavailable, before it reports Stalled with what to do. They still count.
+    stall_after_seconds: Annotated[int, Field(ge=0, le=604800)] = 1800
 
     @field_validator("max_unavailable")
     @classmethod
@@ -234,6 +237,10 @@ class DrainSpec(_Model):
     delete_empty_dir_data: bool = True
     force: bool = False  # evict pods without a controller
     on_timeout: OnDrainTimeout = OnDrainTimeout.FAIL
+    # onTimeout: Fail gives the node back; it is taken again this many times (a PDB that blocked it may
+    # allow the eviction later), after retryBackoffSeconds, doubled each time.
+    retries: Annotated[int, Field(ge=0, le=10)] = 2
+    retry_backoff_seconds: Annotated[int, Field(ge=10, le=86400)] = 300
 
 
 class Verification(_Model):
@@ -300,6 +307,10 @@ class NodeConfigStatus(_Model):
     node_statuses: Annotated[list[NodeStatus], Field(max_length=MAX_NODE_STATUSES)] = []
     # Set when the list above was cut to MAX_NODE_STATUSES entries.
     node_statuses_truncated: int = 0
+    # While waiting for capacity: the nodes made unavailable outside this rollout that use the budget
+    # ("name (cordoned|NotReady)"), and since when only they have held it (the Stalled clock).
+    budget_held_by: Annotated[list[str], Field(max_length=MAX_NODE_STATUSES)] = []
+    budget_held_since: datetime | None = None
 
 
 class NodeConfig(_Model):

@@ -1,0 +1,77 @@
+"""Retrying failed nodes without editing node annotations (pure).
+
+`eventedpleg retry NODECONFIG [--node N]` writes one annotation on the NodeConfig, ANN_RETRY: a JSON map
+node -> the state-since of the failure it retries. The planner retries a node of ours that is still in
+that same failure (Failed, RolledBack or Skipped, same state-since): a cordon we left on is undone first,
+then the node is taken again like any other. Taking it writes a new state-since, so the request no longer
+matches: it acts once, whatever crashes or repeated passes happen, needs no clock shared with the CLI,
+and the operator never writes it back. Entries that no longer match are dropped by the next request.
+
+Drains that time out with onTimeout: Fail are also retried automatically, spec.drain.retries times with a
+doubling back-off (a PodDisruptionBudget that blocked the eviction may allow it later): the count is
+eventedpleg.io/drain-timeouts on the node, written with the Failed state, cleared once a drain finishes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+
+from eventedpleg.constants import NodeState
+from eventedpleg.core.snapshot import NodeView, parse_time
+
+RETRYABLE = frozenset({NodeState.FAILED, NodeState.ROLLED_BACK, NodeState.SKIPPED})
+
+
+def parse(text: str | None) -> dict[str, datetime]:
+    """The ANN_RETRY value; anything unreadable requests nothing."""
+    try:
+        raw = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    parsed = {str(node): parse_time(str(since)) for node, since in raw.items()}
+    return {node: since for node, since in parsed.items() if since is not None}
+
+
+def requested(node: NodeView, retry: Mapping[str, datetime]) -> bool:
+    """The node is still in the very failure a retry was asked for."""
+    since = retry.get(node.name)
+    return since is not None and node.marks.state in RETRYABLE and node.marks.since == since
+
+
+def retryable(node: NodeView, nodeconfig: str) -> bool:
+    return node.marks.owner == nodeconfig and node.marks.state in RETRYABLE and node.marks.since is not None
+
+
+def request(
+    nodes: Iterable[NodeView],
+    nodeconfig: str,
+    existing: Mapping[str, datetime],
+    only: frozenset[str] = frozenset(),
+) -> dict[str, datetime]:
+    """The new ANN_RETRY map: every retryable node of `nodeconfig` (or only those named), plus the earlier
+    entries that still match."""
+    views = list(nodes)
+    keep = {n.name: n.marks.since for n in views if requested(n, existing) and n.marks.since is not None}
+    new = {
+        n.name: n.marks.since
+        for n in views
+        if retryable(n, nodeconfig) and (not only or n.name in only) and n.marks.since is not None
+    }
+    return {**keep, **new}
+
+
+def encode(retry: Mapping[str, datetime]) -> str:
+    return json.dumps(
+        {node: since.isoformat(timespec="seconds") for node, since in sorted(retry.items())},
+        separators=(",", ":"),
+    )
+
+
+def backoff(base_seconds: int, attempt: int) -> timedelta:
+    """Wait before automatic retry `attempt` (1-based) of a timed-out drain (spec.drain.retries):
+    base, 2x base, 4x base..."""
+    return timedelta(seconds=base_seconds * 2 ** max(0, attempt - 1))

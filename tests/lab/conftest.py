@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from eventedpleg_lab import image
 from eventedpleg_lab.lab import chart, nodes
 from eventedpleg_lab.lab.lab import Lab
 from tests.tierskip import TierSkips
@@ -57,7 +56,5 @@ def installed(lab: Lab, lab_specs: tuple[nodes.NodeSpec, ...]) -> Lab:
     """The product installed on the lab as an administrator installs it: the image built from the
     Dockerfile (cached when its inputs did not change) and imported into every node, the CRD, `helm
     install`; plus a Deployment guarded by a PodDisruptionBudget. test_lab_teardown.py uninstalls it."""
-    built = image.ImageBuilder(image.find_repo()).build(image.default_archive())
-    chart.install(lab, lab_specs, built.archive)
-    chart.start_workload(lab)
+    chart.install_product(lab, lab_specs)
     return lab

@@ -15,7 +15,9 @@ from eventedpleg_lab.demo import run as demo_run
 @click.option(
     "--nodes", default=10, show_default=True, type=click.IntRange(2, 200), help="kwok nodes to create."
 )
-@click.option("--timeout", default=600, show_default=True, type=int, help="Seconds to wait for Available.")
+@click.option(
+    "--timeout", default=None, type=int, help="Seconds to wait for Available [default: 600; 1200 with --lab]."
+)
 @click.option(
     "--dir", "directory", default=None, type=click.Path(file_okay=False, path_type=Path),
     help="Keep the cluster state, operator log and simulated hosts here (default: a temp dir, removed).",
@@ -24,9 +26,9 @@ from eventedpleg_lab.demo import run as demo_run
 @click.option(
     "--lab", is_flag=True,
     help="Real nodes instead (Linux, root): `eventedpleg lab` nodes, the image built from the Dockerfile, "
-    "`helm install`. --nodes and --dir do not apply; --timeout defaults to 1200 s.",
+    "`helm install`. --nodes and --dir do not apply.",
 )  # fmt: skip
-def demo(nodes: int, timeout: int, directory: Path | None, keep: bool, lab: bool) -> None:
+def demo(nodes: int, timeout: int | None, directory: Path | None, keep: bool, lab: bool) -> None:
     """Local control plane + kwok nodes with simulated hosts and agents + the operator: a live rollout.
 
     The first run builds etcd, Kubernetes, kwok and helm from Go modules (about 15 minutes on 2 cores);
@@ -36,7 +38,9 @@ def demo(nodes: int, timeout: int, directory: Path | None, keep: bool, lab: bool
     if lab:
         from eventedpleg_lab.lab import demo as lab_demo  # noqa: PLC0415  (its imports are heavier)
 
-        source = click.get_current_context().get_parameter_source("timeout")
-        seconds = 1200 if source is click.core.ParameterSource.DEFAULT else timeout
-        sys.exit(lab_demo.run(lab_demo.LabDemoOptions(timeout=seconds, keep=keep)))
-    sys.exit(demo_run.run(demo_run.DemoOptions(nodes=nodes, timeout=timeout, directory=directory, keep=keep)))
+        sys.exit(lab_demo.run(lab_demo.LabDemoOptions(timeout=timeout or 1200, keep=keep)))
+    sys.exit(
+        demo_run.run(
+            demo_run.DemoOptions(nodes=nodes, timeout=timeout or 600, directory=directory, keep=keep)
+        )
+    )

@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass
 
 from eventedpleg.k8s.client import api_client
-from eventedpleg_lab import image
 from eventedpleg_lab.demo.run import watch
 from eventedpleg_lab.lab import chart, nodes
 from eventedpleg_lab.lab.lab import Lab
@@ -35,14 +34,11 @@ def run(options: LabDemoOptions, log: Log = _stderr) -> int:
     lab = Lab(log=log)
     specs = nodes.parse(nodes.DEFAULT_SPEC)
     log("[demo] evented-pleg-operator on real nodes: kubelet, containerd, CRI-O in systemd-nspawn machines")
-    built = image.ImageBuilder(image.find_repo(), log=log).build(image.default_archive())
-    timings["image"] = round(time.monotonic() - started, 1)
     try:
         lab.up(specs)
-        timings["lab up"] = round(time.monotonic() - started - sum(timings.values()), 1)
-        chart.install(lab, specs, built.archive)
-        chart.start_workload(lab)
-        timings["install"] = round(time.monotonic() - started - sum(timings.values()), 1)
+        timings["lab up"] = round(time.monotonic() - started, 1)
+        chart.install_product(lab, specs, log)
+        timings["image and install"] = round(time.monotonic() - started - sum(timings.values()), 1)
         log(f"[demo] chart installed; export KUBECONFIG={lab.kubeconfig}")
         chart.apply_nodeconfig(lab, evented_pleg=True)
         api = api_client(str(lab.kubeconfig))

@@ -207,10 +207,12 @@ class Lab:
         )
         (root / "etc/kubernetes/kubelet.conf.d").mkdir(parents=True, exist_ok=True)
 
-    def kubectl(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, stdin: str | None = None, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [lc.kubectl_path(), f"--kubeconfig={self.kubeconfig}", *args],
-            capture_output=True, text=True, timeout=timeout, check=False,
+            input=stdin, capture_output=True, text=True, timeout=timeout, check=False,
         )  # fmt: skip
 
     def nodes(self) -> dict[str, dict[str, Any]]:

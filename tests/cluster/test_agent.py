@@ -357,6 +357,19 @@ def test_missing_configmap_through_the_real_api(agent_env: AgentEnv, tmp_path: P
     assert host.commands == []  # nothing touched
 
 
+def _sim_agent(agent_env: AgentEnv, root: Path, *extra: str) -> list[str]:
+    """`eventedpleg sim-agent` for node A on a kubeadm-containerd host laid out under `root`."""
+    return [
+        sys.executable, "-m", "eventedpleg", "sim-agent",
+        "--node", agent_env.node_a,
+        "--kubeconfig", str(agent_env.kubeconfig),
+        "--namespace", OPERATOR_NS,
+        "--profile", "kubeadm-containerd",
+        "--host-root", str(root),
+        *extra,
+    ]  # fmt: skip
+
+
 def test_agent_cli_process_with_a_simulated_host(agent_env: AgentEnv, tmp_path: Path) -> None:
     """The lab's `eventedpleg sim-agent ... --once` (the production agent code on a simulated host) as a real
     process, real clock, bound token."""
@@ -365,17 +378,7 @@ def test_agent_cli_process_with_a_simulated_host(agent_env: AgentEnv, tmp_path: 
     )
     _request(agent_env, rendered, AgentOptions(verify_timeout_seconds=60))
     root = tmp_path / "host"
-    argv = [
-        sys.executable, "-m", "eventedpleg", "sim-agent",
-        "--node", agent_env.node_a,
-        "--kubeconfig", str(agent_env.kubeconfig),
-        "--namespace", OPERATOR_NS,
-        "--profile", "kubeadm-containerd",
-        "--host-root", str(root),
-        "--poll-seconds", "0.5",
-        "--min-window-seconds", "12",
-        "--once",
-    ]  # fmt: skip
+    argv = _sim_agent(agent_env, root, "--poll-seconds", "0.5", "--min-window-seconds", "12", "--once")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     ann = agent_env.annotations(agent_env.node_a)
@@ -387,16 +390,7 @@ def test_agent_cli_process_with_a_simulated_host(agent_env: AgentEnv, tmp_path: 
 def test_agent_process_stops_at_once_on_sigterm_while_idle(agent_env: AgentEnv, tmp_path: Path) -> None:
     """SIGTERM while the agent only waits on the watch of its Node ends it at once, not when the watch
     next ends (here 300 s): the pod's grace period must not run out into SIGKILL."""
-    argv = [
-        sys.executable, "-m", "eventedpleg", "sim-agent",
-        "--node", agent_env.node_a,
-        "--kubeconfig", str(agent_env.kubeconfig),
-        "--namespace", OPERATOR_NS,
-        "--profile", "kubeadm-containerd",
-        "--host-root", str(tmp_path / "host"),
-        "--check-interval-seconds", "300",
-        "--verbose",
-    ]  # fmt: skip
+    argv = _sim_agent(agent_env, tmp_path / "host", "--check-interval-seconds", "300", "--verbose")
     log = tmp_path / "agent.log"
     with log.open("w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)

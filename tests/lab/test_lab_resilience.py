@@ -51,6 +51,13 @@ def _state(lab: Lab, node: str) -> str | None:
     return _annotations(lab, node).get(c.ANN_STATE)
 
 
+def _end(lab: Lab, node: str) -> str:
+    """The node's state once the agent has ended its work: Done, Failed or RolledBack."""
+    ends = {c.NodeState.DONE.value, c.NodeState.FAILED.value, c.NodeState.ROLLED_BACK.value}
+    return chart.wait_for("the node to end", lambda: ((state := _state(lab, node)) in ends and state) or "",
+                          timeout=420)  # fmt: skip
+
+
 def _agent_pod(lab: Lab, node: str) -> str:
     pods = chart.get_json(lab, "pods", "-n", chart.AGENT_NAMESPACE, f"--field-selector=spec.nodeName={node}")
     live = [str(p["metadata"]["name"]) for p in pods["items"] if not p["metadata"].get("deletionTimestamp")]
@@ -68,11 +75,7 @@ def test_agent_pod_deleted_mid_apply_resumes_from_its_journal(installed: Lab, no
     )
     first = _agent_pod(installed, node)
     chart.kubectl_ok(installed, "delete", "pod", first, "-n", chart.AGENT_NAMESPACE, "--wait=false")
-    end = chart.wait_for(
-        "the node to end",
-        lambda: _state(installed, node) in {"Done", "Failed", "RolledBack"} and _state(installed, node),
-        timeout=420,
-    )
+    end = _end(installed, node)
     annotations = _annotations(installed, node)
     assert end == c.NodeState.DONE.value, annotations.get(c.ANN_REASON)
     assert annotations[c.ANN_CURRENT] == annotations[c.ANN_DESIRED]
@@ -87,11 +90,7 @@ def test_kubelet_that_will_not_start_is_rolled_back(installed: Lab, node: str) -
     chart.on_node(installed, node, "systemctl", "daemon-reload")
     try:
         _apply(installed, node, verify_seconds=60)
-        end = chart.wait_for(
-            "the node to end",
-            lambda: _state(installed, node) in {"Done", "Failed", "RolledBack"} and _state(installed, node),
-            timeout=420,
-        )
+        end = _end(installed, node)
         annotations = _annotations(installed, node)
         assert end == c.NodeState.ROLLED_BACK.value, annotations.get(c.ANN_REASON)
         assert "kubelet" in annotations[c.ANN_REASON], annotations[c.ANN_REASON]

@@ -35,9 +35,11 @@ def run(
     drain: DrainResult | None = None,
     allow_force_delete: bool = True,
     pods_to_evict: bool = False,
+    survey_mirror: tuple[str, ...] | None = None,
 ) -> tuple[list[steppolicy.Request], StepEnd]:
     """Run a step to its end, answering from the arguments (`pods_to_evict`: what a look at the pods
-    before the cordon finds); returns its requests in order."""
+    before the cordon finds; `survey_mirror`: the static pods it sees, when not `mirror`); returns its
+    requests in order."""
     step = steppolicy.step(
         action, clock=lambda: T0, nodeconfig="cluster", allow_force_delete=allow_force_delete
     )
@@ -49,7 +51,8 @@ def run(
             requests.append(request)
             answer = mirror if isinstance(request, FindMirrorPods) else None
             if isinstance(request, SurveyPods):
-                answer = PodSurvey(mirror, nothing_to_evict=not pods_to_evict)
+                seen = mirror if survey_mirror is None else survey_mirror
+                answer = PodSurvey(seen, nothing_to_evict=not pods_to_evict)
             if isinstance(request, AttemptDrain):
                 answer = drain or DrainResult(True)
     except StopIteration as stop:
@@ -323,21 +326,12 @@ def test_a_static_pod_skip_gives_back_what_its_own_cordon_added() -> None:
     (skip,) = writes(requests)
     assert KARPENTER not in skip.annotations and SCALE_DOWN not in skip.annotations
     # A static pod that appears after our cordon: the give-back removes exactly what the cordon added.
-    step = steppolicy.step(
-        cordon(autoscaler_user=frozenset({SCALE_DOWN})), clock=lambda: T0, nodeconfig="cluster",
-        allow_force_delete=True,
-    )  # fmt: skip
-    answers: dict[type, steppolicy.Answer] = {
-        SurveyPods: PodSurvey((), nothing_to_evict=False),
-        FindMirrorPods: ("kube-system/etcd-n",),
-    }
-    seen: list[steppolicy.Request] = []
-    answer: steppolicy.Answer = None
-    with pytest.raises(StopIteration):
-        while True:
-            request = step.send(answer)
-            seen.append(request)
-            answer = answers.get(type(request))
+    seen, _ = run(
+        cordon(autoscaler_user=frozenset({SCALE_DOWN})),
+        mirror=("kube-system/etcd-n",),
+        survey_mirror=(),
+        pods_to_evict=True,
+    )
     take, give = writes(seen)
     assert take.annotations[KARPENTER] == "true" and give.annotations[KARPENTER] is None
     assert SCALE_DOWN not in take.annotations and SCALE_DOWN not in give.annotations

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from eventedpleg import constants as c
 from eventedpleg.core import planner
 from eventedpleg.core.actions import Cordon, MarkFailed
-from eventedpleg.core.snapshot import Peer
+from eventedpleg.core.snapshot import NodeView, Peer, node_view
 from eventedpleg.models.nodeconfig import NodeCounts
 from tests.unit.rolloutworld import H_OFF, H_ON, T0, SimNode, World, fleet, spec
 
@@ -543,3 +543,83 @@ def test_a_selection_memo_never_changes_a_plan(world: World, seed: int) -> None:
         if tick == 60:
             world.spec = spec(nodeSelector={"matchLabels": {"pool": "a"}})
         world.tick(drop=rng)
+
+
+def _reused_views(world: World, cache: dict[str, tuple[dict[str, object], NodeView]]) -> list[NodeView]:
+    """Views as the node cache hands them out: the very same object while a node's body is unchanged."""
+    views = []
+    for name, node in world.nodes.items():
+        body = node.body()
+        kept = cache.get(name)
+        if kept is None or kept[0] != body:
+            kept = cache[name] = (body, node_view(body))
+        views.append(kept[1])
+    return views
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.integers(0, 2**32))
+def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> None:
+    """A PassMemo recomputes only the nodes whose view changed or whose deadline passed: every pass plans
+    exactly as a pass without it, through PDB-blocked drains and their timeouts and retries, silent and
+    failing agents, clock jumps past deadlines, label, selector, peer and spec changes, a retry request,
+    nodes joining and leaving, and deletion."""
+    rng = random.Random(seed)
+    memo = planner.PassMemo()
+    cache: dict[str, tuple[dict[str, object], NodeView]] = {}
+    for node in world.nodes.values():
+        roll = rng.random()
+        if roll < 0.2:
+            node.drain_blocked_until = T0 + timedelta(seconds=rng.choice([5, 40, 400]))
+        elif roll < 0.3:
+            node.agent_silent = True
+        elif roll < 0.4:
+            node.agent_fails = True
+    drain = {
+        "timeoutSeconds": rng.choice([0, 10, 30]),
+        "onTimeout": rng.choice(["Fail", "Skip", "ForceDelete"]),
+        "retries": rng.choice([0, 1, 2]),
+        "retryBackoffSeconds": 10,
+    }
+    base = world.spec.model_dump(by_alias=True, mode="json")
+    world.spec = spec(**{**base, "drain": drain, "verification": {"timeoutSeconds": 10}})
+    older = Peer(
+        "older", T0 - timedelta(days=1), spec(nodeSelector={"matchLabels": {"pool": "a"}}).node_selector
+    )
+
+    def both() -> planner.Plan:
+        target = world.target
+        remembered = planner.plan(_reused_views(world, cache), target, world.now, memo)
+        assert remembered == planner.plan(world.views(), target, world.now)
+        return remembered
+
+    world.plan = both  # type: ignore[method-assign]
+    for tick in range(120):
+        node = rng.choice(list(world.nodes.values()))
+        change = rng.random()
+        if change < 0.03:
+            node.labels = {**node.labels, c.LABEL_SKIP: "true"}
+        elif change < 0.06:
+            node.labels = {**node.labels, "pool": "a"}
+        elif change < 0.09:
+            node.kubelet = rng.choice(["v1.34.2", "v1.25.0", "v1.36.1"])
+        elif change < 0.12:
+            node.ready = not node.ready
+        elif change < 0.14:
+            joined = SimNode(name=f"late{tick:03d}", labels={c.LABEL_ZONE: rng.choice("abc")})
+            world.nodes[joined.name] = joined
+        elif change < 0.16 and len(world.nodes) > 1:
+            del world.nodes[node.name]
+        if tick == 30:
+            world.peers = (older,)
+        if tick == 50:
+            world.retry = {
+                n.name: planner_since
+                for n in world.views()
+                if (planner_since := n.marks.since) is not None and n.marks.state is not None
+            }
+        if tick == 70:
+            world.spec = spec(**{**base, "drain": drain, "allowRisky": not world.spec.allow_risky})
+        if tick == 100:
+            world.deleting = True
+        world.tick(seconds=rng.choice([1, 1, 1, 7, 60]), drop=rng)

@@ -40,8 +40,9 @@ class Reconciler:
     publisher: StatusPublisher
     clock: Callable[[], datetime]
     rendered: dict[tuple[bool, str, str], render.RenderedConfig] = field(default_factory=dict)
-    # Per NodeConfig, for its rollout loop's passes only (one at a time): selection decided once per node.
-    memos: dict[str, planner.SelectionMemo] = field(default_factory=dict)
+    # Per NodeConfig, for its rollout loop's passes only (one at a time): each node planned again only
+    # when its view changed or its deadline passed (incremental planning).
+    memos: dict[str, planner.PassMemo] = field(default_factory=dict)
 
     def reconcile_once(self, inputs: PassInputs) -> float | None:
         """One pass; returns seconds until the next one (None: the NodeConfig is gone)."""
@@ -53,7 +54,7 @@ class Reconciler:
                 self.memos.pop(inputs.name, None)
                 return None
         started = time.monotonic()
-        memo = self.memos.setdefault(inputs.name, planner.SelectionMemo())
+        memo = self.memos.setdefault(inputs.name, planner.PassMemo())
         result, _ = self._pass(body, inputs.peers, deleting=inputs.deleting, memo=memo)
         self.metrics.reconcile.observe(time.monotonic() - started)
         return result
@@ -74,7 +75,7 @@ class Reconciler:
         peers: tuple[Peer, ...],
         *,
         deleting: bool,
-        memo: planner.SelectionMemo | None = None,
+        memo: planner.PassMemo | None = None,
     ) -> tuple[float, planner.Summary | None]:
         meta = body["metadata"]
         name, generation = str(meta["name"]), int(meta.get("generation", 0))

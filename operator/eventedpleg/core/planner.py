@@ -26,6 +26,7 @@ pure rules, so the plan is the same with or without it (tests/unit/test_planner.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -233,10 +234,14 @@ def _sorted(nodes: Iterable[NodeView]) -> list[NodeView]:
     return sorted(nodes, key=lambda n: n.order)
 
 
-def plan(nodes: Iterable[NodeView], target: Target, now: datetime, memo: SelectionMemo | None = None) -> Plan:
+def plan(
+    nodes: Iterable[NodeView], target: Target, now: datetime, memo: SelectionMemo | PassMemo | None = None
+) -> Plan:
     spec = target.spec
     policy = compat.Policy(spec.include_control_plane, spec.allow_risky, spec.runtime.value)
     want = target.hash_off if target.reverting else target.hash_on
+    if isinstance(memo, PassMemo):
+        return memo.plan(nodes, target, policy, want, now)
     ordered = _sorted(nodes)
     if memo is not None:
         memo.begin(target, policy, len(ordered))
@@ -252,7 +257,8 @@ class _Walk:
     def __init__(
         self, target: Target, policy: compat.Policy, want: str, now: datetime, memo: SelectionMemo | None
     ) -> None:
-        self.target, self.policy, self.want, self.now, self.memo = target, policy, want, now, memo
+        self.target, self.policy, self.want, self._now, self.memo = target, policy, want, now, memo
+        self.read_clock = False  # this walk's answer depends on `now` (PassMemo keeps it only until a wake)
         self.tally = _Tally()
         self.actions: list[Action] = []
         self.candidates: list[tuple[NodeView, str]] = []  # (node, the hash it should get)
@@ -265,6 +271,11 @@ class _Walk:
         self.held_by: tuple[HeldNode, ...] = ()
         self.retry_pending = False  # a timed-out drain waits for (or starts) its automatic retry
         self.retrying: list[NodeNote] = []
+
+    @property
+    def now(self) -> datetime:
+        self.read_clock = True
+        return self._now
 
     # -- per node ------------------------------------------------------------------------------------
 
@@ -441,12 +452,12 @@ class _Walk:
         paused = spec.rollout.paused and not target.deleting
         window_closed = not window.is_open(spec.rollout.window, self.now)
         waiting = ""
-        if self.candidates:
+        if self.has_candidates():
             waiting = self._start(
                 halted=halted, canary_failed=canary_failed, paused=paused, window_closed=window_closed
             )
         attention = tally.notes[:MAX_ATTENTION]
-        complete = not self.candidates and self.in_flight == 0 and not self.retry_pending
+        complete = not self.has_candidates() and self.in_flight == 0 and not self.retry_pending
         return Plan(
             actions=tuple(self.actions),
             summary=Summary(
@@ -470,6 +481,14 @@ class _Walk:
             ),
         )
 
+    def has_candidates(self) -> bool:
+        return bool(self.candidates)
+
+    def starting_order(self, room: int | None, budget: int) -> list[tuple[NodeView, str]]:
+        """The candidates `_start` walks, in rollout order (all of them here; PassMemo's walk skips the
+        ones that cannot make a difference)."""
+        return self.candidates
+
     def _start(self, *, halted: bool, canary_failed: bool, paused: bool, window_closed: bool) -> str:
         """Cordon as many candidates as the gates and the budget allow; return why the rest wait."""
         spec = self.target.spec
@@ -491,7 +510,7 @@ class _Walk:
         total = self.tally.counts["total"]
         budget = max_unavailable(spec.rollout.max_unavailable, total) - self.unavailable
         started = 0
-        for node, want in self.candidates:
+        for node, want in self.starting_order(room, budget):
             if not node.ready:
                 self.tally.note(node, NodeState.PENDING, "waiting: node is NotReady")
                 continue
@@ -588,3 +607,204 @@ def _skip_reason(
         hint = " (set allowRisky: true to include)" if verdict.level is compat.Level.RISKY else ""
         return f"{verdict.level}: {verdict.summary}{hint}"
     return "not eligible"
+
+
+# -- incremental planning -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What one node adds to a pass (`_Walk.visit` on that node alone). Each node's part depends only on
+    the node, the target and, for a node whose deadline is pending, on `now`; the parts add up."""
+
+    node: NodeView
+    forever: bool  # valid for any `now`
+    until: datetime | None  # else valid while now < until (None: recompute every pass)
+    counts: tuple[tuple[str, int], ...]
+    unavailable: int
+    in_flight: int
+    failed: int
+    owned: bool
+    retry_pending: bool
+    foreign: tuple[HeldNode, ...]
+    notes: tuple[NodeNote, ...]
+    failures: tuple[NodeNote, ...]
+    conflicts: tuple[OwnerConflict, ...]
+    retrying: tuple[NodeNote, ...]
+    actions: tuple[Action, ...]
+    candidates: tuple[tuple[NodeView, str], ...]
+    done: bool
+    wakes: tuple[datetime, ...]
+
+    def valid(self, now: datetime) -> bool:
+        return self.forever or (self.until is not None and now < self.until)
+
+    @property
+    def noteworthy(self) -> bool:
+        return bool(
+            self.notes
+            or self.failures
+            or self.conflicts
+            or self.retrying
+            or self.actions
+            or self.foreign
+            or self.wakes
+        )
+
+
+def _outcome(walk: _Walk, node: NodeView) -> _Outcome:
+    walk.visit(node)
+    tally = walk.tally
+    wakes = tally.wakes
+    # A walk that read the clock compared it only with the wakes it recorded (deadlines from the node's
+    # `since`): its answer holds until the earliest of them.
+    until = min(wakes) if walk.read_clock and wakes and node.marks.since is not None else None
+    return _Outcome(
+        node=node,
+        forever=not walk.read_clock,
+        until=until,
+        counts=tuple((key, value) for key, value in tally.counts.items() if value),
+        unavailable=walk.unavailable,
+        in_flight=walk.in_flight,
+        failed=walk.failed,
+        owned=walk.owned_any,
+        retry_pending=walk.retry_pending,
+        foreign=tuple(walk.foreign),
+        notes=tuple(tally.notes),
+        failures=tuple(tally.failures),
+        conflicts=tuple(tally.conflicts),
+        retrying=tuple(walk.retrying),
+        actions=tuple(walk.actions),
+        candidates=tuple(walk.candidates),
+        done=bool(walk.done_for_want),
+        wakes=tuple(wakes),
+    )
+
+
+def _order(outcome: _Outcome) -> tuple[str, str]:
+    return outcome.node.order
+
+
+def _candidate_order(candidate: tuple[NodeView, str]) -> tuple[str, str]:
+    return candidate[0].order
+
+
+class PassMemo:
+    """Incremental planning for a caller that plans again and again (one rollout loop; not
+    thread-safe). Keeps each node's `_Outcome` while the node's view is the same object and the
+    target is equal, and the running totals of all of them: a pass recomputes only the nodes whose
+    view changed (or whose pending deadline passed), then sorts only the nodes with something to say
+    (in progress, failed, skipped) and the few candidates that can start. The plan is the same as
+    `plan` without a memo (tests/unit/test_planner.py checks every pass of random rollouts)."""
+
+    def __init__(self) -> None:
+        self.selection = SelectionMemo()
+        self._inputs: tuple[Target, compat.Policy, str] | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._outcomes: dict[str, _Outcome] = {}
+        self._counts: dict[str, int] = dict.fromkeys(NodeCounts.model_fields, 0)
+        self._unavailable = self._in_flight = self._failed = self._owned = self._retry_pending = 0
+        self._noteworthy: dict[str, _Outcome] = {}
+        self._ordered: list[_Outcome] | None = None  # _noteworthy in rollout order, until it changes
+        self._waiting: dict[str, tuple[NodeView, str]] = {}  # candidates that cost budget to start
+        self._special: dict[str, tuple[NodeView, str]] = {}  # NotReady or already cordoned candidates
+        self._done: dict[str, NodeView] = {}
+
+    def plan(
+        self, nodes: Iterable[NodeView], target: Target, policy: compat.Policy, want: str, now: datetime
+    ) -> Plan:
+        inputs = (target, policy, want)
+        if inputs != self._inputs:
+            self._inputs = inputs
+            self._reset()
+        views = nodes if isinstance(nodes, list) else list(nodes)
+        self.selection.begin(target, policy, len(views))
+        outcomes = self._outcomes
+        for node in views:
+            old = outcomes.get(node.name)
+            if old is not None and old.node is node and old.valid(now):
+                continue
+            if old is not None:
+                self._account(old, -1)
+            new = _outcome(_Walk(target, policy, want, now, self.selection), node)
+            outcomes[node.name] = new
+            self._account(new, 1)
+        if len(outcomes) != len(views):  # nodes went away
+            names = {node.name for node in views}
+            for name in [name for name in outcomes if name not in names]:
+                self._account(outcomes.pop(name), -1)
+        return self._walk(target, policy, want, now).finish()
+
+    def _account(self, outcome: _Outcome, sign: int) -> None:
+        for key, value in outcome.counts:
+            self._counts[key] += sign * value
+        self._unavailable += sign * outcome.unavailable
+        self._in_flight += sign * outcome.in_flight
+        self._failed += sign * outcome.failed
+        self._owned += sign * outcome.owned
+        self._retry_pending += sign * outcome.retry_pending
+        name = outcome.node.name
+        if sign < 0:
+            if self._noteworthy.pop(name, None) is not None:
+                self._ordered = None
+            self._waiting.pop(name, None)
+            self._special.pop(name, None)
+            self._done.pop(name, None)
+            return
+        if outcome.noteworthy:
+            self._noteworthy[name] = outcome
+            self._ordered = None
+        for candidate in outcome.candidates:
+            node = candidate[0]
+            (self._special if not node.ready or node.unschedulable else self._waiting)[name] = candidate
+        if outcome.done:
+            self._done[name] = outcome.node
+
+    def _walk(self, target: Target, policy: compat.Policy, want: str, now: datetime) -> _Walk:
+        walk = _MemoWalk(target, policy, want, now, None, self._waiting, self._special)
+        walk.tally.counts = dict(self._counts)
+        if self._ordered is None:
+            self._ordered = sorted(self._noteworthy.values(), key=_order)
+        for outcome in self._ordered:
+            walk.tally.notes.extend(outcome.notes)
+            walk.tally.failures.extend(outcome.failures)
+            walk.tally.conflicts.extend(outcome.conflicts)
+            walk.retrying.extend(outcome.retrying)
+            walk.actions.extend(outcome.actions)
+            walk.foreign.extend(outcome.foreign)
+            walk.tally.wakes.extend(outcome.wakes)
+        walk.unavailable, walk.in_flight, walk.failed = self._unavailable, self._in_flight, self._failed
+        walk.owned_any, walk.retry_pending = self._owned > 0, self._retry_pending > 0
+        walk.done_for_want = list(self._done.values())
+        return walk
+
+
+class _MemoWalk(_Walk):
+    """The whole-cluster half of a pass over PassMemo's totals."""
+
+    def __init__(
+        self,
+        target: Target,
+        policy: compat.Policy,
+        want: str,
+        now: datetime,
+        memo: SelectionMemo | None,
+        waiting: dict[str, tuple[NodeView, str]],
+        special: dict[str, tuple[NodeView, str]],
+    ) -> None:
+        super().__init__(target, policy, want, now, memo)
+        self.waiting, self.special = waiting, special
+
+    def has_candidates(self) -> bool:
+        return bool(self.waiting or self.special)
+
+    def starting_order(self, room: int | None, budget: int) -> list[tuple[NodeView, str]]:
+        """Without a canary limit, a candidate that costs budget after the budget is used up changes
+        nothing (no action, no note): only the first `budget` of them are walked, with every NotReady or
+        already cordoned one. With a limit, the walk may stop at any candidate: all of them, in order."""
+        if room is not None:
+            return sorted([*self.waiting.values(), *self.special.values()], key=_candidate_order)
+        first = heapq.nsmallest(max(0, budget), self.waiting.values(), key=_candidate_order)
+        return sorted([*first, *self.special.values()], key=_candidate_order)

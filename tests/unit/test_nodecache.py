@@ -92,3 +92,18 @@ def test_a_new_list_forgets_nodes_deleted_while_the_watch_was_gone_but_not_an_as
     cache.assume("c", assumed_cordoned(cache.views["c"], _cordon("c", 1)))  # a step is in flight on c
     cache.retain({"a"})
     assert sorted(cache.views) == ["a", "c"]  # b is gone; c waits for its step to settle
+
+
+def test_a_step_planned_on_an_older_view_is_not_claimed() -> None:
+    """An action carries the resourceVersion it was planned on; once the node moved on (a step that just
+    ended wrote it, an event came), claiming it fails and leaves the node free for the next pass."""
+    cache = NodeCache()
+    cache.observe("ADDED", _node("a", 5))
+    assert cache.claim("a", "5") == (True, cache.views["a"])
+    assert cache.claim("a", "5") == (False, None)  # one step at a time
+    cache.observe("MODIFIED", _node("a", 6, unschedulable=True))  # the step's write, seen
+    cache.release("a")
+    assert cache.claim("a", "5") == (False, None)  # planned before that write: dropped
+    assert cache.idle()
+    claimed, view = cache.claim("a", "6")
+    assert claimed and view is not None and view.unschedulable

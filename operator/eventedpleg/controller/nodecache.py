@@ -61,11 +61,16 @@ class NodeCache:
         self.versions[name] = rv
         return True
 
-    def claim(self, name: str) -> tuple[bool, NodeView | None]:
-        """Mark the node busy for one step: (False, None) when a step is already in flight on it, else
-        (True, the node as cached now)."""
+    def claim(self, name: str, resource_version: str) -> tuple[bool, NodeView | None]:
+        """Mark the node busy for one step: (False, None) when a step is already in flight on it, or when
+        the node moved on since the pass planned the step at `resource_version` (a step that just ended
+        wrote it, or an event came): the next pass plans it again from what is cached now. Else (True,
+        the node as cached now, which is the view the step was planned on)."""
         with self.lock:
             if name in self.busy:
+                return False, None
+            view = self.views.get(name)
+            if view is not None and view.resource_version != resource_version:
                 return False, None
             self.busy.add(name)
             return True, self.views.get(name)

@@ -58,14 +58,17 @@ class StepRunner:
 
     def submit(self, actions: tuple[Action, ...], ref: ObjectRef, spec: NodeConfigSpec) -> None:
         """Start each step on a pool without waiting: the next pass may run while steps are in flight.
-        A node with a step in flight gets no second one; a Cordon is assumed done until it lands."""
+        A node with a step in flight gets no second one; a Cordon is assumed done until it lands. A step
+        planned on an older view of its node than the cached one is dropped: it would repeat the write that
+        moved the node on (a second uncordon, an apply request over an Applying node), because the executor
+        judges a 409 against `before`."""
         if not actions or not self.may_start():
             return
         drain = DrainOptions(
             spec.drain.grace_period_seconds, spec.drain.delete_empty_dir_data, spec.drain.force
         )
         for action in actions:
-            claimed, before = self.nodes.claim(action.node)
+            claimed, before = self.nodes.claim(action.node, action.resource_version)
             if not claimed:
                 continue
             if isinstance(action, Cordon) and before is not None:

@@ -22,6 +22,8 @@ Which nodes a NodeConfig selects, and whether each is eligible, depends only on 
 NodeConfig's selector, policy and peers. A caller that plans again and again may pass a `SelectionMemo`:
 the pass then decides selection only for nodes whose facts changed. The memo holds answers of the same
 pure rules, so the plan is the same with or without it (tests/unit/test_planner.py replays both).
+A `PassMemo` goes further (incremental planning): it keeps each node's whole part of a pass while the
+node's view is the same object, and a pass recomputes only the nodes that changed (see PassMemo).
 """
 
 from __future__ import annotations

@@ -201,6 +201,15 @@ def _operator_pods(lab: Lab) -> dict[str, dict[str, Any]]:
     return {p["metadata"]["name"]: p for p in pods if not p["metadata"].get("deletionTimestamp")}
 
 
+def _report(fault: Fault, watch: Watch) -> None:
+    """What happened, in the test's output (pytest -rA shows it): the fault, and who held the Lease."""
+    print(f"fault: {fault.done or fault.error} while {fault.node} was Draining (after: {fault.state_after})")
+    print(
+        f"Lease holders (pod, node): {[(h, watch.where.get(h)) for h in watch.holders]}; "
+        f"min Ready web pods {watch.min_ready}"
+    )
+
+
 def _assert_fault_mid_drain(fault: Fault) -> None:
     assert not fault.error, fault.error
     assert fault.done, "no node was seen Draining while the Lease was held: the fault never ran"
@@ -235,6 +244,7 @@ def test_rollout_reaches_available_on_real_nodes(installed: Lab, lab_specs: tupl
     leader = chart.lease_holder(installed)
     assert leader is not None
     body, watch, fault = _rollout(installed, evented_pleg=True, act=_force_delete)
+    _report(fault, watch)
     _assert_fault_mid_drain(fault)
     conditions = chart.conditions(body)
     assert conditions.get("Available") == "True", body.get("status")
@@ -284,6 +294,7 @@ def test_eventedpleg_false_reverts_every_node(installed: Lab, lab_specs: tuple[N
     """... with the leading operator's process killed (SIGKILL) from inside its node while a node is
     Draining: the container restarts or the standby takes over, and the revert converges."""
     body, watch, fault = _rollout(installed, evented_pleg=False, act=_kill_from_its_node)
+    _report(fault, watch)
     _assert_fault_mid_drain(fault)
     assert chart.conditions(body).get("Available") == "True", body.get("status")
     assert watch.min_ready >= chart.WORKLOAD_MIN_AVAILABLE, watch.min_ready

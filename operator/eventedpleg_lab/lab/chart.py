@@ -143,10 +143,13 @@ def workload() -> str:
                                 "name": "web",
                                 "image": BUSYBOX_IMAGE,
                                 "imagePullPolicy": "Never",
+                                # httpd as PID 1 would ignore SIGTERM (no handler) and wait out the
+                                # grace period; the shell stops it on SIGTERM, as a server should.
                                 "command": [
                                     "sh",
                                     "-c",
-                                    "echo ok > /tmp/index.html; exec httpd -f -p 8080 -h /tmp",
+                                    "echo ok > /tmp/index.html; httpd -f -p 8080 -h /tmp & "
+                                    'trap "kill $!; exit 0" TERM; wait',
                                 ],
                                 "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 2},
                                 # As a server behind a load balancer stops: it keeps serving while the

@@ -1,22 +1,36 @@
-"""What does Evented PLEG save? A benchmark on the real node rig (issue 8; not a test).
+"""What does Evented PLEG save? A benchmark on real kubelets (issues 8 and 12; not a test).
 
-CPU/relist benchmark (kubelet v1.36 + containerd 2.2), for each N in --pods and --repeats rounds of
-gate off, gate on (ABAB...):
-  1. N idle hostNetwork static pods, started with the gate off (docs/realnode.md: no duplicate containers);
-  2. write the gate drop-in, restart the kubelet (every phase restarts it, so both arms pay the same);
+CPU/relist benchmark, for each N in --pods and --repeats rounds of gate off, gate on (ABAB...):
+  1. N idle pods, started with the gate off;
+  2. the gate written, then the node's daemons restarted (every phase restarts them, so both arms pay the
+     same restart);
   3. warm up --warmup seconds, then a fixed --window: deltas of
-     - utime+stime(+children) of the kubelet, containerd and every shim from /proc/<pid>/stat;
+     - utime+stime(+children) of the kubelet, the runtime and its per-container helpers (/proc/<pid>/stat);
      - the kubelet's process_cpu_seconds_total (cross-check), kubelet_pleg_relist_interval_seconds and
        kubelet_pleg_relist_duration_seconds (sum, count, buckets);
-     - containerd's grpc_server_handled_total per CRI method (metrics address 127.0.0.1:1338).
-Exit latency (--latency; kubelet v1.37 by default): SIGKILL a container's process and time until the
+     - the runtime's CRI calls per method;
+     - the machine's load average and busy cores over the window (the machine may be shared).
+Two nodes to run it on:
+  --runtime containerd (default): the real-node rig (docs/realnode.md), kubelet --kubelet + containerd 2.2:
+     N idle hostNetwork static pods (no duplicate containers, docs/realnode.md); the gate is the kubelet's
+     drop-in, the kubelet is restarted; helpers = containerd-shim-runc-v2; CRI calls from containerd's
+     grpc_server_handled_total (metrics address 127.0.0.1:1338).
+  --runtime crio: the lab's CRI-O node (docs/lab.md; kubelet v1.36.4 + CRI-O v1.34.0, conmon and runc from
+     Debian), brought up for the run unless --lab-dir names a lab that is up: N idle pods of a Deployment
+     pinned to the node; the gate is the product's own two drop-ins (kubelet featureGates EventedPLEG, CRI-O
+     enable_pod_events), then crio is restarted, then the kubelet; helpers = conmon; CRI calls from CRI-O's
+     container_runtime_crio_operations_total{operation} (a bench drop-in sets enable_metrics on the node's
+     address); the kubelet's /metrics through the API server's node proxy.
+Exit latency (--latency; rig, kubelet v1.37 by default): SIGKILL a container's process and time until the
 kubelet's sync loop gets the ContainerDied PLEG event (`SyncLoop (PLEG): event for pod`), gate off vs on.
 
     .venv/bin/python bench/benefit.py --kubelet 1.36 --pods 0,50,100 --repeats 3 --warmup 300 --window 900
+    .venv/bin/python bench/benefit.py --runtime crio --pods 0,30 --repeats 2 --warmup 60 --window 180
     .venv/bin/python bench/benefit.py --latency --kubelet 1.37 --kills 20
     .venv/bin/python bench/benefit.py --plot bench/results/<file>.json     # PNG + markdown table
 
-Results: bench/results/*.json. Needs root and the rig's binaries (`eventedpleg realnode build`).
+Results: bench/results/*.json. Needs root, and the rig's binaries (`eventedpleg realnode build`) or the
+lab's (`eventedpleg lab up` builds what is missing).
 """
 
 from __future__ import annotations
@@ -27,19 +41,28 @@ import os
 import re
 import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from eventedpleg import constants as c
 from eventedpleg.core.promtext import Metrics, parse_metrics
+from eventedpleg.core.render import CRIO_TEMPLATE, KUBELET_TEMPLATE, render_file
+from eventedpleg_lab.lab import chart, machine
+from eventedpleg_lab.lab.lab import Lab, LabError
+from eventedpleg_lab.lab.nodes import NodeSpec, parse
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn
 from eventedpleg_lab.realnode.host import line_time, read_since
+from eventedpleg_lab.realnode.images import IDLE_IMAGE
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -52,6 +75,10 @@ CRI_METHODS = (
 )
 KUBELET_METRICS = f"http://127.0.0.1:{cfg.READ_ONLY_PORT}/metrics"
 CONTAINERD_METRICS = f"http://{cfg.CONTAINERD_METRICS}/v1/metrics"
+RUNTIMES = {
+    "containerd": "containerd v2.2.9 (runc 1.1.5, Debian)",
+    "crio": "CRI-O v1.34.0 (conmon 2.1.6, runc 1.1.5, Debian)",
+}
 
 
 def log(message: str) -> None:
@@ -91,32 +118,112 @@ def _buckets(a: Metrics, b: Metrics, name: str) -> dict[str, float]:
     return out
 
 
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields) - idle) / CLK_TCK, sum(fields) / CLK_TCK
+
+
+@dataclass(frozen=True)
 class Sample:
-    def __init__(self, node: rn.RealNode) -> None:
-        self.at = time.monotonic()
-        kubelet = node.sup.pid(rn.KUBELET)
-        containerd = node.sup.pid(rn.CONTAINERD)
-        self.kubelet_pid = kubelet
-        self.cpu: dict[str, float | None] = {
-            "kubelet": cpu_seconds(kubelet) if kubelet else None,
-            "containerd": cpu_seconds(containerd) if containerd else None,
+    """One reading of a node: CPU seconds per daemon, per helper process (shims / conmon), the kubelet's
+    and the runtime's metrics, the machine's load."""
+
+    cpu: dict[str, float | None]
+    helpers: dict[int, float | None]
+    kubelet_pid: int | None
+    kubelet: Metrics | None
+    runtime: Metrics | None
+    at: float = field(default_factory=time.monotonic)
+    load1: float = field(default_factory=lambda: os.getloadavg()[0])
+    machine: tuple[float, float] = field(default_factory=machine_cpu)
+
+
+class Node(Protocol):
+    """What the CPU benchmark drives: the rig's node or the lab's CRI-O node."""
+
+    runtime: str  # the runtime daemon's name in results ("containerd", "crio")
+
+    def set_gate(self, gate: bool) -> None: ...  # write the gate, restart what must restart
+
+    def wait_pods(self, pods: int) -> None: ...
+
+    def sample(self) -> Sample: ...
+
+    def cri_calls(self, first: Metrics, second: Metrics) -> dict[str, float | None]: ...
+
+    def containers(self) -> list[dict[str, Any]]: ...  # `crictl ps -o json` containers
+
+
+def _cpu_of(pids: dict[str, int | None]) -> dict[str, float | None]:
+    return {name: cpu_seconds(pid) if pid else None for name, pid in pids.items()}
+
+
+class RigNode:
+    """The real-node rig: kubelet + containerd 2.2 under the rig's supervisor, static pods."""
+
+    runtime = "containerd"
+
+    def __init__(self, node: rn.RealNode, kubelet: str) -> None:
+        self.node, self.kubelet = node, kubelet
+
+    def up(self, pods: int) -> None:
+        self.node.up(
+            rn.RigSpec(kubelet=self.kubelet, runtime=cfg.RigRuntime.CONTAINERD_22, pods=pods, gate=False)
+        )
+
+    def set_gate(self, gate: bool) -> None:
+        self.node.write_gate(gate)
+        self.node.restart_kubelet()
+
+    def wait_pods(self, pods: int) -> None:
+        self.node.wait_pods(pods, timeout=600)
+
+    def sample(self) -> Sample:
+        kubelet = self.node.sup.pid(rn.KUBELET)
+        return Sample(
+            cpu=_cpu_of({"kubelet": kubelet, "containerd": self.node.sup.pid(rn.CONTAINERD)}),
+            helpers={pid: cpu_seconds(pid) for pid in self.node.our_shims()},
+            kubelet_pid=kubelet,
+            kubelet=scrape(KUBELET_METRICS),
+            runtime=scrape(CONTAINERD_METRICS),
+        )
+
+    def cri_calls(self, first: Metrics, second: Metrics) -> dict[str, float | None]:
+        service = "runtime.v1.RuntimeService"
+        methods = {
+            s.label("grpc_method") or ""
+            for s in second.find("grpc_server_handled_total")
+            if s.label("grpc_service") == service
         }
-        self.shims = {pid: cpu_seconds(pid) for pid in node.our_shims()}
-        self.kubelet = scrape(KUBELET_METRICS)
-        self.containerd = scrape(CONTAINERD_METRICS)
+        return {
+            m: _delta(first, second, "grpc_server_handled_total", grpc_service=service, grpc_method=m)
+            for m in sorted(methods)
+        }
+
+    def containers(self) -> list[dict[str, Any]]:
+        return self.node.containers()
 
 
-def measure(first: Sample, second: Sample) -> dict[str, Any]:
+def measure(node: Node, first: Sample, second: Sample) -> dict[str, Any]:
     seconds = second.at - first.at
     out: dict[str, Any] = {"seconds": round(seconds, 1)}
     cores: dict[str, float | None] = {}
-    for name in ("kubelet", "containerd"):
-        a, b = first.cpu[name], second.cpu[name]
+    for name in first.cpu:
+        a, b = first.cpu[name], second.cpu.get(name)
         cores[name] = None if a is None or b is None else (b - a) / seconds
-    shim_cpu = [(second.shims[p] or 0.0) - (first.shims[p] or 0.0) for p in second.shims if p in first.shims]
-    cores["shims"] = sum(shim_cpu) / seconds
+    helper_cpu = [
+        (second.helpers[p] or 0.0) - (first.helpers[p] or 0.0) for p in second.helpers if p in first.helpers
+    ]
+    cores["shims"] = sum(helper_cpu) / seconds
     out["cpu_cores"] = cores
-    out["shims"] = len(second.shims)
+    out["shims"] = len(second.helpers)
+    busy = second.machine[0] - first.machine[0]
+    out["machine"] = {
+        "load1": [round(first.load1, 2), round(second.load1, 2)],
+        "busy_cores": round(busy / seconds, 2),
+    }
     if first.kubelet_pid != second.kubelet_pid:
         out["error"] = "the kubelet restarted during the window"
     k1, k2 = first.kubelet, second.kubelet
@@ -144,71 +251,249 @@ def measure(first: Sample, second: Sample) -> dict[str, Any]:
         k1, k2, "kubelet_evented_pleg_connection_latency_seconds_count"
     )
     cri: dict[str, float | None] = {}
-    if first.containerd is not None and second.containerd is not None:
-        methods = {
-            s.label("grpc_method") or ""
-            for s in second.containerd.find("grpc_server_handled_total")
-            if s.label("grpc_service") == "runtime.v1.RuntimeService"
-        }
-        for method in sorted(methods):
-            cri[method] = _delta(
-                first.containerd,
-                second.containerd,
-                "grpc_server_handled_total",
-                grpc_service="runtime.v1.RuntimeService",
-                grpc_method=method,
-            )
+    if first.runtime is not None and second.runtime is not None:
+        cri = node.cri_calls(first.runtime, second.runtime)
     out["cri_calls"] = cri
     out["cri_calls_per_minute"] = {m: (v or 0.0) * 60 / seconds for m, v in cri.items()}
     return out
 
 
-def phase(node: rn.RealNode, pods: int, gate: bool, warmup: float, window: float) -> dict[str, Any]:
-    node.write_gate(gate)
-    node.restart_kubelet()
-    node.wait_pods(pods, timeout=600)
+def phase(node: Node, pods: int, gate: bool, warmup: float, window: float) -> dict[str, Any]:
+    node.set_gate(gate)
+    node.wait_pods(pods)
     log(f"N={pods} gate={'on' if gate else 'off'}: warm-up {warmup:.0f}s, window {window:.0f}s")
     time.sleep(warmup)
-    first = Sample(node)
+    first = node.sample()
     time.sleep(window)
-    second = Sample(node)
-    result = measure(first, second)
-    result.update(pods=pods, gate=gate, containers=len(node.containers()))
-    result["duplicates"] = duplicate_containers(node)
+    second = node.sample()
+    result = measure(node, first, second)
+    containers = node.containers()
+    result.update(pods=pods, gate=gate, containers=len(containers))
+    result["duplicates"] = duplicate_containers(containers)
     return result
 
 
-def duplicate_containers(node: rn.RealNode) -> int:
+def duplicate_containers(containers: list[dict[str, Any]]) -> int:
     """Running containers beyond one per (pod, container name): the static-pod bug (k8s#123087)."""
     seen: dict[tuple[str, str], int] = {}
-    for ctr in node.containers():
+    for ctr in containers:
         labels = ctr.get("labels", {})
         key = (labels.get("io.kubernetes.pod.name", ""), labels.get("io.kubernetes.container.name", ""))
         seen[key] = seen.get(key, 0) + 1
     return sum(n - 1 for n in seen.values() if n > 1)
 
 
-def cpu_benchmark(args: argparse.Namespace) -> dict[str, Any]:
-    node = rn.RealNode(log=log)
-    node.setup((args.kubelet,), build_missing=False)
+def abab(node: Node, args: argparse.Namespace, up: Callable[[int], None]) -> list[dict[str, Any]]:
+    """For each N: `up(N)` (N pods, gate off), then --repeats rounds of gate off, gate on."""
     runs: list[dict[str, Any]] = []
+    for pods in args.pods:
+        log(f"N={pods}: bringing the pods up (they start with the gate off)")
+        up(pods)
+        for rep in range(args.repeats):
+            for gate in (False, True):
+                result = phase(node, pods, gate, args.warmup, args.window)
+                result["round"] = rep
+                runs.append(result)
+                k = result["cpu_cores"]["kubelet"]
+                r = result["cpu_cores"].get(node.runtime)
+                relists = result["relist"]["kubelet_pleg_relist_interval_seconds"]["count"]
+                log(
+                    f"  -> kubelet {1000 * (k or 0):.1f}m, {node.runtime} {1000 * (r or 0):.1f}m, "
+                    f"relists {relists}, dup {result['duplicates']}, load {result['machine']['load1']}"
+                )
+    return runs
+
+
+def cpu_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    if args.runtime == "crio":
+        return crio_benchmark(args)
+    real = rn.RealNode(log=log)
+    real.setup((args.kubelet,), build_missing=False)
+    node = RigNode(real, args.kubelet)
     try:
-        for pods in args.pods:
-            log(f"N={pods}: bringing the node up (pods start with the gate off)")
-            node.up(
-                rn.RigSpec(kubelet=args.kubelet, runtime=cfg.RigRuntime.CONTAINERD_22, pods=pods, gate=False)
-            )
-            for rep in range(args.repeats):
-                for gate in (False, True):
-                    result = phase(node, pods, gate, args.warmup, args.window)
-                    result["round"] = rep
-                    runs.append(result)
-                    k = result["cpu_cores"]["kubelet"]
-                    relists = result["relist"]["kubelet_pleg_relist_interval_seconds"]["count"]
-                    log(f"  -> kubelet {1000 * (k or 0):.1f}m, relists {relists}, dup {result['duplicates']}")
+        runs = abab(node, args, node.up)
     finally:
-        node.down()
-    return {"kind": "cpu", "runs": runs, "summary": summarize(runs)}
+        real.down()
+    return {
+        "kind": "cpu",
+        "runtime_name": node.runtime,
+        "runs": runs,
+        "summary": summarize(runs, node.runtime),
+    }
+
+
+# --- the lab's CRI-O node -------------------------------------------------------------------------------
+
+CRIO_SOCKET = "unix:///var/run/crio/crio.sock"
+CRIO_METRICS_PORT = 9090
+# Read by crio at start; sorts before the product's 99-eventedpleg.conf, which it does not touch.
+CRIO_METRICS_DROPIN = "/etc/crio/crio.conf.d/10-bench-metrics.conf"
+KUBELET_DROPIN = f"/etc/kubernetes/kubelet.conf.d/{c.KUBELET_DROPIN_NAME}"
+CRIO_DROPIN = f"/{c.CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}"
+BENCH_NAMESPACE = "bench"
+CRIO_HELPERS = ("kubelet", "crio", "conmon")
+
+
+class CrioLabNode:
+    """A CRI-O node of the lab (systemd as PID 1, crio and kubelet as units): the gate is the product's own
+    two drop-ins, crio restarted before the kubelet (as the agent does); its processes are read from this
+    host's /proc, found by the node's cgroup (docs/lab.md: every node has its own)."""
+
+    runtime = "crio"
+
+    def __init__(self, the_lab: Lab, spec: NodeSpec) -> None:
+        self.lab, self.spec = the_lab, spec
+        self.root = the_lab.node_dir(spec.name) / "rootfs"
+
+    def _write(self, node_path: str, text: str) -> None:
+        target = self.root / node_path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+
+    def on_node(self, *argv: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        init = self.lab.init_pid(self.spec.name)
+        if init is None:
+            raise LabError(f"{self.spec.name} is not running")
+        return machine.nsenter(init, list(argv), timeout=timeout)
+
+    def prepare(self) -> None:
+        self._write(
+            CRIO_METRICS_DROPIN,
+            f'[crio.metrics]\nenable_metrics = true\nmetrics_host = "{self.spec.ip}"\n'
+            f"metrics_port = {CRIO_METRICS_PORT}\n",
+        )
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BENCH_NAMESPACE}}
+        chart.kubectl_ok(self.lab, "apply", "-f", "-", stdin=json.dumps(namespace))
+        chart.kubectl_ok(self.lab, "apply", "-f", "-", stdin=json.dumps(self.deployment(0)))
+
+    def deployment(self, replicas: int) -> dict[str, Any]:
+        labels = {"app": "idle"}
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "idle", "namespace": BENCH_NAMESPACE},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": {"kubernetes.io/hostname": self.spec.name},
+                        "automountServiceAccountToken": False,
+                        "enableServiceLinks": False,
+                        "terminationGracePeriodSeconds": 1,
+                        "containers": [{"name": "idle", "image": IDLE_IMAGE, "imagePullPolicy": "Never"}],
+                    },
+                },
+            },
+        }
+
+    def up(self, pods: int) -> None:
+        self.set_gate(False)
+        chart.kubectl_ok(self.lab, "-n", BENCH_NAMESPACE, "scale", "deploy/idle", f"--replicas={pods}")
+        self.wait_pods(pods)
+
+    def set_gate(self, gate: bool) -> None:
+        owner = "bench/benefit.py"
+        self._write(KUBELET_DROPIN, render_file(KUBELET_TEMPLATE, enabled=gate, owner=owner))
+        self._write(CRIO_DROPIN, render_file(CRIO_TEMPLATE, enabled=gate, owner=owner))
+        for unit in ("crio", "kubelet"):
+            done = self.on_node("systemctl", "restart", unit)
+            if done.returncode != 0:
+                raise LabError(f"systemctl restart {unit}: {done.stderr.strip()}")
+        config = self.on_node("crio", "status", "config").stdout
+        if f"enable_pod_events = {str(gate).lower()}" not in config:
+            raise LabError(f"crio does not run with enable_pod_events = {gate}")
+        chart.wait_for("the kubelet's /metrics", self.kubelet_metrics, timeout=120)
+
+    def ready_pods(self) -> int:
+        pods = chart.get_json(self.lab, "pods", "-n", BENCH_NAMESPACE)["items"]
+        return sum(
+            1
+            for p in pods
+            if not p["metadata"].get("deletionTimestamp")
+            and any(
+                x["type"] == "Ready" and x["status"] == "True"
+                for x in p.get("status", {}).get("conditions", [])
+            )
+        )
+
+    def wait_pods(self, pods: int) -> None:
+        chart.wait_for(f"{pods} idle pods Ready", lambda: self.ready_pods() == pods, timeout=600)
+
+    def kubelet_metrics(self) -> Metrics | None:
+        done = self.lab.kubectl("get", "--raw", f"/api/v1/nodes/{self.spec.name}/proxy/metrics", timeout=30)
+        return parse_metrics(done.stdout) if done.returncode == 0 else None
+
+    def processes(self) -> dict[str, list[int]]:
+        """kubelet, crio and conmon processes of this node, by the node's cgroup (as this host sees it)."""
+        found: dict[str, list[int]] = {name: [] for name in CRIO_HELPERS}
+        mark = f"/{self.spec.cgroup}/"
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                comm = (entry / "comm").read_text().strip()
+                if comm in found and mark in (entry / "cgroup").read_text():
+                    found[comm].append(int(entry.name))
+            except OSError:
+                continue
+        return found
+
+    def sample(self) -> Sample:
+        procs = self.processes()
+        kubelet = procs["kubelet"][0] if len(procs["kubelet"]) == 1 else None
+        crio = procs["crio"][0] if len(procs["crio"]) == 1 else None
+        return Sample(
+            cpu=_cpu_of({"kubelet": kubelet, "crio": crio}),
+            helpers={pid: cpu_seconds(pid) for pid in procs["conmon"]},
+            kubelet_pid=kubelet,
+            kubelet=self.kubelet_metrics(),
+            runtime=scrape(f"http://{self.spec.ip}:{CRIO_METRICS_PORT}/metrics"),
+        )
+
+    def cri_calls(self, first: Metrics, second: Metrics) -> dict[str, float | None]:
+        # server/metrics/metrics.go (cri-o v1.34.0): counter container_runtime_crio_operations_total,
+        # label `operation` = the gRPC method's name, counted by the unary interceptor for every call.
+        name = "container_runtime_crio_operations_total"
+        operations = {s.label("operation") or "" for s in second.find(name)}
+        return {op: _delta(first, second, name, operation=op) for op in sorted(operations)}
+
+    def containers(self) -> list[dict[str, Any]]:
+        done = self.on_node("crictl", "--runtime-endpoint", CRIO_SOCKET, "ps", "-o", "json")
+        return list(json.loads(done.stdout or "{}").get("containers") or []) if done.returncode == 0 else []
+
+
+def crio_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    """On the lab's CRI-O node: a lab brought up for the run (one node), or the one up in --lab-dir."""
+    the_lab = Lab(args.lab_dir) if args.lab_dir else Lab(Path(tempfile.mkdtemp(prefix="benefit-lab-")))
+    ours = the_lab.state() is None
+    if ours:
+        the_lab.up(parse(args.lab_nodes), timeout=300)
+    state = the_lab.state()
+    assert state is not None
+    spec = next((s for s in state.specs if s.runtime.is_crio and not s.admin_pod_events_off), None)
+    if spec is None:
+        raise SystemExit(f"no CRI-O node without an override in {state.nodes}")
+    node = CrioLabNode(the_lab, spec)
+    try:
+        node.prepare()
+        runs = abab(node, args, node.up)
+    finally:
+        the_lab.kubectl("delete", "namespace", BENCH_NAMESPACE, "--wait=false")
+        for path in (KUBELET_DROPIN, CRIO_DROPIN, CRIO_METRICS_DROPIN):
+            (node.root / path.lstrip("/")).unlink(missing_ok=True)
+        if ours:
+            left = the_lab.down()
+            if left:
+                log(f"lab down left: {left}")
+    return {
+        "kind": "cpu",
+        "runtime_name": node.runtime,
+        "node": spec.to_text(),
+        "runs": runs,
+        "summary": summarize(runs, node.runtime),
+    }
 
 
 def _mean_sd(values: Iterable[float | None]) -> dict[str, float | int | None]:
@@ -222,7 +507,7 @@ def _mean_sd(values: Iterable[float | None]) -> dict[str, float | int | None]:
     }
 
 
-def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarize(runs: Sequence[dict[str, Any]], runtime: str = "containerd") -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for pods in sorted({r["pods"] for r in runs}):
         for gate in (False, True):
@@ -239,7 +524,7 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     "kubelet_process_cpu_mcores": _scaled(
                         _mean_sd(r["kubelet_process_cpu_cores"] for r in mine)
                     ),
-                    "containerd_mcores": _scaled(_mean_sd(r["cpu_cores"]["containerd"] for r in mine)),
+                    f"{runtime}_mcores": _scaled(_mean_sd(r["cpu_cores"][runtime] for r in mine)),
                     "shims_mcores": _scaled(_mean_sd(r["cpu_cores"]["shims"] for r in mine)),
                     "relists_per_minute": _mean_sd(
                         (r["relist"][interval]["count"] or 0) * 60 / r["seconds"] for r in mine
@@ -251,6 +536,12 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                         for m in sorted({m for r in mine for m in r["cri_calls_per_minute"]})
                     },
                     "duplicates": max(r["duplicates"] for r in mine),
+                    "load1": _mean_sd(
+                        statistics.fmean(r["machine"]["load1"]) for r in mine if "machine" in r
+                    ),
+                    "machine_busy_cores": _mean_sd(
+                        r["machine"]["busy_cores"] for r in mine if "machine" in r
+                    ),
                     "windows": len(mine),
                 }
             )
@@ -381,19 +672,24 @@ def table(doc: dict[str, Any]) -> str:
                 f"| {_fmt(row, 2)} | {top} | {row['missed']} |"
             )
         return "\n".join(lines)
+    runtime = doc.get("runtime_name", "containerd")
+    helpers = "conmon" if runtime == "crio" else "shims"
+    loaded = any(row.get("load1") for row in doc["summary"])
     lines = [
-        "| pods | gate | kubelet CPU (m) | containerd (m) | shims (m) | relists/min | relist interval s "
-        "| ListPodSandbox/min | ListContainers/min | windows | dup |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| pods | gate | kubelet CPU (m) | {runtime} (m) | {helpers} (m) | relists/min | relist interval s "
+        "| ListPodSandbox/min | ListContainers/min | windows | dup |"
+        + (" load avg (1 min) |" if loaded else ""),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if loaded else ""),
     ]
     for row in doc["summary"]:
         cri = row["cri_calls_per_minute"]
         lines.append(
             f"| {row['pods']} | {'on' if row['gate'] else 'off'} | {_fmt(row['kubelet_mcores'])} "
-            f"| {_fmt(row['containerd_mcores'])} | {_fmt(row['shims_mcores'])} "
+            f"| {_fmt(row[f'{runtime}_mcores'])} | {_fmt(row['shims_mcores'])} "
             f"| {_fmt(row['relists_per_minute'])} | {_fmt(row['relist_interval_mean_s'])} "
             f"| {_fmt(cri.get('ListPodSandbox'))} | {_fmt(cri.get('ListContainers'))} "
             f"| {row['windows']} | {row['duplicates']} |"
+            + (f" {_fmt(row.get('load1'), 2)} |" if loaded else "")
         )
     return "\n".join(lines)
 
@@ -408,10 +704,11 @@ def render(path: Path) -> str:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # noqa: PLC0415
 
+        runtime = doc.get("runtime_name", "containerd")
         fig, axes = plt.subplots(1, 2, figsize=(10, 4))
         for ax, key, title in (
             (axes[0], "kubelet_mcores", "kubelet CPU (millicores)"),
-            (axes[1], "containerd_mcores", "containerd CPU (millicores)"),
+            (axes[1], f"{runtime}_mcores", f"{runtime} CPU (millicores)"),
         ):
             for gate, colour in ((False, "tab:red"), (True, "tab:green")):
                 rows = [r for r in doc["summary"] if r["gate"] == gate]
@@ -428,7 +725,8 @@ def render(path: Path) -> str:
             ax.set_title(title)
             ax.grid(alpha=0.3)
             ax.legend()
-        fig.suptitle(f"kubelet v{doc['kubelet']} + containerd 2.2, {doc['settings']['window']:.0f}s windows")
+        label = doc.get("runtime", "containerd 2.2").split(" (")[0]
+        fig.suptitle(f"kubelet v{doc['kubelet']} + {label}, {doc['settings']['window']:.0f}s windows")
         fig.tight_layout()
         fig.savefig(path.with_suffix(".png"), dpi=90)
     return table(doc)
@@ -442,6 +740,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--kubelet", default=None, choices=sorted(rn.KUBELETS))
+    parser.add_argument("--runtime", default="containerd", choices=("containerd", "crio"))
+    parser.add_argument("--lab-dir", type=Path, default=None, help="crio: use the lab up in DIR (left up)")
+    parser.add_argument("--lab-nodes", default="lab-crio:1.36:crio-1.34", help="crio: the lab brought up")
     parser.add_argument("--pods", default="0,50,100", help="comma-separated N (CPU benchmark)")
     parser.add_argument("--repeats", type=int, default=3, help="ABAB rounds (each = gate off, gate on)")
     parser.add_argument("--warmup", type=float, default=300.0, help="seconds after each kubelet restart")
@@ -467,12 +768,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         started=started.isoformat(timespec="seconds"),
         finished=datetime.now(UTC).isoformat(timespec="seconds"),
         kubelet=args.kubelet,
-        runtime="containerd v2.2.9 (runc 1.1.5, Debian)",
+        runtime=RUNTIMES[args.runtime],
         machine={"cpus": os.cpu_count(), "kernel": os.uname().release},
         settings={"warmup": args.warmup, "window": args.window, "repeats": args.repeats, "pods": args.pods},
     )
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = args.out or RESULTS / f"{doc['kind']}-v{args.kubelet}-{started:%Y%m%dT%H%M%SZ}.json"
+    tag = "" if args.runtime == "containerd" else f"-{args.runtime}"
+    out = args.out or RESULTS / f"{doc['kind']}{tag}-v{args.kubelet}-{started:%Y%m%dT%H%M%SZ}.json"
     out.write_text(json.dumps(doc, indent=1) + "\n")
     log(f"wrote {out}")
     print(render(out))

@@ -6,22 +6,32 @@ Available while a Deployment guarded by a PodDisruptionBudget keeps serving, the
 evicted by the drain of its own node, CRI-O gets its drop-in; every node ends as docs/compatibility.md
 says; `eventedPleg: false` takes every drop-in away again.
 
+Each rollout also takes a fault while a node is observably Draining (the web pods' preStop keeps a drain
+going for seconds): the forward one has the Lease-holding operator pod force-deleted, the revert one has
+the leading operator's process killed with SIGKILL from inside its node, as a node administrator would.
+Both must still converge: nothing violated, nothing left cordoned or half-applied, the Lease led again.
+
 The tests in this module run in order and share the installed product (the `installed` fixture);
 test_lab_teardown.py uninstalls it."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg.controller.main import LEASE_NAME
 from eventedpleg_lab import image
 from eventedpleg_lab.demo.harness import NAMESPACE
-from eventedpleg_lab.lab import chart
-from eventedpleg_lab.lab.lab import Lab
+from eventedpleg_lab.lab import chart, machine
+from eventedpleg_lab.lab.lab import Lab, LabError
 from eventedpleg_lab.lab.nodes import NodeSpec
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -33,11 +43,13 @@ CRIO_DROPIN = f"/{c.CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}"
 
 @dataclass
 class Watch:
-    """Samples taken every second while a rollout runs: Ready web pods, and who holds the Lease."""
+    """Samples taken every second while a rollout runs: Ready web pods, who holds the Lease, and the node
+    each holder ran on when it was first seen holding it."""
 
     lab: Lab
     min_ready: int = 1_000
     holders: list[str] = field(default_factory=list)
+    where: dict[str, str | None] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
@@ -49,20 +61,169 @@ class Watch:
                 continue
             if holder and (not self.holders or self.holders[-1] != holder):
                 self.holders.append(holder)
+            if holder and holder not in self.where:
+                with contextlib.suppress(Exception):  # its pod may be gone already
+                    self.where[holder] = chart.pod_node(self.lab, NAMESPACE, holder)
 
 
-def _rollout(lab: Lab, evented_pleg: bool) -> tuple[dict[str, Any], Watch]:
+# A fault: (the lab, the Lease holder's pod) -> what was done. Raises when it could not be done.
+Act = Callable[[Lab, str], str]
+
+
+@dataclass
+class Fault:
+    """Done once, the first time a node is seen Draining while some pod holds the Lease; then that node's
+    state is read again: still Draining means the fault landed mid-drain."""
+
+    lab: Lab
+    act: Act
+    node: str = ""  # the node that was Draining
+    victim: str = ""  # the Lease holder's pod
+    done: str = ""  # what `act` did
+    at: datetime | None = None
+    state_after: str | None = None
+    error: str = ""
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.wait(0.3):
+            try:
+                draining = sorted(
+                    name
+                    for name, node in self.lab.nodes().items()
+                    if node["metadata"].get("annotations", {}).get(c.ANN_STATE) == c.NodeState.DRAINING.value
+                )
+                holder = chart.lease_holder(self.lab) if draining else None
+            except Exception:  # an API hiccup is not a sample
+                continue
+            if not draining or not holder:
+                continue
+            self.node, self.victim, self.at = draining[0], holder, datetime.now(UTC)
+            try:
+                self.done = self.act(self.lab, holder)
+            except Exception as error:  # reported by the test
+                self.error = f"{type(error).__name__}: {error}"
+                return
+            annotations = self.lab.nodes().get(self.node, {}).get("metadata", {}).get("annotations", {})
+            self.state_after = annotations.get(c.ANN_STATE)
+            return
+
+
+def _rollout(lab: Lab, evented_pleg: bool, act: Act | None = None) -> tuple[dict[str, Any], Watch, Fault]:
     watch = Watch(lab)
-    sampler = threading.Thread(target=watch.run, daemon=True)
-    sampler.start()
+    fault = Fault(lab, act or (lambda _lab, _pod: ""))
+    threads = [threading.Thread(target=watch.run, daemon=True)]
+    if act is not None:
+        threads.append(threading.Thread(target=fault.run, args=(watch.stop,), daemon=True))
+    for thread in threads:
+        thread.start()
     try:
         chart.apply_nodeconfig(lab, evented_pleg)
         body = chart.wait_for("the NodeConfig to settle", lambda: chart.settled(lab), timeout=ROLLOUT_TIMEOUT)
     finally:
         watch.stop.set()
-        sampler.join()
+        for thread in threads:
+            thread.join()
     assert body is not None
-    return body, watch
+    return body, watch, fault
+
+
+def _force_delete(lab: Lab, pod: str) -> str:
+    chart.kubectl_ok(lab, "delete", "pod", pod, "-n", NAMESPACE, "--force", "--grace-period=0")
+    return f"force-deleted {pod}"
+
+
+def _kill_from_its_node(lab: Lab, pod: str) -> str:
+    """SIGKILL the operator's process from inside the node its pod runs on (nsenter into the node's
+    systemd, `kill -9`), as a node administrator would. The process is found by the pod's UID in its
+    cgroup path (cgroupfs: pod<uid>, systemd driver: pod<uid with _>) and by being its container's
+    PID 1; NSpid gives its PID in the node's own PID namespace."""
+    body = chart.get_json(lab, "pod", pod, "-n", NAMESPACE)
+    node, uid = body["spec"]["nodeName"], body["metadata"]["uid"]
+    marks = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
+    found: list[tuple[int, int]] = []  # (host pid, pid in the node)
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if not any(mark in (proc / "cgroup").read_text() for mark in marks):
+                continue
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            nspid = next(
+                line.split()[1:]
+                for line in (proc / "status").read_text().splitlines()
+                if line.startswith("NSpid:")
+            )
+        except (OSError, StopIteration):
+            continue
+        if "eventedpleg" in cmdline and len(nspid) == 3 and nspid[-1] == "1":  # host, node, container
+            found.append((int(proc.name), int(nspid[1])))
+    if len(found) != 1:
+        raise LabError(f"{pod} on {node}: want one operator process, found {found}")
+    host_pid, node_pid = found[0]
+    init = lab.init_pid(node)
+    assert init is not None, node
+    done = machine.nsenter(init, ["sh", "-c", f"kill -9 {node_pid}"])  # the shell's own kill
+    if done.returncode != 0:
+        raise LabError(f"kill -9 {node_pid} on {node}: {done.stderr.strip()}")
+    chart.wait_for(f"pid {host_pid} to end", lambda: _ended(host_pid), timeout=10, interval=0.1)
+    return f"kill -9 {node_pid} on {node} (host pid {host_pid}, {pod})"
+
+
+def _ended(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _in_progress_or_half_applied(lab: Lab) -> list[str]:
+    """Nodes still in a step (Draining, Applying, Verifying), Failed, or Done with a config other than the
+    one asked for; and any node left cordoned."""
+    found = []
+    for name, node in lab.nodes().items():
+        annotations = node["metadata"].get("annotations", {})
+        state = annotations.get(c.ANN_STATE)
+        if state in {"Draining", "Applying", "Verifying", "Failed"}:
+            found.append(f"{name}: {state}")
+        if state == c.NodeState.DONE.value and annotations.get(c.ANN_CURRENT) != annotations.get(
+            c.ANN_DESIRED
+        ):
+            found.append(
+                f"{name}: Done with {annotations.get(c.ANN_CURRENT)} for {annotations.get(c.ANN_DESIRED)}"
+            )
+        if node["spec"].get("unschedulable"):
+            found.append(f"{name}: cordoned")
+    return found
+
+
+def _operator_pods(lab: Lab) -> dict[str, dict[str, Any]]:
+    pods = chart.get_json(lab, "pods", "-n", NAMESPACE)["items"]
+    return {p["metadata"]["name"]: p for p in pods if not p["metadata"].get("deletionTimestamp")}
+
+
+def _report(fault: Fault, watch: Watch) -> None:
+    """What happened, in the test's output (pytest -rA shows it): the fault, and who held the Lease."""
+    print(f"fault: {fault.done or fault.error} while {fault.node} was Draining (after: {fault.state_after})")
+    print(
+        f"Lease holders (pod, node): {[(h, watch.where.get(h)) for h in watch.holders]}; "
+        f"min Ready web pods {watch.min_ready}"
+    )
+
+
+def _assert_fault_mid_drain(fault: Fault) -> None:
+    assert not fault.error, fault.error
+    assert fault.done, "no node was seen Draining while the Lease was held: the fault never ran"
+    assert fault.state_after == c.NodeState.DRAINING.value, (fault.node, fault.state_after, fault.done)
+
+
+def _assert_lease_led_after(lab: Lab, fault: Fault) -> str:
+    """The Lease is held by a live operator pod that renewed it after the fault; returns the holder."""
+    lease = chart.get_json(lab, "lease", LEASE_NAME, "-n", NAMESPACE)["spec"]
+    holder = lease.get("holderIdentity")
+    assert holder in _operator_pods(lab), (holder, list(_operator_pods(lab)))
+    renewed = datetime.fromisoformat(lease["renewTime"].replace("Z", "+00:00"))
+    assert fault.at is not None and renewed > fault.at, (lease, fault.at)
+    return str(holder)
 
 
 def test_the_chart_runs_on_the_real_nodes(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> None:
@@ -78,10 +239,13 @@ def test_the_chart_runs_on_the_real_nodes(installed: Lab, lab_specs: tuple[NodeS
 
 
 def test_rollout_reaches_available_on_real_nodes(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> None:
+    """... with the Lease-holding operator pod force-deleted while a node is Draining."""
     before = chart.ready_workload_pods(installed)
     leader = chart.lease_holder(installed)
     assert leader is not None
-    body, watch = _rollout(installed, evented_pleg=True)
+    body, watch, fault = _rollout(installed, evented_pleg=True, act=_force_delete)
+    _report(fault, watch)
+    _assert_fault_mid_drain(fault)
     conditions = chart.conditions(body)
     assert conditions.get("Available") == "True", body.get("status")
     assert chart.outcome_problems(lab_specs, installed.nodes(), body) == []
@@ -93,12 +257,22 @@ def test_rollout_reaches_available_on_real_nodes(installed: Lab, lab_specs: tupl
     done = {s.name for s in lab_specs if chart.expected_outcome(s).state == c.NodeState.DONE.value}
     moved = {pod for pod, node in before.items() if node in done}
     assert moved and not moved & set(after), (before, after)
-    # The leading operator pod ran on a node the rollout drained: it was evicted, the other replica took
-    # the Lease over, and the rollout still completed.
-    assert watch.holders[0] == leader and len(watch.holders) >= 2, watch.holders
-    # Nothing of ours is left cordoned.
-    for name, node in installed.nodes().items():
-        assert not node["spec"].get("unschedulable"), name
+    # Nothing in a step, half-applied or cordoned: the drain the force-delete interrupted was finished.
+    assert _in_progress_or_half_applied(installed) == [], fault
+    # The force-deleted leader's Lease went to another pod, which led to the end.
+    assert watch.holders[0] == leader, watch.holders
+    assert fault.victim in watch.holders, (fault.victim, watch.holders)
+    final = _assert_lease_led_after(installed, fault)
+    assert final != fault.victim, (final, fault.victim)
+    # And a leading pod that was not force-deleted ran on a node the rollout drained, is gone (evicted by
+    # that drain), and the Lease went on to another replica: the takeover by eviction happened too.
+    live = _operator_pods(installed)
+    evicted = [
+        (h, nxt)
+        for h, nxt in zip(watch.holders, watch.holders[1:], strict=False)
+        if h != fault.victim and watch.where.get(h) in done and h not in live
+    ]
+    assert evicted, (watch.holders, watch.where, fault.victim)
 
 
 def test_the_crio_node_runs_with_pod_events(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> None:
@@ -117,7 +291,11 @@ def test_the_crio_node_runs_with_pod_events(installed: Lab, lab_specs: tuple[Nod
 
 
 def test_eventedpleg_false_reverts_every_node(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> None:
-    body, watch = _rollout(installed, evented_pleg=False)
+    """... with the leading operator's process killed (SIGKILL) from inside its node while a node is
+    Draining: the container restarts or the standby takes over, and the revert converges."""
+    body, watch, fault = _rollout(installed, evented_pleg=False, act=_kill_from_its_node)
+    _report(fault, watch)
+    _assert_fault_mid_drain(fault)
     assert chart.conditions(body).get("Available") == "True", body.get("status")
     assert watch.min_ready >= chart.WORKLOAD_MIN_AVAILABLE, watch.min_ready
     for spec in lab_specs:
@@ -126,5 +304,7 @@ def test_eventedpleg_false_reverts_every_node(installed: Lab, lab_specs: tuple[N
             assert chart.on_node(installed, spec.name, "cat", CRIO_DROPIN) == "", spec.name
             running = chart.on_node(installed, spec.name, "crio", "status", "config")
             assert "enable_pod_events = true" not in running, spec.name
-    for name, node in installed.nodes().items():
-        assert not node["spec"].get("unschedulable"), name
+    assert _in_progress_or_half_applied(installed) == [], fault
+    # Someone led after the kill: the killed process's pod, restarted by its kubelet, or the standby.
+    _assert_lease_led_after(installed, fault)
+    assert fault.victim in watch.holders, (fault.victim, watch.holders)

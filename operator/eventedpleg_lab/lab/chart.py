@@ -31,6 +31,9 @@ NODECONFIG = "cluster"
 WORKLOAD_NAMESPACE = "shop"
 WORKLOAD_REPLICAS = 3
 WORKLOAD_MIN_AVAILABLE = 2
+# The web pods' preStop sleep: an eviction takes at least this long to finish, so a node running one is
+# observably Draining for that long (the lab tier's faults land mid-drain).
+WORKLOAD_STOP_SECONDS = 8
 # The operator's pods go only where the rollout will drain: the leader's node is always drained, so the
 # leader is always evicted mid-rollout and the other replica has to take over through the Lease.
 OPERATOR_HOST_LABEL = f"lab.{c.GROUP}/operator-host"
@@ -134,18 +137,26 @@ def workload() -> str:
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
-                        "terminationGracePeriodSeconds": 2,
+                        "terminationGracePeriodSeconds": WORKLOAD_STOP_SECONDS + 10,
                         "containers": [
                             {
                                 "name": "web",
                                 "image": BUSYBOX_IMAGE,
                                 "imagePullPolicy": "Never",
+                                # httpd as PID 1 would ignore SIGTERM (no handler) and wait out the
+                                # grace period; the shell stops it on SIGTERM, as a server should.
                                 "command": [
                                     "sh",
                                     "-c",
-                                    "echo ok > /tmp/index.html; exec httpd -f -p 8080 -h /tmp",
+                                    "echo ok > /tmp/index.html; httpd -f -p 8080 -h /tmp & "
+                                    'trap "kill $!; exit 0" TERM; wait',
                                 ],
                                 "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 2},
+                                # As a server behind a load balancer stops: it keeps serving while the
+                                # endpoints drop it. A drain of a node running one lasts that long.
+                                "lifecycle": {
+                                    "preStop": {"exec": {"command": ["sleep", str(WORKLOAD_STOP_SECONDS)]}}
+                                },
                             }
                         ],
                     },

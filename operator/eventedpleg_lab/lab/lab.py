@@ -107,9 +107,10 @@ class Lab:
         bins = rig.RigBinaries()
         for key in sorted({s.kubelet for s in specs}):
             bins.kubelet[key] = build.ensure_component(rig.KUBELETS[key], log=self.log)["kubelet"]
+        # crictl on every node, as on a kubeadm node (the CRI-O benchmark counts containers with it).
+        bins.crictl = build.ensure_component(build.CRICTL, log=self.log)["crictl"]
         if any(s.runtime is LabRuntime.CONTAINERD_22 for s in specs):
             bins.containerd = build.ensure_component(build.CONTAINERD, log=self.log)
-            bins.crictl = build.ensure_component(build.CRICTL, log=self.log)["crictl"]
         if any(s.runtime.is_crio for s in specs):
             assets.ensure_crio(self.log)
         return bins

@@ -73,7 +73,7 @@ class NodeCache:
             if view is not None and view.resource_version != resource_version:
                 return False, None
             self.busy.add(name)
-            return True, self.views.get(name)
+            return True, view
 
     def release(self, name: str) -> None:
         with self.lock:

@@ -94,7 +94,8 @@ class Fault:
                     for name, node in self.lab.nodes().items()
                     if node["metadata"].get("annotations", {}).get(c.ANN_STATE) == c.NodeState.DRAINING.value
                 )
-                draining = [name for name in draining if name in _web_pod_nodes(self.lab)] if draining else []
+                with_web = _web_pod_nodes(self.lab) if draining else set()  # one LIST per sample
+                draining = [name for name in draining if name in with_web]
                 holder = chart.lease_holder(self.lab) if draining else None
             except Exception:  # an API hiccup is not a sample
                 continue

@@ -55,6 +55,7 @@ from typing import Any, Protocol
 from eventedpleg import constants as c
 from eventedpleg.core.promtext import Metrics, parse_metrics
 from eventedpleg.core.render import CRIO_TEMPLATE, KUBELET_TEMPLATE, render_file
+from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import chart, machine
 from eventedpleg_lab.lab.lab import Lab, LabError
 from eventedpleg_lab.lab.nodes import NodeSpec, parse
@@ -362,31 +363,19 @@ class CrioLabNode:
             f'[crio.metrics]\nenable_metrics = true\nmetrics_host = "{self.spec.ip}"\n'
             f"metrics_port = {CRIO_METRICS_PORT}\n",
         )
-        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BENCH_NAMESPACE}}
+        namespace = workloads.namespace(BENCH_NAMESPACE)
         chart.kubectl_ok(self.lab, "apply", "-f", "-", stdin=json.dumps(namespace))
         chart.kubectl_ok(self.lab, "apply", "-f", "-", stdin=json.dumps(self.deployment(0)))
 
     def deployment(self, replicas: int) -> dict[str, Any]:
-        labels = {"app": "idle"}
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "idle", "namespace": BENCH_NAMESPACE},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "nodeSelector": {"kubernetes.io/hostname": self.spec.name},
-                        "automountServiceAccountToken": False,
-                        "enableServiceLinks": False,
-                        "terminationGracePeriodSeconds": 1,
-                        "containers": [{"name": "idle", "image": IDLE_IMAGE, "imagePullPolicy": "Never"}],
-                    },
-                },
-            },
+        pod_spec = {
+            "nodeSelector": {"kubernetes.io/hostname": self.spec.name},
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "idle", "image": IDLE_IMAGE, "imagePullPolicy": "Never"}],
         }
+        return workloads.deployment("idle", BENCH_NAMESPACE, replicas=replicas, pod_spec=pod_spec)
 
     def up(self, pods: int) -> None:
         self.set_gate(False)

@@ -24,6 +24,7 @@ from eventedpleg import constants as c
 from eventedpleg.cli import main as cli_main
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.promtext import parse_metrics
+from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION
 from tests.chart.chartlib import (
     CHART,
     NAMESPACE,
@@ -42,7 +43,6 @@ UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 OPERATOR = "evented-pleg-operator"
 AGENT = "evented-pleg-agent"
 AGENT_NS = "evented-pleg-agent"
-KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 
 CASES: dict[str, dict[str, Any]] = {
     "default": {},

@@ -36,7 +36,7 @@ def cleanup(cluster: LocalCluster) -> Iterator[None]:
 def test_force_delete_not_allowed_fails_the_node_and_deletes_nothing(cluster: LocalCluster) -> None:
     cluster.add_nodes([FakeNode(NODE, labels={"pool": NS})])
     # no eviction is ever allowed: only a delete could empty the node
-    manifests = guarded_deployment(NS, "pinned", replicas=1, pool=NS)
+    manifests = guarded_deployment(NS, "pinned", replicas=1, node_selector={"pool": NS})
     cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(manifests), check=True)
     cluster.kubectl("rollout", "status", "-n", NS, "deployment/pinned", "--timeout=90s", check=True)
     (pod,) = kget(cluster, "pods", "-n", NS)["items"]

@@ -101,7 +101,7 @@ def test_deployment_pods_run_and_pdb_blocks_eviction(cluster: LocalCluster) -> N
     ns = "workloads"
     names = cluster.add_nodes(fake_nodes(3, prefix="wl", labels={"pool": "workloads"}))
     assert len(names) == 3
-    manifests = guarded_deployment(ns, "web", replicas=3, pool="workloads")
+    manifests = guarded_deployment(ns, "web", replicas=3, node_selector={"pool": "workloads"})
     applied = cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(manifests))
     assert applied.returncode == 0, applied.stderr
     rolled = cluster.kubectl("rollout", "status", "-n", ns, "deployment/web", "--timeout=90s")
@@ -114,7 +114,7 @@ def test_deployment_pods_run_and_pdb_blocks_eviction(cluster: LocalCluster) -> N
     assert all(p["status"]["podIP"].startswith("10.244.") for p in pods)
 
     def pdb_status(generation: int) -> dict[str, Any] | None:
-        pdb = kget(cluster, "pdb", "-n", ns, "web")
+        pdb = kget(cluster, "pdb", "-n", ns, "web-pdb")
         status: dict[str, Any] = pdb.get("status", {})
         fresh = status.get("observedGeneration") == generation and status.get("currentHealthy") == 3
         return status if fresh else None
@@ -132,7 +132,7 @@ def test_deployment_pods_run_and_pdb_blocks_eviction(cluster: LocalCluster) -> N
 
     # Loosen the budget: the controller-manager recomputes disruptionsAllowed, and one eviction goes through.
     cluster.kubectl(
-        "patch", "pdb", "-n", ns, "web", "--type=merge", "-p", '{"spec":{"minAvailable":2}}', check=True
+        "patch", "pdb", "-n", ns, "web-pdb", "--type=merge", "-p", '{"spec":{"minAvailable":2}}', check=True
     )
     status = wait_for("the PDB to allow one disruption", lambda: pdb_status(2))
     assert status["disruptionsAllowed"] == 1

@@ -35,6 +35,7 @@ from tests.cluster.rollout_harness import (
     planned_again,
     wait_for,
 )
+from tests.cluster.workloads import guarded_deployment
 
 pytestmark = pytest.mark.cluster
 NS = "evented-pleg-system"
@@ -170,33 +171,10 @@ def test_full_rollout_over_mixed_nodes(env: Env) -> None:
 
 def protect_with_pdb(env: Env, node: str) -> Callable[[], list[dict[str, Any]]]:
     """One Deployment pod pinned to `node` and a PDB with minAvailable 1: no eviction allowed."""
-    env.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=env.prefix)))
-    labels = {"app": "web"}
-    pod_spec = client.V1PodSpec(
-        node_selector={"kubernetes.io/hostname": node},
-        tolerations=[client.V1Toleration(key="kwok.x-k8s.io/node", operator="Exists", effect="NoSchedule")],
-        containers=[client.V1Container(name="web", image="web:1")],
+    manifests = guarded_deployment(
+        env.prefix, "web", replicas=1, node_selector={"kubernetes.io/hostname": node}
     )
-    client.AppsV1Api(env.api).create_namespaced_deployment(
-        env.prefix,
-        client.V1Deployment(
-            metadata=client.V1ObjectMeta(name="web"),
-            spec=client.V1DeploymentSpec(
-                replicas=1,
-                selector=client.V1LabelSelector(match_labels=labels),
-                template=client.V1PodTemplateSpec(metadata=client.V1ObjectMeta(labels=labels), spec=pod_spec),
-            ),
-        ),
-    )
-    client.PolicyV1Api(env.api).create_namespaced_pod_disruption_budget(
-        env.prefix,
-        client.V1PodDisruptionBudget(
-            metadata=client.V1ObjectMeta(name="web-pdb"),
-            spec=client.V1PodDisruptionBudgetSpec(
-                min_available=1, selector=client.V1LabelSelector(match_labels=labels)
-            ),
-        ),
-    )
+    env.cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(manifests), check=True)
 
     def pods() -> list[dict[str, Any]]:
         items = plain(env.core.list_namespaced_pod(env.prefix))["items"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 
@@ -15,33 +16,19 @@ def kget(cluster: LocalCluster, *args: str) -> dict[str, Any]:
     return data
 
 
-def guarded_deployment(namespace: str, name: str, *, replicas: int, pool: str) -> list[dict[str, Any]]:
-    """A Namespace, a Deployment of `replicas` pods on the fake nodes labelled pool=POOL, and a
-    PodDisruptionBudget with minAvailable = replicas: no eviction is ever allowed."""
+def guarded_deployment(
+    namespace: str, name: str, *, replicas: int, node_selector: dict[str, str]
+) -> list[dict[str, Any]]:
+    """A Namespace, a Deployment of `replicas` pods on the fake nodes `node_selector` picks, and a
+    PodDisruptionBudget NAME-pdb with minAvailable = replicas: no eviction is ever allowed."""
     labels = {"app": name}
+    pod_spec = {
+        "nodeSelector": node_selector,
+        "tolerations": [KWOK_TOLERATION],
+        "containers": [{"name": name, "image": f"registry.invalid/{name}:1"}],
+    }
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "nodeSelector": {"pool": pool},
-                        "tolerations": [KWOK_TOLERATION],
-                        "containers": [{"name": name, "image": f"registry.invalid/{name}:1"}],
-                    },
-                },
-            },
-        },
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"minAvailable": replicas, "selector": {"matchLabels": labels}},
-        },
+        workloads.namespace(namespace),
+        workloads.deployment(name, namespace, replicas=replicas, pod_spec=pod_spec, labels=labels),
+        workloads.disruption_budget(f"{name}-pdb", namespace, min_available=replicas, labels=labels),
     ]

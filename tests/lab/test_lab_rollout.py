@@ -114,7 +114,7 @@ class Fault:
 
 def _web_pod_nodes(lab: Lab) -> set[str]:
     """The nodes any web pod is on, Ready, terminating or neither."""
-    pods = chart.get_json(lab, "pods", "-n", chart.WORKLOAD_NAMESPACE, "-l", "app=web")["items"]
+    pods = chart.get_json(lab, "pods", "-n", chart.WORKLOAD_NAMESPACE, "-l", chart.WORKLOAD_SELECTOR)["items"]
     return {str(p["spec"]["nodeName"]) for p in pods if p["spec"].get("nodeName")}
 
 

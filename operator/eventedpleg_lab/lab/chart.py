@@ -18,6 +18,7 @@ from eventedpleg import crdgen
 from eventedpleg.controller.main import LEASE_NAME
 from eventedpleg_lab import image
 from eventedpleg_lab.demo.harness import NAMESPACE, chart_dir
+from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import machine
 from eventedpleg_lab.lab.lab import Lab, LabError
 from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
@@ -31,6 +32,8 @@ NODECONFIG = "cluster"
 WORKLOAD_NAMESPACE = "shop"
 WORKLOAD_REPLICAS = 3
 WORKLOAD_MIN_AVAILABLE = 2
+WORKLOAD_LABELS = {"app": "web"}
+WORKLOAD_SELECTOR = workloads.label_selector(WORKLOAD_LABELS)
 # The web pods' preStop sleep: an eviction takes at least this long to finish, so a node running one is
 # observably Draining for that long (the lab tier's faults land mid-drain).
 WORKLOAD_STOP_SECONDS = 8
@@ -124,51 +127,35 @@ def pod_node(lab: Lab, namespace: str, name: str) -> str | None:
 
 def workload() -> str:
     """A Deployment of small web servers with a PodDisruptionBudget: the drain must evict, never delete."""
-    labels = {"app": "web"}
-    objects: list[dict[str, Any]] = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": WORKLOAD_NAMESPACE}},
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": WORKLOAD_NAMESPACE},
-            "spec": {
-                "replicas": WORKLOAD_REPLICAS,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "terminationGracePeriodSeconds": WORKLOAD_STOP_SECONDS + 10,
-                        "containers": [
-                            {
-                                "name": "web",
-                                "image": BUSYBOX_IMAGE,
-                                "imagePullPolicy": "Never",
-                                # httpd as PID 1 would ignore SIGTERM (no handler) and wait out the
-                                # grace period; the shell stops it on SIGTERM, as a server should.
-                                "command": [
-                                    "sh",
-                                    "-c",
-                                    "echo ok > /tmp/index.html; httpd -f -p 8080 -h /tmp & "
-                                    'trap "kill $!; exit 0" TERM; wait',
-                                ],
-                                "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 2},
-                                # As a server behind a load balancer stops: it keeps serving while the
-                                # endpoints drop it. A drain of a node running one lasts that long.
-                                "lifecycle": {
-                                    "preStop": {"exec": {"command": ["sleep", str(WORKLOAD_STOP_SECONDS)]}}
-                                },
-                            }
-                        ],
-                    },
-                },
-            },
-        },
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "web", "namespace": WORKLOAD_NAMESPACE},
-            "spec": {"minAvailable": WORKLOAD_MIN_AVAILABLE, "selector": {"matchLabels": labels}},
-        },
+    pod_spec = {
+        "terminationGracePeriodSeconds": WORKLOAD_STOP_SECONDS + 10,
+        "containers": [
+            {
+                "name": "web",
+                "image": BUSYBOX_IMAGE,
+                "imagePullPolicy": "Never",
+                # httpd as PID 1 would ignore SIGTERM (no handler) and wait out the grace period; the shell
+                # stops it on SIGTERM, as a server should.
+                "command": [
+                    "sh",
+                    "-c",
+                    'echo ok > /tmp/index.html; httpd -f -p 8080 -h /tmp & trap "kill $!; exit 0" TERM; wait',
+                ],
+                "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 2},
+                # As a server behind a load balancer stops: it keeps serving while the endpoints drop it.
+                # A drain of a node running one lasts that long.
+                "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(WORKLOAD_STOP_SECONDS)]}}},
+            }
+        ],
+    }
+    objects = [
+        workloads.namespace(WORKLOAD_NAMESPACE),
+        workloads.deployment(
+            "web", WORKLOAD_NAMESPACE, replicas=WORKLOAD_REPLICAS, pod_spec=pod_spec, labels=WORKLOAD_LABELS
+        ),
+        workloads.disruption_budget(
+            "web", WORKLOAD_NAMESPACE, min_available=WORKLOAD_MIN_AVAILABLE, labels=WORKLOAD_LABELS
+        ),
     ]
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
 
@@ -181,7 +168,7 @@ def start_workload(lab: Lab, *, timeout: float = 180.0) -> None:
 
 def ready_workload_pods(lab: Lab) -> dict[str, str]:
     """Ready web pods -> their node."""
-    pods = get_json(lab, "pods", "-n", WORKLOAD_NAMESPACE, "-l", "app=web")["items"]
+    pods = get_json(lab, "pods", "-n", WORKLOAD_NAMESPACE, "-l", WORKLOAD_SELECTOR)["items"]
     return {
         p["metadata"]["name"]: p["spec"].get("nodeName", "")
         for p in pods

@@ -86,6 +86,9 @@ def measure(cluster: LocalCluster, count: int, threads: tuple[int, ...]) -> dict
     api.update_params_for_auth(headers, [], ["BearerToken"], "", "", None)
     timeout = urllib3.Timeout(connect=5, read=15)
 
+    def patch(i: int) -> object:
+        return patch_node(api, NODE, node_patch(annotations={"bench/i": str(i)}))
+
     def bare_patch(i: int) -> object:
         body = json.dumps({"metadata": {"annotations": {"bench/i": str(i)}}}).encode()
         answer = pool.request(
@@ -98,9 +101,7 @@ def measure(cluster: LocalCluster, count: int, threads: tuple[int, ...]) -> dict
     node = get_node(api, NODE)
     encoded = json.dumps(node)
     figures = {
-        "node PATCH (patch_node)": per_call_ms(
-            lambda i: patch_node(api, NODE, node_patch(annotations={"bench/i": str(i)})), count
-        ),
+        "node PATCH (patch_node)": per_call_ms(patch, count),
         "pod LIST by node (node_pods)": per_call_ms(lambda i: node_pods(api, NODE), count),
         "Event POST (EventRecorder)": per_call_ms(
             lambda i: recorder.emit(node_ref(NODE), "Normal", "Bench", str(i)), count
@@ -113,17 +114,20 @@ def measure(cluster: LocalCluster, count: int, threads: tuple[int, ...]) -> dict
     }
     for n in threads:  # the same PATCH from several threads at once, as the step pools make them
         figures[f"node PATCH (patch_node), {n} threads at once"] = concurrent_ms(
-            lambda i: patch_node(api, NODE, node_patch(annotations={"bench/i": str(i)})),
+            patch,
             max(1, count // n),
             n,
         )
-    figures["watch event into the node cache"] = watch_event_ms(cluster, api, count, figures)
+    figures["watch event into the node cache"] = watch_event_ms(cluster, patch, count, figures)
     api.close()
     return figures
 
 
 def watch_event_ms(
-    cluster: LocalCluster, api: Any, count: int, figures: dict[str, tuple[float, float]]
+    cluster: LocalCluster,
+    patch: Callable[[int], object],
+    count: int,
+    figures: dict[str, tuple[float, float]],
 ) -> tuple[float, float]:
     """The same PATCH series with the operator's node informer watching in this process, feeding a
     NodeCache: the CPU above the series alone, per watch event received."""
@@ -141,7 +145,7 @@ def watch_event_ms(
     seen[0] = 0  # the LIST's node is not a watch event
     cpu = cpu_seconds()
     for i in range(count):
-        patch_node(api, NODE, node_patch(annotations={"bench/w": str(i)}))
+        patch(i)
     time.sleep(1.0)  # the last events arrive
     spent = cpu_seconds() - cpu - count * figures["node PATCH (patch_node)"][0] / 1e3
     informer.close()

@@ -1,7 +1,8 @@
 """Failures on real nodes, with the product installed by the chart: the agent pod deleted while its node
 is mid-apply resumes from its journal; a kubelet that will not start after the apply is rolled back and
-the node is Ready again. Each test uses its own NodeConfig on one node and deletes it afterwards (onDelete:
-Revert), so the full rollout in test_lab_rollout.py starts from clean nodes."""
+the node is Ready again; the Lease-holding operator pod is evicted by the drain of its own node and the
+other replica takes the rollout over. Each test uses its own NodeConfig on one node and deletes it
+afterwards (onDelete: Revert), so the full rollout in test_lab_rollout.py starts from clean nodes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg_lab.demo.harness import NAMESPACE
 from eventedpleg_lab.lab import chart
 from eventedpleg_lab.lab.lab import Lab, node_ready
 from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec
@@ -31,8 +33,24 @@ def node(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> Iterator[str]:
     """A Supported containerd node for one test; its NodeConfig is deleted (and the node reverted) after."""
     name = next(s.name for s in lab_specs if s.runtime is LabRuntime.CONTAINERD_22 and s.kubelet == "1.36")
     yield name
-    chart.delete_nodeconfig(installed, name=NAME)
-    assert chart.on_node(installed, name, "cat", KUBELET_DROPIN) == ""
+    _revert(installed, name)
+
+
+@pytest.fixture
+def leader_node(installed: Lab) -> Iterator[tuple[str, str]]:
+    """(the Lease holder's pod, its node) for one test. chart.install keeps the operator's pods on nodes a
+    rollout drains, so that node is Supported. Its NodeConfig is deleted (and the node reverted) after."""
+    leader = chart.lease_holder(installed)
+    assert leader is not None
+    name = chart.pod_node(installed, NAMESPACE, leader)
+    assert name is not None, leader
+    yield leader, name
+    _revert(installed, name)
+
+
+def _revert(lab: Lab, node: str) -> None:
+    chart.delete_nodeconfig(lab, name=NAME)
+    assert chart.on_node(lab, node, "cat", KUBELET_DROPIN) == ""
 
 
 def _apply(lab: Lab, node: str, verify_seconds: int = 180) -> None:
@@ -102,3 +120,37 @@ def test_kubelet_that_will_not_start_is_rolled_back(installed: Lab, node: str) -
     finally:
         site_check.unlink(missing_ok=True)
         chart.on_node(installed, node, "systemctl", "daemon-reload")
+
+
+def test_leader_evicted_by_the_drain_of_its_own_node(installed: Lab, leader_node: tuple[str, str]) -> None:
+    """The rollout drains the node the leading operator runs on: the drain evicts the leader itself (it
+    releases the Lease on SIGTERM), the other replica takes the Lease and finishes that node from what is
+    written on it. Nothing else deletes operator pods here, so a leader pod gone is one the drain evicted."""
+    leader, node = leader_node
+    _apply(installed, node)
+    end = _end(installed, node)
+    annotations = _annotations(installed, node)
+    assert end == c.NodeState.DONE.value, annotations.get(c.ANN_REASON)
+    assert annotations[c.ANN_CURRENT] == annotations[c.ANN_DESIRED]
+    assert "EventedPLEG" in chart.on_node(installed, node, "cat", KUBELET_DROPIN)
+    live = chart.get_json(installed, "pods", "-n", NAMESPACE)["items"]
+    assert leader not in {p["metadata"]["name"] for p in live}, "the leader was not evicted"
+    holder = chart.wait_for("a live pod to hold the Lease", lambda: _live_holder(installed), timeout=60)
+    assert holder != leader, holder
+    chart.wait_for("the node uncordoned", lambda: not _cordoned(installed, node), timeout=60)  # else raises
+    body = chart.wait_for(
+        "the NodeConfig to settle", lambda: chart.settled(installed, name=NAME), timeout=120
+    )
+    assert body is not None
+    assert chart.conditions(body).get("Available") == "True", body.get("status")
+
+
+def _live_holder(lab: Lab) -> str | None:
+    holder = chart.lease_holder(lab)
+    pods = chart.get_json(lab, "pods", "-n", NAMESPACE)["items"]
+    live = {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+    return holder if holder in live else None
+
+
+def _cordoned(lab: Lab, node: str) -> bool:
+    return bool(lab.nodes()[node]["spec"].get("unschedulable"))

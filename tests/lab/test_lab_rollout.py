@@ -2,9 +2,8 @@
 Dockerfile and imported into each node's runtime, the CRD applied, the chart installed with helm. The
 operator and agent pods run on the lab's nodes and the agent uses the production host path (nsenter into
 the node's systemd, systemctl, journalctl, the kubelet's /metrics). Then a NodeConfig rolls out to
-Available while a Deployment guarded by a PodDisruptionBudget keeps serving, the leading operator pod is
-evicted by the drain of its own node, CRI-O gets its drop-in; every node ends as docs/compatibility.md
-says; `eventedPleg: false` takes every drop-in away again.
+Available while a Deployment guarded by a PodDisruptionBudget keeps serving, CRI-O gets its drop-in;
+every node ends as docs/compatibility.md says; `eventedPleg: false` takes every drop-in away again.
 
 Each rollout also takes a fault while a node is observably Draining (the web pods' preStop keeps a drain
 going for seconds): the forward one has the Lease-holding operator pod force-deleted, the revert one has
@@ -277,15 +276,9 @@ def test_rollout_reaches_available_on_real_nodes(installed: Lab, lab_specs: tupl
     assert watch.holders[0] == leader, watch.holders
     final = _assert_lease_led_after(installed, fault)
     assert final != fault.victim, (final, fault.victim)
-    # And a leading pod that was not force-deleted ran on a node the rollout drained, is gone (evicted by
-    # that drain), and the Lease went on to another replica: the takeover by eviction happened too.
-    live = _operator_pods(installed)
-    evicted = [
-        (h, nxt)
-        for h, nxt in zip(watch.holders, watch.holders[1:], strict=False)
-        if h != fault.victim and watch.where.get(h) in done and h not in live
-    ]
-    assert evicted, (watch.holders, watch.where, fault.victim)
+    # (Whether a later leader is also evicted by a drain here depends on where the force-deleted pod's
+    # replacement lands and which replica wins the Lease; test_lab_resilience.py evicts a leader by the
+    # drain of its own node on purpose.)
 
 
 def test_the_crio_node_runs_with_pod_events(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> None:

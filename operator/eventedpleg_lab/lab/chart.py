@@ -37,8 +37,8 @@ WORKLOAD_SELECTOR = workloads.label_selector(WORKLOAD_LABELS)
 # The web pods' preStop sleep: an eviction takes at least this long to finish, so a node running one is
 # observably Draining for that long (the lab tier's faults land mid-drain).
 WORKLOAD_STOP_SECONDS = 8
-# The operator's pods go only where the rollout will drain: the leader's node is always drained, so the
-# leader is always evicted mid-rollout and the other replica has to take over through the Lease.
+# The operator's pods go only where the rollout will drain: the leader's node is drained, so a leader is
+# evicted by its own node's drain and the other replica has to take over through the Lease.
 OPERATOR_HOST_LABEL = f"lab.{c.GROUP}/operator-host"
 
 T = TypeVar("T")
@@ -210,9 +210,9 @@ def conditions(body: Mapping[str, Any]) -> dict[str, str]:
     return {cond["type"]: cond["status"] for cond in body.get("status", {}).get("conditions", [])}
 
 
-def settled(lab: Lab, generation_at_least: int = 1) -> dict[str, Any] | None:
+def settled(lab: Lab, generation_at_least: int = 1, *, name: str = NODECONFIG) -> dict[str, Any] | None:
     """The NodeConfig once Available or Degraded for the latest generation; None while it runs."""
-    body = get_json(lab, "nodeconfig", NODECONFIG)
+    body = get_json(lab, "nodeconfig", name)
     status = body.get("status", {})
     if status.get("observedGeneration", 0) < max(generation_at_least, body["metadata"]["generation"]):
         return None

@@ -16,6 +16,8 @@ SHORT_NAMES: Final = ("nc", "epc")
 CRD_NAME: Final = f"{PLURAL}.{GROUP}"
 
 FINALIZER: Final = f"{GROUP}/revert-on-delete"
+# The leader-election Lease, in the operator's namespace; `kubectl get lease` shows which replica leads.
+LEASE_NAME: Final = "eventedpleg-operator"
 
 # --- Node protocol (request/acknowledge, as MCO's desiredConfig/currentConfig) --------------------------
 # The operator's steps are planned by core.planner and written by core.steppolicy (through k8s.executor);

@@ -489,7 +489,7 @@ def _leader_gauge(port: int) -> float:
 
 
 def _lease_holder(env: Env) -> str:
-    body = plain(client.CoordinationV1Api(env.api).read_namespaced_lease("eventedpleg-operator", NS))
+    body = plain(client.CoordinationV1Api(env.api).read_namespaced_lease(c.LEASE_NAME, NS))
     return str(body["spec"].get("holderIdentity") or "")
 
 

@@ -26,7 +26,6 @@ from typing import Any
 import pytest
 
 from eventedpleg import constants as c
-from eventedpleg.controller.main import LEASE_NAME
 from eventedpleg_lab import image
 from eventedpleg_lab.demo.harness import NAMESPACE
 from eventedpleg_lab.lab import chart, machine
@@ -229,7 +228,7 @@ def _assert_fault_mid_drain(fault: Fault) -> None:
 
 def _assert_lease_led_after(lab: Lab, fault: Fault) -> str:
     """The Lease is held by a live operator pod that renewed it after the fault; returns the holder."""
-    lease = chart.get_json(lab, "lease", LEASE_NAME, "-n", NAMESPACE)["spec"]
+    lease = chart.get_json(lab, "lease", c.LEASE_NAME, "-n", NAMESPACE)["spec"]
     holder = lease.get("holderIdentity")
     assert holder in _operator_pods(lab), (holder, list(_operator_pods(lab)))
     renewed = datetime.fromisoformat(lease["renewTime"].replace("Z", "+00:00"))

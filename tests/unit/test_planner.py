@@ -310,16 +310,19 @@ def test_delete_with_keep_releases_without_draining() -> None:
     assert not any(n.unschedulable for n in world.nodes.values())
 
 
+# A NodeConfig created a day earlier that selects the nodes labelled pool=a.
+OLDER_PEER = Peer(
+    "older", T0 - timedelta(days=1), spec(nodeSelector={"matchLabels": {"pool": "a"}}).node_selector
+)
+
+
 def test_overlapping_nodeconfigs_the_older_one_wins() -> None:
     nodes = fleet(2)
     nodes["node-000"].labels["pool"] = "a"
     world = World(nodes, spec())
-    older = Peer(
-        "older", T0 - timedelta(days=1), spec(nodeSelector={"matchLabels": {"pool": "a"}}).node_selector
-    )
     target = world.target
     result = planner.plan(
-        world.views(), target.__class__(**{**target.__dict__, "peers": (older,)}), world.now
+        world.views(), target.__class__(**{**target.__dict__, "peers": (OLDER_PEER,)}), world.now
     )
     assert result.summary.conflicts == (planner.OwnerConflict("node-000", "older"),)
     assert [a.node for a in result.actions] == ["node-001"]
@@ -458,6 +461,30 @@ def clusters(draw: st.DrawFn) -> World:
     )
 
 
+def perturb(world: World, rng: random.Random, tick: int, *, chance: float, churn: bool = False) -> None:
+    """At most one change, each kind with probability `chance`, to a random node: the skip label, the
+    label OLDER_PEER selects, another kubelet version; with `churn` also Ready flipping, a node joining
+    and a node leaving."""
+    node = rng.choice(list(world.nodes.values()))
+    kinds = 6 if churn else 3
+    kind = int(rng.random() / chance)
+    if kind >= kinds:
+        return
+    if kind == 0:
+        node.labels = {**node.labels, c.LABEL_SKIP: "true"}
+    elif kind == 1:
+        node.labels = {**node.labels, "pool": "a"}
+    elif kind == 2:
+        node.kubelet = rng.choice(["v1.34.2", "v1.25.0", "v1.36.1"])
+    elif kind == 3:
+        node.ready = not node.ready
+    elif kind == 4:
+        joined = SimNode(name=f"late{tick:03d}", labels={c.LABEL_ZONE: rng.choice("abc")})
+        world.nodes[joined.name] = joined
+    elif len(world.nodes) > 1:
+        del world.nodes[node.name]
+
+
 def end_state(world: World) -> dict[str, tuple[str | None, str | None, bool]]:
     return {
         name: (n.annotations.get(c.ANN_CURRENT), n.annotations.get(c.ANN_STATE), n.unschedulable)
@@ -515,9 +542,6 @@ def test_a_selection_memo_never_changes_a_plan(world: World, seed: int) -> None:
     it, while nodes' labels, the selector, peers and allowRisky change between passes."""
     rng = random.Random(seed)
     memo = planner.SelectionMemo()
-    older = Peer(
-        "older", T0 - timedelta(days=1), spec(nodeSelector={"matchLabels": {"pool": "a"}}).node_selector
-    )
     plain = world.plan
 
     def both() -> planner.Plan:
@@ -528,16 +552,9 @@ def test_a_selection_memo_never_changes_a_plan(world: World, seed: int) -> None:
 
     world.plan = both  # type: ignore[method-assign]
     for tick in range(80):
-        node = rng.choice(list(world.nodes.values()))
-        change = rng.random()
-        if change < 0.05:
-            node.labels = {**node.labels, c.LABEL_SKIP: "true"}
-        elif change < 0.10:
-            node.labels = {**node.labels, "pool": "a"}
-        elif change < 0.15:
-            node.kubelet = rng.choice(["v1.34.2", "v1.25.0", "v1.36.1"])
+        perturb(world, rng, tick, chance=0.05)
         if tick == 20:
-            world.peers = (older,)
+            world.peers = (OLDER_PEER,)
         if tick == 40:
             world.spec = spec(allowRisky=not world.spec.allow_risky, nodeSelector={"matchExpressions": []})
         if tick == 60:
@@ -583,9 +600,6 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
     }
     base = world.spec.model_dump(by_alias=True, mode="json")
     world.spec = spec(**{**base, "drain": drain, "verification": {"timeoutSeconds": 10}})
-    older = Peer(
-        "older", T0 - timedelta(days=1), spec(nodeSelector={"matchLabels": {"pool": "a"}}).node_selector
-    )
 
     def both() -> planner.Plan:
         target = world.target
@@ -595,23 +609,9 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
 
     world.plan = both  # type: ignore[method-assign]
     for tick in range(120):
-        node = rng.choice(list(world.nodes.values()))
-        change = rng.random()
-        if change < 0.03:
-            node.labels = {**node.labels, c.LABEL_SKIP: "true"}
-        elif change < 0.06:
-            node.labels = {**node.labels, "pool": "a"}
-        elif change < 0.09:
-            node.kubelet = rng.choice(["v1.34.2", "v1.25.0", "v1.36.1"])
-        elif change < 0.12:
-            node.ready = not node.ready
-        elif change < 0.14:
-            joined = SimNode(name=f"late{tick:03d}", labels={c.LABEL_ZONE: rng.choice("abc")})
-            world.nodes[joined.name] = joined
-        elif change < 0.16 and len(world.nodes) > 1:
-            del world.nodes[node.name]
+        perturb(world, rng, tick, chance=0.03, churn=True)
         if tick == 30:
-            world.peers = (older,)
+            world.peers = (OLDER_PEER,)
         if tick == 50:
             world.retry = {
                 n.name: planner_since

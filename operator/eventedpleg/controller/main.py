@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import kopf
 
+from eventedpleg import constants as c
 from eventedpleg.controller import handlers
 from eventedpleg.controller.engine import STEP_THREADS, RolloutEngine
 from eventedpleg.controller.metrics import OperatorMetrics
@@ -33,7 +34,6 @@ from eventedpleg.k8s.informer import NodeInformer
 from eventedpleg.k8s.lease import LeaseConfig, LeaseLock
 
 log = logging.getLogger(__name__)
-LEASE_NAME = "eventedpleg-operator"
 
 
 @dataclass(frozen=True)
@@ -107,9 +107,9 @@ def run(options: OperatorOptions) -> int:
         informer = NodeInformer(api, engine.node_event, synced, on_progress=lambda: beats.beat(INFORMER))
         informer.start()
         if options.leader_elect:
-            lock = LeaseLock(api, LeaseConfig(options.namespace, LEASE_NAME, identity, options.election))
+            lock = LeaseLock(api, LeaseConfig(options.namespace, c.LEASE_NAME, identity, options.election))
             engine.steps.may_start = lock.leading  # a leader that cannot renew starts no step
-            log.info("waiting for the leader Lease %s/%s as %s", options.namespace, LEASE_NAME, identity)
+            log.info("waiting for the leader Lease %s/%s as %s", options.namespace, c.LEASE_NAME, identity)
             while not lock.try_acquire_or_renew():
                 if stop.wait(options.election.retry_period):
                     return 0  # SIGTERM while standing by

@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 from eventedpleg import constants as c
 from eventedpleg import crdgen
-from eventedpleg.controller.main import LEASE_NAME
 from eventedpleg_lab import image
 from eventedpleg_lab.demo.harness import NAMESPACE, chart_dir
 from eventedpleg_lab.kube import workloads
@@ -112,7 +111,7 @@ def uninstall(lab: Lab, *, timeout: float = 300.0) -> None:
 
 
 def lease_holder(lab: Lab) -> str | None:
-    lease = get_json(lab, "lease", LEASE_NAME, "-n", NAMESPACE)
+    lease = get_json(lab, "lease", c.LEASE_NAME, "-n", NAMESPACE)
     holder: str | None = lease.get("spec", {}).get("holderIdentity")
     return holder
 

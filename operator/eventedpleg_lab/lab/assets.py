@@ -138,6 +138,7 @@ def ensure_nspawn(log: Log = _stderr) -> Path:
             raise AssetError(f"apt-get download {' '.join(NSPAWN_DEBS)}: {done.stderr[-400:]}")
         staging = nspawn_dir().with_name("nspawn.partial")
         shutil.rmtree(staging, ignore_errors=True)
+        staging.parent.mkdir(parents=True, exist_ok=True)  # dpkg-deb -x makes the folder, not its parents
         for deb in sorted(Path(tmp).glob("*.deb")):
             subprocess.run(["dpkg-deb", "-x", str(deb), str(staging)], check=True)
         shutil.rmtree(nspawn_dir(), ignore_errors=True)

@@ -175,6 +175,38 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu(pid: int) -> dict[int, float]:
+    """utime + stime of each live thread of a process, by OS thread id."""
+    out: dict[int, float] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+def cpu_by_role(
+    before: dict[int, float], after: dict[int, float], names_file: Path, total: float, n: int
+) -> dict[str, float]:
+    """The operator's CPU per node update (ms) by thread role ("step", "giveback", "events", "asyncio":
+    the passes, "MainThread": kopf's loop, "node-informer", ...); "unattributed" is the process's CPU less its
+    live threads': threads that ended during the run, and tick rounding (/proc counts each thread in
+    whole clock ticks, rounded down: up to ~20 ms a thread, and the operator has ~60)."""
+    try:
+        names = {int(tid): name for tid, name in json.loads(names_file.read_text()).items()}
+    except (OSError, ValueError):
+        return {}
+    roles: Counter[str] = Counter()
+    for tid, seconds in after.items():
+        name = names.get(tid, "unnamed")
+        role = name.rstrip("0123456789").rstrip("_-") or name
+        roles[role] += seconds - before.get(tid, 0.0)
+    roles["unattributed"] = total - sum(roles.values())
+    return {role: round(seconds * 1000 / n, 2) for role, seconds in roles.most_common()}
+
+
 def audit_events(path: Path) -> list[dict[str, Any]]:
     events = []
     for line in path.read_text().splitlines():
@@ -225,6 +257,11 @@ def run_one(  # noqa: PLR0915 - one linear script: start, measure, roll out, col
         print(f"[bench] nodes Ready in {time.monotonic() - created:.0f}s", file=sys.stderr, flush=True)
         sa = install_operator(cluster)
         api = api_client(str(cluster.kubeconfig), pool_size=16)
+        names_file = work / "operator-threads.json"  # written by bench/threadnames/sitecustomize.py
+        os.environ["EVENTEDPLEG_BENCH_THREADS"] = str(names_file)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(Path(__file__).parent / "threadnames"), os.environ.get("PYTHONPATH", "")) if p
+        )
         op = OperatorProcess(sa, NAMESPACE, work / "operator.log").start()
         started_ops.append(op)
         stop, peak, loads = threading.Event(), [0], [os.getloadavg()[0]]
@@ -251,6 +288,7 @@ def run_one(  # noqa: PLR0915 - one linear script: start, measure, roll out, col
             "bench+agents": os.getpid(),
         }
         cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        threads_before = thread_cpu(op.pid)
         killed_cpu, kills = 0.0, 0  # CPU of operator processes SIGKILLed during the run
         spy = start_profile(op.pid, profile) if profile else None
         with agents, Unavailability(api) as unavailable:
@@ -276,6 +314,8 @@ def run_one(  # noqa: PLR0915 - one linear script: start, measure, roll out, col
             done_at = dict(agents.done_at)
             peaks = dict(unavailable.peak)
         cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 2) for name, pid in pids.items()}
+        threads_after = thread_cpu(op.pid)
+        by_role = {} if kills else cpu_by_role(threads_before, threads_after, names_file, cpu["operator"], n)
         cpu["operator"] = round(cpu["operator"] + killed_cpu, 2)
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its flame graph on SIGINT
@@ -294,6 +334,7 @@ def run_one(  # noqa: PLR0915 - one linear script: start, measure, roll out, col
             "cpu_floor_s": round(floor, 1),
             "cpu_floor_ratio": round(floor / result["ideal_s"], 3),
             "operator_cpu_ms_per_node": round(cpu["operator"] * 1000 / n, 2),
+            "operator_cpu_ms_per_node_by_thread": by_role,
             "apiserver_cpu_ms_per_node": round(cpu["kube-apiserver"] * 1000 / n, 2),
             "load_avg_1m_mean": round(statistics.fmean(loads), 2),
             "load_avg_1m_max": round(max(loads), 2),
@@ -325,13 +366,13 @@ def available(api: Any) -> bool:
 
 
 def start_profile(pid: int, out: Path) -> subprocess.Popen[bytes]:
-    """py-spy (next to this interpreter) sampling the operator while it holds the GIL (its Python CPU),
-    without pausing it, until SIGINT."""
+    """py-spy (next to this interpreter) sampling the operator while it holds the GIL (its Python CPU;
+    sampling threads "on a CPU" counts threads blocked in a socket read), without pausing it, until
+    SIGINT. `.svg` writes a flame graph, `.txt` the collapsed stacks (one stack and its count a line)."""
     spy = Path(sys.executable).with_name("py-spy")
+    form = "flamegraph" if out.suffix == ".svg" else "raw"
     argv = [str(spy), "record", "--pid", str(pid), "--nonblocking", "--gil", "--rate", "100",
-            "--format", out.suffix.lstrip(".") or "flamegraph", "--output", str(out)]  # fmt: skip
-    if out.suffix == ".svg":
-        argv[argv.index("--format") + 1] = "flamegraph"
+            "--format", form, "--output", str(out)]  # fmt: skip
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -472,7 +513,7 @@ def main() -> int:
         runs = []
         for i in range(args.repeats):
             name = f"rollout-{n}{tag}"
-            profile = RESULTS / f"{name}-profile-{i + 1}.svg" if args.profile else None
+            profile = RESULTS / f"{name}-profile-{i + 1}.txt" if args.profile else None
             with tempfile.TemporaryDirectory(prefix=f"bench-{n}-") as work:
                 runs.append(
                     run_one(

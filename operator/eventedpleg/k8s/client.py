@@ -8,19 +8,25 @@ timeoutSeconds plus a margin).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+from urllib3.exceptions import HTTPError
 
 from eventedpleg.k8s.errors import KubeconfigError, config_failure
+from eventedpleg.k8s.transport import JsonTransport, Response
 
 # (connect, read) seconds. Read is per socket read: a healthy API server answers a LIST page of 500
 # nodes well within it, a stopped one never does.
@@ -54,14 +60,21 @@ def throttle_credential_hook(
 
 
 class TimedApiClient(client.ApiClient):
-    """An ApiClient whose calls default to `request_timeout` instead of no timeout at all."""
+    """An ApiClient whose calls default to `request_timeout` instead of no timeout at all; with a
+    `json_transport`, `send_json` goes through it instead of the client's REST layer."""
 
     request_timeout: float | tuple[float, float] = REQUEST_TIMEOUT
+    json_transport: JsonTransport | None = None
 
     def call_api(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("_request_timeout") is None:
             kwargs["_request_timeout"] = self.request_timeout
         return super().call_api(*args, **kwargs)
+
+    def close(self) -> None:
+        if self.json_transport is not None:
+            self.json_transport.close()
+        super().close()
 
 
 def api_client(
@@ -70,10 +83,14 @@ def api_client(
     context: str | None = None,
     pool_size: int | None = None,
     request_timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
+    lean: bool = False,
 ) -> client.ApiClient:
     """A client from an explicit kubeconfig, else $KUBECONFIG/~/.kube/config, else in-cluster credentials.
 
     `pool_size` raises urllib3's connection pool for callers that use the client from several threads.
+    `lean`: `send_json` speaks HTTP on one kept-alive connection per thread (eventedpleg.k8s.transport),
+    for the operator, whose CPU per node update is mostly its requests; the CLI and the agent keep the
+    client's REST layer and its error messages.
     Raises KubeconfigError when there are no usable credentials.
     """
     path = kubeconfig or os.environ.get("KUBECONFIG")
@@ -104,6 +121,9 @@ def api_client(
     cfg.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0)
     api = TimedApiClient(cfg)
     api.request_timeout = request_timeout
+    if lean:
+        timeouts = request_timeout if isinstance(request_timeout, tuple) else (request_timeout,) * 2
+        api.json_transport = JsonTransport.for_configuration(cfg, timeouts)
     return api
 
 
@@ -139,6 +159,14 @@ def send_json(
     """One request with a JSON body (or none) that returns the JSON answer as plain dicts. Skips the
     generated API methods: their argument validation and model round trips (dict -> pydantic model ->
     JSON, and back for the answer) cost more CPU than the request itself on the operator's hot path."""
+    transport: JsonTransport | None = getattr(api, "json_transport", None)
+    if transport is not None:
+        encoded = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        reply = transport.request(method, path, query=query, body=encoded, content_type=content_type)
+        if not 200 <= reply.status <= 299:
+            raise ApiException(reply.status, reply.reason, body=reply.data.decode("utf-8", "replace"))
+        parsed: dict[str, Any] = json.loads(reply.data)
+        return parsed
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type
@@ -156,3 +184,50 @@ def send_json(
         raise ApiException.from_response(http_resp=response, body=None, data=None)
     answer: dict[str, Any] = json.loads(data)
     return answer
+
+
+@dataclass(frozen=True)
+class Watch:
+    """One watch request's answer, line by line (each a JSON watch event)."""
+
+    lines: Iterator[bytes | str]  # ends when the server ends the stream, or the stream broke
+    shutdown: Callable[[], None]  # from another thread: end a read that waits for the next line
+    close: Callable[[], None]
+
+
+def open_watch(api: client.ApiClient, path: str, query: Mapping[str, str], read_timeout: float) -> Watch:
+    """Start a watch (GET `path` with watch=true in `query`). Raises ApiException when the server refuses
+    it (410 Gone: the resourceVersion is too old). Through the client's `json_transport` when it has one."""
+    transport: JsonTransport | None = getattr(api, "json_transport", None)
+    if transport is not None:
+        opened = transport.stream(path, query=query, read_timeout=read_timeout)
+        if isinstance(opened, Response):
+            raise ApiException(opened.status, opened.reason, body=opened.data.decode("utf-8", "replace"))
+        return Watch(_until_broken(opened.lines()), opened.shutdown, opened.close)
+    request = api.param_serialize(
+        "GET",
+        path,
+        query_params=list(query.items()),
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    answer = api.call_api(*request, _request_timeout=(REQUEST_TIMEOUT[0], read_timeout))
+    response = answer.response  # urllib3's, not read yet: the client never preloads
+    if answer.status != 200:
+        raise ApiException.from_response(http_resp=answer, body=answer.read().decode(), data=None)
+
+    def shutdown() -> None:
+        sock = getattr(getattr(response, "connection", None), "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    return Watch(_until_broken(iter_resp_lines(response)), shutdown, response.release_conn)
+
+
+def _until_broken(lines: Iterator[Any]) -> Iterator[Any]:
+    """The stream's lines; a stream that broke (server restart, timeout) just ends: watch again."""
+    try:
+        yield from lines
+    except (HTTPError, OSError):
+        return

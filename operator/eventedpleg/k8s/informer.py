@@ -9,10 +9,8 @@ more than this (docs/benchmarks.md). The client's model round trip (JSON -> V1No
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,9 +18,9 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from kubernetes.watch.watch import iter_resp_lines
 from urllib3.exceptions import HTTPError
 
+from eventedpleg.k8s.client import Watch, open_watch
 from eventedpleg.k8s.errors import ApiError, from_api_exception
 from eventedpleg.k8s.nodes import list_nodes_page
 
@@ -45,7 +43,7 @@ class NodeInformer:
     # Called whenever the loop makes progress (a page, an event, a bookmark, a new watch, a retry):
     # the operator's liveness probe fails when it stops being called.
     on_progress: Callable[[], None] = lambda: None
-    _response: Any = None
+    _stream: Watch | None = None
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name="node-informer", daemon=True)
@@ -57,10 +55,9 @@ class NodeInformer:
         self.stop.set()
         # Shut the socket down rather than close the response: close() waits for the reading thread's
         # buffer lock, i.e. for the next event (up to a minute on a quiet cluster).
-        sock = getattr(getattr(self._response, "connection", None), "sock", None)
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        stream = self._stream
+        if stream is not None:
+            stream.shutdown()
 
     def run(self) -> None:
         failures = 0
@@ -97,22 +94,18 @@ class NodeInformer:
     def _watch(self, version: str) -> str:
         """One watch; returns the resourceVersion to watch from next, or "" to LIST again (410)."""
         self.on_progress()
+        query = {"watch": "true", "resourceVersion": version, "allowWatchBookmarks": "true"}
+        query["timeoutSeconds"] = str(self.watch_seconds)
+        if self.label_selector:
+            query["labelSelector"] = self.label_selector
         try:
-            self._response = client.CoreV1Api(self.api).list_node(
-                label_selector=self.label_selector,
-                watch=True,
-                resource_version=version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=self.watch_seconds,
-                _preload_content=False,
-                _request_timeout=(10, self.watch_seconds + 30),
-            )
+            self._stream = open_watch(self.api, "/api/v1/nodes", query, self.watch_seconds + 30)
         except ApiException as exc:
             if exc.status == 410:
                 return ""
             raise from_api_exception(exc) from exc
         try:
-            for line in _lines(self._response):
+            for line in self._stream.lines:
                 if not line:
                     continue
                 event = json.loads(line)
@@ -130,14 +123,6 @@ class NodeInformer:
                 return ""  # close() pulled the stream from under the read: any error is the way out
             raise
         finally:
-            response, self._response = self._response, None
-            response.release_conn()
+            stream, self._stream = self._stream, None
+            stream.close()
         return version
-
-
-def _lines(response: Any) -> Any:
-    """The stream's lines; a stream that broke (server restart, timeout) just ends: watch again."""
-    try:
-        yield from iter_resp_lines(response)
-    except HTTPError:
-        return

@@ -138,9 +138,10 @@ class LocalCluster:
         with contextlib.suppress(FileNotFoundError):
             (self.directory / STATE_FILE).unlink()
 
-    def api(self) -> Any:
-        """An admin kubernetes ApiClient (typed Any: callers outside eventedpleg.k8s must not import it)."""
-        return k8s_client.api_client(str(self.kubeconfig))
+    def api(self, *, lean: bool = False) -> Any:
+        """An admin kubernetes ApiClient (typed Any: callers outside eventedpleg.k8s must not import it);
+        `lean`: through the operator's own transport (eventedpleg.k8s.transport)."""
+        return k8s_client.api_client(str(self.kubeconfig), lean=lean)
 
     def service_account_kubeconfig(
         self,

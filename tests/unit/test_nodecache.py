@@ -107,3 +107,25 @@ def test_a_step_planned_on_an_older_view_is_not_claimed() -> None:
     assert cache.idle()
     claimed, view = cache.claim("a", "6")
     assert claimed and view is not None and view.unschedulable
+
+
+def test_each_reader_is_told_exactly_the_nodes_whose_view_changed_since_it_last_asked() -> None:
+    cache = NodeCache()
+    for name in "abcd":
+        cache.observe("ADDED", _node(name, 1))
+    views, changed = cache.changes("nc1")
+    assert changed is None and len(views) == 4  # a first reader has seen nothing: it looks at every node
+    assert cache.changes("nc1")[1] == {}
+    cache.observe("MODIFIED", _node("a", 1))  # an echo: no new view, nothing to tell
+    cache.observe("MODIFIED", _node("b", 2, unschedulable=True))
+    cache.observe("DELETED", _node("c", 3))
+    before = cache.views["d"]
+    cache.assume("d", assumed_cordoned(before, _cordon("d", 1)))
+    changed = cache.changes("nc1")[1]
+    assert changed == {"b": cache.views["b"], "c": None, "d": cache.views["d"]}
+    cache.settle("d", None, before)  # the cordon failed: the old view is back, and that is a change too
+    cache.retain({"a", "b"})  # a new LIST without d
+    assert cache.changes("nc1")[1] == {"d": None}
+    assert cache.changes("nc2")[1] is None  # another reader starts with everything
+    cache.forget_reader("nc1")
+    assert cache.changes("nc1")[1] is None

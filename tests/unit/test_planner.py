@@ -577,13 +577,15 @@ def _reused_views(world: World, cache: dict[str, tuple[dict[str, object], NodeVi
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), st.integers(0, 2**32))
 def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> None:
-    """A PassMemo recomputes only the nodes whose view changed or whose deadline passed: every pass plans
+    """A PassMemo recomputes only the nodes whose view changed or whose deadline passed -- found by looking
+    at every node, or told which nodes changed (as the node cache tells it) -- and every pass plans
     exactly as a pass without it, through PDB-blocked drains and their timeouts and retries, silent and
     failing agents, clock jumps past deadlines, label, selector, peer and spec changes, a retry request,
     nodes joining and leaving, and deletion."""
     rng = random.Random(seed)
-    memo = planner.PassMemo()
+    memo, told = planner.PassMemo(), planner.PassMemo()  # told: is given the changed nodes
     cache: dict[str, tuple[dict[str, object], NodeView]] = {}
+    seen: dict[str, NodeView] = {}  # what `told` saw last
     for node in world.nodes.values():
         roll = rng.random()
         if roll < 0.2:
@@ -603,8 +605,17 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
 
     def both() -> planner.Plan:
         target = world.target
-        remembered = planner.plan(_reused_views(world, cache), target, world.now, memo)
-        assert remembered == planner.plan(world.views(), target, world.now)
+        views = _reused_views(world, cache)
+        remembered = planner.plan(views, target, world.now, memo)
+        reference = planner.plan(world.views(), target, world.now)
+        assert remembered == reference
+        now = {view.name: view for view in views}
+        changed = {
+            name: now.get(name) for name in now.keys() | seen.keys() if now.get(name) is not seen.get(name)
+        }
+        assert planner.plan(views, target, world.now, told, changed if seen else None) == reference
+        seen.clear()
+        seen.update(now)
         return remembered
 
     world.plan = both  # type: ignore[method-assign]

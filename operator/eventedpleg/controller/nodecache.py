@@ -35,6 +35,19 @@ class NodeCache:
     held: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)  # assumed node -> newest event
     busy: set[str] = field(default_factory=set)  # nodes with a step in flight: no second step for them
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Per reader of `changes` (a NodeConfig's rollout loop): the nodes whose view changed since it last read.
+    dirty: dict[str, set[str]] = field(default_factory=dict)
+
+    def _set(self, name: str, view: NodeView) -> None:
+        self.views[name] = view
+        for names in self.dirty.values():
+            names.add(name)
+
+    def _drop(self, name: str) -> None:
+        self.views.pop(name, None)
+        self.versions.pop(name, None)
+        for names in self.dirty.values():
+            names.add(name)
 
     def observe(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
         name = str((body.get("metadata") or {}).get("name", ""))
@@ -46,8 +59,7 @@ class NodeCache:
 
     def _apply(self, name: str, event_type: str | None, body: Mapping[str, Any]) -> bool:
         if event_type == "DELETED":
-            self.views.pop(name, None)
-            self.versions.pop(name, None)
+            self._drop(name)
             return True
         rv = _rv(body)
         if rv and rv <= self.versions.get(name, 0) and name in self.views:
@@ -57,7 +69,7 @@ class NodeCache:
         if old is not None and old.facts == view.facts:
             # Keep the very object: a pass's selection memo then knows the node at a glance (`is`).
             view = replace(view, facts=old.facts)
-        self.views[name] = view
+        self._set(name, view)
         self.versions[name] = rv
         return True
 
@@ -87,7 +99,7 @@ class NodeCache:
     def assume(self, name: str, view: NodeView) -> None:
         with self.lock:
             self.held.setdefault(name, None)
-            self.views[name] = view
+            self._set(name, view)
 
     def settle(self, name: str, written: Mapping[str, Any] | None, fallback: NodeView | None) -> None:
         """The step is over: take our write's result (or put the old view back), then any newer event."""
@@ -96,7 +108,7 @@ class NodeCache:
             if written is not None:
                 self._apply(name, "MODIFIED", written)
             elif fallback is not None:
-                self.views[name] = fallback
+                self._set(name, fallback)
             if newest is not None:
                 self._apply(name, "MODIFIED", newest)
 
@@ -104,12 +116,24 @@ class NodeCache:
         """After a complete LIST: forget nodes that are gone (their DELETED event fell in a watch gap)."""
         with self.lock:
             for name in set(self.views) - names - set(self.held):
-                self.views.pop(name, None)
-                self.versions.pop(name, None)
+                self._drop(name)
 
     def snapshot(self) -> list[NodeView]:
         with self.lock:
             return list(self.views.values())
+
+    def changes(self, reader: str) -> tuple[list[NodeView], dict[str, NodeView | None] | None]:
+        """Every node, and the nodes whose view changed since `reader` last asked (None on its first call:
+        it has seen nothing yet), each with its view now (None: gone). For incremental planning."""
+        with self.lock:
+            names = self.dirty.get(reader)
+            self.dirty[reader] = set()
+            changed = None if names is None else {name: self.views.get(name) for name in names}
+            return list(self.views.values()), changed
+
+    def forget_reader(self, reader: str) -> None:
+        with self.lock:
+            self.dirty.pop(reader, None)
 
 
 def assumed_cordoned(view: NodeView, action: Cordon) -> NodeView:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -237,13 +237,19 @@ def _sorted(nodes: Iterable[NodeView]) -> list[NodeView]:
 
 
 def plan(
-    nodes: Iterable[NodeView], target: Target, now: datetime, memo: SelectionMemo | PassMemo | None = None
+    nodes: Iterable[NodeView],
+    target: Target,
+    now: datetime,
+    memo: SelectionMemo | PassMemo | None = None,
+    changed: Mapping[str, NodeView | None] | None = None,
 ) -> Plan:
+    """`changed`, with a PassMemo: the nodes whose view is not the one the memo's previous pass saw (None:
+    gone), so the pass looks at those alone instead of every node (see PassMemo.plan)."""
     spec = target.spec
     policy = compat.Policy(spec.include_control_plane, spec.allow_risky, spec.runtime.value)
     want = target.hash_off if target.reverting else target.hash_on
     if isinstance(memo, PassMemo):
-        return memo.plan(nodes, target, policy, want, now)
+        return memo.plan(nodes, target, policy, want, now, changed)
     ordered = _sorted(nodes)
     if memo is not None:
         memo.begin(target, policy, len(ordered))
@@ -683,6 +689,20 @@ def _outcome(walk: _Walk, node: NodeView) -> _Outcome:
     )
 
 
+@dataclass(frozen=True)
+class _PartWalk:
+    """Walks one node alone for PassMemo (a fresh `_Walk` each, sharing the pass's inputs)."""
+
+    target: Target
+    policy: compat.Policy
+    want: str
+    now: datetime
+    selection: SelectionMemo
+
+    def part(self, node: NodeView) -> _Outcome:
+        return _outcome(_Walk(self.target, self.policy, self.want, self.now, self.selection), node)
+
+
 def _order(outcome: _Outcome) -> tuple[str, str]:
     return outcome.node.order
 
@@ -713,31 +733,82 @@ class PassMemo:
         self._waiting: dict[str, tuple[NodeView, str]] = {}  # candidates that cost budget to start
         self._special: dict[str, tuple[NodeView, str]] = {}  # NotReady or already cordoned candidates
         self._done: dict[str, NodeView] = {}
+        # When kept parts expire: (until, name) for parts valid until a deadline (an entry is stale once
+        # the part was replaced), and the names of parts valid for one pass only.
+        self._deadlines: list[tuple[datetime, str]] = []
+        self._every_pass: set[str] = set()
 
     def plan(
-        self, nodes: Iterable[NodeView], target: Target, policy: compat.Policy, want: str, now: datetime
+        self,
+        nodes: Iterable[NodeView],
+        target: Target,
+        policy: compat.Policy,
+        want: str,
+        now: datetime,
+        changed: Mapping[str, NodeView | None] | None = None,
     ) -> Plan:
+        """With `changed` (every node whose view differs from the previous pass's, None when it is gone),
+        a pass costs in proportion to those nodes and the parts that expired, not to the cluster: the
+        other nodes are not looked at. Without it, or after the inputs changed, every node is."""
         inputs = (target, policy, want)
         if inputs != self._inputs:
             self._inputs = inputs
             self._reset()
+            changed = None
         views = nodes if isinstance(nodes, list) else list(nodes)
         self.selection.begin(target, policy, len(views))
+        walk = _PartWalk(target, policy, want, now, self.selection)
+        if changed is None:
+            self._scan(views, now, walk)
+        else:
+            self._catch_up(changed, now, walk)
+        return self._walk(target, policy, want, now).finish()
+
+    def _scan(self, views: list[NodeView], now: datetime, walk: _PartWalk) -> None:
         outcomes = self._outcomes
         for node in views:
             old = outcomes.get(node.name)
             if old is not None and old.node is node and old.valid(now):
                 continue
-            if old is not None:
-                self._account(old, -1)
-            new = _outcome(_Walk(target, policy, want, now, self.selection), node)
-            outcomes[node.name] = new
-            self._account(new, 1)
+            self._replace(node.name, node, walk)
         if len(outcomes) != len(views):  # nodes went away
             names = {node.name for node in views}
             for name in [name for name in outcomes if name not in names]:
-                self._account(outcomes.pop(name), -1)
-        return self._walk(target, policy, want, now).finish()
+                self._replace(name, None, walk)
+
+    def _catch_up(self, changed: Mapping[str, NodeView | None], now: datetime, walk: _PartWalk) -> None:
+        outcomes = self._outcomes
+        for name, node in changed.items():
+            old = outcomes.get(name)
+            if node is None:
+                if old is not None:
+                    self._replace(name, None, walk)
+            elif old is None or old.node is not node or not old.valid(now):
+                self._replace(name, node, walk)
+        for name in [name for name in self._every_pass if name not in changed]:
+            self._replace(name, outcomes[name].node, walk)
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, name = heapq.heappop(self._deadlines)
+            old = outcomes.get(name)
+            if old is not None and not old.valid(now):  # else replaced since: a stale entry
+                self._replace(name, old.node, walk)
+
+    def _replace(self, name: str, node: NodeView | None, walk: _PartWalk) -> None:
+        """Put `node`'s part in place of the one kept for `name` (None: the node is gone)."""
+        old = self._outcomes.pop(name, None)
+        if old is not None:
+            self._account(old, -1)
+            self._every_pass.discard(name)
+        if node is None:
+            return
+        new = walk.part(node)
+        self._outcomes[name] = new
+        self._account(new, 1)
+        if not new.forever:
+            if new.until is None or new.until <= walk.now:  # holds for this pass only
+                self._every_pass.add(name)
+            else:
+                heapq.heappush(self._deadlines, (new.until, name))
 
     def _account(self, outcome: _Outcome, sign: int) -> None:
         for key, value in outcome.counts:

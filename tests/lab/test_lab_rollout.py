@@ -251,8 +251,7 @@ def test_the_chart_runs_on_the_real_nodes(installed: Lab, lab_specs: tuple[NodeS
 def test_rollout_reaches_available_on_real_nodes(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> None:
     """... with the Lease-holding operator pod force-deleted while a node is Draining."""
     before = chart.ready_workload_pods(installed)
-    leader = chart.lease_holder(installed)
-    assert leader is not None
+    assert chart.lease_holder(installed) is not None
     body, watch, fault = _rollout(installed, evented_pleg=True, act=_force_delete)
     _report(fault, watch)
     _assert_fault_mid_drain(fault)
@@ -271,8 +270,10 @@ def test_rollout_reaches_available_on_real_nodes(installed: Lab, lab_specs: tupl
     assert _in_progress_or_half_applied(installed) == [], fault
     # The force-deleted leader's Lease went to another pod, which led to the end.
     # (The victim is the holder the fault itself read; the 1-s sampler may miss a holder that led for
-    # less than a second, so the victim is not looked for in watch.holders.)
-    assert watch.holders[0] == leader, watch.holders
+    # less than a second, so the victim is not looked for in watch.holders. Nor is the leader from
+    # before the rollout: the operator pods run on the nodes being drained, so a drain that evicts the
+    # leader moves the Lease before the fault, sometimes before the sampler's first look -- two CI runs
+    # failed on exactly that, with the fault, the convergence and the takeover all as expected.)
     final = _assert_lease_led_after(installed, fault)
     assert final != fault.victim, (final, fault.victim)
     # (Whether a later leader is also evicted by a drain here depends on where the force-deleted pod's

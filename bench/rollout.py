@@ -497,7 +497,9 @@ def main() -> int:
         metavar="S",
         help="SIGKILL the operator S seconds after it is ready, start a new one, again and again",
     )
-    parser.add_argument("--profile", action="store_true", help="py-spy flame graph of the operator (.svg)")
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy samples of the operator (.txt; bench/profileshares.py)"
+    )
     parser.add_argument("--tag", default="", help="results file suffix: rollout-<N>[-<tag>].json")
     parser.add_argument("--keep", action="store_true", help="leave the control plane running (debugging)")
     parser.add_argument("--plot", type=Path, metavar="JSON", help="only redraw the PNG of a results file")

@@ -145,16 +145,19 @@ class _Connection:
                 head.keep = value == b"keep-alive" or (head.keep and value != b"close")
         return head
 
+    def read_body(self, head: _Head) -> bytes:
+        """The whole body `head` announces (a body without a length ends the connection)."""
+        if head.chunked:
+            return b"".join(self.chunks())
+        if head.length is not None:
+            return self._exactly(head.length)
+        head.keep = False
+        return self._until_closed()
+
     def read_response(self) -> tuple[Response, bool]:
         """(the response, whether the connection may be used again)."""
         head = self.read_head()
-        if head.chunked:
-            data = b"".join(self.chunks())
-        elif head.length is not None:
-            data = self._exactly(head.length)
-        else:  # no length: the body ends with the connection
-            data = self._until_closed()
-            head.keep = False
+        data = self.read_body(head)
         return Response(head.status, head.reason, data), head.keep
 
     def chunks(self) -> Iterator[bytes]:
@@ -225,7 +228,7 @@ class JsonTransport:
                 head = conn.read_head()
                 if head.status == 200 and head.chunked:
                     return LineStream(conn)
-                data = b"".join(conn.chunks()) if head.chunked else conn._exactly(head.length or 0)
+                data = conn.read_body(head)
             except BaseException:
                 conn.close()
                 raise

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -26,6 +26,7 @@ from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.events import ObjectRef
 from eventedpleg.models.nodeconfig import NodeConfigSpec, NodeConfigStatus
 
+Parsed = TypeVar("Parsed")
 IDLE_RECHECK = 30.0  # seconds between passes when nothing happens (time-based gates: window, soak)
 BUSY_RECHECK = 2.0  # while drains wait on PodDisruptionBudgets (kubectl retries every 5 s)
 
@@ -117,18 +118,10 @@ class Reconciler:
         return _next_pass(result, now, deleting=deleting, dirty=dirty), result.summary
 
     def _spec(self, name: str, body: Mapping[str, Any]) -> NodeConfigSpec:
-        raw = body.get("spec")
-        kept = self.specs.get(name)
-        if kept is None or kept[0] is not raw:
-            kept = self.specs[name] = (raw, NodeConfigSpec.model_validate(raw or {}))
-        return kept[1]
+        return _parsed_once(self.specs, name, body.get("spec"), NodeConfigSpec.model_validate)
 
     def _previous_status(self, name: str, body: Mapping[str, Any]) -> NodeConfigStatus:
-        raw = body.get("status")
-        kept = self.statuses.get(name)
-        if kept is None or kept[0] is not raw:
-            kept = self.statuses[name] = (raw, _previous_status(body))
-        return kept[1]
+        return _parsed_once(self.statuses, name, body.get("status"), _previous_status)
 
     def _target(
         self, body: Mapping[str, Any], spec: NodeConfigSpec, peers: tuple[Peer, ...], *, deleting: bool
@@ -173,8 +166,19 @@ def _next_pass(result: planner.Plan, now: datetime, *, deleting: bool, dirty: bo
     return IDLE_RECHECK
 
 
-def _previous_status(body: Mapping[str, Any]) -> NodeConfigStatus:
+def _parsed_once(
+    cache: dict[str, tuple[object, Parsed]], name: str, raw: object, parse: Callable[[Any], Parsed]
+) -> Parsed:
+    """`parse(raw or {})`, kept with the very object it came from: parsed again only when `raw` is another
+    object (a new watch event)."""
+    kept = cache.get(name)
+    if kept is None or kept[0] is not raw:
+        kept = cache[name] = (raw, parse(raw or {}))
+    return kept[1]
+
+
+def _previous_status(raw: Mapping[str, Any]) -> NodeConfigStatus:
     try:
-        return NodeConfigStatus.model_validate(body.get("status") or {})
+        return NodeConfigStatus.model_validate(raw)
     except ValidationError:
         return NodeConfigStatus()

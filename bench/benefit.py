@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from eventedpleg import constants as c
-from eventedpleg.core.promtext import Metrics, parse_metrics
+from eventedpleg.core.node.promtext import Metrics, parse_metrics
 from eventedpleg.core.render import CRIO_TEMPLATE, KUBELET_TEMPLATE, render_file
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import chart, machine

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.unit.rolloutworld import World, fleet, spec
 
-from eventedpleg.core import planner
+from eventedpleg.core.rollout import planner
 
 
 def per_pass_ms(world: World, memo: planner.SelectionMemo | planner.PassMemo, passes: int) -> float:

@@ -39,7 +39,7 @@ from typing import Any
 import urllib3
 
 from eventedpleg.controller.nodecache import NodeCache
-from eventedpleg.core.snapshot import node_view
+from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.drain import node_pods
 from eventedpleg.k8s.events import EventRecorder, node_ref

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.core.snapshot import IN_PROGRESS, node_view
+from eventedpleg.core.rollout.snapshot import IN_PROGRESS, node_view
 from eventedpleg.k8s import nodeconfigs
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.informer import NodeInformer

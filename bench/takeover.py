@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))  # tests.cluster.tcpproxy
 
 from tests.cluster.tcpproxy import PausableProxy  # noqa: E402
 
-from eventedpleg.core.leaderelection import ElectionTimings  # noqa: E402
+from eventedpleg.core.rollout.leaderelection import ElectionTimings  # noqa: E402
 from eventedpleg.k8s.client import api_client  # noqa: E402
 from eventedpleg.k8s.lease import LeaseConfig, LeaseLock  # noqa: E402
 from eventedpleg_lab.demo.harness import NAMESPACE, install_operator  # noqa: E402

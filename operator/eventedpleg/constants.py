@@ -20,9 +20,10 @@ FINALIZER: Final = f"{GROUP}/revert-on-delete"
 LEASE_NAME: Final = "eventedpleg-operator"
 
 # --- Node protocol (request/acknowledge, as MCO's desiredConfig/currentConfig) --------------------------
-# The operator's steps are planned by core.planner and written by core.steppolicy (through k8s.executor);
-# the agent's rule for acting is core.agentdecide. Every operator write is conditional on the
-# resourceVersion it planned on; every agent write is conditional on desired-config being unchanged.
+# The operator's steps are planned by core.rollout.planner and written by core.rollout.steppolicy
+# (through controller.executor); the agent's rule for acting is core.node.agentdecide. Every operator
+# write is conditional on the resourceVersion it planned on; every agent write is conditional on
+# desired-config being unchanged.
 #
 # Operator, for a node that needs hash H (ConfigMap CONFIGMAP_PREFIX+H in the operator's namespace):
 #   1. Cordon step, one write: owner=<NodeConfig>, was-unschedulable=<true|false>, spec.unschedulable,
@@ -31,7 +32,7 @@ LEASE_NAME: Final = "eventedpleg-operator"
 #   2. Drain step while pods remain (PDBs respected): reason names what blocks; at drain.timeoutSeconds
 #      onTimeout decides: give the node back with state=Failed or Skipped (desired-config=H), or delete.
 #   3. Once drained (in step 1 or 2): agent-options=<json>, desired-config=H, state=Applying.
-# Agent (core.agentdecide: acts when desired-config is set and state=Applying -- also when
+# Agent (core.node.agentdecide: acts when desired-config is set and state=Applying -- also when
 # current-config already equals it, a re-apply request --, or state=Verifying with desired != current,
 # i.e. it was interrupted after writing files):
 #   4. state=Verifying after writing files and restarting runtime then kubelet
@@ -52,10 +53,10 @@ LEASE_NAME: Final = "eventedpleg-operator"
 # the operator writes them while it holds the node (Draining, Applying, and Failed/Skipped when it gives a
 # node up), the agent from Applying on (Verifying, Done, RolledBack, Failed, Skipped, Drifted). They never
 # write at the same time: the operator writes nothing while the agent holds the node (Applying,
-# Verifying: core.snapshot.AGENT_PHASE) except Failed when the agent never answers, and the agent writes
-# only in the states core.agentdecide names, conditional on desired-config. One key, not one per writer,
-# because `kubectl get node -L eventedpleg.io/state` and status must show one current state. Release (7)
-# removes every key, agent keys included: it is the end of the protocol for that node.
+# Verifying: core.rollout.snapshot.AGENT_PHASE) except Failed when the agent never answers, and the agent
+# writes only in the states core.node.agentdecide names, conditional on desired-config. One key, not one
+# per writer, because `kubectl get node -L eventedpleg.io/state` and status must show one current state.
+# Release (7) removes every key, agent keys included: it is the end of the protocol for that node.
 ANN_DESIRED: Final = f"{GROUP}/desired-config"  # operator: hash the agent must apply (set once drained)
 ANN_CURRENT: Final = f"{GROUP}/current-config"  # agent: hash verified on this node (Release removes it)
 ANN_STATE: Final = f"{GROUP}/state"  # NodeState below; operator and agent, by phase (see Writers)
@@ -91,7 +92,7 @@ AUTOSCALER_ANNOTATIONS: Final = (
 AUTOSCALER_VALUE: Final = "true"
 
 # On the NodeConfig, written by `eventedpleg retry` (people), read by the operator: JSON node -> the
-# state-since of the failure to retry (core.retry).
+# state-since of the failure to retry (core.rollout.retry).
 ANN_RETRY: Final = f"{GROUP}/retry"
 
 # Every node annotation of the protocol: what Release removes.

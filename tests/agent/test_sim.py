@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from eventedpleg.core.host import KubeletEndpoint
-from eventedpleg.core.promtext import Metrics, parse_metrics
+from eventedpleg.core.node.host import KubeletEndpoint
+from eventedpleg.core.node.promtext import Metrics, parse_metrics
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.clock import EPOCH, FakeClock
 from eventedpleg_lab.sim.host import SimHost

@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
-from eventedpleg.core.actions import Drain
-from eventedpleg.core.steppolicy import FORCE_DELETE_DISABLED
+from eventedpleg.controller.executor import Executor
+from eventedpleg.core.rollout.actions import Drain
+from eventedpleg.core.rollout.steppolicy import FORCE_DELETE_DISABLED
 from eventedpleg.k8s.drain import DrainOptions
 from eventedpleg.k8s.events import EventRecorder
-from eventedpleg.k8s.executor import Executor
 from eventedpleg.models.nodeconfig import OnDrainTimeout
 from eventedpleg_lab.kube.fakenodes import FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster

@@ -1,5 +1,5 @@
 """A tiny model of a cluster for planner tests: nodes as annotation dicts. The operator's steps run the
-product's own step policy (core.steppolicy), answered from this model, one write at a time, so a crash
+product's own step policy (core.rollout.steppolicy), answered from this model, one write at a time, so a crash
 can end a step between two writes; the agent follows the protocol (constants.py). Pure and fast, so the
 property tests can replay thousands of interrupted rollouts."""
 
@@ -12,11 +12,18 @@ from typing import Any
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core import planner, steppolicy
-from eventedpleg.core.actions import Action, Cordon
-from eventedpleg.core.drainpods import Blocker, DrainResult
-from eventedpleg.core.snapshot import IN_PROGRESS, NodeView, Peer, Target, node_view
-from eventedpleg.core.steppolicy import AttemptDrain, Emit, FindMirrorPods, PodSurvey, SurveyPods, Write
+from eventedpleg.core.rollout import planner, steppolicy
+from eventedpleg.core.rollout.actions import Action, Cordon
+from eventedpleg.core.rollout.drainpods import Blocker, DrainResult
+from eventedpleg.core.rollout.snapshot import IN_PROGRESS, NodeView, Peer, Target, node_view
+from eventedpleg.core.rollout.steppolicy import (
+    AttemptDrain,
+    Emit,
+    FindMirrorPods,
+    PodSurvey,
+    SurveyPods,
+    Write,
+)
 from eventedpleg.models.nodeconfig import NodeConfigSpec
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -81,7 +88,7 @@ class World:
     agent_seconds: int = 5
     deleting: bool = False
     peers: tuple[Peer, ...] = ()  # other NodeConfigs (name, created, selector)
-    retry: dict[str, datetime] = field(default_factory=dict)  # the NodeConfig's ANN_RETRY (core.retry)
+    retry: dict[str, datetime] = field(default_factory=dict)  # the NodeConfig's ANN_RETRY (retry.py)
     allow_force_delete: bool = True  # the installation grants `pods delete` (chart drain.allowForceDelete)
     history: list[tuple[datetime, int]] = field(default_factory=list)  # (time, unavailable)
     log: list[str] = field(default_factory=list)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from eventedpleg import constants as c
-from eventedpleg.core.agentdecide import AgentAction, next_action
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
+from eventedpleg.core.node.agentdecide import AgentAction, next_action
 from eventedpleg.models.nodeconfig import NodeConfigSpec, OnFailure
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from eventedpleg.core import drainpods
-from eventedpleg.core.drainpods import PodRef
+from eventedpleg.core.rollout import drainpods
+from eventedpleg.core.rollout.drainpods import PodRef
 
 
 def pod(name: str, *, owner: str | None = "ReplicaSet", **extra: Any) -> dict[str, Any]:

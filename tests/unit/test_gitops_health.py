@@ -10,7 +10,7 @@ from typing import Any
 import lupa.lua51 as lua51  # the [test] extra; Lua 5.1 like Argo CD's gopher-lua
 import yaml
 
-from eventedpleg.core import status
+from eventedpleg.core.rollout import status
 from tests.unit.rolloutworld import T0, World, fleet, spec
 
 README = Path(__file__).resolve().parents[2] / "README.md"

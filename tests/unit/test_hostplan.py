@@ -8,8 +8,8 @@ import pytest
 
 from eventedpleg import constants as c
 from eventedpleg.core import render
-from eventedpleg.core.hostplan import ApplyPlan, ConfigEdit, HostFacts, ManagedState, Refusal, decide
-from eventedpleg.core.kubeletflags import parse_units
+from eventedpleg.core.node.hostplan import ApplyPlan, ConfigEdit, HostFacts, ManagedState, Refusal, decide
+from eventedpleg.core.node.kubeletflags import parse_units
 from eventedpleg.core.versions import parse_runtime, parse_version
 
 CONFIG = "/var/lib/kubelet/config.yaml"

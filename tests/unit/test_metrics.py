@@ -6,8 +6,8 @@ from prometheus_client import generate_latest
 
 from eventedpleg.constants import NodeState
 from eventedpleg.controller.metrics import OperatorMetrics
-from eventedpleg.core.planner import NodeNote, Summary
-from eventedpleg.core.promtext import parse_metrics
+from eventedpleg.core.node.promtext import parse_metrics
+from eventedpleg.core.rollout.planner import NodeNote, Summary
 from eventedpleg.models.nodeconfig import NodeCounts
 
 

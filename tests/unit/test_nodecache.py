@@ -7,7 +7,7 @@ from typing import Any
 
 from eventedpleg.constants import NodeState
 from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
-from eventedpleg.core.actions import Cordon
+from eventedpleg.core.rollout.actions import Cordon
 
 
 def _node(name: str, rv: int, *, unschedulable: bool = False, ready: bool = True) -> dict[str, Any]:

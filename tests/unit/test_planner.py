@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventedpleg import constants as c
-from eventedpleg.core import planner
-from eventedpleg.core.actions import Cordon, MarkFailed
-from eventedpleg.core.snapshot import NodeView, Peer, node_view
+from eventedpleg.core.rollout import planner
+from eventedpleg.core.rollout.actions import Cordon, MarkFailed
+from eventedpleg.core.rollout.snapshot import NodeView, Peer, node_view
 from eventedpleg.models.nodeconfig import NodeCounts
 from tests.unit.rolloutworld import H_OFF, H_ON, T0, SimNode, World, fleet, spec
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from eventedpleg.core.kubeletlog import STREAM_ERRORS, Signal, classify, parse_feature_gates_line, scan
-from eventedpleg.core.verify import fallen_back
+from eventedpleg.core.node.kubeletlog import STREAM_ERRORS, Signal, classify, parse_feature_gates_line, scan
+from eventedpleg.core.node.verify import fallen_back
 from eventedpleg.core.versions import parse_version
 
 FIXTURE = Path(__file__).parent.parent / "realnode" / "fixtures" / "kubelet-lines.json"

@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.core import benefit
-from eventedpleg.core.report import benefit_text, status_view
-from eventedpleg.core.snapshot import node_view
+from eventedpleg.cli.report import benefit_text, status_view
+from eventedpleg.core.node import benefit
+from eventedpleg.core.rollout.snapshot import node_view
 
 HASH = "0123456789"
 

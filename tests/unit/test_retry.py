@@ -1,5 +1,5 @@
-"""Retrying failed nodes (core.retry): `eventedpleg retry` writes a request on the NodeConfig, the planner
-acts on it once per failure, from what is on the nodes alone."""
+"""Retrying failed nodes (core.rollout.retry): `eventedpleg retry` writes a request on the NodeConfig, the
+planner acts on it once per failure, from what is on the nodes alone."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 from datetime import timedelta
 
 from eventedpleg import constants as c
-from eventedpleg.core import retry, status
-from eventedpleg.core.snapshot import node_view
+from eventedpleg.core.rollout import retry, status
+from eventedpleg.core.rollout.snapshot import node_view
 from tests.unit.rolloutworld import T0, World, fleet, spec
 
 

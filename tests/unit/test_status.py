@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from eventedpleg.core import status
-from eventedpleg.core.snapshot import Peer
+from eventedpleg.core.rollout import status
+from eventedpleg.core.rollout.snapshot import Peer
 from tests.unit.rolloutworld import T0, World, fleet, spec
 
 

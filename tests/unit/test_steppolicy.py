@@ -1,4 +1,4 @@
-"""The step policy (core.steppolicy): what each action writes and records, from what the API answers.
+"""The step policy (core.rollout.steppolicy): what each action writes and records, from what the API answers.
 The executor and the world model (rolloutworld.py) both run it; these tests pin the decisions."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core import drainpods, steppolicy
-from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release, Uncordon
-from eventedpleg.core.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
-from eventedpleg.core.snapshot import NodeMarks
-from eventedpleg.core.steppolicy import (
+from eventedpleg.core.rollout import drainpods, steppolicy
+from eventedpleg.core.rollout.actions import Action, Cordon, Drain, MarkFailed, Release, Uncordon
+from eventedpleg.core.rollout.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
+from eventedpleg.core.rollout.snapshot import NodeMarks
+from eventedpleg.core.rollout.steppolicy import (
     AttemptDrain,
     Emit,
     FindMirrorPods,

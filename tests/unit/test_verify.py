@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from eventedpleg.core.kubeletlog import scan
-from eventedpleg.core.promtext import Metrics, parse_metrics
-from eventedpleg.core.verify import (
+from eventedpleg.core.node.kubeletlog import scan
+from eventedpleg.core.node.promtext import Metrics, parse_metrics
+from eventedpleg.core.node.verify import (
     Expectation,
     Observation,
     Outcome,

@@ -6,7 +6,7 @@ without a thread per node.
 
 Apply: read the hash-named ConfigMap (re-validated) -> read the host -> decide (or refuse, touching
 nothing) -> record exact backups in AGENT_STATE_DIR -> write atomically -> restart the runtime, THEN the
-kubelet (k8s#129827) -> Verifying -> verify (version-aware, eventedpleg.core.verify) -> Done, or restore the
+kubelet (k8s#129827) -> Verifying -> verify (version-aware, core.node.verify) -> Done, or restore the
 backups exactly, restart, re-verify -> RolledBack (Failed if even that fails, or with onFailure=Halt).
 After Done: drift (our files changed/removed) and silent fallback (k8s#129827), healed by a kubelet
 restart when agent-options allow.
@@ -25,13 +25,14 @@ from eventedpleg.agent.hostread import read_facts
 from eventedpleg.agent.observe import KUBELET_UNIT, Observer
 from eventedpleg.agent.statestore import StateStore, Transaction, sha256
 from eventedpleg.constants import NodeState
-from eventedpleg.core import benefit, kubeletconfig, kubeletlog, render
-from eventedpleg.core.agentdecide import AgentAction, next_action
+from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
-from eventedpleg.core.host import Host, KubeletEndpoint
-from eventedpleg.core.hostplan import ApplyPlan, ManagedState, Refusal, decide
-from eventedpleg.core.nodeapi import AgentApi, AgentNode
-from eventedpleg.core.verify import (
+from eventedpleg.core.node import benefit, kubeletconfig, kubeletlog
+from eventedpleg.core.node.agentdecide import AgentAction, next_action
+from eventedpleg.core.node.host import Host, KubeletEndpoint
+from eventedpleg.core.node.hostplan import ApplyPlan, ManagedState, Refusal, decide
+from eventedpleg.core.node.nodeapi import AgentApi, AgentNode
+from eventedpleg.core.node.verify import (
     Check,
     Expectation,
     Outcome,
@@ -250,7 +251,7 @@ class Agent:
     def _plan(
         self, node: AgentNode, rendered: render.RenderedConfig, options: AgentOptions
     ) -> tuple[ApplyPlan | Refusal, Version | None, ManagedState]:
-        """Read the host and decide (eventedpleg.core.hostplan); also the kubelet version and our record."""
+        """Read the host and decide (core.node.hostplan); also the kubelet version and our record."""
         facts = read_facts(self.host, self.files, node, enabling=rendered.enabled)
         facts = replace(facts, config_baseline=self.store.config_baseline())
         previous = self.store.applied()

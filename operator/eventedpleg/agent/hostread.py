@@ -1,4 +1,4 @@
-"""Read a host into `HostFacts` for the pure decision in eventedpleg.core.hostplan."""
+"""Read a host into `HostFacts` for the pure decision in eventedpleg.core.node.hostplan."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from eventedpleg.agent.hostfiles import HostFiles
-from eventedpleg.core import hostplan
-from eventedpleg.core.host import Host
-from eventedpleg.core.kubeletflags import (
+from eventedpleg.core.node import hostplan
+from eventedpleg.core.node.host import Host
+from eventedpleg.core.node.kubeletflags import (
     UNIT_DROPIN_DIRS,
     UNIT_FILES,
     UnitSettings,
@@ -18,7 +18,7 @@ from eventedpleg.core.kubeletflags import (
     parse_units,
     unit_environment,
 )
-from eventedpleg.core.nodeapi import AgentNode
+from eventedpleg.core.node.nodeapi import AgentNode
 from eventedpleg.core.versions import (
     RuntimeKind,
     RuntimeVersion,

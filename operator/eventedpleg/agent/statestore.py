@@ -16,7 +16,7 @@ from typing import Any
 
 from eventedpleg import constants as c
 from eventedpleg.agent.hostfiles import FileCopy, HostFiles
-from eventedpleg.core.hostplan import ConfigEdit, ManagedState
+from eventedpleg.core.node.hostplan import ConfigEdit, ManagedState
 
 APPLIED = "applied.json"
 CONFIG_BASELINE = "config-baseline"  # the kubelet --config before our first edit (EditConfigFile)

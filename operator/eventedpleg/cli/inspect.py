@@ -12,6 +12,7 @@ import click
 from pydantic import ValidationError
 
 from eventedpleg import constants as c
+from eventedpleg.cli import report as views
 from eventedpleg.cli.failures import (
     EXIT_DEGRADED,
     EXIT_NONE,
@@ -21,9 +22,9 @@ from eventedpleg.cli.failures import (
     fail,
     verbose_option,
 )
-from eventedpleg.core import compat, selector
-from eventedpleg.core import report as views
-from eventedpleg.core.snapshot import NodeView, node_view
+from eventedpleg.core import compat
+from eventedpleg.core.rollout import selector
+from eventedpleg.core.rollout.snapshot import NodeView, node_view
 from eventedpleg.k8s import nodeconfigs, nodes
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.errors import NotFound, NotServed

@@ -10,7 +10,7 @@ import click
 from eventedpleg.cli.failures import verbose_option
 from eventedpleg.controller import main as controller
 from eventedpleg.controller.probes import Thresholds
-from eventedpleg.core.leaderelection import ElectionConfigError, ElectionTimings
+from eventedpleg.core.rollout.leaderelection import ElectionConfigError, ElectionTimings
 
 
 @click.command("operator")

@@ -1,7 +1,8 @@
-"""`eventedpleg retry NODECONFIG [--node N]...`: ask the operator to take failed nodes again (core.retry),
-without editing node annotations. It writes one annotation on the NodeConfig; the operator acts on it once
-per failure. Exit codes (eventedpleg.cli.failures): 0 asked (or nothing to retry), 2 a named node is not
-in a failure of this NodeConfig, 5 API failures, 6 the NodeConfig, a named node or the CRD not found."""
+"""`eventedpleg retry NODECONFIG [--node N]...`: ask the operator to take failed nodes again
+(core.rollout.retry), without editing node annotations. It writes one annotation on the NodeConfig; the
+operator acts on it once per failure. Exit codes (eventedpleg.cli.failures): 0 asked (or nothing to
+retry), 2 a named node is not in a failure of this NodeConfig, 5 API failures, 6 the NodeConfig, a named
+node or the CRD not found."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import click
 from eventedpleg import constants as c
 from eventedpleg.cli.failures import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, fail, verbose_option
 from eventedpleg.cli.inspect import _nodeconfig, _views, kubeconfig_option
-from eventedpleg.core import retry
+from eventedpleg.core.rollout import retry
 from eventedpleg.k8s import nodeconfigs
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.errors import Conflict

@@ -23,14 +23,14 @@ from prometheus_client import (
 
 from eventedpleg import probeserver
 from eventedpleg.constants import NodeState
-from eventedpleg.core.planner import Summary
+from eventedpleg.core.rollout.planner import Summary
 from eventedpleg.probeserver import TEXT, Reply
 
 BUCKETS = ("total", "eligible", "updated", "updating", "failed", "skipped")
 
 
 class OperatorMetrics:
-    """The operator's own /metrics (its registry and series); kubelet metrics are core.promtext.Metrics."""
+    """The operator's own /metrics (its registry and series); kubelet metrics: core.node.promtext."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()

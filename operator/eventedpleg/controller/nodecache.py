@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from eventedpleg.constants import NodeState
-from eventedpleg.core.actions import Cordon
-from eventedpleg.core.snapshot import NodeView, node_view
+from eventedpleg.core.rollout.actions import Cordon
+from eventedpleg.core.rollout.snapshot import NodeView, node_view
 
 
 def _rv(body: Mapping[str, Any]) -> int:

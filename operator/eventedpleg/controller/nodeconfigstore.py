@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from eventedpleg.core.snapshot import Peer, parse_time
+from eventedpleg.core.rollout.snapshot import Peer, parse_time
 from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec
 
 

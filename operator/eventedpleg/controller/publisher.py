@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from eventedpleg.constants import ConditionType
 from eventedpleg.controller.metrics import OperatorMetrics
-from eventedpleg.core.planner import Summary
+from eventedpleg.core.rollout.planner import Summary
 from eventedpleg.k8s import nodeconfigs
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.events import EventRecorder, ObjectRef

@@ -18,9 +18,10 @@ from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.controller.nodeconfigstore import PassInputs, created
 from eventedpleg.controller.publisher import STATUS_INTERVAL, StatusPublisher
 from eventedpleg.controller.steps import StepRunner
-from eventedpleg.core import planner, render, retry, status
+from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
-from eventedpleg.core.snapshot import Peer, Target
+from eventedpleg.core.rollout import planner, retry, status
+from eventedpleg.core.rollout.snapshot import Peer, Target
 from eventedpleg.k8s import configmaps, nodeconfigs
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.events import ObjectRef

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from eventedpleg.controller.executor import Executor, StepResult
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
-from eventedpleg.core.actions import Action, Cordon, Drain
-from eventedpleg.core.snapshot import NodeView
+from eventedpleg.core.rollout.actions import Action, Cordon, Drain
+from eventedpleg.core.rollout.snapshot import NodeView
 from eventedpleg.k8s.drain import DrainOptions
 from eventedpleg.k8s.events import EventRecorder, ObjectRef
-from eventedpleg.k8s.executor import Executor, StepResult
 from eventedpleg.models.nodeconfig import NodeConfigSpec
 
 log = logging.getLogger(__name__)

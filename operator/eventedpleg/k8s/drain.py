@@ -12,8 +12,8 @@ from typing import Any
 
 from kubernetes import client
 
-from eventedpleg.core import drainpods
-from eventedpleg.core.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
+from eventedpleg.core.rollout import drainpods
+from eventedpleg.core.rollout.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
 from eventedpleg.k8s.client import get_json
 from eventedpleg.k8s.errors import ApiError, NotFound, TooManyRequests, translated
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.core import report
-from eventedpleg.core.snapshot import node_view
+from eventedpleg.cli import report
+from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.k8s import nodeconfigs, nodes
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.errors import ApiError

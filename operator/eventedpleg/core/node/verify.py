@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from eventedpleg import constants as c
-from eventedpleg.core.kubeletlog import STREAM_ERRORS, LogScan, Signal
-from eventedpleg.core.promtext import Metrics
+from eventedpleg.core.node.kubeletlog import STREAM_ERRORS, LogScan, Signal
+from eventedpleg.core.node.promtext import Metrics
 from eventedpleg.core.versions import Version
 
 FEATURE_METRIC = "kubernetes_feature_enabled"

@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from eventedpleg.constants import NodeState
-from eventedpleg.core import compat, retry, selector, window
-from eventedpleg.core.actions import (
+from eventedpleg.core import compat
+from eventedpleg.core.rollout import retry, selector, window
+from eventedpleg.core.rollout.actions import (
     Action,
     Cordon,
     Drain,
@@ -45,7 +46,7 @@ from eventedpleg.core.actions import (
     SetAgentOptions,
     Uncordon,
 )
-from eventedpleg.core.snapshot import AGENT_PHASE, IN_PROGRESS, NodeView, Peer, Target
+from eventedpleg.core.rollout.snapshot import AGENT_PHASE, IN_PROGRESS, NodeView, Peer, Target
 from eventedpleg.models.nodeconfig import NodeCounts
 
 # The agent gets the verification timeout plus this much for restarts and reporting before we give up.

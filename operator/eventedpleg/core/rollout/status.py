@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from eventedpleg.constants import ConditionType
-from eventedpleg.core.planner import NodeNote, OwnerConflict, Summary
-from eventedpleg.core.snapshot import IN_PROGRESS
+from eventedpleg.core.rollout.planner import NodeNote, OwnerConflict, Summary
+from eventedpleg.core.rollout.snapshot import IN_PROGRESS
 from eventedpleg.models.nodeconfig import (
     MAX_NODE_STATUSES,
     Condition,

@@ -163,7 +163,7 @@ class Target:
     agent_options: str = ""  # JSON the agent reads from ANN_AGENT_OPTIONS
     deleting: bool = False
     peers: tuple[Peer, ...] = field(default_factory=tuple)
-    retry: Mapping[str, datetime] = field(default_factory=dict)  # core.retry: node -> failure to retry
+    retry: Mapping[str, datetime] = field(default_factory=dict)  # node -> failure to retry (retry.py)
 
     @property
     def reverting(self) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from eventedpleg.core.promtext import Metrics
+from eventedpleg.core.node.promtext import Metrics
 
 RELIST_COUNT = "kubelet_pleg_relist_interval_seconds_count"
 RELIST_SUM = "kubelet_pleg_relist_interval_seconds_sum"

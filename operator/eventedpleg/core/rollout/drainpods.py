@@ -6,7 +6,7 @@ behave as --ignore-daemonsets, like MCO and SUC); mirror (static) pods are skipp
 deleteEmptyDirData; pods without a controller need force. Succeeded/Failed pods are always removable.
 
 Why a pod is skipped or blocks the drain is a kind (SkipKind, Blocker), never parsed text: the step policy
-(core.steppolicy) decides on kinds; the English is only for people (the reason annotation, Events).
+(core.rollout.steppolicy) decides on kinds; the English is only for people (the reason annotation, Events).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Carry out planner actions against the API: the step policy (eventedpleg.core.steppolicy) decides the
+"""Carry out planner actions against the API: the step policy (core.rollout.steppolicy) decides the
 writes and the Event; this module answers its requests -- node patches, pod lists, drain attempts, Events.
 
 Every node write is a merge patch that carries the resourceVersion the planner saw (or the one returned
@@ -14,12 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kubernetes import client
-
-from eventedpleg.core import drainpods, steppolicy
-from eventedpleg.core.actions import Action
-from eventedpleg.core.snapshot import NodeView, node_view
-from eventedpleg.core.steppolicy import (
+from eventedpleg.core.rollout import drainpods, steppolicy
+from eventedpleg.core.rollout.actions import Action
+from eventedpleg.core.rollout.snapshot import NodeView, node_view
+from eventedpleg.core.rollout.steppolicy import (
     AttemptDrain,
     Emit,
     FindMirrorPods,
@@ -64,7 +62,7 @@ class Executor:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: Any,  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
         recorder: EventRecorder,
         *,
         clock: Callable[[], datetime],

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from eventedpleg import constants as c
-from eventedpleg.core import crioconfig, kubeletconfig
-from eventedpleg.core.kubeletflags import (
+from eventedpleg.core.node import crioconfig, kubeletconfig
+from eventedpleg.core.node.kubeletflags import (
     DROPIN_ALPHA_ENV,
     EXTRA_ARGS_ENV_FILES,
     KubeletFlags,
@@ -24,8 +24,8 @@ from eventedpleg.core.kubeletflags import (
     gate_listed_in_help,
     parse_flags,
 )
+from eventedpleg.core.node.verify import Expectation
 from eventedpleg.core.render import RenderedConfig
-from eventedpleg.core.verify import Expectation
 from eventedpleg.core.versions import RuntimeKind, RuntimeVersion, Version
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 

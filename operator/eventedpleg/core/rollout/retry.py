@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from eventedpleg.constants import NodeState
-from eventedpleg.core.snapshot import NodeView, parse_time
+from eventedpleg.core.rollout.snapshot import NodeView, parse_time
 
 RETRYABLE = frozenset({NodeState.FAILED, NodeState.ROLLED_BACK, NodeState.SKIPPED})
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from eventedpleg.core import compat
-from eventedpleg.core.snapshot import NodeView
+from eventedpleg.core.rollout.snapshot import NodeView
 
 MAX_REASON = 90
 
@@ -102,7 +102,7 @@ def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
 
 
 def benefit_text(text: str) -> str:
-    """The agent's before/after figures (eventedpleg.io/benefit JSON, see core/benefit.py) in one line:
+    """The agent's before/after figures (eventedpleg.io/benefit JSON, see core/node/benefit.py) in one line:
     its own summary, e.g. `before: relist every 1.0s, kubelet 31m; after: no relist in 30s, kubelet 24m`."""
     try:
         data = json.loads(text) if text else {}

@@ -2,7 +2,7 @@
 
 A step is a generator. It yields requests -- `Write` (one conditional merge patch of the node),
 `SurveyPods`, `FindMirrorPods`, `AttemptDrain`, `Emit` (a Node Event) -- receives each answer, and returns
-how it ended (`StepEnd`). The executor (eventedpleg.k8s.executor) answers from the API; the tests' world model
+how it ended (`StepEnd`). The executor (controller.executor) answers from the API; the tests' world model
 (tests/unit/rolloutworld.py) answers from a model cluster: both run these rules, nobody copies them.
 
 A step is not atomic: each Write is its own request, and a conflict (409) or a crash between two of them
@@ -20,9 +20,17 @@ from typing import Literal
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core import retry
-from eventedpleg.core.actions import Action, Cordon, Drain, MarkFailed, Release, SetAgentOptions, Uncordon
-from eventedpleg.core.drainpods import NEEDS_ATTENTION, DrainResult
+from eventedpleg.core.rollout import retry
+from eventedpleg.core.rollout.actions import (
+    Action,
+    Cordon,
+    Drain,
+    MarkFailed,
+    Release,
+    SetAgentOptions,
+    Uncordon,
+)
+from eventedpleg.core.rollout.drainpods import NEEDS_ATTENTION, DrainResult
 from eventedpleg.models.nodeconfig import OnDrainTimeout
 
 MAX_NAMED_STATIC_PODS = 3

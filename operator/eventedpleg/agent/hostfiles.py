@@ -17,20 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+from eventedpleg.core.node.transaction import FileCopy
 
 TEMP_PREFIX = ".eventedpleg-"
 TEMP_SUFFIX = ".tmp"
 MAX_READ = 1 << 20  # a config file bigger than 1 MiB is not one we should be parsing
-
-
-@dataclass(frozen=True)
-class FileCopy:
-    """A file's exact content and mode, or its absence."""
-
-    content: bytes | None
-    mode: int = 0o644
 
 
 class HostPathError(OSError):

@@ -9,41 +9,17 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.agent.hostfiles import FileCopy, HostFiles
+from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.core.node.hostplan import ConfigEdit, ManagedState
+from eventedpleg.core.node.transaction import FileCopy, Transaction
 
 APPLIED = "applied.json"
 CONFIG_BASELINE = "config-baseline"  # the kubelet --config before our first edit (EditConfigFile)
 TXN = "txn.json"
-
-
-def sha256(text: str | bytes) -> str:
-    data = text.encode() if isinstance(text, str) else text
-    return hashlib.sha256(data).hexdigest()
-
-
-@dataclass(frozen=True)
-class Transaction:
-    target_hash: str
-    enabled: bool
-    started: str  # RFC 3339
-    backups: tuple[tuple[str, FileCopy], ...]  # host path -> what was there before
-    restart_runtime: bool
-    runtime_unit: str
-    previous: ManagedState
-    pre_gate: bool | None = None  # EventedPLEG as the files said before we touched anything
-    protected: tuple[str, ...] = ()  # drop-in dirs no temp file may enter (for the restore)
-    halted: bool = False  # onFailure=Halt left the node as it failed; roll back before anything else
-
-    @property
-    def paths(self) -> list[str]:
-        return [p for p, _ in self.backups]
 
 
 def _managed_to_json(state: ManagedState) -> dict[str, Any]:

@@ -15,11 +15,11 @@ The signals differ by kubelet version (docs/compatibility.md §4; bare §N below
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from eventedpleg import constants as c
+from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.node.kubeletlog import STREAM_ERRORS, LogScan, Signal
 from eventedpleg.core.node.promtext import Metrics
 from eventedpleg.core.versions import Version
@@ -36,7 +36,6 @@ MAX_STREAM_RETRIES = 5
 # kubelet.go: genericPlegRelistPeriod = 1s, eventedPlegRelistPeriod = 300s (§4).
 GENERIC_RELIST_SECONDS = 1.0
 EVENTED_RELIST_SECONDS = 300.0
-EVIDENCE_LIMIT = 2048
 MAX_LINES = 4
 
 
@@ -106,49 +105,14 @@ class VerifyResult:
     def check(self, name: str) -> Check | None:
         return next((ch for ch in self.checks if ch.name == name), None)
 
-    def evidence(self) -> dict[str, object]:
-        return {
-            "result": self.outcome.value,
-            "kubelet": self.kubelet,
-            "window": f"{self.window_seconds:.0f}s",
-            "checks": {ch.name: ch.render() for ch in self.checks},
-            "lines": list(self.lines),
-        }
-
-    def evidence_json(self, limit: int = EVIDENCE_LIMIT) -> str:
-        return compact_json(self.evidence(), limit)
-
-
-def compact_json(doc: dict[str, object], limit: int = EVIDENCE_LIMIT) -> str:
-    """Compact JSON of at most `limit` characters: drop log lines first, then shorten strings."""
-    work = dict(doc)
-    text = json.dumps(work, separators=(",", ":"), ensure_ascii=False)
-    raw_lines = work.get("lines")
-    lines = list(raw_lines) if isinstance(raw_lines, list) else []
-    while len(text) > limit and lines:
-        lines.pop()
-        work["lines"] = lines
-        text = json.dumps(work, separators=(",", ":"), ensure_ascii=False)
-    width = 160
-    while len(text) > limit and width > 16:
-        work = {k: _shorten(v, width) for k, v in work.items()}
-        text = json.dumps(work, separators=(",", ":"), ensure_ascii=False)
-        width //= 2
-    if len(text) > limit:
-        text = json.dumps({"truncated": text[: limit - 32]}, separators=(",", ":"), ensure_ascii=False)[
-            :limit
-        ]
-    return text
-
-
-def _shorten(value: object, width: int) -> object:
-    if isinstance(value, str):
-        return value if len(value) <= width else value[: width - 1] + "…"
-    if isinstance(value, dict):
-        return {k: _shorten(v, width) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_shorten(v, width) for v in value]
-    return value
+    def evidence(self) -> Evidence:
+        return Evidence.verification(
+            result=self.outcome.value,
+            kubelet=self.kubelet,
+            window_seconds=self.window_seconds,
+            checks={ch.name: ch.render() for ch in self.checks},
+            lines=self.lines,
+        )
 
 
 # --- individual signals ---------------------------------------------------------------------------------

@@ -1,0 +1,184 @@
+"""Perform the agent's effects (core.node.effects) on one host and against the API: the only place where
+the agent's phases touch anything. The same interpreter runs on the real host (agent.linuxhost) and, in
+tests, on a simulated one (eventedpleg_lab.sim).
+
+A phase becomes a `Work`: a generator of the seconds to wait (each Wait), so one agent can be driven by a
+blocking loop (agent.agent.drive) and many by one scheduler over an injected clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+from eventedpleg import constants as c
+from eventedpleg.agent.hostfiles import HostFiles
+from eventedpleg.agent.hostread import read_facts
+from eventedpleg.agent.observe import Observer
+from eventedpleg.agent.statestore import StateStore
+from eventedpleg.core.node.effects import (
+    Answer,
+    Backup,
+    DropConfigBaseline,
+    Effect,
+    Emit,
+    EndTransaction,
+    FindKubelet,
+    Healthz,
+    Journal,
+    MarkHalted,
+    Observe,
+    Phase,
+    ReadApplied,
+    ReadConfigMap,
+    ReadFile,
+    ReadHost,
+    ReadTransaction,
+    Report,
+    Restart,
+    RestoreFiles,
+    Run,
+    SaveApplied,
+    SaveConfigBaseline,
+    SaveTransaction,
+    Scrape,
+    Wait,
+    WriteFiles,
+)
+from eventedpleg.core.node.host import Host, KubeletEndpoint
+from eventedpleg.core.node.nodeapi import AgentApi, AgentNode
+from eventedpleg.core.node.transaction import Transaction
+
+T = TypeVar("T")
+Work = Generator[float, None, T]
+REASON_LIMIT = 1024
+MESSAGE_LIMIT = 1024
+
+
+@dataclass
+class Interpreter:
+    node: str
+    host: Host
+    api: AgentApi
+    trace: list[Effect] | None = field(default=None)  # every effect performed, when a list is given
+
+    def __post_init__(self) -> None:
+        self.files = HostFiles(self.host.root)
+        self.store = StateStore(self.files)
+        self.observer = Observer(self.host, self.api, self.node)
+
+    def run(self, phase: Phase[T], node: AgentNode) -> Work[T]:
+        """Perform `phase`, which acts on `node` as read when it began."""
+        answer: Answer = None
+        while True:
+            try:
+                effect = phase.send(answer)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if self.trace is not None:
+                self.trace.append(effect)
+            if isinstance(effect, Wait):
+                yield effect.seconds
+                answer = None
+            else:
+                answer = self.perform(effect, node)
+
+    def perform(self, effect: Effect, node: AgentNode) -> Answer:
+        match effect:
+            case Run(argv, timeout):
+                return self.host.run(list(argv), timeout=timeout)
+            case Restart(unit):
+                return self.host.run(["systemctl", "restart", unit])
+            case WriteFiles(changes, protected):
+                self.files.sweep_temp_files([ch.path for ch in changes], protected)
+                try:
+                    for change in changes:
+                        if change.content is None:
+                            self.files.remove(change.path)
+                        else:
+                            self.files.write_atomic(change.path, change.content.encode(), protected=protected)
+                except OSError as exc:
+                    return str(exc)
+                return None
+            case RestoreFiles(txn):
+                return self._restore(txn)
+            case SaveTransaction(txn):
+                self.store.begin(txn)
+            case MarkHalted():
+                self.store.mark_halted()
+            case EndTransaction():
+                self.store.end()
+            case SaveApplied(state):
+                self.store.save_applied(state)
+            case SaveConfigBaseline(content):
+                self.store.save_config_baseline(content)
+            case DropConfigBaseline():
+                self.store.drop_config_baseline()
+            case Report():
+                return self._report(effect, node)
+            case Emit(reason, message, warning):
+                self.api.emit_event(node, reason=reason, message=message[:MESSAGE_LIMIT], warning=warning)
+            case ReadConfigMap(namespace, name):
+                data = self.api.read_configmap(namespace, name)
+                return None if data is None else dict(data)
+            case ReadTransaction():
+                return self.store.transaction()
+            case ReadApplied():
+                return self.store.applied()
+            case ReadHost(enabling):
+                facts = read_facts(self.host, self.files, node, enabling=enabling)
+                return replace(facts, config_baseline=self.store.config_baseline())
+            case Backup(paths):
+                return tuple(self.files.copy_of(path) for path in paths)
+            case ReadFile(path):
+                return self.files.read_bytes(path)
+            case Healthz():
+                return self.host.kubelet_get(KubeletEndpoint.HEALTHZ)
+            case Scrape():
+                return self.observer.metrics()
+            case Journal(unit, since):
+                return tuple(self.host.journal(unit, since))
+            case Observe(baseline, window, since, crio):
+                return self.observer.observe(baseline=baseline, window=window, since=since, crio=crio)
+            case FindKubelet():
+                return self.host.kubelet_process()
+            case _:
+                raise AssertionError(f"unknown effect {effect!r}")
+        return None
+
+    def _restore(self, txn: Transaction) -> str | None:
+        try:
+            for path, copy in txn.backups:
+                self.files.restore(path, copy, protected=txn.protected)
+        except OSError as exc:
+            return str(exc)
+        return None
+
+    def _report(self, report: Report, node: AgentNode) -> bool:
+        """Patch our annotations, only while desired-config is still what the phase acted on."""
+        reason = report.reason
+        changes: dict[str, str | None] = {
+            c.ANN_STATE: report.state.value,
+            c.ANN_REASON: reason if len(reason) <= REASON_LIMIT else reason[: REASON_LIMIT - 1] + "…",
+            c.ANN_STATE_SINCE: self.host.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        if report.evidence is not None:
+            changes[c.ANN_EVIDENCE] = report.evidence.to_json()
+        if report.current is not None:
+            changes[c.ANN_CURRENT] = report.current
+        elif report.forget_current:
+            changes[c.ANN_CURRENT] = None
+        if report.benefit is not None:
+            changes[c.ANN_BENEFIT] = report.benefit
+        require = {c.ANN_DESIRED: node.annotations.get(c.ANN_DESIRED, "")}
+        return self.api.patch_node_annotations(self.node, changes, require=require) is not None
+
+
+def drive(work: Work[T], sleep: Callable[[float], None]) -> T:
+    """Run a step to completion, sleeping whenever it asks to wait."""
+    try:
+        while True:
+            sleep(next(work))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]

@@ -1,0 +1,330 @@
+"""Apply one desired-config on our node, as a phase that yields effects (core.node.effects). Pure.
+
+Read the hash-named ConfigMap (re-validated) -> read the host -> decide (or refuse, touching nothing) ->
+record exact backups -> write atomically -> restart the runtime, THEN the kubelet (k8s#129827) -> Verifying
+-> verify (version-aware, core.node.verify) -> Done, or restore the backups exactly, restart, re-verify ->
+RolledBack (Failed if even that fails, or with onFailure=Halt).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from eventedpleg import constants as c
+from eventedpleg.constants import NodeState
+from eventedpleg.core import render
+from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
+from eventedpleg.core.evidence import Evidence
+from eventedpleg.core.node import benefit
+from eventedpleg.core.node.agentsettings import AgentSettings
+from eventedpleg.core.node.effects import (
+    Backup,
+    Clock,
+    DropConfigBaseline,
+    Emit,
+    EndTransaction,
+    MarkHalted,
+    Phase,
+    ReadApplied,
+    ReadConfigMap,
+    ReadHost,
+    ReadTransaction,
+    Report,
+    RestoreFiles,
+    SaveApplied,
+    SaveConfigBaseline,
+    SaveTransaction,
+    Scrape,
+    WriteFiles,
+    act,
+    ask,
+    ask_maybe,
+)
+from eventedpleg.core.node.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal, decide
+from eventedpleg.core.node.nodeapi import AgentNode
+from eventedpleg.core.node.promtext import Metrics
+from eventedpleg.core.node.transaction import FileCopy, Transaction, sha256
+from eventedpleg.core.node.verify import Expectation, Outcome, VerifyResult, gate_metric
+from eventedpleg.core.node.verifyloop import Restarted, failed, measure, restart_services, verify
+from eventedpleg.core.versions import Version, VersionError, parse_version
+from eventedpleg.models.nodeconfig import OnFailure
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One apply under way: what was asked, the host plan, and the transaction holding the backups."""
+
+    node: AgentNode
+    options: AgentOptions
+    rendered: render.RenderedConfig
+    plan: ApplyPlan
+    version: Version
+    previous: ManagedState  # what the agent had applied before this attempt
+    txn: Transaction
+
+
+def node_version(node: AgentNode) -> Version | None:
+    try:
+        return parse_version(node.kubelet_version)
+    except VersionError:
+        return None
+
+
+def apply(node: AgentNode, settings: AgentSettings, clock: Clock) -> Phase[None]:
+    """Request, recover, plan (or refuse), measure, begin, change, verify, then commit or fail."""
+    request = yield from _request(node, settings)
+    if request is None:
+        return
+    options, rendered = request
+    resumed, restored = yield from _recover(rendered.hash)
+    facts = yield from ask(ReadHost(rendered.enabled), HostFacts)
+    previous = yield from ask(ReadApplied(), ManagedState)
+    decision = decide(facts, rendered, previous, allow_static_pods=options.allow_static_pods)
+    version = facts.kubelet_version or node_version(node)
+    if isinstance(decision, Refusal) or version is None:
+        yield from _refuse(_refusal(decision), restored=restored, version=version, clock=clock)
+        return
+    before = yield from measure(settings, clock)
+    txn = yield from _begin(resumed, rendered, decision, previous, clock)
+    attempt = Attempt(node, options, rendered, decision, version, previous, txn)
+    yield from act(Emit("Applying", decision.summary))
+    changed = yield from _change_host(attempt, clock)
+    if changed.failure is None:
+        yield from act(Report(NodeState.VERIFYING, decision.summary))
+        timeout = options.verify_timeout_seconds
+        result = yield from verify(
+            version, decision.expect, since=changed.at, timeout=timeout, settings=settings, clock=clock
+        )
+        if result.outcome is Outcome.PASS:
+            after = yield from measure(settings, clock)
+            figures = benefit.document(
+                kubelet=result.kubelet,
+                enabled=rendered.enabled,
+                before=before,
+                after=after,
+                narrowed=version.minor_pair >= (1, 37),
+            )
+            yield from _commit(attempt, result, figures)
+            return
+        yield from _fail(attempt, result, settings, clock)
+        return
+    yield from _fail(attempt, changed.failure, settings, clock)
+
+
+def _reject(why: str) -> Phase[None]:
+    """Bad input from the API side: nothing on the host was touched."""
+    reason = f"{why}; nothing was changed on the node"
+    evidence = Evidence(result="rejected", error=why, changed="nothing")
+    yield from act(Report(NodeState.ROLLED_BACK, reason, evidence))
+    yield from act(Emit("ConfigRejected", reason, warning=True))
+
+
+def _request(
+    node: AgentNode, settings: AgentSettings
+) -> Phase[tuple[AgentOptions, render.RenderedConfig] | None]:
+    """agent-options and the hash-named ConfigMap, re-validated; rejects (touching nothing) when bad."""
+    desired = node.annotations[c.ANN_DESIRED]
+    try:
+        options = AgentOptions.from_json(node.annotations.get(c.ANN_AGENT_OPTIONS))
+    except AgentOptionsError as exc:
+        yield from _reject(str(exc))
+        return None
+    where = f"ConfigMap {settings.namespace}/{c.CONFIGMAP_PREFIX}{desired}"
+    data = yield from ask_maybe(ReadConfigMap(settings.namespace, c.CONFIGMAP_PREFIX + desired), dict)
+    if data is None:
+        yield from _reject(f"{where} for desired-config {desired} not found")
+        return None
+    try:
+        rendered = render.from_configmap(dict(data))
+    except render.RenderError as exc:
+        yield from _reject(f"{where} is invalid: {exc}")
+        return None
+    if rendered.hash != desired:
+        yield from _reject(
+            f"{where} content hashes to {rendered.hash}, not {desired} (modified after rendering?)"
+        )
+        return None
+    return options, rendered
+
+
+def _recover(desired: str) -> Phase[tuple[Transaction | None, Transaction | None]]:
+    """Our own interrupted apply of `desired` (to resume), or a stale/halted one, restored exactly and
+    returned second (its restored files take effect only after a restart)."""
+    txn = yield from ask_maybe(ReadTransaction(), Transaction)
+    if txn is None or (txn.target_hash == desired and not txn.halted):
+        return txn, None
+    # An apply that was interrupted or halted: put the node back exactly as it was first.
+    error = yield from ask_maybe(RestoreFiles(txn), str)
+    if error is not None:
+        raise OSError(f"restoring the files of an earlier apply failed: {error}")
+    yield from act(EndTransaction())
+    return None, txn
+
+
+def _refuse(
+    refusal: Refusal, *, restored: Transaction | None, version: Version | None, clock: Clock
+) -> Phase[None]:
+    """Skip the node, changing nothing (beyond making a stale apply's restored files effective)."""
+    if restored is not None and version is not None:
+        yield from restart_services(
+            restart_runtime=restored.restart_runtime,
+            runtime_unit=restored.runtime_unit,
+            version=version,
+            clock=clock,
+        )
+    evidence = Evidence(result="refused", reason=refusal.reason, fix=refusal.fix, changed="nothing")
+    yield from act(Report(NodeState.SKIPPED, refusal.message, evidence))
+    yield from act(Emit("Unsupported", refusal.message, warning=True))
+
+
+def _backups(paths: list[str]) -> Phase[tuple[tuple[str, FileCopy], ...]]:
+    copies = yield from ask(Backup(tuple(paths)), tuple)
+    return tuple(zip(paths, copies, strict=True))
+
+
+def _begin(
+    resumed: Transaction | None,
+    rendered: render.RenderedConfig,
+    plan: ApplyPlan,
+    previous: ManagedState,
+    clock: Clock,
+) -> Phase[Transaction]:
+    """Record exact backups before the first write (or extend those of our own interrupted apply)."""
+    if resumed is None:
+        pre_gate = plan.gate_before
+        if pre_gate is None:
+            pre_gate, _ = gate_metric((yield from ask_maybe(Scrape(), Metrics)))
+        txn = Transaction(
+            target_hash=rendered.hash,
+            enabled=rendered.enabled,
+            started=clock().isoformat(),
+            backups=(yield from _backups([ch.path for ch in plan.changes])),
+            restart_runtime=plan.restart_runtime,
+            runtime_unit=plan.runtime_unit,
+            previous=previous,
+            pre_gate=pre_gate,
+            protected=plan.protected_dirs,
+        )
+    else:
+        known = set(resumed.paths)
+        extra = yield from _backups([ch.path for ch in plan.changes if ch.path not in known])
+        txn = replace(
+            resumed,
+            backups=resumed.backups + extra,
+            restart_runtime=resumed.restart_runtime or plan.restart_runtime,
+            protected=tuple(dict.fromkeys(resumed.protected + plan.protected_dirs)),
+        )
+    yield from act(SaveTransaction(txn))
+    return txn
+
+
+def _change_host(attempt: Attempt, clock: Clock) -> Phase[Restarted]:
+    """Write the files, then restart; a failure (or None) and the kubelet's restart time."""
+    plan = attempt.plan
+    error = yield from ask_maybe(WriteFiles(plan.changes, plan.protected_dirs), str)
+    if error is not None:
+        return Restarted(failed("write", f"writing files failed: {error}", attempt.version), clock())
+    return (
+        yield from restart_services(
+            restart_runtime=plan.restart_runtime,
+            runtime_unit=plan.runtime_unit,
+            version=attempt.version,
+            clock=clock,
+        )
+    )
+
+
+def _with_warnings(evidence: Evidence, plan: ApplyPlan) -> Evidence:
+    return evidence.model_copy(update={"warnings": plan.warnings}) if plan.warnings else evidence
+
+
+def _fail(attempt: Attempt, failure: VerifyResult, settings: AgentSettings, clock: Clock) -> Phase[None]:
+    plan = attempt.plan
+    evidence = _with_warnings(Evidence(failure=failure.evidence()), plan)
+    if attempt.options.on_failure is OnFailure.HALT:
+        yield from act(MarkHalted())
+        reason = f"verification failed: {failure.reason}; node left as it failed (onFailure: Halt)"
+        yield from act(Report(NodeState.FAILED, reason, evidence))
+        yield from act(Emit("VerificationFailed", reason, warning=True))
+        return
+    rollback = yield from _rollback(attempt, settings, clock)
+    evidence = evidence.model_copy(update={"rollback": rollback.evidence()})
+    if rollback.outcome is Outcome.PASS:
+        yield from act(EndTransaction())
+        reason = f"verification failed: {failure.reason}; rolled back to the previous files and verified"
+        yield from act(Report(NodeState.ROLLED_BACK, reason, evidence))
+        yield from act(Emit("RolledBack", reason, warning=True))
+    else:
+        yield from act(MarkHalted())
+        reason = f"verification failed: {failure.reason}; ROLLBACK FAILED: {rollback.reason}; needs a human"
+        yield from act(Report(NodeState.FAILED, reason, evidence))
+        yield from act(Emit("RollbackFailed", reason, warning=True))
+
+
+def _rollback(attempt: Attempt, settings: AgentSettings, clock: Clock) -> Phase[VerifyResult]:
+    txn, version = attempt.txn, attempt.version
+    error = yield from ask_maybe(RestoreFiles(txn), str)
+    if error is not None:
+        return failed("restore", f"restoring files failed: {error}", version)
+    restarted = yield from restart_services(
+        restart_runtime=txn.restart_runtime, runtime_unit=txn.runtime_unit, version=version, clock=clock
+    )
+    if restarted.failure is not None:
+        return replace(restarted.failure, reason=f"after restoring the files: {restarted.failure.reason}")
+    # Back to what the node ran before: healthy, with the gate as it was. Whether events flowed before is
+    # not ours to demand (the previous state may itself have been a drifted one).
+    expect = Expectation(gate=txn.pre_gate, in_use=None)
+    timeout = attempt.options.verify_timeout_seconds
+    return (
+        yield from verify(
+            version, expect, since=restarted.at, timeout=timeout, settings=settings, clock=clock
+        )
+    )
+
+
+def _commit(attempt: Attempt, result: VerifyResult, figures: dict[str, object]) -> Phase[None]:
+    """Record what is now applied, end the transaction, and report Done."""
+    plan = attempt.plan
+    yield from _record_applied(attempt)
+    yield from act(EndTransaction())
+    evidence = _with_warnings(result.evidence(), plan)
+    yield from act(
+        Report(
+            NodeState.DONE,
+            result.reason,
+            evidence,
+            current=attempt.rendered.hash,
+            benefit=benefit.to_annotation(figures),
+        )
+    )
+    message = result.reason + (f" (warnings: {'; '.join(plan.warnings)})" if plan.warnings else "")
+    yield from act(Emit("Verified", message, warning=bool(plan.warnings)))
+
+
+def _record_applied(attempt: Attempt) -> Phase[None]:
+    """The managed state (file digests, the --config edit) and the original --config bytes."""
+    plan, enabled = attempt.plan, attempt.rendered.enabled
+    written = {ch.path: sha256(ch.content) for ch in plan.changes if ch.content is not None}
+    edit = plan.config_edit
+    if edit is not None:
+        written.pop(edit.path, None)  # an edited --config is tracked by its gate, not its bytes
+        if attempt.previous.config_edit is None:  # first edit: keep the original bytes for an exact disable
+            original = dict(attempt.txn.backups).get(edit.path)
+            if original is not None and original.content is not None:
+                yield from act(SaveConfigBaseline(original.content))
+    elif not enabled:
+        yield from act(DropConfigBaseline())
+    state = ManagedState(
+        hash=attempt.rendered.hash,
+        enabled=enabled,
+        files=written if enabled else {},
+        config_edit=plan.config_edit if enabled else None,
+    )
+    yield from act(SaveApplied(state))
+
+
+def _refusal(decision: ApplyPlan | Refusal) -> Refusal:
+    """The decision's refusal, or (for a plan) the one for a kubelet version that could not be read."""
+    if isinstance(decision, Refusal):
+        return decision
+    return Refusal("cannot read the kubelet version", "check `kubelet --version` on the host")

@@ -1,0 +1,136 @@
+"""After Done, every check interval: drift (our files changed or removed, the gate off in the running
+kubelet) and silent fallback to generic PLEG (k8s#129827), healed by a kubelet restart when agent-options
+allow and the hourly heal budget is not spent. A phase that yields effects (core.node.effects). Pure.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from eventedpleg import constants as c
+from eventedpleg.constants import NodeState
+from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
+from eventedpleg.core.evidence import Evidence
+from eventedpleg.core.node import kubeletconfig, kubeletlog
+from eventedpleg.core.node.agentsettings import AgentSettings
+from eventedpleg.core.node.applyphase import node_version
+from eventedpleg.core.node.effects import (
+    Clock,
+    Emit,
+    FindKubelet,
+    Phase,
+    ReadApplied,
+    ReadFile,
+    Report,
+    Scrape,
+    act,
+    ask,
+    ask_maybe,
+)
+from eventedpleg.core.node.host import KubeletProcess
+from eventedpleg.core.node.hostplan import ManagedState
+from eventedpleg.core.node.nodeapi import AgentNode
+from eventedpleg.core.node.promtext import Metrics
+from eventedpleg.core.node.transaction import sha256
+from eventedpleg.core.node.verify import Expectation, Outcome, fallen_back, gate_metric
+from eventedpleg.core.node.verifyloop import KUBELET_UNIT, journal, restart_services, verify
+from eventedpleg.core.versions import RuntimeKind, VersionError, parse_runtime
+
+Heals = tuple[datetime, ...]  # when the agent healed a fallback (the last hour's count against the budget)
+
+
+def _is_crio(node: AgentNode) -> bool:
+    try:
+        return parse_runtime(node.runtime_version).kind is RuntimeKind.CRIO
+    except VersionError:
+        return False
+
+
+def _drift(managed: ManagedState, desired: str) -> Phase[str | None]:
+    if managed.hash != desired:
+        return f"the agent's record on the host is for {managed.hash or 'nothing'}, not {desired}"
+    for path, digest in sorted(managed.files.items()):
+        data = yield from ask_maybe(ReadFile(path), bytes)
+        if data is None:
+            return f"{path} was removed"
+        if sha256(data) != digest:
+            return f"{path} was changed"
+    edit = managed.config_edit
+    if managed.enabled and edit is not None:
+        data = yield from ask_maybe(ReadFile(edit.path), bytes)
+        try:
+            text = None if data is None else data.decode()
+            gate = None if text is None else kubeletconfig.config_gate(text, where=edit.path)
+        except (UnicodeDecodeError, kubeletconfig.KubeletConfigError):
+            gate = None
+        if gate is not True:
+            return f"featureGates.EventedPLEG in {edit.path} is no longer true (kubeadm upgrade rewrites it)"
+    return None
+
+
+def _drifted(reason: str, evidence: Evidence) -> Phase[None]:
+    yield from act(Report(NodeState.DRIFTED, reason, evidence, forget_current=True))
+
+
+def after_done(node: AgentNode, heals: Heals, settings: AgentSettings, clock: Clock) -> Phase[Heals]:
+    """Look at a Done node once; returns the heals of the last hour (this one included)."""
+    desired = node.annotations[c.ANN_DESIRED]
+    managed = yield from ask(ReadApplied(), ManagedState)
+    drift = yield from _drift(managed, desired)
+    if drift:
+        reason = f"drift: {drift}"
+        yield from _drifted(reason, Evidence(result="drift", drift=drift))
+        yield from act(Emit("Drift", reason, warning=True))
+        return heals
+    if not managed.enabled:
+        return heals
+    proc = yield from ask_maybe(FindKubelet(), KubeletProcess)
+    metrics = yield from ask_maybe(Scrape(), Metrics)
+    version = node_version(node)
+    if proc is None or metrics is None or version is None:
+        return heals  # kubelet down or restarting: the Node's Ready condition tells that story
+    since = proc.started_at or (clock() - timedelta(hours=1))
+    log = kubeletlog.scan(list((yield from journal(KUBELET_UNIT, since))))
+    gate_on, gate_text = gate_metric(metrics)
+    why = fallen_back(version, metrics, log)
+    if gate_on is False:
+        reason = f"drift: the running kubelet has EventedPLEG off ({gate_text})"
+        yield from _drifted(reason, Evidence(result="drift", drift=gate_text))
+        yield from act(Emit("Drift", reason, warning=True))
+        return heals
+    if why is None:
+        return heals
+    try:
+        options = AgentOptions.from_json(node.annotations.get(c.ANN_AGENT_OPTIONS))
+    except AgentOptionsError:
+        options = AgentOptions()
+    heals = tuple(t for t in heals if clock() - t < timedelta(hours=1))
+    if not options.heal_fallback or len(heals) >= settings.max_heals_per_hour:
+        cause = "healFallback is off" if not options.heal_fallback else "too many heals in the last hour"
+        reason = f"fell back to generic PLEG ({why}); not healed: {cause}"
+        yield from _drifted(reason, Evidence(fallback=why))
+        yield from act(Emit("FallbackDetected", reason, warning=True))
+        return heals
+    heals = (*heals, clock())
+    message = f"fell back to generic PLEG ({why}); restarting the kubelet"
+    yield from act(Emit("FallbackDetected", message, warning=True))
+    restarted = yield from restart_services(
+        restart_runtime=False, runtime_unit="", version=version, clock=clock
+    )
+    result = restarted.failure
+    if result is None:
+        expect = Expectation.enabled(crio=_is_crio(node))
+        timeout = options.verify_timeout_seconds
+        result = yield from verify(
+            version, expect, since=restarted.at, timeout=timeout, settings=settings, clock=clock
+        )
+    evidence = Evidence(fallback=why, heal=result.evidence())
+    if result.outcome is Outcome.PASS:
+        reason = f"healed a silent fallback to generic PLEG by restarting the kubelet (k8s#129827): {why}"
+        yield from act(Report(NodeState.DONE, reason, evidence))
+        yield from act(Emit("FallbackHealed", reason))
+    else:
+        reason = f"fell back to generic PLEG ({why}); kubelet restart did not heal it: {result.reason}"
+        yield from _drifted(reason, evidence)
+        yield from act(Emit("FallbackNotHealed", reason, warning=True))
+    return heals

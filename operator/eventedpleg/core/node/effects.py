@@ -1,0 +1,264 @@
+"""What the agent asks of its host and of the API, as data. Pure.
+
+The agent's phases (applyphase, verifyloop, donephase) are generators: they yield these, receive each
+answer, and return how they ended. eventedpleg.agent.interpreter performs them against a host (the real
+one, or a simulated one in tests); a test may answer them itself. Each class says what it is answered with.
+
+Acts change something or take time; looks only read. A phase's acts are what it did to the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeVar
+
+from eventedpleg.constants import NodeState
+from eventedpleg.core.evidence import Evidence
+from eventedpleg.core.node.host import CommandResult, HttpResult, KubeletProcess
+from eventedpleg.core.node.hostplan import FileChange, HostFacts, ManagedState
+from eventedpleg.core.node.promtext import Metrics
+from eventedpleg.core.node.transaction import FileCopy, Transaction
+from eventedpleg.core.node.verify import Observation
+
+# --- acts ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Answer: None, once `seconds` have passed on the host's clock."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Run:
+    """Answer: the CommandResult of running argv in the host's namespaces."""
+
+    argv: tuple[str, ...]
+    timeout: float = 120.0
+
+
+@dataclass(frozen=True)
+class Restart:
+    """`systemctl restart UNIT`. Answer: its CommandResult."""
+
+    unit: str
+
+
+@dataclass(frozen=True)
+class WriteFiles:
+    """Sweep our stale temp files, then write (atomically) or remove each file. Answer: None, or why a
+    write failed."""
+
+    changes: tuple[FileChange, ...]
+    protected: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RestoreFiles:
+    """Put back the transaction's backups exactly. Answer: None, or why a restore failed."""
+
+    txn: Transaction
+
+
+@dataclass(frozen=True)
+class SaveTransaction:
+    """Record the transaction (its backups first of all) before the first write. Answer: None."""
+
+    txn: Transaction
+
+
+@dataclass(frozen=True)
+class MarkHalted:
+    """onFailure=Halt: the recorded transaction is to be rolled back before anything else. Answer: None."""
+
+
+@dataclass(frozen=True)
+class EndTransaction:
+    """Forget the recorded transaction. Answer: None."""
+
+
+@dataclass(frozen=True)
+class SaveApplied:
+    """Record what is now applied and verified. Answer: None."""
+
+    state: ManagedState
+
+
+@dataclass(frozen=True)
+class SaveConfigBaseline:
+    """Keep the kubelet --config bytes from before our first edit (an exact disable restores them)."""
+
+    content: bytes
+
+
+@dataclass(frozen=True)
+class DropConfigBaseline:
+    """Forget the kept --config bytes (nothing of ours is in --config any more). Answer: None."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """Patch our Node's annotations (state, reason, state-since, and what is set here), only while
+    desired-config is still what the phase acts on. Answer: whether the patch was written."""
+
+    state: NodeState
+    reason: str
+    evidence: Evidence | None = None
+    current: str | None = None  # set current-config to this hash
+    forget_current: bool = False  # remove current-config
+    benefit: str | None = None  # the eventedpleg.io/benefit annotation
+
+
+@dataclass(frozen=True)
+class Emit:
+    """An Event about our Node. Answer: None."""
+
+    reason: str
+    message: str
+    warning: bool = False
+
+
+# --- looks -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadConfigMap:
+    """Answer: the ConfigMap's data, or None when it does not exist."""
+
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ReadTransaction:
+    """Answer: the recorded transaction, or None."""
+
+
+@dataclass(frozen=True)
+class ReadApplied:
+    """Answer: the recorded ManagedState (empty when nothing was applied)."""
+
+
+@dataclass(frozen=True)
+class ReadHost:
+    """Answer: the HostFacts for the pure decision (core.node.hostplan), our kept --config bytes included."""
+
+    enabling: bool
+
+
+@dataclass(frozen=True)
+class Backup:
+    """Answer: an exact copy (FileCopy) of each path, in order."""
+
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReadFile:
+    """Answer: the file's bytes, or None when it is not a regular file."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class Healthz:
+    """Answer: the kubelet's /healthz as an HttpResult."""
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """Answer: the kubelet's /metrics, parsed, or None when it did not answer."""
+
+
+@dataclass(frozen=True)
+class Journal:
+    """Answer: the unit's log messages since `since`, oldest first."""
+
+    unit: str
+    since: datetime
+
+
+@dataclass(frozen=True)
+class Observe:
+    """Answer: an Observation (healthz, Node Ready, /metrics, the kubelet journal since `since`, and with
+    `crio` the running CRI-O's enable_pod_events) over `window` seconds after `baseline`."""
+
+    baseline: Metrics | None
+    window: float
+    since: datetime
+    crio: bool
+
+
+@dataclass(frozen=True)
+class FindKubelet:
+    """Answer: the running kubelet process, or None."""
+
+
+Act = (
+    Wait
+    | Run
+    | Restart
+    | WriteFiles
+    | RestoreFiles
+    | SaveTransaction
+    | MarkHalted
+    | EndTransaction
+    | SaveApplied
+    | SaveConfigBaseline
+    | DropConfigBaseline
+    | Report
+    | Emit
+)
+Look = (
+    ReadConfigMap | ReadTransaction | ReadApplied | ReadHost | Backup | ReadFile | Healthz | Scrape | Journal
+)
+Effect = Act | Look | Observe | FindKubelet
+ACTS = Act.__args__
+Answer = (
+    CommandResult
+    | HttpResult
+    | Metrics
+    | Observation
+    | KubeletProcess
+    | HostFacts
+    | ManagedState
+    | Transaction
+    | Mapping[str, str]
+    | tuple[FileCopy, ...]
+    | tuple[str, ...]
+    | bytes
+    | str
+    | bool
+    | None
+)
+T = TypeVar("T")
+Phase = Generator[Effect, Answer, T]  # a phase: yields effects, is sent their answers, returns its end
+Clock = Callable[[], datetime]
+
+
+def is_act(effect: Effect) -> bool:
+    return isinstance(effect, ACTS)
+
+
+def ask(effect: Effect, kind: type[T]) -> Phase[T]:
+    """Yield `effect`; its answer, which must be a `kind`."""
+    answer = yield effect
+    if not isinstance(answer, kind):
+        raise TypeError(f"{effect!r} was answered with {answer!r}, not a {kind.__name__}")
+    return answer
+
+
+def ask_maybe(effect: Effect, kind: type[T]) -> Phase[T | None]:
+    """Yield `effect`; its answer, a `kind` or None."""
+    answer = yield effect
+    if answer is not None and not isinstance(answer, kind):
+        raise TypeError(f"{effect!r} was answered with {answer!r}, not a {kind.__name__} or None")
+    return answer
+
+
+def act(effect: Act) -> Phase[None]:
+    """Yield an act whose answer does not matter."""
+    yield effect

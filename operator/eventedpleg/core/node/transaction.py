@@ -1,0 +1,41 @@
+"""The agent's record of an apply in progress: the exact bytes and mode of every file it is about to touch,
+so a rollback restores them exactly even after the agent was restarted half-way. Pure data; the agent keeps
+it in AGENT_STATE_DIR (eventedpleg.agent.statestore)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from eventedpleg.core.node.hostplan import ManagedState
+
+
+def sha256(text: str | bytes) -> str:
+    data = text.encode() if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class FileCopy:
+    """A file's exact content and mode, or its absence."""
+
+    content: bytes | None
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class Transaction:
+    target_hash: str
+    enabled: bool
+    started: str  # RFC 3339
+    backups: tuple[tuple[str, FileCopy], ...]  # host path -> what was there before
+    restart_runtime: bool
+    runtime_unit: str
+    previous: ManagedState
+    pre_gate: bool | None = None  # EventedPLEG as the files said before we touched anything
+    protected: tuple[str, ...] = ()  # drop-in dirs no temp file may enter (for the restore)
+    halted: bool = False  # onFailure=Halt left the node as it failed; roll back before anything else
+
+    @property
+    def paths(self) -> list[str]:
+        return [p for p, _ in self.backups]

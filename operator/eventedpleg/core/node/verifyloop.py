@@ -1,0 +1,138 @@
+"""Restart the services, then watch the kubelet until verification decides (core.node.verify). Pure: these
+phases yield effects (core.node.effects) and read the time from an injected clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from eventedpleg.core.node import benefit, kubeletlog
+from eventedpleg.core.node.agentsettings import AgentSettings
+from eventedpleg.core.node.effects import (
+    Clock,
+    Healthz,
+    Journal,
+    Observe,
+    Phase,
+    Restart,
+    Run,
+    Scrape,
+    Wait,
+    act,
+    ask,
+    ask_maybe,
+)
+from eventedpleg.core.node.host import CommandResult, HttpResult
+from eventedpleg.core.node.promtext import Metrics
+from eventedpleg.core.node.verify import Check, Expectation, Observation, Outcome, VerifyResult, evaluate
+from eventedpleg.core.versions import Version
+
+KUBELET_UNIT = "kubelet"
+RESTART_PAUSE_SECONDS = 1.0  # see restart_services
+
+
+@dataclass(frozen=True)
+class Restarted:
+    """How a restart went: a failure (or None), and when the kubelet was restarted (verification reads its
+    journal from there)."""
+
+    failure: VerifyResult | None
+    at: datetime
+
+
+def failed(name: str, why: str, version: Version, lines: tuple[str, ...] = ()) -> VerifyResult:
+    return VerifyResult(Outcome.FAIL, why, (Check(name, False, why),), lines, str(version))
+
+
+def journal(unit: str, since: datetime) -> Phase[tuple[str, ...]]:
+    return (yield from ask(Journal(unit, since), tuple))
+
+
+def restart_services(
+    *, restart_runtime: bool, runtime_unit: str, version: Version, clock: Clock
+) -> Phase[Restarted]:
+    """The runtime (when its config changed), THEN the kubelet: a kubelet that outlives a runtime restart
+    falls back to generic PLEG for good (k8s#129827; compatibility §5)."""
+    # journalctl --since has one-second resolution: the pauses keep the previous kubelet's lines (an old
+    # startup error, the fallback it logs when the runtime goes away) out of the new kubelet's window.
+    yield from act(Wait(RESTART_PAUSE_SECONDS))
+    if restart_runtime:
+        began = clock()
+        done = yield from ask(Restart(runtime_unit), CommandResult)
+        if not done.ok:
+            tail = (yield from journal(runtime_unit, began))[-2:]
+            why = f"{runtime_unit} did not restart: {done.summary()}"
+            return Restarted(failed("runtime", why, version, tail), clock())
+        yield from act(Wait(RESTART_PAUSE_SECONDS))
+    restart_at = clock()
+    done = yield from ask(Restart(KUBELET_UNIT), CommandResult)
+    if not done.ok:
+        return Restarted(failed("kubelet", f"kubelet did not restart: {done.summary()}", version), restart_at)
+    return Restarted(None, restart_at)
+
+
+def verify(
+    version: Version,
+    expect: Expectation,
+    *,
+    since: datetime,
+    timeout: int,
+    settings: AgentSettings,
+    clock: Clock,
+) -> Phase[VerifyResult]:
+    """Wait for /healthz (or a startup failure), then observe until `evaluate` decides or time is up."""
+    deadline = since + timedelta(seconds=timeout)
+    poll = settings.poll_seconds
+    min_window = min(settings.min_window_seconds, timeout / 2)
+    while True:
+        health = yield from ask(Healthz(), HttpResult)
+        if health.ok:
+            break
+        log = kubeletlog.scan(list((yield from journal(KUBELET_UNIT, since))))
+        start_failure = log.example(*sorted(kubeletlog.START_FAILURES))
+        if start_failure or clock() >= deadline:
+            active = yield from ask(Run(("systemctl", "is-active", KUBELET_UNIT)), CommandResult)
+            # A startup error while systemd still calls it active is an older attempt: keep waiting.
+            if clock() < deadline and active.stdout.strip() == "active":
+                yield from act(Wait(poll))
+                continue
+            waited = (clock() - since).total_seconds()
+            detail = (
+                f"kubelet not healthy {waited:.0f}s after restart ({health.error or health.status}); "
+                f"systemctl is-active kubelet: {active.stdout.strip() or active.returncode}"
+            )
+            lines = (start_failure,) if start_failure else ()
+            reason = f"kubelet did not start: {start_failure}" if start_failure else detail
+            return VerifyResult(
+                Outcome.FAIL, reason, (Check("healthz", False, detail),), lines, str(version), waited
+            )
+        yield from act(Wait(poll))
+    baseline = yield from ask_maybe(Scrape(), Metrics)
+    t0 = clock()
+    crio = expect.crio_pod_events is not None
+    while True:
+        yield from act(Wait(poll))
+        window = (clock() - t0).total_seconds()
+        obs = yield from ask(Observe(baseline, window, since, crio), Observation)
+        result = evaluate(version, expect, obs, min_window=min_window)
+        if result.outcome is not Outcome.PENDING:
+            return result
+        if clock() >= deadline:
+            return replace(
+                result, outcome=Outcome.FAIL, reason=f"timed out after {timeout}s: {result.reason}"
+            )
+
+
+def measure(settings: AgentSettings, clock: Clock) -> Phase[benefit.MeasuredWindow | None]:
+    """Relists and kubelet CPU over benefit_window_seconds (two /metrics scrapes)."""
+    seconds = settings.benefit_window_seconds
+    if seconds <= 0:
+        return None
+    first = yield from ask_maybe(Scrape(), Metrics)
+    if first is None:
+        return None
+    start = clock()
+    yield from act(Wait(seconds))
+    second = yield from ask_maybe(Scrape(), Metrics)
+    return benefit.window(first, second, (clock() - start).total_seconds())

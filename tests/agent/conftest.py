@@ -15,6 +15,7 @@ from eventedpleg.agent.agent import Agent, AgentSettings, drive
 from eventedpleg.constants import NodeState
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
+from eventedpleg.core.node.effects import Effect
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg_lab.sim.clock import FakeClock
 from eventedpleg_lab.sim.host import SimHost
@@ -33,6 +34,12 @@ class Rig:
     api: FakeApi
     agent: Agent
     clock: FakeClock
+
+    @property
+    def trace(self) -> list[Effect]:
+        """Every effect the agent performed so far (core.node.effects)."""
+        assert self.agent.trace is not None
+        return self.agent.trace
 
     def path(self, host_path: str) -> Path:
         return self.host.path(host_path)
@@ -104,7 +111,7 @@ def make_rig(tmp_path: Path) -> RigFactory:
         host = SimHost(tmp_path / f"root{next(counter)}", profile, clock)
         api = FakeApi()
         api.add_node(NODE, profile.kubelet_version, profile.runtime, ready=host.node_ready)
-        agent = Agent(NODE, host, api, AgentSettings(namespace=NAMESPACE, **settings))
+        agent = Agent(NODE, host, api, AgentSettings(namespace=NAMESPACE, **settings), trace=[])
         return Rig(host, api, agent, clock)
 
     return make

@@ -8,6 +8,7 @@ first, then strings are shortened -- never a cut through the middle of the JSON.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
@@ -92,6 +93,7 @@ class Evidence(BaseModel):
             return None
 
 
+@functools.lru_cache(maxsize=256)  # the status is rebuilt on every pass from mostly the same annotations
 def for_status(annotation: str, limit: int = STATUS_LIMIT) -> str:
     """The evidence annotation as a node's status entry shows it: valid compact JSON within `limit`."""
     if not annotation:

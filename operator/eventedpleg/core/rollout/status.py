@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from eventedpleg.constants import ConditionType
+from eventedpleg.core import evidence
 from eventedpleg.core.rollout.planner import NodeNote, OwnerConflict, Summary
 from eventedpleg.core.rollout.snapshot import IN_PROGRESS
 from eventedpleg.models.nodeconfig import (
@@ -24,7 +25,6 @@ from eventedpleg.models.nodeconfig import (
     NodeStatus,
 )
 
-MAX_EVIDENCE = 600
 MAX_MESSAGE_NODES = 5
 DEFAULT_STALL_AFTER = timedelta(seconds=1800)  # spec.rollout.stallAfterSeconds' default
 
@@ -231,7 +231,11 @@ def build_status(
         nodes=summary.counts,
         node_statuses=[
             NodeStatus(
-                name=n.name, state=n.state, reason=n.reason, since=n.since, evidence=n.evidence[:MAX_EVIDENCE]
+                name=n.name,
+                state=n.state,
+                reason=n.reason,
+                since=n.since,
+                evidence=evidence.for_status(n.evidence),
             )
             for n in notes
         ],

@@ -12,15 +12,15 @@ from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.node import donephase
 from eventedpleg.core.node.agentsettings import AgentSettings
 from eventedpleg.core.node.effects import (
-    Answer,
     Effect,
-    Emit,
+    EffectAnswer,
     FindKubelet,
     Healthz,
-    Journal,
+    NodeEvent,
     Phase,
     ReadApplied,
     ReadFile,
+    ReadJournal,
     Report,
     Restart,
     Run,
@@ -57,8 +57,8 @@ def acts(trace: list[Effect]) -> list[Step]:
                 shown.append(("Run", *argv))
             case Report(state):
                 shown.append(("Report", state.value))
-            case Emit(reason):
-                shown.append(("Emit", reason))
+            case NodeEvent(reason):
+                shown.append(("NodeEvent", reason))
             case _ if is_act(effect):
                 shown.append((type(effect).__name__,))
     return shown
@@ -70,7 +70,7 @@ def test_apply_ok_writes_restarts_the_kubelet_verifies_and_reports(make_rig: Rig
     assert acts(rig.trace) == [
         BENEFIT,  # the window before the change
         ("SaveTransaction",),  # backups first
-        ("Emit", "Applying"),
+        ("NodeEvent", "Applying"),
         ("WriteFiles",),
         ("Wait", 1.0),
         ("Restart", "kubelet"),  # containerd's config did not change: no runtime restart
@@ -80,7 +80,7 @@ def test_apply_ok_writes_restarts_the_kubelet_verifies_and_reports(make_rig: Rig
         ("SaveApplied",),
         ("EndTransaction",),
         ("Report", "Done"),
-        ("Emit", "Verified"),
+        ("NodeEvent", "Verified"),
     ]
     done = _reports(rig.trace)[-1]
     assert done.current == rig.annotations[c.ANN_DESIRED] and done.benefit
@@ -96,7 +96,7 @@ def test_failed_verification_restores_restarts_runtime_then_kubelet_and_verifies
     assert acts(rig.trace) == [
         BENEFIT,
         ("SaveTransaction",),
-        ("Emit", "Applying"),
+        ("NodeEvent", "Applying"),
         ("WriteFiles",),
         ("Wait", 1.0),
         ("Restart", "crio"),  # the runtime first (k8s#129827)
@@ -112,7 +112,7 @@ def test_failed_verification_restores_restarts_runtime_then_kubelet_and_verifies
         *VERIFY_WINDOW,  # the state before, verified again
         ("EndTransaction",),
         ("Report", "RolledBack"),
-        ("Emit", "RolledBack"),
+        ("NodeEvent", "RolledBack"),
     ]
     report = _reports(rig.trace)[-1]
     assert report.evidence is not None
@@ -128,12 +128,12 @@ def test_after_done_silent_fallback_is_healed_by_a_kubelet_restart_alone(make_ri
     del rig.trace[:]
     rig.check()
     assert acts(rig.trace) == [
-        ("Emit", "FallbackDetected"),
+        ("NodeEvent", "FallbackDetected"),
         ("Wait", 1.0),
         ("Restart", "kubelet"),  # never the runtime: that is what caused it
         *VERIFY_WINDOW,
         ("Report", "Done"),
-        ("Emit", "FallbackHealed"),
+        ("NodeEvent", "FallbackHealed"),
     ]
 
 
@@ -143,7 +143,13 @@ def test_after_done_with_nothing_wrong_does_nothing(make_rig: RigFactory) -> Non
     del rig.trace[:]
     rig.check()
     assert acts(rig.trace) == []
-    assert {type(e) for e in rig.trace} == {ReadApplied, ReadFile, FindKubelet, Scrape, Journal}  # looks only
+    assert {type(e) for e in rig.trace} == {
+        ReadApplied,
+        ReadFile,
+        FindKubelet,
+        Scrape,
+        ReadJournal,
+    }  # looks only
 
 
 # --- phases driven without a host ---------------------------------------------------------------------
@@ -157,7 +163,7 @@ class ScriptedHost:
     """Answers looks and commands from a function (Waits move the time, Reports are written, Events
     emitted), keeping every effect."""
 
-    def __init__(self, answer: Callable[[Effect], Answer]) -> None:
+    def __init__(self, answer: Callable[[Effect], EffectAnswer]) -> None:
         self.answer = answer
         self.now = T0
         self.effects: list[Effect] = []
@@ -166,7 +172,7 @@ class ScriptedHost:
         return self.now
 
     def play(self, phase: Phase[object]) -> object:
-        reply: Answer = None
+        reply: EffectAnswer = None
         while True:
             try:
                 effect = phase.send(reply)
@@ -176,7 +182,7 @@ class ScriptedHost:
             if isinstance(effect, Wait):
                 self.now += timedelta(seconds=effect.seconds)
                 reply = None
-            elif isinstance(effect, Emit | Report):
+            elif isinstance(effect, NodeEvent | Report):
                 reply = isinstance(effect, Report) or None  # every report is written
             else:
                 reply = self.answer(effect)
@@ -185,11 +191,11 @@ class ScriptedHost:
 def test_verify_fails_at_once_on_a_kubelet_startup_error_that_systemd_confirms() -> None:
     line = 'E1102 12:00:01 run.go:72] "command failed" err="unrecognized feature gate: EventedPLEG"'
 
-    def answer(effect: Effect) -> Answer:
+    def answer(effect: Effect) -> EffectAnswer:
         match effect:
             case Healthz():
                 return HttpResult(0, error="connection refused")
-            case Journal():
+            case ReadJournal():
                 return (line,)
             case Run(("systemctl", "is-active", "kubelet")):
                 return CommandResult(effect.argv, 3, stdout="failed\n")
@@ -201,12 +207,12 @@ def test_verify_fails_at_once_on_a_kubelet_startup_error_that_systemd_confirms()
             V134, Expectation.enabled(crio=False), since=T0, timeout=300, settings=SETTINGS, clock=host.clock
         )
     )
-    assert [type(e) for e in host.effects] == [Healthz, Journal, Run]
+    assert [type(e) for e in host.effects] == [Healthz, ReadJournal, Run]
     assert getattr(result, "outcome", None) is Outcome.FAIL
     assert getattr(result, "reason", "").startswith("kubelet did not start: ")
 
 
-def _fallen_back(effect: Effect) -> Answer:
+def _fallen_back(effect: Effect) -> EffectAnswer:
     """A Done node whose running kubelet gave up on the event stream (5 errors), and a kubelet that
     would not restart."""
     match effect:
@@ -217,7 +223,7 @@ def _fallen_back(effect: Effect) -> Answer:
         case Scrape():
             gate = 'kubernetes_feature_enabled{name="EventedPLEG",stage="ALPHA"} 1'
             return parse_metrics(f"{gate}\nkubelet_evented_pleg_connection_error_count 5\n")
-        case Journal():
+        case ReadJournal():
             return ()
         case Restart():
             return CommandResult(("systemctl", "restart", effect.unit), 1, stderr="unit failed")
@@ -250,14 +256,14 @@ def _reports(effects: list[Effect]) -> list[Report]:
 
 def test_after_done_silent_fallback_with_healing_off_is_drift_without_a_restart() -> None:
     steps, heals = _effects_of_after_done(AgentOptions(heal_fallback=False))
-    assert steps == [("Report", "Drifted"), ("Emit", "FallbackDetected")]
+    assert steps == [("Report", "Drifted"), ("NodeEvent", "FallbackDetected")]
     assert heals == ()
 
 
 def test_after_done_heal_budget_spent_is_drift_without_a_restart() -> None:
     spent = tuple(T0 - timedelta(minutes=m) for m in (10, 20, 30))  # max_heals_per_hour = 3
     steps, heals = _effects_of_after_done(AgentOptions(), spent)
-    assert steps == [("Report", "Drifted"), ("Emit", "FallbackDetected")]
+    assert steps == [("Report", "Drifted"), ("NodeEvent", "FallbackDetected")]
     assert heals == spent
 
 
@@ -265,11 +271,11 @@ def test_after_done_heal_whose_restart_fails_reports_drift_and_counts_the_heal()
     host = ScriptedHost(_fallen_back)
     heals = host.play(donephase.after_done(_done_node(AgentOptions()), (), SETTINGS, host.clock))
     assert acts(host.effects) == [
-        ("Emit", "FallbackDetected"),
+        ("NodeEvent", "FallbackDetected"),
         ("Wait", 1.0),
         ("Restart", "kubelet"),
         ("Report", "Drifted"),
-        ("Emit", "FallbackNotHealed"),
+        ("NodeEvent", "FallbackNotHealed"),
     ]
     (report,) = _reports(host.effects)
     assert report.forget_current  # so the operator re-applies

@@ -18,22 +18,22 @@ from eventedpleg.agent.hostread import read_facts
 from eventedpleg.agent.observe import Observer
 from eventedpleg.agent.statestore import StateStore
 from eventedpleg.core.node.effects import (
-    Answer,
     Backup,
     DropConfigBaseline,
     Effect,
-    Emit,
+    EffectAnswer,
     EndTransaction,
     FindKubelet,
     Healthz,
-    Journal,
     MarkHalted,
+    NodeEvent,
     Observe,
     Phase,
     ReadApplied,
     ReadConfigMap,
     ReadFile,
     ReadHost,
+    ReadJournal,
     ReadTransaction,
     Report,
     Restart,
@@ -52,7 +52,6 @@ from eventedpleg.core.node.transaction import Transaction
 
 T = TypeVar("T")
 Work = Generator[float, None, T]
-REASON_LIMIT = 1024
 MESSAGE_LIMIT = 1024
 
 
@@ -70,7 +69,7 @@ class Interpreter:
 
     def run(self, phase: Phase[T], node: AgentNode) -> Work[T]:
         """Perform `phase`, which acts on `node` as read when it began."""
-        answer: Answer = None
+        answer: EffectAnswer = None
         while True:
             try:
                 effect = phase.send(answer)
@@ -84,7 +83,7 @@ class Interpreter:
             else:
                 answer = self.perform(effect, node)
 
-    def perform(self, effect: Effect, node: AgentNode) -> Answer:
+    def perform(self, effect: Effect, node: AgentNode) -> EffectAnswer:
         match effect:
             case Run(argv, timeout):
                 return self.host.run(list(argv), timeout=timeout)
@@ -117,7 +116,7 @@ class Interpreter:
                 self.store.drop_config_baseline()
             case Report():
                 return self._report(effect, node)
-            case Emit(reason, message, warning):
+            case NodeEvent(reason, message, warning):
                 self.api.emit_event(node, reason=reason, message=message[:MESSAGE_LIMIT], warning=warning)
             case ReadConfigMap(namespace, name):
                 data = self.api.read_configmap(namespace, name)
@@ -137,7 +136,7 @@ class Interpreter:
                 return self.host.kubelet_get(KubeletEndpoint.HEALTHZ)
             case Scrape():
                 return self.observer.metrics()
-            case Journal(unit, since):
+            case ReadJournal(unit, since):
                 return tuple(self.host.journal(unit, since))
             case Observe(baseline, window, since, crio):
                 return self.observer.observe(baseline=baseline, window=window, since=since, crio=crio)
@@ -157,20 +156,7 @@ class Interpreter:
 
     def _report(self, report: Report, node: AgentNode) -> bool:
         """Patch our annotations, only while desired-config is still what the phase acted on."""
-        reason = report.reason
-        changes: dict[str, str | None] = {
-            c.ANN_STATE: report.state.value,
-            c.ANN_REASON: reason if len(reason) <= REASON_LIMIT else reason[: REASON_LIMIT - 1] + "…",
-            c.ANN_STATE_SINCE: self.host.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
-        if report.evidence is not None:
-            changes[c.ANN_EVIDENCE] = report.evidence.to_json()
-        if report.current is not None:
-            changes[c.ANN_CURRENT] = report.current
-        elif report.forget_current:
-            changes[c.ANN_CURRENT] = None
-        if report.benefit is not None:
-            changes[c.ANN_BENEFIT] = report.benefit
+        changes = report.annotations(self.host.clock.now())
         require = {c.ANN_DESIRED: node.annotations.get(c.ANN_DESIRED, "")}
         return self.api.patch_node_annotations(self.node, changes, require=require) is not None
 

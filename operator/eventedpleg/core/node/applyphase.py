@@ -19,11 +19,11 @@ from eventedpleg.core.node import benefit
 from eventedpleg.core.node.agentsettings import AgentSettings
 from eventedpleg.core.node.effects import (
     Backup,
-    Clock,
     DropConfigBaseline,
-    Emit,
     EndTransaction,
     MarkHalted,
+    NodeEvent,
+    Now,
     Phase,
     ReadApplied,
     ReadConfigMap,
@@ -70,7 +70,7 @@ def node_version(node: AgentNode) -> Version | None:
         return None
 
 
-def apply(node: AgentNode, settings: AgentSettings, clock: Clock) -> Phase[None]:
+def apply(node: AgentNode, settings: AgentSettings, clock: Now) -> Phase[None]:
     """Request, recover, plan (or refuse), measure, begin, change, verify, then commit or fail."""
     request = yield from _request(node, settings)
     if request is None:
@@ -87,7 +87,7 @@ def apply(node: AgentNode, settings: AgentSettings, clock: Clock) -> Phase[None]
     before = yield from measure(settings, clock)
     txn = yield from _begin(resumed, rendered, decision, previous, clock)
     attempt = Attempt(node, options, rendered, decision, version, previous, txn)
-    yield from act(Emit("Applying", decision.summary))
+    yield from act(NodeEvent("Applying", decision.summary))
     changed = yield from _change_host(attempt, clock)
     if changed.failure is None:
         yield from act(Report(NodeState.VERIFYING, decision.summary))
@@ -116,7 +116,7 @@ def _reject(why: str) -> Phase[None]:
     reason = f"{why}; nothing was changed on the node"
     evidence = Evidence(result="rejected", error=why, changed="nothing")
     yield from act(Report(NodeState.ROLLED_BACK, reason, evidence))
-    yield from act(Emit("ConfigRejected", reason, warning=True))
+    yield from act(NodeEvent("ConfigRejected", reason, warning=True))
 
 
 def _request(
@@ -162,7 +162,7 @@ def _recover(desired: str) -> Phase[tuple[Transaction | None, Transaction | None
 
 
 def _refuse(
-    refusal: Refusal, *, restored: Transaction | None, version: Version | None, clock: Clock
+    refusal: Refusal, *, restored: Transaction | None, version: Version | None, clock: Now
 ) -> Phase[None]:
     """Skip the node, changing nothing (beyond making a stale apply's restored files effective)."""
     if restored is not None and version is not None:
@@ -174,7 +174,7 @@ def _refuse(
         )
     evidence = Evidence(result="refused", reason=refusal.reason, fix=refusal.fix, changed="nothing")
     yield from act(Report(NodeState.SKIPPED, refusal.message, evidence))
-    yield from act(Emit("Unsupported", refusal.message, warning=True))
+    yield from act(NodeEvent("Unsupported", refusal.message, warning=True))
 
 
 def _backups(paths: list[str]) -> Phase[tuple[tuple[str, FileCopy], ...]]:
@@ -187,7 +187,7 @@ def _begin(
     rendered: render.RenderedConfig,
     plan: ApplyPlan,
     previous: ManagedState,
-    clock: Clock,
+    clock: Now,
 ) -> Phase[Transaction]:
     """Record exact backups before the first write (or extend those of our own interrupted apply)."""
     if resumed is None:
@@ -218,7 +218,7 @@ def _begin(
     return txn
 
 
-def _change_host(attempt: Attempt, clock: Clock) -> Phase[Restarted]:
+def _change_host(attempt: Attempt, clock: Now) -> Phase[Restarted]:
     """Write the files, then restart; a failure (or None) and the kubelet's restart time."""
     plan = attempt.plan
     error = yield from ask_maybe(WriteFiles(plan.changes, plan.protected_dirs), str)
@@ -238,14 +238,14 @@ def _with_warnings(evidence: Evidence, plan: ApplyPlan) -> Evidence:
     return evidence.model_copy(update={"warnings": plan.warnings}) if plan.warnings else evidence
 
 
-def _fail(attempt: Attempt, failure: VerifyResult, settings: AgentSettings, clock: Clock) -> Phase[None]:
+def _fail(attempt: Attempt, failure: VerifyResult, settings: AgentSettings, clock: Now) -> Phase[None]:
     plan = attempt.plan
     evidence = _with_warnings(Evidence(failure=failure.evidence()), plan)
     if attempt.options.on_failure is OnFailure.HALT:
         yield from act(MarkHalted())
         reason = f"verification failed: {failure.reason}; node left as it failed (onFailure: Halt)"
         yield from act(Report(NodeState.FAILED, reason, evidence))
-        yield from act(Emit("VerificationFailed", reason, warning=True))
+        yield from act(NodeEvent("VerificationFailed", reason, warning=True))
         return
     rollback = yield from _rollback(attempt, settings, clock)
     evidence = evidence.model_copy(update={"rollback": rollback.evidence()})
@@ -253,15 +253,15 @@ def _fail(attempt: Attempt, failure: VerifyResult, settings: AgentSettings, cloc
         yield from act(EndTransaction())
         reason = f"verification failed: {failure.reason}; rolled back to the previous files and verified"
         yield from act(Report(NodeState.ROLLED_BACK, reason, evidence))
-        yield from act(Emit("RolledBack", reason, warning=True))
+        yield from act(NodeEvent("RolledBack", reason, warning=True))
     else:
         yield from act(MarkHalted())
         reason = f"verification failed: {failure.reason}; ROLLBACK FAILED: {rollback.reason}; needs a human"
         yield from act(Report(NodeState.FAILED, reason, evidence))
-        yield from act(Emit("RollbackFailed", reason, warning=True))
+        yield from act(NodeEvent("RollbackFailed", reason, warning=True))
 
 
-def _rollback(attempt: Attempt, settings: AgentSettings, clock: Clock) -> Phase[VerifyResult]:
+def _rollback(attempt: Attempt, settings: AgentSettings, clock: Now) -> Phase[VerifyResult]:
     txn, version = attempt.txn, attempt.version
     error = yield from ask_maybe(RestoreFiles(txn), str)
     if error is not None:
@@ -298,7 +298,7 @@ def _commit(attempt: Attempt, result: VerifyResult, figures: dict[str, object]) 
         )
     )
     message = result.reason + (f" (warnings: {'; '.join(plan.warnings)})" if plan.warnings else "")
-    yield from act(Emit("Verified", message, warning=bool(plan.warnings)))
+    yield from act(NodeEvent("Verified", message, warning=bool(plan.warnings)))
 
 
 def _record_applied(attempt: Attempt) -> Phase[None]:

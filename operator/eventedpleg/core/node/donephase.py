@@ -15,9 +15,9 @@ from eventedpleg.core.node import kubeletconfig, kubeletlog
 from eventedpleg.core.node.agentsettings import AgentSettings
 from eventedpleg.core.node.applyphase import node_version
 from eventedpleg.core.node.effects import (
-    Clock,
-    Emit,
     FindKubelet,
+    NodeEvent,
+    Now,
     Phase,
     ReadApplied,
     ReadFile,
@@ -72,7 +72,7 @@ def _drifted(reason: str, evidence: Evidence) -> Phase[None]:
     yield from act(Report(NodeState.DRIFTED, reason, evidence, forget_current=True))
 
 
-def after_done(node: AgentNode, heals: Heals, settings: AgentSettings, clock: Clock) -> Phase[Heals]:
+def after_done(node: AgentNode, heals: Heals, settings: AgentSettings, clock: Now) -> Phase[Heals]:
     """Look at a Done node once; returns the heals of the last hour (this one included)."""
     desired = node.annotations[c.ANN_DESIRED]
     managed = yield from ask(ReadApplied(), ManagedState)
@@ -80,7 +80,7 @@ def after_done(node: AgentNode, heals: Heals, settings: AgentSettings, clock: Cl
     if drift:
         reason = f"drift: {drift}"
         yield from _drifted(reason, Evidence(result="drift", drift=drift))
-        yield from act(Emit("Drift", reason, warning=True))
+        yield from act(NodeEvent("Drift", reason, warning=True))
         return heals
     if not managed.enabled:
         return heals
@@ -96,7 +96,7 @@ def after_done(node: AgentNode, heals: Heals, settings: AgentSettings, clock: Cl
     if gate_on is False:
         reason = f"drift: the running kubelet has EventedPLEG off ({gate_text})"
         yield from _drifted(reason, Evidence(result="drift", drift=gate_text))
-        yield from act(Emit("Drift", reason, warning=True))
+        yield from act(NodeEvent("Drift", reason, warning=True))
         return heals
     if why is None:
         return heals
@@ -109,11 +109,11 @@ def after_done(node: AgentNode, heals: Heals, settings: AgentSettings, clock: Cl
         cause = "healFallback is off" if not options.heal_fallback else "too many heals in the last hour"
         reason = f"fell back to generic PLEG ({why}); not healed: {cause}"
         yield from _drifted(reason, Evidence(fallback=why))
-        yield from act(Emit("FallbackDetected", reason, warning=True))
+        yield from act(NodeEvent("FallbackDetected", reason, warning=True))
         return heals
     heals = (*heals, clock())
     message = f"fell back to generic PLEG ({why}); restarting the kubelet"
-    yield from act(Emit("FallbackDetected", message, warning=True))
+    yield from act(NodeEvent("FallbackDetected", message, warning=True))
     restarted = yield from restart_services(
         restart_runtime=False, runtime_unit="", version=version, clock=clock
     )
@@ -128,9 +128,9 @@ def after_done(node: AgentNode, heals: Heals, settings: AgentSettings, clock: Cl
     if result.outcome is Outcome.PASS:
         reason = f"healed a silent fallback to generic PLEG by restarting the kubelet (k8s#129827): {why}"
         yield from act(Report(NodeState.DONE, reason, evidence))
-        yield from act(Emit("FallbackHealed", reason))
+        yield from act(NodeEvent("FallbackHealed", reason))
     else:
         reason = f"fell back to generic PLEG ({why}); kubelet restart did not heal it: {result.reason}"
         yield from _drifted(reason, evidence)
-        yield from act(Emit("FallbackNotHealed", reason, warning=True))
+        yield from act(NodeEvent("FallbackNotHealed", reason, warning=True))
     return heals

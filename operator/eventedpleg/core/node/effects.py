@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
+from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.node.host import CommandResult, HttpResult, KubeletProcess
@@ -21,6 +22,8 @@ from eventedpleg.core.node.hostplan import FileChange, HostFacts, ManagedState
 from eventedpleg.core.node.promtext import Metrics
 from eventedpleg.core.node.transaction import FileCopy, Transaction
 from eventedpleg.core.node.verify import Observation
+
+REASON_LIMIT = 1024
 
 # --- acts ------------------------------------------------------------------------------------------------
 
@@ -111,9 +114,27 @@ class Report:
     forget_current: bool = False  # remove current-config
     benefit: str | None = None  # the eventedpleg.io/benefit annotation
 
+    def annotations(self, now: datetime) -> dict[str, str | None]:
+        """The annotation changes (None removes one), written at `now`."""
+        reason = self.reason if len(self.reason) <= REASON_LIMIT else self.reason[: REASON_LIMIT - 1] + "…"
+        changes: dict[str, str | None] = {
+            c.ANN_STATE: self.state.value,
+            c.ANN_REASON: reason,
+            c.ANN_STATE_SINCE: now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        if self.evidence is not None:
+            changes[c.ANN_EVIDENCE] = self.evidence.to_json()
+        if self.current is not None:
+            changes[c.ANN_CURRENT] = self.current
+        elif self.forget_current:
+            changes[c.ANN_CURRENT] = None
+        if self.benefit is not None:
+            changes[c.ANN_BENEFIT] = self.benefit
+        return changes
+
 
 @dataclass(frozen=True)
-class Emit:
+class NodeEvent:
     """An Event about our Node. Answer: None."""
 
     reason: str
@@ -174,7 +195,7 @@ class Scrape:
 
 
 @dataclass(frozen=True)
-class Journal:
+class ReadJournal:
     """Answer: the unit's log messages since `since`, oldest first."""
 
     unit: str
@@ -210,14 +231,22 @@ Act = (
     | SaveConfigBaseline
     | DropConfigBaseline
     | Report
-    | Emit
+    | NodeEvent
 )
 Look = (
-    ReadConfigMap | ReadTransaction | ReadApplied | ReadHost | Backup | ReadFile | Healthz | Scrape | Journal
+    ReadConfigMap
+    | ReadTransaction
+    | ReadApplied
+    | ReadHost
+    | Backup
+    | ReadFile
+    | Healthz
+    | Scrape
+    | ReadJournal
 )
 Effect = Act | Look | Observe | FindKubelet
 ACTS = Act.__args__
-Answer = (
+EffectAnswer = (
     CommandResult
     | HttpResult
     | Metrics
@@ -235,8 +264,8 @@ Answer = (
     | None
 )
 T = TypeVar("T")
-Phase = Generator[Effect, Answer, T]  # a phase: yields effects, is sent their answers, returns its end
-Clock = Callable[[], datetime]
+Phase = Generator[Effect, EffectAnswer, T]  # a phase: yields effects, is sent their answers, returns its end
+Now = Callable[[], datetime]
 
 
 def is_act(effect: Effect) -> bool:

@@ -10,11 +10,11 @@ from datetime import datetime, timedelta
 from eventedpleg.core.node import benefit, kubeletlog
 from eventedpleg.core.node.agentsettings import AgentSettings
 from eventedpleg.core.node.effects import (
-    Clock,
     Healthz,
-    Journal,
+    Now,
     Observe,
     Phase,
+    ReadJournal,
     Restart,
     Run,
     Scrape,
@@ -46,11 +46,11 @@ def failed(name: str, why: str, version: Version, lines: tuple[str, ...] = ()) -
 
 
 def journal(unit: str, since: datetime) -> Phase[tuple[str, ...]]:
-    return (yield from ask(Journal(unit, since), tuple))
+    return (yield from ask(ReadJournal(unit, since), tuple))
 
 
 def restart_services(
-    *, restart_runtime: bool, runtime_unit: str, version: Version, clock: Clock
+    *, restart_runtime: bool, runtime_unit: str, version: Version, clock: Now
 ) -> Phase[Restarted]:
     """The runtime (when its config changed), THEN the kubelet: a kubelet that outlives a runtime restart
     falls back to generic PLEG for good (k8s#129827; compatibility §5)."""
@@ -79,7 +79,7 @@ def verify(
     since: datetime,
     timeout: int,
     settings: AgentSettings,
-    clock: Clock,
+    clock: Now,
 ) -> Phase[VerifyResult]:
     """Wait for /healthz (or a startup failure), then observe until `evaluate` decides or time is up."""
     deadline = since + timedelta(seconds=timeout)
@@ -124,7 +124,7 @@ def verify(
             )
 
 
-def measure(settings: AgentSettings, clock: Clock) -> Phase[benefit.MeasuredWindow | None]:
+def measure(settings: AgentSettings, clock: Now) -> Phase[benefit.MeasuredWindow | None]:
     """Relists and kubelet CPU over benefit_window_seconds (two /metrics scrapes)."""
     seconds = settings.benefit_window_seconds
     if seconds <= 0:

@@ -1,17 +1,23 @@
 """A tiny model of a cluster for planner tests: nodes as annotation dicts. The operator's steps run the
 product's own step policy (core.rollout.steppolicy), answered from this model, one write at a time, so a crash
-can end a step between two writes; the agent follows the protocol (constants.py). Pure and fast, so the
-property tests can replay thousands of interrupted rollouts."""
+can end a step between two writes; each node's agent is the product's own apply phase on a model host
+(tests/unit/agentmodel.py). Pure and fast, so the property tests can replay thousands of interrupted
+rollouts."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
+from eventedpleg.core import render
+from eventedpleg.core.agentoptions import AgentOptions
+from eventedpleg.core.node.nodeapi import AgentNode
 from eventedpleg.core.rollout import planner, steppolicy
 from eventedpleg.core.rollout.actions import Action, Cordon
 from eventedpleg.core.rollout.drainpods import Blocker, DrainResult
@@ -25,9 +31,19 @@ from eventedpleg.core.rollout.steppolicy import (
     Write,
 )
 from eventedpleg.models.nodeconfig import NodeConfigSpec
+from tests.unit.agentmodel import ModelAgent, ModelHost
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
-H_ON, H_OFF = "on0000000000", "off000000000"
+# What the operator renders for the world's NodeConfig ("cluster"): the agents read it from these ConfigMaps.
+RENDERED = {
+    r.hash: r
+    for r in (
+        render.render(enabled=True, owner="cluster", kubelet_config_mode="DropInOnly"),
+        render.render(enabled=False, owner="cluster", kubelet_config_mode="DropInOnly"),
+    )
+}
+H_ON, H_OFF = RENDERED
+CONFIGMAPS = {r.configmap_name: r.configmap_data() for r in RENDERED.values()}
 
 
 @dataclass
@@ -43,6 +59,7 @@ class SimNode:
     mirror_pods: tuple[str, ...] = ()  # static pods the kubelet runs from files
     agent_fails: bool = False  # the agent rolls back (kubelet would not start)
     agent_silent: bool = False  # no agent answers on this node
+    agent: ModelAgent | None = None  # the real agent's phases on a model host (made on first use)
     drains: int = 0  # times the operator took the node (cordoned it for a rollout)
     rv: int = 1
 
@@ -85,7 +102,6 @@ class World:
     spec: NodeConfigSpec
     name: str = "cluster"
     now: datetime = T0
-    agent_seconds: int = 5
     deleting: bool = False
     peers: tuple[Peer, ...] = ()  # other NodeConfigs (name, created, selector)
     retry: dict[str, datetime] = field(default_factory=dict)  # the NodeConfig's ANN_RETRY (retry.py)
@@ -110,7 +126,7 @@ class World:
             generation=1,
             hash_on=on,
             hash_off=H_OFF,
-            agent_options='{"o":1}',
+            agent_options=AgentOptions.from_spec(self.spec).to_json(),
             deleting=self.deleting,
             peers=self.peers,
             retry=self.retry,
@@ -187,19 +203,31 @@ class World:
     # -- the agent's effects ---------------------------------------------------------------------------
 
     def agents(self) -> None:
+        """Each node's agent: the product's apply phase, its effects answered by a model host."""
         for node in self.nodes.values():
-            ann = node.annotations
-            if ann.get(c.ANN_STATE) != NodeState.APPLYING or node.agent_silent:
+            if node.agent_silent:
                 continue
-            since = datetime.fromisoformat(ann[c.ANN_STATE_SINCE])
-            if self.now - since < timedelta(seconds=self.agent_seconds):
-                continue
-            node.rv += 1
-            if node.agent_fails:
-                self._mark(node, NodeState.ROLLED_BACK, "kubelet did not start; restored previous files")
-            else:
-                ann[c.ANN_CURRENT] = ann[c.ANN_DESIRED]
-                self._mark(node, NodeState.DONE, "verified")
+            if node.agent is None:
+                node.agent = ModelAgent(ModelHost(node.kubelet, node.runtime), CONFIGMAPS)
+            node.agent.host.fails = node.agent_fails  # a test may fix the cause between runs
+            view = AgentNode(
+                node.name,
+                annotations=dict(node.annotations),
+                kubelet_version=node.kubelet,
+                runtime_version=node.runtime,
+                ready=node.ready,
+            )
+            node.agent.step(view, self.now, partial(self._report, node), partial(self._event, node))
+
+    def _report(self, node: SimNode, changes: Mapping[str, str | None], desired: str) -> bool:
+        """The agent's conditional patch: only while desired-config is what it acted on."""
+        if node.annotations.get(c.ANN_DESIRED, "") != desired:
+            return False
+        self._write(node, Write(changes))
+        return True
+
+    def _event(self, node: SimNode, reason: str) -> None:
+        self.events.append((node.name, reason))
 
     def unavailable(self) -> int:
         return sum(1 for n in self.nodes.values() if not n.ready or n.unschedulable)

@@ -45,7 +45,7 @@ def test_halt_is_degraded_and_names_the_node() -> None:
     world.run()
     got = conds(world)
     assert got["Degraded"][:2] == ("True", "RolloutHalted")
-    assert "node-000: kubelet did not start" in got["Degraded"][2]
+    assert "node-000: verification failed: kubelet did not start" in got["Degraded"][2]
     assert got["Available"][:2] == ("False", "NodesFailed")
     assert got["Progressing"][:2] == ("False", "RolloutHalted")
 
@@ -115,7 +115,7 @@ def test_halt_is_stalled_not_reconciling() -> None:
     got = conds(world)
     assert kstatus(got) == ("False", "False", "True")
     assert got["Stalled"][1] == "RolloutHalted"
-    assert "node-000: kubelet did not start" in got["Stalled"][2]
+    assert "node-000: verification failed: kubelet did not start" in got["Stalled"][2]
 
 
 def test_a_failure_below_max_failed_nodes_reconciles_then_stalls_when_the_rest_is_done() -> None:

@@ -93,6 +93,10 @@ def build_crd() -> dict[str, Any]:
     conditions["x-kubernetes-list-type"] = "map"
     conditions["x-kubernetes-list-map-keys"] = ["type"]
     conditions["maxItems"] = 8
+    # Until the operator writes a status, the API server serves this one (defaults apply on every read):
+    # observedGeneration 0 is behind metadata.generation, which kstatus (Flux, `kubectl wait` scripts)
+    # reads as InProgress. With no status at all it would read Current, healthy before anyone looked.
+    status_schema["default"] = {"observedGeneration": 0}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

@@ -155,7 +155,7 @@ def test_kstatus_kubectl_wait_and_argocd_read_a_nodeconfig_truthfully_from_creat
             done = cluster.kubectl(*wait, "--for=condition=Ready", "--timeout=90s")
             assert done.returncode == 0, (done.stderr, op.log()[-3000:])
         ready = get(cluster, prefix)
-        assert kstatus(ready) == ("Current", "Resource is current")
+        assert kstatus(ready) == ("Current", "Resource is Ready")
         assert health(ready)[0] == "Healthy"
 
         # A time zone the API server's CEL accepts (Go's time.LoadLocation knows "Local") but the operator

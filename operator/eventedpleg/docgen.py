@@ -104,49 +104,10 @@ def _fields(model: type[BaseModel], prefix: str) -> list[tuple[str, str, str, st
     return out
 
 
-FIELD_NOTES = {
-    "spec.eventedPleg": "true turns Evented PLEG on; false removes our drop-ins (the same safe rollout)",
-    "spec.nodeSelector": "a LabelSelector (`matchLabels`, `matchExpressions`); empty selects every node",
-    "spec.includeControlPlane": "also nodes with static pods / the control-plane role (duplicate containers)",
-    "spec.allowRisky": "roll out to Risky nodes too (see the compatibility matrix)",
-    "spec.runtime": "`auto` reads containerRuntimeVersion; a fixed value skips nodes that differ",
-    "spec.kubeletConfig": "`DropInOnly` needs the kubelet's `--config-dir`; "
-    "`EditConfigFile` edits `--config` with a backup, restored on rollback",
-    "spec.healFallback": "after Done, restart the kubelet when it silently fell back to polling (k8s#129827)",
-    "spec.rollout.maxUnavailable": "integer >= 1, or 1% to 100% of selected nodes (rounded down, min 1); "
-    "nodes already NotReady or cordoned count",
-    "spec.rollout.canary.nodes": "nodes that go first, alone",
-    "spec.rollout.canary.soakSeconds": "how long the canaries must stay Done before the rest start",
-    "spec.rollout.paused": "no new node starts; nodes in progress finish",
-    "spec.rollout.maxFailedNodes": "halt (Degraded) once this many nodes failed or rolled back",
-    "spec.rollout.onFailure": "`Rollback` restores the node's previous files; `Halt` leaves it as it failed",
-    "spec.rollout.stallAfterSeconds": "how long the rollout may wait while only nodes made unavailable "
-    "outside it (cordoned by someone else, NotReady; named in `status.budgetHeldBy`) use up "
-    "`maxUnavailable`, before it reports `Stalled` (uncordon them or raise `maxUnavailable`); 0: at once",
-    "spec.rollout.window.days": "days the window opens (empty: every day)",
-    "spec.rollout.window.start": "`HH:MM`; with `end`; an end before the start wraps midnight",
-    "spec.rollout.window.end": "`HH:MM`",
-    "spec.rollout.window.timeZone": "IANA name",
-    "spec.drain.timeoutSeconds": "0 waits forever (like kubectl)",
-    "spec.drain.gracePeriodSeconds": "-1: the pod's own",
-    "spec.drain.deleteEmptyDirData": "evict pods with emptyDir volumes",
-    "spec.drain.force": "evict pods without a controller",
-    "spec.drain.onTimeout": "`Fail` and `Skip` uncordon the node; `ForceDelete` deletes pods, bypassing PDBs "
-    "(only with the chart value `drain.allowForceDelete: true`, else the node is Failed saying so)",
-    "spec.drain.retries": "with `onTimeout: Fail`, a node whose drain timed out (e.g. a PDB allowed no "
-    "eviction) is given back and taken again this many times before it counts as failed",
-    "spec.drain.retryBackoffSeconds": "wait before the first automatic retry; doubled for each next one",
-    "spec.verification.timeoutSeconds": "how long the agent may take to prove Evented PLEG is in use",
-    "spec.onDelete": "`Revert` removes our drop-ins from every node before the NodeConfig goes; "
-    "`Keep` leaves them",
-}
-
-
 def reference_table() -> str:
     out = ["| field | type | default | meaning |", "|---|---|---|---|"]
     for path, kind, default, doc in _fields(NodeConfigSpec, "spec."):
-        meaning = "; ".join(x for x in (doc, FIELD_NOTES.get(path, "")) if x)
-        out.append(f"| `{path}` | {kind} | {default} | {meaning} |")
+        out.append(f"| `{path}` | {kind} | {default} | {doc} |")
     return "\n".join(out)
 
 

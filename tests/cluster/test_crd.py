@@ -1,9 +1,10 @@
 """The generated NodeConfig CRD on a real kube-apiserver: accepted, defaults applied, bad specs rejected at
-admission naming the field, printer columns, status subresource."""
+admission naming the field, printer columns, status subresource, field descriptions in `kubectl explain`."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from eventedpleg import crdgen
+from eventedpleg.models.nodeconfig import NodeConfigSpec, NodeConfigStatus
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.unit.test_models import BAD_SPECS
 
@@ -249,3 +252,31 @@ def test_status_is_validated_too(crd: LocalCluster) -> None:
     )
     assert patched.returncode != 0
     assert "status.conditions[0].type" in patched.stderr
+
+
+def explain(cluster: LocalCluster, path: str, wanted: str) -> str:
+    """`kubectl explain` output, whitespace folded; retried while the API server publishes the OpenAPI."""
+    deadline = time.monotonic() + 60
+    while True:
+        out = cluster.kubectl("explain", path)
+        text = " ".join(out.stdout.split())
+        if (out.returncode == 0 and " ".join(wanted.split()) in text) or time.monotonic() > deadline:
+            assert out.returncode == 0, out.stderr
+            return text
+        time.sleep(1)
+
+
+def test_kubectl_explain_prints_the_field_descriptions(crd: LocalCluster) -> None:
+    spec_schema = crdgen.schema_for(NodeConfigSpec)
+    fields = {name: " ".join(prop["description"].split()) for name, prop in spec_schema["properties"].items()}
+    spec = explain(crd, "nodeconfig.spec", fields["eventedPleg"])
+    assert "The desired state: whether Evented PLEG is on" in spec
+    for name, description in fields.items():
+        assert f"{name} <" in spec, name
+        assert description in spec, name
+    window = spec_schema["properties"]["rollout"]["properties"]["window"]
+    time_zone = window["properties"]["timeZone"]["description"]
+    assert "IANA name" in explain(crd, "nodeconfig.spec.rollout.window.timeZone", time_zone)
+    conditions = crdgen.schema_for(NodeConfigStatus)["properties"]["conditions"]["items"]["properties"]
+    generation = conditions["observedGeneration"]["description"]
+    assert generation in explain(crd, "nodeconfig.status.conditions", generation)

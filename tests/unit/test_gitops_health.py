@@ -11,6 +11,7 @@ import lupa.lua51 as lua51  # the [test] extra; Lua 5.1 like Argo CD's gopher-lu
 import yaml
 
 from eventedpleg.core.rollout import status
+from eventedpleg.models.nodeconfig import NodeConfigStatus
 from tests.unit.rolloutworld import T0, World, fleet, spec
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -79,3 +80,18 @@ def test_a_status_older_than_the_spec_is_progressing_even_if_it_was_ready() -> N
 
 def test_no_status_yet_is_progressing() -> None:
     assert health({"metadata": {"name": "cluster", "generation": 1}})[0] == "Progressing"
+
+
+def test_an_invalid_spec_is_degraded_with_the_problem() -> None:
+    invalid = status.invalid_status(
+        NodeConfigStatus(), problems="spec.rollout.window.timeZone: unknown time zone", generation=2, now=T0
+    )
+    obj = {"metadata": {"name": "cluster", "generation": 2}, "status": invalid.to_api()}
+    assert health(obj) == ("Degraded", "spec.rollout.window.timeZone: unknown time zone")
+
+
+def test_first_sight_before_planning_is_progressing() -> None:
+    first = status.first_status(NodeConfigStatus(), generation=1, now=T0, waiting="waiting for nodes")
+    assert first is not None
+    obj = {"metadata": {"name": "cluster", "generation": 1}, "status": first.to_api()}
+    assert health(obj) == ("Progressing", "waiting for nodes")

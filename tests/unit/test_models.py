@@ -150,3 +150,22 @@ def test_readme_reference_and_matrix_are_generated_from_the_code() -> None:
     from eventedpleg import docgen  # noqa: PLC0415
 
     assert docgen.main(["--check"]) == 0, "run `python -m eventedpleg.docgen`"
+
+
+def _undescribed(schema: dict[str, Any], path: str) -> list[str]:
+    """Every property below `schema` that `kubectl explain` would print without a description."""
+    missing = [] if schema.get("description") else [path]
+    for name, child in schema.get("properties", {}).items():
+        missing += _undescribed(child, f"{path}.{name}")
+    if "properties" in schema.get("items", {}):  # a scalar item (a day, a node name) is its list's
+        missing += _undescribed(schema["items"], f"{path}[]")
+    return missing
+
+
+def test_every_crd_field_has_a_description() -> None:
+    root = crdgen.build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    missing = _undescribed(root["properties"]["spec"], "spec") + _undescribed(
+        root["properties"]["status"], "status"
+    )
+    assert missing == []
+    assert root["description"].startswith("NodeConfig turns the kubelet's Evented PLEG on or off")

@@ -7,6 +7,7 @@ from typing import Any
 
 from eventedpleg.core.rollout import status
 from eventedpleg.core.rollout.snapshot import Peer
+from eventedpleg.models.nodeconfig import NodeConfigStatus
 from tests.unit.rolloutworld import T0, World, fleet, spec
 
 
@@ -293,3 +294,46 @@ def test_our_own_nodes_in_flight_stop_the_stall_clock() -> None:
     )  # fmt: skip
     assert built.budget_held_since is None
     assert {c.type.value: c.status.value for c in built.conditions}["Stalled"] == "False"
+
+
+def _by_type(built: NodeConfigStatus) -> dict[str, tuple[str, str]]:
+    return {cond.type.value: (cond.status.value, cond.reason) for cond in built.conditions}
+
+
+def test_first_sight_is_reconciling_for_this_generation_and_written_once() -> None:
+    first = status.first_status(NodeConfigStatus(), generation=3, now=T0, waiting="waiting for nodes")
+    assert first is not None
+    assert first.observed_generation == 3
+    assert all(cond.observed_generation == 3 for cond in first.conditions)
+    conditions = _by_type(first)
+    assert conditions["Reconciling"] == ("True", "Reconciling")
+    assert conditions["Ready"][0] == conditions["Stalled"][0] == "False"
+    assert status.first_status(first, generation=3, now=T0, waiting="waiting for nodes") is None
+    assert status.first_status(first, generation=4, now=T0, waiting="waiting for nodes") is not None
+
+
+def test_an_invalid_spec_is_stalled_not_ready_and_keeps_the_counts() -> None:
+    world = World(fleet(3), spec())
+    world.run()
+    done = status.build_status(
+        world.plan().summary, enabled=True, deleting=False, generation=1, previous=[], now=T0
+    )
+    later = T0 + timedelta(minutes=5)
+    invalid = status.invalid_status(done, problems="spec.drain.retries: too many", generation=2, now=later)
+    conditions = _by_type(invalid)
+    assert conditions["Stalled"] == ("True", "InvalidSpec")
+    assert conditions["Degraded"] == ("True", "InvalidSpec")
+    assert conditions["Ready"] == ("False", "InvalidSpec")
+    assert conditions["Reconciling"] == ("False", "InvalidSpec")
+    stalled = next(cond for cond in invalid.conditions if cond.type.value == "Stalled")
+    assert (stalled.message, stalled.observed_generation, stalled.last_transition_time) == (
+        "spec.drain.retries: too many",
+        2,
+        later,
+    )
+    assert invalid.observed_generation == 2
+    assert invalid.nodes == done.nodes  # nothing changed on a node: the counts stay as they were
+    again = status.invalid_status(
+        invalid, problems="spec.drain.retries: too many", generation=2, now=later + timedelta(minutes=1)
+    )
+    assert again == invalid  # unchanged: no new write, no new Event

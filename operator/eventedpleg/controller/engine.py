@@ -38,6 +38,7 @@ __all__ = ["STEP_THREADS", "RolloutEngine"]
 log = logging.getLogger(__name__)
 COALESCE = 0.05  # batch the watch events of one burst into one pass
 UNSYNCED_RECHECK = 0.5  # until the first node LIST is in
+UNSYNCED_WAIT = "waiting for the first complete list of nodes"
 DELETE_RETRY = 2.0  # seconds between passes while a deleted NodeConfig lets its nodes go
 
 
@@ -123,6 +124,9 @@ class RolloutEngine:
                 wake.clear()
                 if not self.nodes_synced.is_set():
                     # Never plan on part of the cluster: unseen nodes could be unavailable (maxUnavailable).
+                    # The NodeConfig says Reconciling meanwhile (kstatus reads no status as Current).
+                    inputs = self.nodeconfigs.inputs(name)
+                    await asyncio.to_thread(self.reconciler.acknowledge, inputs, UNSYNCED_WAIT)
                     delay: float | None = UNSYNCED_RECHECK
                     cost = 0.0
                 else:

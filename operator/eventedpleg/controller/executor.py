@@ -87,7 +87,7 @@ class Executor:
         # resourceVersion -> what the step relies on at that version (see _patch)
         relied = {} if basis is None else {action.resource_version: relied_on(basis)}
         try:
-            return self._apply(action, nodeconfig, drain, relied)
+            return self._apply(action, nodeconfig, drain, relied, "" if basis is None else basis.uid)
         except Conflict:
             return StepResult(action, applied=False, error="conflict")
         except NotFound:
@@ -138,6 +138,7 @@ class Executor:
         nodeconfig: str,
         drain: drainer.DrainOptions,
         relied: dict[str, tuple[object, ...]],
+        uid: str,
     ) -> StepResult:
         """Answer the policy's requests in order; an ApiError (409 included) ends the step there."""
         node, rv = action.node, action.resource_version
@@ -158,6 +159,7 @@ class Executor:
                     case Write():
                         body = self._patch(node, rv, request.annotations, request.unschedulable, relied)
                         rv = str(body["metadata"]["resourceVersion"])
+                        uid = str(body["metadata"].get("uid", uid))
                     case SurveyPods():  # before the cordon: never reused by a drain attempt
                         answer = self._survey(drainer.node_pods(self.api, node), drain)
                     case FindMirrorPods():
@@ -169,7 +171,7 @@ class Executor:
                         )
                         pods = None
                     case Emit():
-                        self.recorder.emit(node_ref(node), request.kind, request.reason, request.message)
+                        self.recorder.emit(node_ref(node, uid), request.kind, request.reason, request.message)
         except StopIteration as stop:
             end: StepEnd = stop.value
         return StepResult(

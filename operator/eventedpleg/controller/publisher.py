@@ -14,11 +14,12 @@ from pydantic import ValidationError
 
 from eventedpleg.constants import ConditionType
 from eventedpleg.controller.metrics import OperatorMetrics
+from eventedpleg.core.rollout import status
 from eventedpleg.core.rollout.planner import Summary
 from eventedpleg.k8s import nodeconfigs
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.events import EventRecorder, ObjectRef
-from eventedpleg.models.nodeconfig import Condition, ConditionStatus, NodeConfigStatus
+from eventedpleg.models.nodeconfig import ConditionStatus, NodeConfigStatus
 
 log = logging.getLogger(__name__)
 STATUS_INTERVAL = 1.0  # at most one status write a second while only the counts move
@@ -78,11 +79,7 @@ class StatusPublisher:
         flipped = {c.type: c.status for c in new.conditions} != before
         if not flipped and time.monotonic() - last_at < STATUS_INTERVAL:
             return True
-        try:
-            nodeconfigs.patch_status(self.api, ref.name, new.to_api())
-            self.written[ref.name] = (new, time.monotonic())
-        except ApiError as exc:
-            log.warning("could not write status of %s: %s", ref.name, exc)
+        self._write(ref.name, new)
         return False
 
     def invalid(
@@ -93,25 +90,30 @@ class StatusPublisher:
         exc: ValidationError,
         now: datetime,
     ) -> None:
-        """Degraded=True, reason InvalidSpec, naming the first problems; written once per change."""
+        """Stalled and Degraded (InvalidSpec), naming the first problems; written once per change."""
         problems = "; ".join(
             f"spec.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:5]
         )
         generation = int(body["metadata"].get("generation", 0))
-        conditions = [
-            Condition(
-                type=ConditionType.DEGRADED,
-                status=ConditionStatus.TRUE,
-                reason="InvalidSpec",
-                message=problems,
-                observed_generation=generation,
-                last_transition_time=now,
-            )
-        ]
-        new = previous.model_copy(update={"conditions": conditions, "observed_generation": generation})
-        if new.conditions != previous.conditions or new.observed_generation != previous.observed_generation:
+        new = status.invalid_status(previous, problems=problems, generation=generation, now=now)
+        if new != previous:
             self.recorder.emit(ref, "Warning", "InvalidSpec", problems)
-            nodeconfigs.patch_status(self.api, ref.name, new.to_api())
+            self._write(ref.name, new)
+
+    def first(
+        self, ref: ObjectRef, generation: int, previous: NodeConfigStatus, now: datetime, waiting: str
+    ) -> None:
+        """Reconciling for a generation not planned yet (see status.first_status); written once."""
+        new = status.first_status(previous, generation=generation, now=now, waiting=waiting)
+        if new is not None and self.written.get(ref.name, (None, 0.0))[0] != new:
+            self._write(ref.name, new)
+
+    def _write(self, name: str, new: NodeConfigStatus) -> None:
+        try:
+            nodeconfigs.patch_status(self.api, name, new.to_api())
+            self.written[name] = (new, time.monotonic())
+        except ApiError as exc:
+            log.warning("could not write status of %s: %s", name, exc)
 
     def forget(self, name: str) -> None:
         """The NodeConfig is gone: its metrics and what we remember of its status go too."""

@@ -69,6 +69,21 @@ class Reconciler:
         self.metrics.reconcile.observe(time.monotonic() - started)
         return result
 
+    def acknowledge(self, inputs: PassInputs, waiting: str) -> None:
+        """Before a pass can plan (`waiting`: why not): Reconciling for this generation, or InvalidSpec."""
+        body = inputs.body
+        if body is None:
+            return
+        name, ref = inputs.name, _ref(body)
+        previous = self._previous_status(name, body)
+        try:
+            self._spec(name, body)
+        except ValidationError as exc:
+            self.publisher.invalid(ref, body, previous, exc, self.clock())
+            return
+        generation = int(body["metadata"].get("generation", 0))
+        self.publisher.first(ref, generation, previous, self.clock(), waiting)
+
     def finalize(self, inputs: PassInputs) -> str:
         """One pass in deleting mode; "" once every node is let go, else what the deletion waits for."""
         body = inputs.body if inputs.body is not None else nodeconfigs.get(self.api, inputs.name)
@@ -90,7 +105,7 @@ class Reconciler:
         """One pass; with `memo`, planned incrementally on the nodes that changed since its last pass."""
         meta = body["metadata"]
         name, generation = str(meta["name"]), int(meta.get("generation", 0))
-        ref = ObjectRef(c.KIND, name, f"{c.GROUP}/{c.VERSION}", str(meta.get("uid", "")))
+        ref = _ref(body)
         previous = self._previous_status(name, body)
         try:
             spec = self._spec(name, body)
@@ -151,6 +166,11 @@ class Reconciler:
             configmaps.ensure(self.api, self.namespace, rendered)
             self.rendered[key] = rendered
         return self.rendered[key]
+
+
+def _ref(body: Mapping[str, Any]) -> ObjectRef:
+    meta = body["metadata"]
+    return ObjectRef(c.KIND, str(meta["name"]), f"{c.GROUP}/{c.VERSION}", str(meta.get("uid", "")))
 
 
 def _next_pass(result: planner.Plan, now: datetime, *, deleting: bool, dirty: bool) -> float:

@@ -140,18 +140,24 @@ KUBELET_ROWS: tuple[Row, ...] = (
         (1, 37, 0),
         (1, 38, 0),
         Level.SUPPORTED,
-        "kubelet {v}: narrowed semantics (k8s#139262): events only hint pod relists when a container "
-        "stops, and the generic relist stays at 1 s, so there is NO steady-state CPU saving",
-        "k8s#139262, enhancements#6311; docs/compatibility.md §1",
+        "kubelet {v}: narrowed design (k8s#139262): the generic relist stays at 1 s and alone writes the "
+        "pod cache; a container-stopped event only asks for an early relist of its pod (v1.37.2 asks on "
+        "every stop, clean exits included), so there is NO steady-state CPU saving, only faster "
+        "detection of container exits",
+        "k8s#139262; evented.go processCRIEvents and evented_test.go 'stopped clean exit requests relist' "
+        "(v1.37.2); enhancements#6311; docs/compatibility.md §1",
     ),
     Row(
         "kubelet",
         (1, 38, 0),
         INFINITY,
         Level.RISKY,
-        "kubelet {v} is newer than this matrix; the gate may have been removed (k8s#140849); the agent "
-        "checks `kubelet --help` for the gate before writing it",
-        "k8s#140849 (open); docs/compatibility.md §1 (re-check each release)",
+        "kubelet {v} is newer than this matrix (checked up to 1.37.2, where the gate is still registered); "
+        "no merged change removes the gate: the one removal attempt (k8s#129567) was closed, and k8s#140849 "
+        "removes leftover code of the old design, not the gate; the agent checks `kubelet --help` for the "
+        "gate before writing it",
+        "kube_features.go EventedPLEG (v1.37.2); k8s#129567 (closed unmerged); k8s#140849 (open, clean-up); "
+        "docs/compatibility.md §1 (re-check each release)",
     ),
 )
 

@@ -108,9 +108,20 @@ class LabelSelectorRequirement(
         )
     ),
 ):
-    key: LabelKey
-    operator: SelectorOperator
-    values: Annotated[list[LabelValue], Field(max_length=64)] = []
+    """One node label rule, as in a Kubernetes LabelSelector."""
+
+    key: Annotated[LabelKey, Field(description="The node label key the rule applies to.")]
+    operator: Annotated[
+        SelectorOperator,
+        Field(description="How the label's value relates to `values`: In, NotIn, Exists, DoesNotExist."),
+    ]
+    values: Annotated[
+        list[LabelValue],
+        Field(
+            max_length=64,
+            description="Label values: non-empty for In and NotIn, empty for Exists and DoesNotExist.",
+        ),
+    ] = []
 
     @model_validator(mode="after")
     def _values_match_operator(self) -> LabelSelectorRequirement:
@@ -123,15 +134,23 @@ class LabelSelectorRequirement(
 class LabelSelector(_Model):
     """A Kubernetes LabelSelector; empty selects every node."""
 
-    match_labels: Annotated[dict[LabelKey, LabelValue], Field(max_length=64)] = {}
-    match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=32)] = []
+    match_labels: Annotated[
+        dict[LabelKey, LabelValue],
+        Field(max_length=64, description="Labels a node must carry with exactly these values."),
+    ] = {}
+    match_expressions: Annotated[
+        list[LabelSelectorRequirement],
+        Field(max_length=32, description="Label rules a node must satisfy, all of them."),
+    ] = []
 
 
 class Canary(_Model):
     """The first `nodes` nodes go alone and must stay healthy for `soakSeconds` before the rest start."""
 
-    nodes: Annotated[int, Field(ge=0, le=1000)] = 1
-    soak_seconds: Annotated[int, Field(ge=0, le=86400)] = 120
+    nodes: Annotated[int, Field(ge=0, le=1000, description="Nodes that go first, alone.")] = 1
+    soak_seconds: Annotated[
+        int, Field(ge=0, le=86400, description="How long the canaries must stay Done before the rest start.")
+    ] = 120
 
 
 class Window(
@@ -149,15 +168,25 @@ class Window(
     `end` before `start` wraps past midnight. Empty `days` with start/end means every day.
     """
 
-    days: Annotated[list[Weekday], Field(max_length=7)] = []
-    start: Annotated[str, Field(pattern=f"{HHMM_RE}|^$", max_length=5)] = ""
-    end: Annotated[str, Field(pattern=f"{HHMM_RE}|^$", max_length=5)] = ""
+    days: Annotated[
+        list[Weekday], Field(max_length=7, description="Days the window opens (empty: every day).")
+    ] = []
+    start: Annotated[
+        str,
+        Field(
+            pattern=f"{HHMM_RE}|^$",
+            max_length=5,
+            description="`HH:MM`; with `end`; an end before the start wraps midnight.",
+        ),
+    ] = ""
+    end: Annotated[str, Field(pattern=f"{HHMM_RE}|^$", max_length=5, description="`HH:MM`.")] = ""
     time_zone: Annotated[
         str,
         Field(
             min_length=1,
             max_length=64,
             pattern=r"^[A-Za-z0-9_+\-/]+$",
+            description="IANA name of the time zone `start` and `end` are in.",
             # CEL's getHours(zone) fails on a zone the API server's tzdata does not know, which rejects the
             # object: the admission-time twin of _known_zone below.
             json_schema_extra=cel(
@@ -205,15 +234,35 @@ IntOrPercent = Annotated[
 
 
 class Rollout(_Model):
-    max_unavailable: IntOrPercent = 1
+    """How nodes are taken: batch size, canaries, pause, failure budget and maintenance window."""
+
+    max_unavailable: Annotated[
+        IntOrPercent,
+        Field(
+            description="Integer >= 1, or 1% to 100% of selected nodes (rounded down, min 1); "
+            "nodes already NotReady or cordoned count."
+        ),
+    ] = 1
     canary: Canary = Canary()
-    paused: bool = False
-    max_failed_nodes: Annotated[int, Field(ge=1, le=100000)] = 1
-    on_failure: OnFailure = OnFailure.ROLLBACK
+    paused: Annotated[bool, Field(description="No new node starts; nodes in progress finish.")] = False
+    max_failed_nodes: Annotated[
+        int, Field(ge=1, le=100000, description="Halt (Degraded) once this many nodes failed or rolled back.")
+    ] = 1
+    on_failure: Annotated[
+        OnFailure,
+        Field(description="`Rollback` restores the node's previous files; `Halt` leaves it as it failed."),
+    ] = OnFailure.ROLLBACK
     window: Window = Window()
-    # How long the rollout may wait while only nodes made unavailable outside it (cordoned by someone
-    # else, NotReady) use up maxUnavailable, before it reports Stalled with what to do. They still count.
-    stall_after_seconds: Annotated[int, Field(ge=0, le=604800)] = 1800
+    stall_after_seconds: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=604800,
+            description="How long the rollout may wait while only nodes made unavailable outside it "
+            "(cordoned by someone else, NotReady; named in `status.budgetHeldBy`) use up `maxUnavailable`, "
+            "before it reports `Stalled` (uncordon them or raise `maxUnavailable`); 0: at once.",
+        ),
+    ] = 1800
 
     @field_validator("max_unavailable")
     @classmethod
@@ -232,34 +281,100 @@ class Rollout(_Model):
 class DrainSpec(_Model):
     """kubectl drain semantics (k8s.io/kubectl/pkg/drain): eviction API, PDBs respected, DaemonSets skip."""
 
-    timeout_seconds: Annotated[int, Field(ge=0, le=86400)] = 600  # 0 = wait forever (kubectl)
-    grace_period_seconds: Annotated[int, Field(ge=-1, le=86400)] = -1  # -1 = the pod's own
-    delete_empty_dir_data: bool = True
-    force: bool = False  # evict pods without a controller
-    on_timeout: OnDrainTimeout = OnDrainTimeout.FAIL
-    # onTimeout: Fail gives the node back; it is taken again this many times (a PDB that blocked it may
-    # allow the eviction later), after retryBackoffSeconds, doubled each time.
-    retries: Annotated[int, Field(ge=0, le=10)] = 2
-    retry_backoff_seconds: Annotated[int, Field(ge=10, le=86400)] = 300
+    timeout_seconds: Annotated[
+        int, Field(ge=0, le=86400, description="How long a drain may take; 0 waits forever (like kubectl).")
+    ] = 600
+    grace_period_seconds: Annotated[
+        int,
+        Field(ge=-1, le=86400, description="Termination grace period for evicted pods; -1: the pod's own."),
+    ] = -1
+    delete_empty_dir_data: Annotated[bool, Field(description="Evict pods with emptyDir volumes.")] = True
+    force: Annotated[bool, Field(description="Evict pods without a controller.")] = False
+    on_timeout: Annotated[
+        OnDrainTimeout,
+        Field(
+            description="`Fail` and `Skip` uncordon the node; `ForceDelete` deletes pods, bypassing PDBs "
+            "(only with the chart value `drain.allowForceDelete: true`, else the node is Failed saying so)."
+        ),
+    ] = OnDrainTimeout.FAIL
+    retries: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=10,
+            description="With `onTimeout: Fail`, a node whose drain timed out (e.g. a PDB allowed no "
+            "eviction) is given back and taken again this many times before it counts as failed.",
+        ),
+    ] = 2
+    retry_backoff_seconds: Annotated[
+        int,
+        Field(
+            ge=10, le=86400, description="Wait before the first automatic retry; doubled for each next one."
+        ),
+    ] = 300
 
 
 class Verification(_Model):
-    timeout_seconds: Annotated[int, Field(ge=10, le=3600)] = 300
+    """How the agent proves, after restarting the kubelet, that Evented PLEG is in use."""
+
+    timeout_seconds: Annotated[
+        int,
+        Field(ge=10, le=3600, description="How long the agent may take to prove Evented PLEG is in use."),
+    ] = 300
 
 
 class NodeConfigSpec(_Model):
-    evented_pleg: bool
-    node_selector: LabelSelector = LabelSelector()
-    include_control_plane: bool = False
-    # Risky nodes (see core/compat.py: e.g. containerd 1.7, kubelet 1.29.1-1.31) are skipped unless true.
-    allow_risky: bool = False
-    runtime: Runtime = Runtime.AUTO
-    kubelet_config: KubeletConfigMode = KubeletConfigMode.DROP_IN_ONLY
-    heal_fallback: bool = True
+    """The desired state: whether Evented PLEG is on, on which nodes, and how the change is rolled out."""
+
+    evented_pleg: Annotated[
+        bool,
+        Field(
+            description="`true` turns Evented PLEG on; `false` removes the operator's drop-ins "
+            "(the same safe rollout)."
+        ),
+    ]
+    node_selector: Annotated[
+        LabelSelector,
+        Field(description="A LabelSelector (`matchLabels`, `matchExpressions`); empty selects every node."),
+    ] = LabelSelector()
+    include_control_plane: Annotated[
+        bool,
+        Field(description="Also nodes with static pods or the control-plane role (duplicate containers)."),
+    ] = False
+    # Risky nodes: see core/compat.py (e.g. containerd 1.7, kubelet 1.29.1-1.31).
+    allow_risky: Annotated[
+        bool,
+        Field(
+            description="Roll out to Risky nodes too (see the compatibility matrix); else they are skipped."
+        ),
+    ] = False
+    runtime: Annotated[
+        Runtime,
+        Field(description="`auto` reads containerRuntimeVersion; a fixed value skips nodes that differ."),
+    ] = Runtime.AUTO
+    kubelet_config: Annotated[
+        KubeletConfigMode,
+        Field(
+            description="`DropInOnly` needs the kubelet's `--config-dir`; "
+            "`EditConfigFile` edits `--config` with a backup, restored on rollback."
+        ),
+    ] = KubeletConfigMode.DROP_IN_ONLY
+    heal_fallback: Annotated[
+        bool,
+        Field(
+            description="After Done, restart the kubelet when it silently fell back to polling (k8s#129827)."
+        ),
+    ] = True
     rollout: Rollout = Rollout()
     drain: DrainSpec = DrainSpec()
     verification: Verification = Verification()
-    on_delete: OnDelete = OnDelete.REVERT
+    on_delete: Annotated[
+        OnDelete,
+        Field(
+            description="`Revert` removes the operator's drop-ins from every node before the "
+            "NodeConfig goes; `Keep` leaves them."
+        ),
+    ] = OnDelete.REVERT
 
 
 # --- status -----------------------------------------------------------------------------------------
@@ -272,48 +387,84 @@ class ConditionStatus(StrEnum):
 
 
 class Condition(_Model):
-    type: ConditionType
-    status: ConditionStatus
-    reason: Annotated[str, Field(max_length=1024)]
-    message: Annotated[str, Field(max_length=32768)] = ""
-    observed_generation: int = 0
-    last_transition_time: datetime
+    """One aspect of the state, as metav1.Condition (kstatus reads Ready, Reconciling and Stalled)."""
+
+    type: Annotated[ConditionType, Field(description="The condition's type, unique in the list.")]
+    status: Annotated[ConditionStatus, Field(description="True, False or Unknown.")]
+    reason: Annotated[str, Field(max_length=1024, description="CamelCase word for the last transition.")]
+    message: Annotated[str, Field(max_length=32768, description="One line for a human: what and why.")] = ""
+    observed_generation: Annotated[
+        int, Field(description="The metadata.generation this condition was computed from.")
+    ] = 0
+    last_transition_time: Annotated[datetime, Field(description="When the status last changed.")]
 
 
 class NodeCounts(_Model):
-    total: int = 0
-    eligible: int = 0
-    updated: int = 0
-    updating: int = 0
-    failed: int = 0
-    skipped: int = 0
+    """Nodes by rollout state."""
+
+    total: Annotated[int, Field(description="Nodes the selector matches.")] = 0
+    eligible: Annotated[int, Field(description="Selected nodes the rollout may change.")] = 0
+    updated: Annotated[int, Field(description="Nodes verified with the desired configuration.")] = 0
+    updating: Annotated[int, Field(description="Nodes being drained, changed or verified now.")] = 0
+    failed: Annotated[int, Field(description="Nodes that failed or rolled back.")] = 0
+    skipped: Annotated[int, Field(description="Nodes left alone, each with its reason in nodeStatuses.")] = 0
 
 
 class NodeStatus(_Model):
     """One node that needs attention: in progress, failed or skipped (Done nodes are only counted)."""
 
-    name: str
-    state: NodeState
-    reason: str = ""
-    since: datetime | None = None
-    evidence: str = ""
+    name: Annotated[str, Field(description="The node's name.")]
+    state: Annotated[NodeState, Field(description="Where the node is in the rollout.")]
+    reason: Annotated[str, Field(description="One line: why the node is in this state.")] = ""
+    since: Annotated[datetime | None, Field(description="When the node entered this state.")] = None
+    evidence: Annotated[str, Field(description="What verification saw on the node (compact JSON).")] = ""
 
 
 class NodeConfigStatus(_Model):
-    observed_generation: int = 0
-    rendered_hash: str = ""
-    conditions: list[Condition] = []
+    """Observed state, written by the operator."""
+
+    observed_generation: Annotated[
+        int, Field(description="The metadata.generation the operator last acted on.")
+    ] = 0
+    rendered_hash: Annotated[
+        str, Field(description="Hash of the rendered kubelet and CRI-O drop-ins nodes must carry.")
+    ] = ""
+    conditions: Annotated[
+        list[Condition],
+        Field(
+            description="Ready, Reconciling and Stalled (kstatus), Available, Progressing, Degraded, Paused."
+        ),
+    ] = []
     nodes: NodeCounts = NodeCounts()
-    node_statuses: Annotated[list[NodeStatus], Field(max_length=MAX_NODE_STATUSES)] = []
-    # Set when the list above was cut to MAX_NODE_STATUSES entries.
-    node_statuses_truncated: int = 0
-    # While waiting for capacity: the nodes made unavailable outside this rollout that use the budget
-    # ("name (cordoned|NotReady)"), and since when only they have held it (the Stalled clock).
-    budget_held_by: Annotated[list[str], Field(max_length=MAX_NODE_STATUSES)] = []
-    budget_held_since: datetime | None = None
+    node_statuses: Annotated[
+        list[NodeStatus],
+        Field(
+            max_length=MAX_NODE_STATUSES,
+            description="Nodes that need attention: in progress, failed or skipped.",
+        ),
+    ] = []
+    node_statuses_truncated: Annotated[
+        int,
+        Field(description=f"How many entries nodeStatuses left out (it holds {MAX_NODE_STATUSES} at most)."),
+    ] = 0
+    budget_held_by: Annotated[
+        list[str],
+        Field(
+            max_length=MAX_NODE_STATUSES,
+            description="While waiting for capacity: the nodes made unavailable outside this rollout that "
+            "use maxUnavailable, as `name (cordoned|NotReady)`.",
+        ),
+    ] = []
+    budget_held_since: Annotated[
+        datetime | None,
+        Field(description="Since when only those nodes have held the budget (the Stalled clock)."),
+    ] = None
 
 
 class NodeConfig(_Model):
+    """NodeConfig turns the kubelet's Evented PLEG on or off across the selected nodes, one node (or batch)
+    at a time."""
+
     api_version: Literal["eventedpleg.io/v1alpha1"] = "eventedpleg.io/v1alpha1"
     kind: Literal["NodeConfig"] = "NodeConfig"
     metadata: dict[str, Any] = {}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -90,6 +91,17 @@ CONTAINERD = Component("containerd", "v2.2.9", ("containerd", "containerd-shim-r
 CRICTL = Component("crictl", "v1.36.0", ("crictl",), "~1 minute")
 NODE_COMPONENTS = (KUBELET_136, KUBELET_137, CONTAINERD, CRICTL)
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+# The tests' kstatus reader: ../kstatus/main.go around sigs.k8s.io/cli-utils/pkg/kstatus/status (what Flux
+# computes health with). Keyed by the library's version and the source's hash, so an edit rebuilds it.
+KSTATUS_SOURCE = Path(__file__).resolve().parents[1] / "kstatus" / "main.go"
+CLI_UTILS_VERSION = "v0.37.2"
+KSTATUS = Component(
+    "kstatus",
+    f"{CLI_UTILS_VERSION}-{hashlib.sha256(KSTATUS_SOURCE.read_bytes()).hexdigest()[:8]}",
+    ("kstatus",),
+    "~2 minutes",
+)
 
 # kwok v0.8.0 has no built-in stages any more (it exits "no stages found"); its module ships them as a
 # kustomize tree. We copy the files `kustomize/stage/fast` resolves to, so the runtime needs no Go.
@@ -474,7 +486,15 @@ def _build_crictl(comp: Component, src: Path, out: Path, logfile: Path) -> None:
     )
 
 
+def _build_kstatus(comp: Component, src: Path, out: Path, logfile: Path) -> None:
+    _wrapper_module(src, logfile)
+    shutil.copyfile(KSTATUS_SOURCE, src / "main.go")
+    _run(["get", f"sigs.k8s.io/cli-utils@{CLI_UTILS_VERSION}"], cwd=src, logfile=logfile)
+    _run(["build", "-trimpath", "-ldflags=-s -w", "-o", str(out / "kstatus"), "."], cwd=src, logfile=logfile)
+
+
 _BUILDERS: dict[str, Callable[[Component, Path, Path, Path], None]] = {
+    "kstatus": _build_kstatus,
     "etcd": _build_etcd,
     "kubernetes": _build_kubernetes,
     # The same staging-replace wrapper builds a kubelet (its binaries name the cmd/ packages).

@@ -85,6 +85,7 @@ class NodeView:
     marks: NodeMarks
     resource_version: str = ""
     autoscaler_present: frozenset[str] = frozenset()  # autoscaler keys on the node, whoever set them
+    uid: str = ""  # for Events: `kubectl describe node` shows only those whose involvedObject.uid matches
 
     @property
     def autoscaler_user(self) -> frozenset[str]:
@@ -138,6 +139,7 @@ def node_view(body: Mapping[str, Any]) -> NodeView:
         marks=NodeMarks.parse(annotations),
         resource_version=str(meta.get("resourceVersion", "")),
         autoscaler_present=frozenset(key for key in c.AUTOSCALER_ANNOTATIONS if key in annotations),
+        uid=str(meta.get("uid", "")),
     )
 
 

@@ -205,24 +205,12 @@ def build_status(
     held_from, budget_stalled = budget_held(
         summary, deleting=deleting, held_since=held_since, stall_after=stall_after, now=now
     )
-    before = {cond.type: cond for cond in previous}
-    conditions = []
-    for kind, ok, reason, message in conditions_for(
-        summary, enabled=enabled, deleting=deleting, budget_stalled=budget_stalled
-    ):
-        status = ConditionStatus.TRUE if ok else ConditionStatus.FALSE
-        old = before.get(kind)
-        since = old.last_transition_time if old is not None and old.status == status else now
-        conditions.append(
-            Condition(
-                type=kind,
-                status=status,
-                reason=reason,
-                message=message,
-                observed_generation=generation,
-                last_transition_time=since,
-            )
-        )
+    conditions = _stamped(
+        conditions_for(summary, enabled=enabled, deleting=deleting, budget_stalled=budget_stalled),
+        previous,
+        generation,
+        now,
+    )
     notes = summary.attention[:MAX_NODE_STATUSES]
     return NodeConfigStatus(
         observed_generation=generation,
@@ -243,3 +231,68 @@ def build_status(
         budget_held_by=[f"{n.name} ({n.why})" for n in summary.held_by[:MAX_NODE_STATUSES]],
         budget_held_since=held_from,
     )
+
+
+def _stamped(
+    values: Sequence[tuple[ConditionType, bool, str, str]],
+    previous: Sequence[Condition],
+    generation: int,
+    now: datetime,
+) -> list[Condition]:
+    """Conditions with observedGeneration, each keeping its lastTransitionTime while its status holds."""
+    before = {cond.type: cond for cond in previous}
+    conditions = []
+    for kind, ok, reason, message in values:
+        status = ConditionStatus.TRUE if ok else ConditionStatus.FALSE
+        old = before.get(kind)
+        since = old.last_transition_time if old is not None and old.status == status else now
+        conditions.append(
+            Condition(
+                type=kind,
+                status=status,
+                reason=reason,
+                message=message,
+                observed_generation=generation,
+                last_transition_time=since,
+            )
+        )
+    return conditions
+
+
+def first_status(
+    previous: NodeConfigStatus, *, generation: int, now: datetime, waiting: str
+) -> NodeConfigStatus | None:
+    """What a NodeConfig says from the moment the operator sees it until the first pass can plan
+    (`waiting`: why not yet): Reconciling for this generation, so kstatus reads InProgress, not Current.
+    None when the status already describes this generation."""
+    if previous.observed_generation == generation and previous.conditions:
+        return None
+    values = [
+        (ConditionType.READY, False, "Reconciling", waiting),
+        (ConditionType.PROGRESSING, True, "Reconciling", waiting),
+        (ConditionType.DEGRADED, False, "AsExpected", ""),
+        (ConditionType.RECONCILING, True, "Reconciling", waiting),
+        (ConditionType.STALLED, False, "AsExpected", ""),
+    ]
+    now = now.replace(microsecond=0)
+    conditions = _stamped(values, previous.conditions, generation, now)
+    return previous.model_copy(update={"conditions": conditions, "observed_generation": generation})
+
+
+def invalid_status(
+    previous: NodeConfigStatus, *, problems: str, generation: int, now: datetime
+) -> NodeConfigStatus:
+    """A spec the operator cannot act on (it passed admission, so the CRD on the server and this
+    operator disagree): Stalled and Degraded, not Ready, with the problems in one line. The node counts
+    and list stay as they were: nothing is changed on a node until the spec is fixed."""
+    values = [
+        (ConditionType.READY, False, "InvalidSpec", problems),
+        (ConditionType.AVAILABLE, False, "InvalidSpec", "the spec is invalid: " + problems),
+        (ConditionType.PROGRESSING, False, "InvalidSpec", "nothing moves until the spec is fixed"),
+        (ConditionType.DEGRADED, True, "InvalidSpec", problems),
+        (ConditionType.RECONCILING, False, "InvalidSpec", ""),
+        (ConditionType.STALLED, True, "InvalidSpec", problems),
+    ]
+    now = now.replace(microsecond=0)
+    conditions = _stamped(values, previous.conditions, generation, now)
+    return previous.model_copy(update={"conditions": conditions, "observed_generation": generation})

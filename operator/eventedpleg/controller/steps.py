@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from eventedpleg.controller.configstate import ConfigState
 from eventedpleg.controller.executor import Executor, StepResult
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
@@ -56,7 +57,9 @@ class StepRunner:
             self.api, self.recorder, clock=self.clock, allow_force_delete=self.allow_force_delete
         )
 
-    def submit(self, actions: tuple[Action, ...], ref: ObjectRef, spec: NodeConfigSpec) -> None:
+    def submit(
+        self, actions: tuple[Action, ...], ref: ObjectRef, spec: NodeConfigSpec, state: ConfigState
+    ) -> None:
         """Start each step on a pool without waiting: the next pass may run while steps are in flight.
         A node with a step in flight gets no second one; a Cordon is assumed done until it lands. A step
         planned on an older view of its node than the cached one is dropped: it would repeat the write that
@@ -74,14 +77,14 @@ class StepRunner:
             if isinstance(action, Cordon) and before is not None:
                 self.nodes.assume(action.node, assumed_cordoned(before, action))
             pool = self.pool if isinstance(action, Cordon | Drain) else self.giveback_pool
-            pool.submit(self._step, action, ref.name, drain, before)
+            pool.submit(self._step, action, state, drain, before)
 
-    def _step(self, action: Action, nodeconfig: str, drain: DrainOptions, before: NodeView | None) -> None:
+    def _step(self, action: Action, state: ConfigState, drain: DrainOptions, before: NodeView | None) -> None:
         started = time.monotonic()
         try:
             if self.may_start():  # checked again: the step may have queued past the leader's deadline
                 log.info("step %s on %s starts", type(action).__name__, action.node)
-                outcome = self.executor.apply(action, before, nodeconfig=nodeconfig, drain=drain)
+                outcome = self.executor.apply(action, before, nodeconfig=state.name, drain=drain)
             else:
                 outcome = StepResult(action, applied=False, error="not leading")
         except Exception:  # a step must never leave the node marked busy or assumed
@@ -95,7 +98,7 @@ class StepRunner:
         if outcome.error == "conflict":
             self.metrics.conflicts.inc()
         if outcome.drain_retry:
-            self.metrics.drain_retries.labels(nodeconfig).inc()
+            state.drain_retried()  # not once the NodeConfig is gone: no series comes back
             # The node stays busy (no other step) until the pause ends; then a pass is woken for it.
             timer = threading.Timer(self.drain_poll_seconds, self._release, args=(action.node,))
             timer.daemon = True

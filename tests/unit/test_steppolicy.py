@@ -4,7 +4,7 @@ The executor and the world model (rolloutworld.py) both run it; these tests pin 
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -28,6 +28,35 @@ from eventedpleg.models.nodeconfig import OnDrainTimeout
 from tests.unit.rolloutworld import T0, World, fleet, spec
 
 
+@dataclass
+class Recorded:
+    """Answers from the test's arguments, recording every request in order."""
+
+    mirror: tuple[str, ...]
+    survey_mirror: tuple[str, ...]
+    pods_to_evict: bool
+    drain: DrainResult
+    requests: list[steppolicy.Request] = field(default_factory=list)
+
+    def write(self, request: Write) -> None:
+        self.requests.append(request)
+
+    def survey_pods(self) -> PodSurvey:
+        self.requests.append(SurveyPods())
+        return PodSurvey(self.survey_mirror, nothing_to_evict=not self.pods_to_evict)
+
+    def find_mirror_pods(self) -> tuple[str, ...]:
+        self.requests.append(FindMirrorPods())
+        return self.mirror
+
+    def attempt_drain(self, request: AttemptDrain) -> DrainResult:
+        self.requests.append(request)
+        return self.drain
+
+    def emit(self, request: Emit) -> None:
+        self.requests.append(request)
+
+
 def run(
     action: Action,
     *,
@@ -37,26 +66,16 @@ def run(
     pods_to_evict: bool = False,
     survey_mirror: tuple[str, ...] | None = None,
 ) -> tuple[list[steppolicy.Request], StepEnd]:
-    """Run a step to its end, answering from the arguments (`pods_to_evict`: what a look at the pods
-    before the cordon finds; `survey_mirror`: the static pods it sees, when not `mirror`); returns its
-    requests in order."""
+    """Run a step to its end with the interpreter the executor uses, answering from the arguments
+    (`pods_to_evict`: what a look at the pods before the cordon finds; `survey_mirror`: the static pods it
+    sees, when not `mirror`); returns its requests in order."""
     step = steppolicy.step(
         action, clock=lambda: T0, nodeconfig="cluster", allow_force_delete=allow_force_delete
     )
-    requests: list[steppolicy.Request] = []
-    answer: steppolicy.Answer = None
-    try:
-        while True:
-            request = step.send(answer)
-            requests.append(request)
-            answer = mirror if isinstance(request, FindMirrorPods) else None
-            if isinstance(request, SurveyPods):
-                seen = mirror if survey_mirror is None else survey_mirror
-                answer = PodSurvey(seen, nothing_to_evict=not pods_to_evict)
-            if isinstance(request, AttemptDrain):
-                answer = drain or DrainResult(True)
-    except StopIteration as stop:
-        return requests, stop.value
+    seen = mirror if survey_mirror is None else survey_mirror
+    answers = Recorded(mirror, seen, pods_to_evict, drain or DrainResult(True))
+    end = steppolicy.run(step, answers)
+    return answers.requests, end
 
 
 CORDON = Cordon(

@@ -2,8 +2,9 @@
 
 A step is a generator. It yields requests -- `Write` (one conditional merge patch of the node),
 `SurveyPods`, `FindMirrorPods`, `AttemptDrain`, `Emit` (a Node Event) -- receives each answer, and returns
-how it ended (`StepEnd`). The executor (controller.executor) answers from the API; the tests' world model
-(tests/unit/rolloutworld.py) answers from a model cluster: both run these rules, nobody copies them.
+how it ended (`StepEnd`). `run` carries a step out against an `Answers`: the executor (controller.executor)
+answers from the API, the tests' world model (tests/unit/rolloutworld.py) from a model cluster; both run
+these rules through the same interpreter, nobody copies them.
 
 A step is not atomic: each Write is its own request, and a conflict (409) or a crash between two of them
 ends the step with only the earlier writes done. Every prefix is a state the planner resumes from (a
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Protocol
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
@@ -87,6 +88,46 @@ class StepEnd:
 
 
 Step = Generator[Request, Answer, StepEnd]
+
+
+class Answers(Protocol):
+    """Who answers a step's requests. An exception from any of them ends the step there (a 409, a crash):
+    only the earlier writes are done."""
+
+    def write(self, request: Write) -> None: ...
+
+    def survey_pods(self) -> PodSurvey: ...
+
+    def find_mirror_pods(self) -> tuple[str, ...]: ...
+
+    def attempt_drain(self, request: AttemptDrain) -> DrainResult: ...
+
+    def emit(self, request: Emit) -> None: ...
+
+
+def run(step: Step, answers: Answers) -> StepEnd:
+    """The step interpreter: each request to `answers`, each answer back into the step, until it ends."""
+    answer: Answer = None
+    try:
+        while True:
+            request = step.send(answer)
+            answer = None
+            match request:
+                case Write():
+                    answers.write(request)
+                case SurveyPods():
+                    answer = answers.survey_pods()
+                case FindMirrorPods():
+                    answer = answers.find_mirror_pods()
+                case AttemptDrain():
+                    answer = answers.attempt_drain(request)
+                case Emit():
+                    answers.emit(request)
+    except StopIteration as stop:
+        end: StepEnd = stop.value
+        return end
+
+
 Clock = Callable[[], datetime]
 Marks = dict[str, str | None]  # the annotations of one Write
 

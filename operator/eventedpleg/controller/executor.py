@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from eventedpleg.core.rollout import drainpods, steppolicy
-from eventedpleg.core.rollout.actions import Action
+from eventedpleg.core.rollout.actions import Action, Cordon, Drain
 from eventedpleg.core.rollout.drainpods import DrainResult
+from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
 from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, PodSurvey, Write
 from eventedpleg.k8s import drain as drainer
@@ -50,7 +51,7 @@ class StepResult:
 
 
 class Executor:
-    """One per operator: what differs between NodeConfigs (their name, their drain options) comes with
+    """One per operator: what differs between NodeConfigs (their name, their drain policy) comes with
     each step, and what a step relies on lives only as long as the step, so pool threads share it."""
 
     def __init__(
@@ -73,14 +74,13 @@ class Executor:
         basis: NodeView | None = None,
         *,
         nodeconfig: str,
-        drain: drainer.DrainOptions,
     ) -> StepResult:
         """Carry out one step for `nodeconfig`. `basis` is the node as the planner saw it: when a write hits
         409 only because something we do not rely on moved (a status heartbeat), the write is retried."""
         # resourceVersion -> what the step relies on at that version (see patch)
         relied = {} if basis is None else {action.resource_version: relied_on(basis)}
         try:
-            return self._apply(action, nodeconfig, drain, relied)
+            return self._apply(action, nodeconfig, relied)
         except Conflict:
             return StepResult(action, applied=False, error="conflict")
         except NotFound:
@@ -123,7 +123,6 @@ class Executor:
         self,
         action: Action,
         nodeconfig: str,
-        drain: drainer.DrainOptions,
         relied: dict[str, tuple[object, ...]],
     ) -> StepResult:
         """Run the step policy against the API; an ApiError (409 included) ends the step there."""
@@ -133,6 +132,7 @@ class Executor:
             nodeconfig=nodeconfig,
             allow_force_delete=self.allow_force_delete,
         )
+        drain = action.drain if isinstance(action, Cordon | Drain) else None
         answers = _ApiAnswers(self, action.node, action.resource_version, drain, relied)
         end = steppolicy.run(step, answers)
         return StepResult(
@@ -152,7 +152,7 @@ class _ApiAnswers:
         executor: Executor,
         node: str,
         rv: str,
-        drain: drainer.DrainOptions,
+        drain: DrainPolicy | None,  # the Cordon's or Drain's: only they survey and drain
         relied: dict[str, tuple[object, ...]],
     ) -> None:
         self.executor, self.api, self.node, self.rv = executor, executor.api, node, rv
@@ -166,10 +166,15 @@ class _ApiAnswers:
         )
         self.rv = str(self.body["metadata"]["resourceVersion"])
 
+    def _policy(self) -> DrainPolicy:
+        if self.drain is None:
+            raise TypeError("only a Cordon or a Drain step surveys or drains pods")
+        return self.drain
+
     def survey_pods(self) -> PodSurvey:  # before the cordon: never reused by a drain attempt
-        pods = drainer.node_pods(self.api, self.node)
+        pods, policy = drainer.node_pods(self.api, self.node), self._policy()
         selection = drainpods.select(
-            pods, delete_empty_dir_data=self.drain.delete_empty_dir_data, force=self.drain.force
+            pods, delete_empty_dir_data=policy.delete_empty_dir_data, force=policy.force
         )
         return PodSurvey(drainer.mirror_pods_in(pods), nothing_to_evict=selection.done)
 
@@ -179,7 +184,9 @@ class _ApiAnswers:
 
     def attempt_drain(self, request: AttemptDrain) -> DrainResult:
         pods, self.pods = self.pods, None
-        return drainer.attempt(self.api, self.node, self.drain, force_delete=request.force_delete, pods=pods)
+        return drainer.attempt(
+            self.api, self.node, self._policy(), force_delete=request.force_delete, pods=pods
+        )
 
     def emit(self, request: Emit) -> None:
         self.executor.recorder.emit(node_ref(self.node), request.kind, request.reason, request.message)

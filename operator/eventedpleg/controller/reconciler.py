@@ -100,7 +100,7 @@ class Reconciler:
                 return None, None
             views, changed = seen
             result = planner.plan(views, target, now, state.memo, changed)
-        self.steps.submit(result.actions, ref, spec, state)
+        self.steps.submit(result.actions, state)
         new_status = status.build_status(
             result.summary,
             enabled=spec.evented_pleg and not target.reverting,

@@ -18,9 +18,7 @@ from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain
 from eventedpleg.core.rollout.snapshot import NodeView
-from eventedpleg.k8s.drain import DrainOptions
-from eventedpleg.k8s.events import EventRecorder, ObjectRef
-from eventedpleg.models.nodeconfig import NodeConfigSpec
+from eventedpleg.k8s.events import EventRecorder
 
 log = logging.getLogger(__name__)
 WORKERS = 32  # cordon/drain steps in flight at once (each is 1-4 API requests)
@@ -57,9 +55,7 @@ class StepRunner:
             self.api, self.recorder, clock=self.clock, allow_force_delete=self.allow_force_delete
         )
 
-    def submit(
-        self, actions: tuple[Action, ...], ref: ObjectRef, spec: NodeConfigSpec, state: ConfigState
-    ) -> None:
+    def submit(self, actions: tuple[Action, ...], state: ConfigState) -> None:
         """Start each step on a pool without waiting: the next pass may run while steps are in flight.
         A node with a step in flight gets no second one; a Cordon is assumed done until it lands. A step
         planned on an older view of its node than the cached one is dropped: it would repeat the write that
@@ -67,9 +63,6 @@ class StepRunner:
         judges a 409 against `before`."""
         if not actions or not self.may_start():
             return
-        drain = DrainOptions(
-            spec.drain.grace_period_seconds, spec.drain.delete_empty_dir_data, spec.drain.force
-        )
         for action in actions:
             claimed, before = self.nodes.claim(action.node, action.resource_version)
             if not claimed:
@@ -77,14 +70,14 @@ class StepRunner:
             if isinstance(action, Cordon) and before is not None:
                 self.nodes.assume(action.node, assumed_cordoned(before, action))
             pool = self.pool if isinstance(action, Cordon | Drain) else self.giveback_pool
-            pool.submit(self._step, action, state, drain, before)
+            pool.submit(self._step, action, state, before)
 
-    def _step(self, action: Action, state: ConfigState, drain: DrainOptions, before: NodeView | None) -> None:
+    def _step(self, action: Action, state: ConfigState, before: NodeView | None) -> None:
         started = time.monotonic()
         try:
             if self.may_start():  # checked again: the step may have queued past the leader's deadline
                 log.info("step %s on %s starts", type(action).__name__, action.node)
-                outcome = self.executor.apply(action, before, nodeconfig=state.name, drain=drain)
+                outcome = self.executor.apply(action, before, nodeconfig=state.name)
             else:
                 outcome = StepResult(action, applied=False, error="not leading")
         except Exception:  # a step must never leave the node marked busy or assumed

@@ -21,7 +21,6 @@ from typing import Literal, Protocol
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core.rollout import retry
 from eventedpleg.core.rollout.actions import (
     Action,
     Cordon,
@@ -304,23 +303,24 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
                 action.hash, mirror, clock, marks=back, unschedulable=action.was_unschedulable
             )
         )
-    force_asked = action.deadline_reached and action.on_timeout is OnDrainTimeout.FORCE_DELETE
+    policy = action.drain
+    force_asked = action.deadline_reached and policy.on_timeout is OnDrainTimeout.FORCE_DELETE
     force = force_asked and allow_force_delete
     result = _drain_result((yield AttemptDrain(force_delete=force)))
     if result.done:
         return (yield from _request_apply(action.hash, action.agent_options, "drained", clock))
     if action.deadline_reached and not force:
-        state = NodeState.SKIPPED if action.on_timeout is OnDrainTimeout.SKIP else NodeState.FAILED
-        reason = f"drain did not finish within {action.timeout_seconds}s: {result.waiting}"
+        state = NodeState.SKIPPED if policy.on_timeout is OnDrainTimeout.SKIP else NodeState.FAILED
+        reason = f"drain did not finish within {policy.timeout_seconds}s: {result.waiting}"
         if force_asked:  # ForceDelete without `pods delete`: say so instead of a 403 on every retry
             reason += f"; {FORCE_DELETE_DISABLED}"
         timeouts: dict[str, str | None] = {}
         if state is NodeState.FAILED and not force_asked:  # a missing grant does not clear by itself
             count = action.drain_timeouts + 1
             timeouts[c.ANN_DRAIN_TIMEOUTS] = str(count)
-            if count <= action.retries:  # what clears by itself (a PDB) gets another chance
-                wait = retry.backoff(action.retry_backoff_seconds, count)
-                reason += f"; automatic retry {count} of {action.retries} in {int(wait.total_seconds())}s"
+            if policy.retried(count):  # what clears by itself (a PDB) gets another chance
+                wait = policy.backoff(count)
+                reason += f"; automatic retry {count} of {policy.retries} in {int(wait.total_seconds())}s"
         # Give the node back: a timed-out drain must never leave our cordon behind.
         marks = {
             c.ANN_DESIRED: action.hash,

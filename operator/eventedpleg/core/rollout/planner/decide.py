@@ -203,16 +203,16 @@ class _Decider:
     def _drain_retry(self) -> bool:
         """A node given back Failed after a drain timeout, with automatic retries left (spec.drain.retries):
         not a failure; taken again once its back-off has passed. True when this decides the node."""
-        marks, drain = self.node.marks, self.target.spec.drain
+        marks, drain = self.node.marks, self.target.drain
         attempt = marks.drain_timeouts
         if not (
             marks.state is NodeState.FAILED
             and not marks.cordoned_by_us
             and marks.desired == self.want
-            and 0 < attempt <= drain.retries
+            and drain.retried(attempt)
         ):
             return False
-        due = (marks.since or self.now) + retry.backoff(drain.retry_backoff_seconds, attempt)
+        due = (marks.since or self.now) + drain.backoff(attempt)
         self.count("retry_pending")
         if self.now < due:
             self.wakes += (due,)
@@ -253,11 +253,11 @@ class _Decider:
         node, marks, spec, now = self.node, self.node.marks, self.target.spec, self.now
         since = marks.since or now
         if marks.state is NodeState.DRAINING:
-            timeout = spec.drain.timeout_seconds
-            deadline = since + timedelta(seconds=timeout)
-            if timeout:
-                self.wakes += (deadline,)
-            return _drain(node, self.target, want, deadline_reached=bool(timeout) and now >= deadline)
+            drain_deadline = self.target.drain.deadline(since)
+            if drain_deadline is not None:
+                self.wakes += (drain_deadline,)
+            reached = drain_deadline is not None and now >= drain_deadline
+            return _drain(node, self.target, want, deadline_reached=reached)
         deadline = since + timedelta(seconds=spec.verification.timeout_seconds) + AGENT_GRACE
         self.wakes += (deadline,)
         if now < deadline:
@@ -310,14 +310,11 @@ def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool)
         agent_options=target.agent_options,
         include_control_plane=target.spec.include_control_plane,
         deadline_reached=deadline_reached,
-        on_timeout=target.spec.drain.on_timeout,
-        timeout_seconds=target.spec.drain.timeout_seconds,
+        drain=target.drain,
         was_unschedulable=node.marks.was_unschedulable,
         reason=node.marks.reason,
         autoscaler_hold=node.marks.autoscaler_hold,
         drain_timeouts=node.marks.drain_timeouts,
-        retries=target.spec.drain.retries,
-        retry_backoff_seconds=target.spec.drain.retry_backoff_seconds,
     )
 
 

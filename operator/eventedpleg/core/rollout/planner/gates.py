@@ -159,6 +159,7 @@ class _Start:
                     spec.include_control_plane,
                     was_unschedulable=node.unschedulable,
                     agent_options=target.agent_options,
+                    drain=target.drain,
                     autoscaler_user=node.autoscaler_user,
                 )
             )

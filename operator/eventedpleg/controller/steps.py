@@ -4,16 +4,17 @@ node at a time, and feeds each step's write back into the node cache."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from eventedpleg.controller.configstate import ConfigState
 from eventedpleg.controller.executor import Executor, StepResult
+from eventedpleg.controller.later import Later
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain
@@ -48,6 +49,8 @@ class StepRunner:
     giveback_pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(GIVEBACK_WORKERS, "giveback")
     )
+    # Drains waiting out their pause before the next poll: one thread for all of them.
+    later: Later = field(default_factory=lambda: Later("drain-poll"))
     executor: Executor = field(init=False)
 
     def __post_init__(self) -> None:
@@ -93,9 +96,7 @@ class StepRunner:
         if outcome.drain_retry:
             state.drain_retried()  # not once the NodeConfig is gone: no series comes back
             # The node stays busy (no other step) until the pause ends; then a pass is woken for it.
-            timer = threading.Timer(self.drain_poll_seconds, self._release, args=(action.node,))
-            timer.daemon = True
-            timer.start()
+            self.later.call(self.drain_poll_seconds, partial(self._release, action.node))
             return
         self._release(action.node)
 

@@ -68,14 +68,14 @@ class _Decider:
     """Builds one NodeDecision; records whether it read the clock (then it holds only until a wake)."""
 
     __slots__ = (
-        "action", "candidate", "conflicts", "counts", "done", "failures", "foreign", "inputs", "node",
+        "action", "candidate", "conflicts", "counted", "done", "failures", "foreign", "inputs", "node",
         "notes", "read_clock", "retrying", "target", "wakes", "want",
     )  # fmt: skip
 
     def __init__(self, node: NodeView, inputs: Inputs) -> None:
         self.node, self.inputs, self.target, self.want = node, inputs, inputs.target, inputs.want
         self.read_clock = False
-        self.counts: dict[str, int] = {}
+        self.counted: list[str] = []  # the Tally's counters this node adds one to, in the order counted
         # Most nodes have nothing to say: tuples, grown only by the few that do.
         self.notes: tuple[NodeNote, ...] = ()
         self.failures: tuple[NodeNote, ...] = ()
@@ -92,8 +92,9 @@ class _Decider:
         self.read_clock = True
         return self.inputs.now
 
-    def count(self, name: str, by: int = 1) -> None:
-        self.counts[name] = self.counts.get(name, 0) + by
+    def count(self, name: str, when: bool = True) -> None:
+        if when:
+            self.counted.append(name)
 
     def note(self, state: str, reason: str) -> None:
         marks = self.node.marks
@@ -112,7 +113,7 @@ class _Decider:
             node=self.node,
             forever=not self.read_clock,
             until=until,
-            tally=tally_of(self.counts),
+            tally=tally_of(tuple(self.counted)),
             notes=self.notes,
             failures=self.failures,
             retrying=self.retrying,

@@ -41,16 +41,16 @@ PUBLISHED = tuple(n for n in NAMES if n in NodeCounts.model_fields)
 EMPTY = Tally()
 
 
-def tally_of(counts: dict[str, int]) -> Tally:
-    """The Tally of these counters, shared: a fleet's nodes fall into a handful of kinds."""
-    key = tuple(counts.items())
-    tally = _KINDS.get(key)
+def tally_of(counted: tuple[str, ...]) -> Tally:
+    """The Tally with one for each name in `counted` (a name twice: two), shared: a fleet's nodes fall
+    into a handful of kinds."""
+    tally = _KINDS.get(counted)
     if tally is None:
-        tally = _KINDS[key] = Tally(**counts)
+        tally = _KINDS[counted] = Tally(**Counter(counted))
     return tally
 
 
-_KINDS: dict[tuple[tuple[str, int], ...], Tally] = {}  # one node's counters are 0 or 1: few keys
+_KINDS: dict[tuple[str, ...], Tally] = {}  # a node counts each counter at most once or twice: few keys
 
 
 def total(parts: list[Tally]) -> Tally:

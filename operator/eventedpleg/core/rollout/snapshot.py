@@ -166,7 +166,7 @@ class Target:
     peers: tuple[Peer, ...] = field(default_factory=tuple)
     retry: Mapping[str, datetime] = field(default_factory=dict)  # node -> failure to retry (retry.py)
 
-    @property
+    @cached_property
     def drain(self) -> DrainPolicy:
         return DrainPolicy.of(self.spec.drain)
 

@@ -12,10 +12,10 @@ import yaml
 from eventedpleg import constants as c
 from eventedpleg.controller.executor import Executor
 from eventedpleg.core.rollout.actions import Drain
+from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.steppolicy import FORCE_DELETE_DISABLED
-from eventedpleg.k8s.drain import DrainOptions
 from eventedpleg.k8s.events import EventRecorder
-from eventedpleg.models.nodeconfig import OnDrainTimeout
+from eventedpleg.models.nodeconfig import DrainSpec, OnDrainTimeout
 from eventedpleg_lab.kube.fakenodes import FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import wait_for
@@ -48,13 +48,17 @@ def test_force_delete_not_allowed_fails_the_node_and_deletes_nothing(cluster: Lo
         EventRecorder(cluster.api(), "eventedpleg-operator"),
         clock=lambda: datetime.now(UTC),
     )
+    policy = DrainPolicy.of(
+        DrainSpec(
+            timeout_seconds=60, on_timeout=OnDrainTimeout.FORCE_DELETE, grace_period_seconds=30,
+            delete_empty_dir_data=False,
+        )
+    )  # fmt: skip
     drain = Drain(
         NODE, node["metadata"]["resourceVersion"], "h1", "{}", include_control_plane=False,
-        deadline_reached=True, on_timeout=OnDrainTimeout.FORCE_DELETE, timeout_seconds=60,
-        was_unschedulable=False, reason="",
+        deadline_reached=True, drain=policy, was_unschedulable=False, reason="",
     )  # fmt: skip
-    options = DrainOptions(30, delete_empty_dir_data=False, force=False)
-    outcome = executor.apply(drain, nodeconfig="cluster", drain=options)
+    outcome = executor.apply(drain, nodeconfig="cluster")
 
     assert outcome.applied and outcome.transition == c.NodeState.FAILED, outcome
     after = kget(cluster, "node", NODE)

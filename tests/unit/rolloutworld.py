@@ -6,6 +6,7 @@ rollouts."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,14 +23,7 @@ from eventedpleg.core.rollout import planner, steppolicy
 from eventedpleg.core.rollout.actions import Action, Cordon
 from eventedpleg.core.rollout.drainpods import Blocker, DrainResult
 from eventedpleg.core.rollout.snapshot import IN_PROGRESS, NodeView, Peer, Target, node_view
-from eventedpleg.core.rollout.steppolicy import (
-    AttemptDrain,
-    Emit,
-    FindMirrorPods,
-    PodSurvey,
-    SurveyPods,
-    Write,
-)
+from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, PodSurvey, Write
 from eventedpleg.models.nodeconfig import NodeConfigSpec
 from tests.unit.agentmodel import ModelAgent, ModelHost
 
@@ -177,28 +171,9 @@ class World:
         step = steppolicy.step(
             action, clock=lambda: self.now, nodeconfig=self.name, allow_force_delete=self.allow_force_delete
         )
-        answer: steppolicy.Answer = None
-        done = 0
-        try:
-            while True:
-                request = step.send(answer)
-                answer = None
-                match request:
-                    case Write():
-                        if writes is not None and done >= writes:
-                            return True  # crashed: the rest of the step never happens
-                        self._write(node, request)
-                        done += 1
-                    case SurveyPods():
-                        answer = PodSurvey(node.mirror_pods, nothing_to_evict=not self._blocked(node))
-                    case FindMirrorPods():
-                        answer = node.mirror_pods
-                    case AttemptDrain():
-                        answer = self._drain(node, request)
-                    case Emit():
-                        self.events.append((node.name, request.reason))
-        except StopIteration:
-            return True
+        with contextlib.suppress(_CrashError):  # a crash: the rest of the step never happens
+            steppolicy.run(step, _ModelAnswers(self, node, writes))
+        return True
 
     # -- the agent's effects ---------------------------------------------------------------------------
 
@@ -266,6 +241,38 @@ class World:
 
     def _quiet(self) -> bool:
         return all(n.annotations.get(c.ANN_STATE) not in IN_PROGRESS for n in self.nodes.values())
+
+
+class _CrashError(Exception):
+    """The operator died in the middle of a step."""
+
+
+@dataclass
+class _ModelAnswers:
+    """A step's requests answered from the model, dying after `writes` writes (None: never)."""
+
+    world: World
+    node: SimNode
+    writes: int | None
+    done: int = 0
+
+    def write(self, request: Write) -> None:
+        if self.writes is not None and self.done >= self.writes:
+            raise _CrashError
+        self.world._write(self.node, request)
+        self.done += 1
+
+    def survey_pods(self) -> PodSurvey:
+        return PodSurvey(self.node.mirror_pods, nothing_to_evict=not self.world._blocked(self.node))
+
+    def find_mirror_pods(self) -> tuple[str, ...]:
+        return self.node.mirror_pods
+
+    def attempt_drain(self, request: AttemptDrain) -> DrainResult:
+        return self.world._drain(self.node, request)
+
+    def emit(self, request: Emit) -> None:
+        self.world.events.append((self.node.name, request.reason))
 
 
 def spec(**kw: Any) -> NodeConfigSpec:

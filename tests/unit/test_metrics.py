@@ -7,13 +7,12 @@ from prometheus_client import generate_latest
 from eventedpleg.constants import NodeState
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.node.promtext import parse_metrics
-from eventedpleg.core.rollout.planner import NodeNote, Summary
-from eventedpleg.models.nodeconfig import NodeCounts
+from eventedpleg.core.rollout.planner import NodeNote, Summary, Tally
 
 
 def _summary(*failures: NodeNote) -> Summary:
     return Summary(
-        counts=NodeCounts(total=3, eligible=3, failed=len(failures)), want_hash="h", complete=False,
+        tally=Tally(total=3, eligible=3, failed=len(failures)), want_hash="h", complete=False,
         halted=True,
         canary_failed=False, paused=False, window_closed=False, waiting="", conflicts=(), attention=failures,
         attention_truncated=0, failures=failures, finalized=False, next_wake=None,

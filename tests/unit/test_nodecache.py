@@ -8,6 +8,8 @@ from typing import Any
 from eventedpleg.constants import NodeState
 from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
 from eventedpleg.core.rollout.actions import Cordon
+from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.models.nodeconfig import DrainSpec
 
 
 def _node(name: str, rv: int, *, unschedulable: bool = False, ready: bool = True) -> dict[str, Any]:
@@ -27,6 +29,7 @@ def _cordon(node: str, rv: int) -> Cordon:
         include_control_plane=False,
         was_unschedulable=False,
         agent_options="{}",
+        drain=DrainPolicy.of(DrainSpec()),
     )
 
 

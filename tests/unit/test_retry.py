@@ -8,7 +8,9 @@ from datetime import timedelta
 
 from eventedpleg import constants as c
 from eventedpleg.core.rollout import retry, status
+from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import node_view
+from eventedpleg.models.nodeconfig import DrainSpec
 from tests.unit.rolloutworld import T0, World, fleet, spec
 
 
@@ -122,7 +124,8 @@ def test_automatic_retries_are_bounded_then_the_node_counts_as_failed() -> None:
     assert [e for e in world.events if e == ("node-000", "DrainTimeout")] == [
         ("node-000", "DrainTimeout")
     ] * 3
-    assert retry.backoff(10, 1) == timedelta(seconds=10) and retry.backoff(10, 2) == timedelta(seconds=20)
+    policy = DrainPolicy.of(DrainSpec(retry_backoff_seconds=10))
+    assert policy.backoff(1) == timedelta(seconds=10) and policy.backoff(2) == timedelta(seconds=20)
 
 
 def test_no_automatic_retry_when_retries_is_zero() -> None:

@@ -4,7 +4,7 @@ The executor and the world model (rolloutworld.py) both run it; these tests pin 
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -14,6 +14,7 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout import drainpods, steppolicy
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain, MarkFailed, Release, Uncordon
 from eventedpleg.core.rollout.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
+from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import NodeMarks
 from eventedpleg.core.rollout.steppolicy import (
     AttemptDrain,
@@ -24,8 +25,37 @@ from eventedpleg.core.rollout.steppolicy import (
     SurveyPods,
     Write,
 )
-from eventedpleg.models.nodeconfig import OnDrainTimeout
+from eventedpleg.models.nodeconfig import DrainSpec, OnDrainTimeout
 from tests.unit.rolloutworld import T0, World, fleet, spec
+
+
+@dataclass
+class Recorded:
+    """Answers from the test's arguments, recording every request in order."""
+
+    mirror: tuple[str, ...]
+    survey_mirror: tuple[str, ...]
+    pods_to_evict: bool
+    drain: DrainResult
+    requests: list[steppolicy.Request] = field(default_factory=list)
+
+    def write(self, request: Write) -> None:
+        self.requests.append(request)
+
+    def survey_pods(self) -> PodSurvey:
+        self.requests.append(SurveyPods())
+        return PodSurvey(self.survey_mirror, nothing_to_evict=not self.pods_to_evict)
+
+    def find_mirror_pods(self) -> tuple[str, ...]:
+        self.requests.append(FindMirrorPods())
+        return self.mirror
+
+    def attempt_drain(self, request: AttemptDrain) -> DrainResult:
+        self.requests.append(request)
+        return self.drain
+
+    def emit(self, request: Emit) -> None:
+        self.requests.append(request)
 
 
 def run(
@@ -37,34 +67,26 @@ def run(
     pods_to_evict: bool = False,
     survey_mirror: tuple[str, ...] | None = None,
 ) -> tuple[list[steppolicy.Request], StepEnd]:
-    """Run a step to its end, answering from the arguments (`pods_to_evict`: what a look at the pods
-    before the cordon finds; `survey_mirror`: the static pods it sees, when not `mirror`); returns its
-    requests in order."""
+    """Run a step to its end with the interpreter the executor uses, answering from the arguments
+    (`pods_to_evict`: what a look at the pods before the cordon finds; `survey_mirror`: the static pods it
+    sees, when not `mirror`); returns its requests in order."""
     step = steppolicy.step(
         action, clock=lambda: T0, nodeconfig="cluster", allow_force_delete=allow_force_delete
     )
-    requests: list[steppolicy.Request] = []
-    answer: steppolicy.Answer = None
-    try:
-        while True:
-            request = step.send(answer)
-            requests.append(request)
-            answer = mirror if isinstance(request, FindMirrorPods) else None
-            if isinstance(request, SurveyPods):
-                seen = mirror if survey_mirror is None else survey_mirror
-                answer = PodSurvey(seen, nothing_to_evict=not pods_to_evict)
-            if isinstance(request, AttemptDrain):
-                answer = drain or DrainResult(True)
-    except StopIteration as stop:
-        return requests, stop.value
+    seen = mirror if survey_mirror is None else survey_mirror
+    answers = Recorded(mirror, seen, pods_to_evict, drain or DrainResult(True))
+    end = steppolicy.run(step, answers)
+    return answers.requests, end
 
 
+POLICY = DrainPolicy.of(DrainSpec(timeout_seconds=60, on_timeout=OnDrainTimeout.FAIL, retries=0))
 CORDON = Cordon(
-    "n", "1", "cluster", "h", include_control_plane=False, was_unschedulable=False, agent_options="{}"
-)
+    "n", "1", "cluster", "h", include_control_plane=False, was_unschedulable=False, agent_options="{}",
+    drain=POLICY,
+)  # fmt: skip
 DRAIN = Drain(
-    "n", "1", "h", "{}", include_control_plane=False, deadline_reached=False,
-    on_timeout=OnDrainTimeout.FAIL, timeout_seconds=60, was_unschedulable=False, reason="evicting pods",
+    "n", "1", "h", "{}", include_control_plane=False, deadline_reached=False, drain=POLICY,
+    was_unschedulable=False, reason="evicting pods",
 )  # fmt: skip
 
 
@@ -72,8 +94,9 @@ def cordon(**kw: Any) -> Cordon:
     return replace(CORDON, **kw)
 
 
-def drain(**kw: Any) -> Drain:
-    return replace(DRAIN, **kw)
+def drain(*, policy: dict[str, Any] | None = None, **kw: Any) -> Drain:
+    """DRAIN with these fields, and these fields of its drain policy."""
+    return replace(DRAIN, drain=replace(POLICY, **(policy or {})), **kw)
 
 
 def writes(requests: list[steppolicy.Request]) -> list[Write]:
@@ -178,7 +201,7 @@ def test_blockers_decide_the_warning_by_kind_not_by_text() -> None:
 )
 def test_drain_timeout_gives_the_node_back(on_timeout: OnDrainTimeout, state: str) -> None:
     blocked = DrainResult(False, "PDB blocks eviction", frozenset({Blocker.EVICTION_REFUSED}))
-    requests, end = run(drain(deadline_reached=True, on_timeout=on_timeout), drain=blocked)
+    requests, end = run(drain(deadline_reached=True, policy={"on_timeout": on_timeout}), drain=blocked)
     (write,) = writes(requests)
     assert write.unschedulable is False and write.annotations[c.ANN_STATE] == state
     assert write.annotations[c.ANN_REASON] == "drain did not finish within 60s: PDB blocks eviction"
@@ -186,13 +209,13 @@ def test_drain_timeout_gives_the_node_back(on_timeout: OnDrainTimeout, state: st
 
 
 def test_drain_timeout_force_delete_deletes_instead_of_evicting() -> None:
-    requests, end = run(drain(deadline_reached=True, on_timeout=OnDrainTimeout.FORCE_DELETE))
+    requests, end = run(drain(deadline_reached=True, policy={"on_timeout": OnDrainTimeout.FORCE_DELETE}))
     assert AttemptDrain(force_delete=True) in requests and end.transition == "Applying"
 
 
 def test_drain_timeout_force_delete_not_granted_fails_and_gives_the_node_back() -> None:
     stuck = DrainResult(False, "1 pod(s) blocked by a PodDisruptionBudget")
-    timed_out = drain(deadline_reached=True, on_timeout=OnDrainTimeout.FORCE_DELETE)
+    timed_out = drain(deadline_reached=True, policy={"on_timeout": OnDrainTimeout.FORCE_DELETE})
     requests, end = run(timed_out, drain=stuck, allow_force_delete=False)
     assert AttemptDrain(force_delete=False) in requests and end.transition == "Failed"
     (write,) = writes(requests)
@@ -200,7 +223,9 @@ def test_drain_timeout_force_delete_not_granted_fails_and_gives_the_node_back() 
     assert write.unschedulable is False  # the node is given back, not kept cordoned
     assert events(requests) == [("Warning", "DrainTimeout")]
     # a missing grant does not clear by itself: no automatic retry is counted or promised
-    retried = run(replace(timed_out, retries=2), drain=stuck, allow_force_delete=False)[0]
+    retried = run(
+        replace(timed_out, drain=replace(timed_out.drain, retries=2)), drain=stuck, allow_force_delete=False
+    )[0]
     assert c.ANN_DRAIN_TIMEOUTS not in writes(retried)[0].annotations
     assert "automatic retry" not in str(writes(retried)[0].annotations[c.ANN_REASON])
 

@@ -4,7 +4,8 @@ caches, wake-ups, and the per-NodeConfig loop that runs one pass after another.
 The parts, each with one job: `nodecache.NodeCache` (the nodes, which have a step in flight),
 `nodeconfigstore.NodeConfigStore` (the NodeConfigs, and the immutable inputs of each pass),
 `reconciler.Reconciler` (one pass: render, plan, submit, status), `steps.StepRunner` (the step pools),
-`publisher.StatusPublisher` (status writes, Events, metrics).
+`publisher.StatusPublisher` (status writes, Events, metrics), `configstate.ConfigStates` (what is
+kept per NodeConfig between passes, dropped when it goes).
 
 Threads: kopf's handlers and daemons run on the event loop, which alone touches the NodeConfigStore;
 a pass runs in a worker thread on inputs taken on the loop; steps run on the pools; node events come
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from eventedpleg.controller.configstate import ConfigStates
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.controller.nodeconfigstore import NodeConfigStore
@@ -58,12 +60,14 @@ class RolloutEngine:
     wake_pending: bool = False
     # Liveness: each rollout loop beats once a pass (controller/probes.py judges staleness).
     beats: Heartbeats | None = None
+    states: ConfigStates = field(init=False)
     publisher: StatusPublisher = field(init=False)
     steps: StepRunner = field(init=False)
     reconciler: Reconciler = field(init=False)
 
     def __post_init__(self) -> None:
-        self.publisher = StatusPublisher(self.api, self.recorder, self.metrics)
+        self.states = ConfigStates(self.metrics, self.nodes)
+        self.publisher = StatusPublisher(self.api, self.recorder)
         self.steps = StepRunner(
             self.api,
             self.recorder,
@@ -74,7 +78,14 @@ class RolloutEngine:
             allow_force_delete=self.allow_force_delete,
         )
         self.reconciler = Reconciler(
-            self.api, self.namespace, self.metrics, self.nodes, self.steps, self.publisher, self.clock
+            self.api,
+            self.namespace,
+            self.metrics,
+            self.nodes,
+            self.steps,
+            self.publisher,
+            self.clock,
+            self.states,
         )
 
     # -- watch events ----------------------------------------------------------------------------------
@@ -93,8 +104,8 @@ class RolloutEngine:
     def nodeconfig_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """On the event loop (kopf's event handler)."""
         name = self.nodeconfigs.observe(event_type, body)
-        if event_type == "DELETED":
-            self.publisher.forget(name)
+        if event_type == "DELETED":  # after its last pass: the finalizer went with the last one
+            self.states.close(name)
         self.wake_all()  # peers matter for overlap detection
 
     def wake_all(self) -> None:
@@ -143,6 +154,8 @@ class RolloutEngine:
                 await asyncio.sleep(max(COALESCE, cost))
         finally:
             self.wakes.pop(name, None)
+            if name not in self.nodeconfigs.bodies:  # gone: a pass begun after its DELETED made a state
+                self.states.close(name)
             if self.beats is not None:
                 self.beats.forget(loop)
 

@@ -15,17 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from eventedpleg.core.rollout import drainpods, steppolicy
-from eventedpleg.core.rollout.actions import Action
+from eventedpleg.core.rollout.actions import Action, Cordon, Drain
+from eventedpleg.core.rollout.drainpods import DrainResult
+from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
-from eventedpleg.core.rollout.steppolicy import (
-    AttemptDrain,
-    Emit,
-    FindMirrorPods,
-    PodSurvey,
-    StepEnd,
-    SurveyPods,
-    Write,
-)
+from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, PodSurvey, Write
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s.errors import ApiError, Conflict, NotFound
 from eventedpleg.k8s.events import EventRecorder, node_ref
@@ -57,7 +51,7 @@ class StepResult:
 
 
 class Executor:
-    """One per operator: what differs between NodeConfigs (their name, their drain options) comes with
+    """One per operator: what differs between NodeConfigs (their name, their drain policy) comes with
     each step, and what a step relies on lives only as long as the step, so pool threads share it."""
 
     def __init__(
@@ -80,14 +74,13 @@ class Executor:
         basis: NodeView | None = None,
         *,
         nodeconfig: str,
-        drain: drainer.DrainOptions,
     ) -> StepResult:
         """Carry out one step for `nodeconfig`. `basis` is the node as the planner saw it: when a write hits
         409 only because something we do not rely on moved (a status heartbeat), the write is retried."""
-        # resourceVersion -> what the step relies on at that version (see _patch)
+        # resourceVersion -> what the step relies on at that version (see patch)
         relied = {} if basis is None else {action.resource_version: relied_on(basis)}
         try:
-            return self._apply(action, nodeconfig, drain, relied, "" if basis is None else basis.uid)
+            return self._apply(action, nodeconfig, relied, "" if basis is None else basis.uid)
         except Conflict:
             return StepResult(action, applied=False, error="conflict")
         except NotFound:
@@ -96,7 +89,7 @@ class Executor:
             log.warning("step %s on %s failed: %s", type(action).__name__, action.node, exc)
             return StepResult(action, applied=False, error=str(exc))
 
-    def _patch(
+    def patch(
         self,
         node: str,
         rv: str,
@@ -126,58 +119,79 @@ class Executor:
             return body
         raise Conflict(409, "Conflict", f"node {node} kept changing")
 
-    def _survey(self, pods: list[dict[str, Any]], drain: drainer.DrainOptions) -> PodSurvey:
-        selection = drainpods.select(
-            pods, delete_empty_dir_data=drain.delete_empty_dir_data, force=drain.force
-        )
-        return PodSurvey(drainer.mirror_pods_in(pods), nothing_to_evict=selection.done)
-
     def _apply(
         self,
         action: Action,
         nodeconfig: str,
-        drain: drainer.DrainOptions,
         relied: dict[str, tuple[object, ...]],
         uid: str,
     ) -> StepResult:
-        """Answer the policy's requests in order; an ApiError (409 included) ends the step there."""
-        node, rv = action.node, action.resource_version
-        body: dict[str, Any] | None = None
-        pods: list[dict[str, Any]] | None = None  # listed for the static-pod check, reused by the drain
+        """Run the step policy against the API; an ApiError (409 included) ends the step there."""
         step = steppolicy.step(
             action,
             clock=self.clock,
             nodeconfig=nodeconfig,
             allow_force_delete=self.allow_force_delete,
         )
-        answer: steppolicy.Answer = None
-        try:
-            while True:
-                request = step.send(answer)
-                answer = None
-                match request:
-                    case Write():
-                        body = self._patch(node, rv, request.annotations, request.unschedulable, relied)
-                        rv = str(body["metadata"]["resourceVersion"])
-                        uid = str(body["metadata"].get("uid", uid))
-                    case SurveyPods():  # before the cordon: never reused by a drain attempt
-                        answer = self._survey(drainer.node_pods(self.api, node), drain)
-                    case FindMirrorPods():
-                        pods = drainer.node_pods(self.api, node)
-                        answer = drainer.mirror_pods_in(pods)
-                    case AttemptDrain():
-                        answer = drainer.attempt(
-                            self.api, node, drain, force_delete=request.force_delete, pods=pods
-                        )
-                        pods = None
-                    case Emit():
-                        self.recorder.emit(node_ref(node, uid), request.kind, request.reason, request.message)
-        except StopIteration as stop:
-            end: StepEnd = stop.value
+        drain = action.drain if isinstance(action, Cordon | Drain) else None
+        answers = _ApiAnswers(self, action.node, action.resource_version, drain, relied, uid)
+        end = steppolicy.run(step, answers)
         return StepResult(
             action,
             applied=True,
             transition=end.transition or "",
             drain_retry=end.drain_retry,
-            node_body=body,
+            node_body=answers.body,
+        )
+
+
+class _ApiAnswers:
+    """A step's requests answered from the API, for one step on one node."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        node: str,
+        rv: str,
+        drain: DrainPolicy | None,  # the Cordon's or Drain's: only they survey and drain
+        relied: dict[str, tuple[object, ...]],
+        uid: str,  # the node's uid: its Events must carry it to show in `kubectl describe node`
+    ) -> None:
+        self.executor, self.api, self.node, self.rv = executor, executor.api, node, rv
+        self.drain, self.relied, self.uid = drain, relied, uid
+        self.body: dict[str, Any] | None = None  # the node after the step's last write
+        self.pods: list[dict[str, Any]] | None = None  # listed for the static-pod check, reused by the drain
+
+    def write(self, request: Write) -> None:
+        self.body = self.executor.patch(
+            self.node, self.rv, request.annotations, request.unschedulable, self.relied
+        )
+        self.rv = str(self.body["metadata"]["resourceVersion"])
+        self.uid = str(self.body["metadata"].get("uid", self.uid))
+
+    def _policy(self) -> DrainPolicy:
+        if self.drain is None:
+            raise TypeError("only a Cordon or a Drain step surveys or drains pods")
+        return self.drain
+
+    def survey_pods(self) -> PodSurvey:  # before the cordon: never reused by a drain attempt
+        pods, policy = drainer.node_pods(self.api, self.node), self._policy()
+        selection = drainpods.select(
+            pods, delete_empty_dir_data=policy.delete_empty_dir_data, force=policy.force
+        )
+        return PodSurvey(drainer.mirror_pods_in(pods), nothing_to_evict=selection.done)
+
+    def find_mirror_pods(self) -> tuple[str, ...]:
+        self.pods = drainer.node_pods(self.api, self.node)
+        return drainer.mirror_pods_in(self.pods)
+
+    def attempt_drain(self, request: AttemptDrain) -> DrainResult:
+        pods, self.pods = self.pods, None
+        return drainer.attempt(
+            self.api, self.node, self._policy(), force_delete=request.force_delete, pods=pods
+        )
+
+    def emit(self, request: Emit) -> None:
+        self.executor.recorder.emit(
+            node_ref(self.node, self.uid), request.kind, request.reason, request.message
         )

@@ -26,8 +26,6 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout.planner import Summary
 from eventedpleg.probeserver import TEXT, Reply
 
-BUCKETS = ("total", "eligible", "updated", "updating", "failed", "skipped")
-
 
 class OperatorMetrics:
     """The operator's own /metrics (its registry and series); kubelet metrics: core.node.promtext."""
@@ -86,9 +84,8 @@ class OperatorMetrics:
         self.live: Callable[[], tuple[bool, str]] = lambda: (True, "ok")
 
     def observe(self, nodeconfig: str, summary: Summary, conditions: dict[str, bool]) -> None:
-        counts = summary.counts
-        for bucket in BUCKETS:
-            self.nodes.labels(nodeconfig, bucket).set(getattr(counts, bucket))
+        for bucket, value in summary.counts:  # every published counter (planner/tally.py), by name
+            self.nodes.labels(nodeconfig, bucket).set(value)
         for kind, ok in conditions.items():
             self.condition.labels(nodeconfig, kind).set(1 if ok else 0)
         stuck = [n for n in summary.failures if n.state == NodeState.FAILED and n.unschedulable]

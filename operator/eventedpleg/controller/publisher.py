@@ -6,14 +6,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from eventedpleg.constants import ConditionType
-from eventedpleg.controller.metrics import OperatorMetrics
+from eventedpleg.controller.configstate import ConfigState
 from eventedpleg.core.rollout import status
 from eventedpleg.core.rollout.planner import Summary
 from eventedpleg.k8s import nodeconfigs
@@ -29,20 +29,17 @@ STATUS_INTERVAL = 1.0  # at most one status write a second while only the counts
 class StatusPublisher:
     api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
     recorder: EventRecorder
-    metrics: OperatorMetrics
-    written: dict[str, tuple[NodeConfigStatus, float]] = field(default_factory=dict)  # last status, when
-    # (node, state-since) of the failures that had their Event: a node retried that fails again gets another
-    seen_failures: dict[str, set[tuple[str, datetime | None]]] = field(default_factory=dict)
 
     def publish(
         self,
+        state: ConfigState,
         ref: ObjectRef,
         previous: NodeConfigStatus,
         new: NodeConfigStatus,
         summary: Summary,
     ) -> bool:
         """Events on transitions, metrics, and the status write. True when a write was held back."""
-        last, last_at = self.written.get(ref.name, (previous, 0.0))
+        last, last_at = state.written or (previous, 0.0)
         before = {cond.type: cond.status for cond in last.conditions}
         after = {cond.type: cond for cond in new.conditions}
         available, degraded = after[ConditionType.AVAILABLE], after[ConditionType.DEGRADED]
@@ -63,27 +60,25 @@ class StatusPublisher:
             and before.get(ConditionType.STALLED) != stalled.status
         ):
             self.recorder.emit(ref, "Warning", stalled.reason, stalled.message)
-        seen = self.seen_failures.setdefault(ref.name, set())
+        seen, failures = state.seen_failures, 0
         for note in summary.failures:
             if (note.name, note.since) not in seen:
                 seen.add((note.name, note.since))
-                self.metrics.failures.labels(ref.name).inc()
+                failures += 1
                 self.recorder.emit(ref, "Warning", f"Node{note.state}", f"{note.name}: {note.reason}")
-        self.metrics.observe(
-            ref.name,
-            summary,
-            {cond.type.value: cond.status is ConditionStatus.TRUE for cond in new.conditions},
-        )
+        conditions = {cond.type.value: cond.status is ConditionStatus.TRUE for cond in new.conditions}
+        state.observe(summary, conditions, failures)
         if new == last:
             return False  # already written; the watch will catch the cached body up
         flipped = {c.type: c.status for c in new.conditions} != before
         if not flipped and time.monotonic() - last_at < STATUS_INTERVAL:
             return True
-        self._write(ref.name, new)
+        self._write(state, new)
         return False
 
     def invalid(
         self,
+        state: ConfigState,
         ref: ObjectRef,
         body: Mapping[str, Any],
         previous: NodeConfigStatus,
@@ -98,25 +93,24 @@ class StatusPublisher:
         new = status.invalid_status(previous, problems=problems, generation=generation, now=now)
         if new != previous:
             self.recorder.emit(ref, "Warning", "InvalidSpec", problems)
-            self._write(ref.name, new)
+            self._write(state, new)
 
     def first(
-        self, ref: ObjectRef, generation: int, previous: NodeConfigStatus, now: datetime, waiting: str
+        self,
+        state: ConfigState,
+        generation: int,
+        previous: NodeConfigStatus,
+        now: datetime,
+        waiting: str,
     ) -> None:
         """Reconciling for a generation not planned yet (see status.first_status); written once."""
         new = status.first_status(previous, generation=generation, now=now, waiting=waiting)
-        if new is not None and self.written.get(ref.name, (None, 0.0))[0] != new:
-            self._write(ref.name, new)
+        if new is not None and (state.written or (None, 0.0))[0] != new:
+            self._write(state, new)
 
-    def _write(self, name: str, new: NodeConfigStatus) -> None:
+    def _write(self, state: ConfigState, new: NodeConfigStatus) -> None:
         try:
-            nodeconfigs.patch_status(self.api, name, new.to_api())
-            self.written[name] = (new, time.monotonic())
+            nodeconfigs.patch_status(self.api, state.name, new.to_api())
+            state.written = (new, time.monotonic())
         except ApiError as exc:
-            log.warning("could not write status of %s: %s", name, exc)
-
-    def forget(self, name: str) -> None:
-        """The NodeConfig is gone: its metrics and what we remember of its status go too."""
-        self.metrics.forget(name)
-        self.written.pop(name, None)
-        self.seen_failures.pop(name, None)
+            log.warning("could not write status of %s: %s", state.name, exc)

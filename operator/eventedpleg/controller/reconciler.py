@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import ValidationError
 
 from eventedpleg import constants as c
+from eventedpleg.controller.configstate import ConfigState, ConfigStates, parsed_once
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.controller.nodeconfigstore import PassInputs, created
@@ -27,7 +28,6 @@ from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.events import ObjectRef
 from eventedpleg.models.nodeconfig import NodeConfigSpec, NodeConfigStatus
 
-Parsed = TypeVar("Parsed")
 IDLE_RECHECK = 30.0  # seconds between passes when nothing happens (time-based gates: window, soak)
 BUSY_RECHECK = 2.0  # while drains wait on PodDisruptionBudgets (kubectl retries every 5 s)
 
@@ -41,15 +41,7 @@ class Reconciler:
     steps: StepRunner
     publisher: StatusPublisher
     clock: Callable[[], datetime]
-    rendered: dict[tuple[bool, str, str], render.RenderedConfig] = field(default_factory=dict)
-    # Per NodeConfig, for its rollout loop's passes only (one at a time): each node planned again only
-    # when its view changed or its deadline passed (incremental planning).
-    memos: dict[str, planner.PassMemo] = field(default_factory=dict)
-    # Per NodeConfig: its spec and status as last parsed, with the very dicts they were parsed from. The
-    # body is one object until the next watch event, so most passes parse nothing (pydantic validation
-    # was a fifth of a pass's CPU).
-    specs: dict[str, tuple[object, NodeConfigSpec]] = field(default_factory=dict)
-    statuses: dict[str, tuple[object, NodeConfigStatus]] = field(default_factory=dict)
+    states: ConfigStates  # what is kept per NodeConfig between passes
 
     def reconcile_once(self, inputs: PassInputs) -> float | None:
         """One pass; returns seconds until the next one (None: the NodeConfig is gone)."""
@@ -58,14 +50,10 @@ class Reconciler:
             try:
                 body = nodeconfigs.get(self.api, inputs.name)
             except ApiError:
-                self.memos.pop(inputs.name, None)
-                self.specs.pop(inputs.name, None)
-                self.statuses.pop(inputs.name, None)
-                self.nodes.forget_reader(inputs.name)
+                self.states.close(inputs.name)
                 return None
         started = time.monotonic()
-        memo = self.memos.setdefault(inputs.name, planner.PassMemo())
-        result, _ = self._pass(body, inputs.peers, deleting=inputs.deleting, memo=memo)
+        result, _ = self._pass(self.states.get(inputs.name), body, inputs.peers, deleting=inputs.deleting)
         self.metrics.reconcile.observe(time.monotonic() - started)
         return result
 
@@ -74,20 +62,22 @@ class Reconciler:
         body = inputs.body
         if body is None:
             return
-        name, ref = inputs.name, _ref(body)
-        previous = self._previous_status(name, body)
+        state = self.states.get(inputs.name)
+        state.status = parsed_once(state.status, body.get("status"), _previous_status)
+        previous = state.status[1]
         try:
-            self._spec(name, body)
+            state.spec = parsed_once(state.spec, body.get("spec"), NodeConfigSpec.model_validate)
         except ValidationError as exc:
-            self.publisher.invalid(ref, body, previous, exc, self.clock())
+            self.publisher.invalid(state, _ref(body), body, previous, exc, self.clock())
             return
         generation = int(body["metadata"].get("generation", 0))
-        self.publisher.first(ref, generation, previous, self.clock(), waiting)
+        self.publisher.first(state, generation, previous, self.clock(), waiting)
 
     def finalize(self, inputs: PassInputs) -> str:
         """One pass in deleting mode; "" once every node is let go, else what the deletion waits for."""
         body = inputs.body if inputs.body is not None else nodeconfigs.get(self.api, inputs.name)
-        delay, summary = self._pass(body, inputs.peers, deleting=True)
+        state = self.states.get(inputs.name)
+        delay, summary = self._pass(state, body, inputs.peers, deleting=True, incremental=False)
         if delay == 0.0 and self.nodes.idle():
             return ""
         if summary is None:
@@ -96,30 +86,36 @@ class Reconciler:
 
     def _pass(
         self,
+        state: ConfigState,
         body: Mapping[str, Any],
         peers: tuple[Peer, ...],
         *,
         deleting: bool,
-        memo: planner.PassMemo | None = None,
-    ) -> tuple[float, planner.Summary | None]:
-        """One pass; with `memo`, planned incrementally on the nodes that changed since its last pass."""
-        meta = body["metadata"]
-        name, generation = str(meta["name"]), int(meta.get("generation", 0))
+        incremental: bool = True,
+    ) -> tuple[float | None, planner.Summary | None]:
+        """One pass; `incremental`: planned on the nodes that changed since the rollout loop's last pass
+        (state.memo). (None, None) when the state was closed: the NodeConfig is gone."""
+        generation = int(body["metadata"].get("generation", 0))
         ref = _ref(body)
-        previous = self._previous_status(name, body)
+        state.status = parsed_once(state.status, body.get("status"), _previous_status)
+        previous = state.status[1]
         try:
-            spec = self._spec(name, body)
+            state.spec = parsed_once(state.spec, body.get("spec"), NodeConfigSpec.model_validate)
         except ValidationError as exc:
-            self.publisher.invalid(ref, body, previous, exc, self.clock())
+            self.publisher.invalid(state, ref, body, previous, exc, self.clock())
             return IDLE_RECHECK, None
+        spec = state.spec[1]
         now = self.clock()
-        target = self._target(body, spec, peers, deleting=deleting)
-        if memo is None:
+        target = self._target(state, body, spec, peers, deleting=deleting)
+        if not incremental:
             result = planner.plan(self.nodes.snapshot(), target, now)
         else:
-            views, changed = self.nodes.changes(name)
-            result = planner.plan(views, target, now, memo, changed)
-        self.steps.submit(result.actions, ref, spec)
+            seen = state.changes()
+            if seen is None:
+                return None, None
+            views, changed = seen
+            result = planner.plan(views, target, now, state.memo, changed)
+        self.steps.submit(result.actions, state)
         new_status = status.build_status(
             result.summary,
             enabled=spec.evented_pleg and not target.reverting,
@@ -130,21 +126,21 @@ class Reconciler:
             held_since=previous.budget_held_since,
             stall_after=timedelta(seconds=spec.rollout.stall_after_seconds),
         )
-        dirty = self.publisher.publish(ref, previous, new_status, result.summary)
+        dirty = self.publisher.publish(state, ref, previous, new_status, result.summary)
         return _next_pass(result, now, deleting=deleting, dirty=dirty), result.summary
 
-    def _spec(self, name: str, body: Mapping[str, Any]) -> NodeConfigSpec:
-        return _parsed_once(self.specs, name, body.get("spec"), NodeConfigSpec.model_validate)
-
-    def _previous_status(self, name: str, body: Mapping[str, Any]) -> NodeConfigStatus:
-        return _parsed_once(self.statuses, name, body.get("status"), _previous_status)
-
     def _target(
-        self, body: Mapping[str, Any], spec: NodeConfigSpec, peers: tuple[Peer, ...], *, deleting: bool
+        self,
+        state: ConfigState,
+        body: Mapping[str, Any],
+        spec: NodeConfigSpec,
+        peers: tuple[Peer, ...],
+        *,
+        deleting: bool,
     ) -> Target:
         name = str(body["metadata"]["name"])
         mode = spec.kubelet_config.value
-        on, off = self._render(spec.evented_pleg, name, mode), self._render(False, name, mode)
+        on, off = self._render(state, spec.evented_pleg, mode), self._render(state, False, mode)
         return Target(
             name=name,
             spec=spec,
@@ -158,14 +154,14 @@ class Reconciler:
             retry=retry.parse((body["metadata"].get("annotations") or {}).get(c.ANN_RETRY)),
         )
 
-    def _render(self, enabled: bool, owner: str, mode: str) -> render.RenderedConfig:
-        """Rendered once per (enabled, owner, mode), and its ConfigMap created once."""
-        key = (enabled, owner, mode)
-        if key not in self.rendered:
-            rendered = render.render(enabled=enabled, owner=owner, kubelet_config_mode=mode)
+    def _render(self, state: ConfigState, enabled: bool, mode: str) -> render.RenderedConfig:
+        """Rendered once per NodeConfig and (enabled, mode), and its ConfigMap created once."""
+        key = (enabled, mode)
+        if key not in state.rendered:
+            rendered = render.render(enabled=enabled, owner=state.name, kubelet_config_mode=mode)
             configmaps.ensure(self.api, self.namespace, rendered)
-            self.rendered[key] = rendered
-        return self.rendered[key]
+            state.rendered[key] = rendered
+        return state.rendered[key]
 
 
 def _ref(body: Mapping[str, Any]) -> ObjectRef:
@@ -185,17 +181,6 @@ def _next_pass(result: planner.Plan, now: datetime, *, deleting: bool, dirty: bo
     if wake is not None:
         return max(0.5, min(IDLE_RECHECK, (wake - now).total_seconds() + 0.5))
     return IDLE_RECHECK
-
-
-def _parsed_once(
-    cache: dict[str, tuple[object, Parsed]], name: str, raw: object, parse: Callable[[Any], Parsed]
-) -> Parsed:
-    """`parse(raw or {})`, kept with the very object it came from: parsed again only when `raw` is another
-    object (a new watch event)."""
-    kept = cache.get(name)
-    if kept is None or kept[0] is not raw:
-        kept = cache[name] = (raw, parse(raw or {}))
-    return kept[1]
 
 
 def _previous_status(raw: Mapping[str, Any]) -> NodeConfigStatus:

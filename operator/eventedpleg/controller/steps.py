@@ -4,22 +4,22 @@ node at a time, and feeds each step's write back into the node cache."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
+from eventedpleg.controller.configstate import ConfigState
 from eventedpleg.controller.executor import Executor, StepResult
+from eventedpleg.controller.later import Later
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain
 from eventedpleg.core.rollout.snapshot import NodeView
-from eventedpleg.k8s.drain import DrainOptions
-from eventedpleg.k8s.events import EventRecorder, ObjectRef
-from eventedpleg.models.nodeconfig import NodeConfigSpec
+from eventedpleg.k8s.events import EventRecorder
 
 log = logging.getLogger(__name__)
 WORKERS = 32  # cordon/drain steps in flight at once (each is 1-4 API requests)
@@ -49,6 +49,8 @@ class StepRunner:
     giveback_pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(GIVEBACK_WORKERS, "giveback")
     )
+    # Drains waiting out their pause before the next poll: one thread for all of them.
+    later: Later = field(default_factory=lambda: Later("drain-poll"))
     executor: Executor = field(init=False)
 
     def __post_init__(self) -> None:
@@ -56,7 +58,7 @@ class StepRunner:
             self.api, self.recorder, clock=self.clock, allow_force_delete=self.allow_force_delete
         )
 
-    def submit(self, actions: tuple[Action, ...], ref: ObjectRef, spec: NodeConfigSpec) -> None:
+    def submit(self, actions: tuple[Action, ...], state: ConfigState) -> None:
         """Start each step on a pool without waiting: the next pass may run while steps are in flight.
         A node with a step in flight gets no second one; a Cordon is assumed done until it lands. A step
         planned on an older view of its node than the cached one is dropped: it would repeat the write that
@@ -64,9 +66,6 @@ class StepRunner:
         judges a 409 against `before`."""
         if not actions or not self.may_start():
             return
-        drain = DrainOptions(
-            spec.drain.grace_period_seconds, spec.drain.delete_empty_dir_data, spec.drain.force
-        )
         for action in actions:
             claimed, before = self.nodes.claim(action.node, action.resource_version)
             if not claimed:
@@ -74,14 +73,14 @@ class StepRunner:
             if isinstance(action, Cordon) and before is not None:
                 self.nodes.assume(action.node, assumed_cordoned(before, action))
             pool = self.pool if isinstance(action, Cordon | Drain) else self.giveback_pool
-            pool.submit(self._step, action, ref.name, drain, before)
+            pool.submit(self._step, action, state, before)
 
-    def _step(self, action: Action, nodeconfig: str, drain: DrainOptions, before: NodeView | None) -> None:
+    def _step(self, action: Action, state: ConfigState, before: NodeView | None) -> None:
         started = time.monotonic()
         try:
             if self.may_start():  # checked again: the step may have queued past the leader's deadline
                 log.info("step %s on %s starts", type(action).__name__, action.node)
-                outcome = self.executor.apply(action, before, nodeconfig=nodeconfig, drain=drain)
+                outcome = self.executor.apply(action, before, nodeconfig=state.name)
             else:
                 outcome = StepResult(action, applied=False, error="not leading")
         except Exception:  # a step must never leave the node marked busy or assumed
@@ -95,11 +94,9 @@ class StepRunner:
         if outcome.error == "conflict":
             self.metrics.conflicts.inc()
         if outcome.drain_retry:
-            self.metrics.drain_retries.labels(nodeconfig).inc()
+            state.drain_retried()  # not once the NodeConfig is gone: no series comes back
             # The node stays busy (no other step) until the pause ends; then a pass is woken for it.
-            timer = threading.Timer(self.drain_poll_seconds, self._release, args=(action.node,))
-            timer.daemon = True
-            timer.start()
+            self.later.call(self.drain_poll_seconds, partial(self._release, action.node))
             return
         self._release(action.node)
 

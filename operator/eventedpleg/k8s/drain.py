@@ -7,22 +7,15 @@ and reports. The rollout calls it again on the next pass (kubectl retries every 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 
 from eventedpleg.core.rollout import drainpods
 from eventedpleg.core.rollout.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
+from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.k8s.client import get_json
 from eventedpleg.k8s.errors import ApiError, NotFound, TooManyRequests, translated
-
-
-@dataclass(frozen=True)
-class DrainOptions:
-    grace_period_seconds: int  # -1: the pod's own
-    delete_empty_dir_data: bool
-    force: bool
 
 
 @translated
@@ -30,22 +23,18 @@ def node_pods(api: client.ApiClient, node: str) -> list[dict[str, Any]]:
     return list(get_json(api, "/api/v1/pods", {"fieldSelector": f"spec.nodeName={node}"})["items"])
 
 
-def _grace(options: DrainOptions) -> int | None:
-    return None if options.grace_period_seconds < 0 else options.grace_period_seconds
-
-
 @translated
-def _evict(api: client.ApiClient, ref: PodRef, options: DrainOptions) -> None:
+def _evict(api: client.ApiClient, ref: PodRef, policy: DrainPolicy) -> None:
     body = client.V1Eviction(
         metadata=client.V1ObjectMeta(name=ref.name, namespace=ref.namespace),
-        delete_options=client.V1DeleteOptions(grace_period_seconds=_grace(options)),
+        delete_options=client.V1DeleteOptions(grace_period_seconds=policy.grace()),
     )
     client.CoreV1Api(api).create_namespaced_pod_eviction(ref.name, ref.namespace, body)
 
 
 @translated
-def _delete(api: client.ApiClient, ref: PodRef, options: DrainOptions) -> None:
-    client.CoreV1Api(api).delete_namespaced_pod(ref.name, ref.namespace, grace_period_seconds=_grace(options))
+def _delete(api: client.ApiClient, ref: PodRef, policy: DrainPolicy) -> None:
+    client.CoreV1Api(api).delete_namespaced_pod(ref.name, ref.namespace, grace_period_seconds=policy.grace())
 
 
 def mirror_pods_in(pods: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -57,7 +46,7 @@ def mirror_pods_in(pods: list[dict[str, Any]]) -> tuple[str, ...]:
 def attempt(
     api: client.ApiClient,
     node: str,
-    options: DrainOptions,
+    policy: DrainPolicy,
     *,
     force_delete: bool = False,
     pods: list[dict[str, Any]] | None = None,
@@ -66,8 +55,8 @@ def attempt(
     pods = node_pods(api, node) if pods is None else pods
     selection = drainpods.select(
         pods,
-        delete_empty_dir_data=options.delete_empty_dir_data or force_delete,
-        force=options.force or force_delete,
+        delete_empty_dir_data=policy.delete_empty_dir_data or force_delete,
+        force=policy.force or force_delete,
     )
     if selection.done:
         return drainpods.result(selection)
@@ -75,9 +64,9 @@ def attempt(
     for ref in selection.evict:
         try:
             if force_delete:
-                _delete(api, ref, options)
+                _delete(api, ref, policy)
             else:
-                _evict(api, ref, options)
+                _evict(api, ref, policy)
         except NotFound:
             continue  # already gone
         except TooManyRequests as exc:  # a PodDisruptionBudget says not now (kubectl: retry)

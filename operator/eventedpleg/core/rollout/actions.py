@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eventedpleg.models.nodeconfig import OnDrainTimeout
+from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Cordon:
     include_control_plane: bool
     was_unschedulable: bool  # valid because the write is conditional on resource_version
     agent_options: str
+    drain: DrainPolicy  # for the pod survey and the first drain attempt
     # Autoscaler keys the user set before (valid, like was_unschedulable, by the rv precondition): our
     # cordon adds the others (constants.AUTOSCALER_ANNOTATIONS) and lists them in ANN_AUTOSCALER_HOLD.
     autoscaler_user: frozenset[str] = frozenset()
@@ -43,14 +44,11 @@ class Drain:
     agent_options: str
     include_control_plane: bool
     deadline_reached: bool
-    on_timeout: OnDrainTimeout
-    timeout_seconds: int
+    drain: DrainPolicy
     was_unschedulable: bool
     reason: str  # what the node says now; the blocking reason is only written when it changes
     autoscaler_hold: tuple[str, ...] = ()  # removed when a timed-out drain gives the node back
     drain_timeouts: int = 0  # earlier drains of this node that timed out in a row
-    retries: int = 0  # spec.drain.retries: automatic retries after a timeout with onTimeout: Fail
-    retry_backoff_seconds: int = 300
 
 
 @dataclass(frozen=True)

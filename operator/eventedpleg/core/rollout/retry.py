@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout.snapshot import NodeView, parse_time
@@ -69,9 +69,3 @@ def encode(retry: Mapping[str, datetime]) -> str:
         {node: since.isoformat(timespec="seconds") for node, since in sorted(retry.items())},
         separators=(",", ":"),
     )
-
-
-def backoff(base_seconds: int, attempt: int) -> timedelta:
-    """Wait before automatic retry `attempt` (1-based) of a timed-out drain (spec.drain.retries):
-    base, 2x base, 4x base..."""
-    return timedelta(seconds=base_seconds * 2 ** max(0, attempt - 1))

@@ -11,6 +11,7 @@ from typing import Any
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.compat import NodeFacts
+from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec
 
 IN_PROGRESS = frozenset({NodeState.DRAINING, NodeState.APPLYING, NodeState.VERIFYING})
@@ -166,6 +167,10 @@ class Target:
     deleting: bool = False
     peers: tuple[Peer, ...] = field(default_factory=tuple)
     retry: Mapping[str, datetime] = field(default_factory=dict)  # node -> failure to retry (retry.py)
+
+    @cached_property
+    def drain(self) -> DrainPolicy:
+        return DrainPolicy.of(self.spec.drain)
 
     @property
     def reverting(self) -> bool:

@@ -2,8 +2,9 @@
 
 A step is a generator. It yields requests -- `Write` (one conditional merge patch of the node),
 `SurveyPods`, `FindMirrorPods`, `AttemptDrain`, `Emit` (a Node Event) -- receives each answer, and returns
-how it ended (`StepEnd`). The executor (controller.executor) answers from the API; the tests' world model
-(tests/unit/rolloutworld.py) answers from a model cluster: both run these rules, nobody copies them.
+how it ended (`StepEnd`). `run` carries a step out against an `Answers`: the executor (controller.executor)
+answers from the API, the tests' world model (tests/unit/rolloutworld.py) from a model cluster; both run
+these rules through the same interpreter, nobody copies them.
 
 A step is not atomic: each Write is its own request, and a conflict (409) or a crash between two of them
 ends the step with only the earlier writes done. Every prefix is a state the planner resumes from (a
@@ -16,11 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Protocol
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core.rollout import retry
 from eventedpleg.core.rollout.actions import (
     Action,
     Cordon,
@@ -87,6 +87,46 @@ class StepEnd:
 
 
 Step = Generator[Request, Answer, StepEnd]
+
+
+class Answers(Protocol):
+    """Who answers a step's requests. An exception from any of them ends the step there (a 409, a crash):
+    only the earlier writes are done."""
+
+    def write(self, request: Write) -> None: ...
+
+    def survey_pods(self) -> PodSurvey: ...
+
+    def find_mirror_pods(self) -> tuple[str, ...]: ...
+
+    def attempt_drain(self, request: AttemptDrain) -> DrainResult: ...
+
+    def emit(self, request: Emit) -> None: ...
+
+
+def run(step: Step, answers: Answers) -> StepEnd:
+    """The step interpreter: each request to `answers`, each answer back into the step, until it ends."""
+    answer: Answer = None
+    try:
+        while True:
+            request = step.send(answer)
+            answer = None
+            match request:
+                case Write():
+                    answers.write(request)
+                case SurveyPods():
+                    answer = answers.survey_pods()
+                case FindMirrorPods():
+                    answer = answers.find_mirror_pods()
+                case AttemptDrain():
+                    answer = answers.attempt_drain(request)
+                case Emit():
+                    answers.emit(request)
+    except StopIteration as stop:
+        end: StepEnd = stop.value
+        return end
+
+
 Clock = Callable[[], datetime]
 Marks = dict[str, str | None]  # the annotations of one Write
 
@@ -263,23 +303,24 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
                 action.hash, mirror, clock, marks=back, unschedulable=action.was_unschedulable
             )
         )
-    force_asked = action.deadline_reached and action.on_timeout is OnDrainTimeout.FORCE_DELETE
+    policy = action.drain
+    force_asked = action.deadline_reached and policy.on_timeout is OnDrainTimeout.FORCE_DELETE
     force = force_asked and allow_force_delete
     result = _drain_result((yield AttemptDrain(force_delete=force)))
     if result.done:
         return (yield from _request_apply(action.hash, action.agent_options, "drained", clock))
     if action.deadline_reached and not force:
-        state = NodeState.SKIPPED if action.on_timeout is OnDrainTimeout.SKIP else NodeState.FAILED
-        reason = f"drain did not finish within {action.timeout_seconds}s: {result.waiting}"
+        state = NodeState.SKIPPED if policy.on_timeout is OnDrainTimeout.SKIP else NodeState.FAILED
+        reason = f"drain did not finish within {policy.timeout_seconds}s: {result.waiting}"
         if force_asked:  # ForceDelete without `pods delete`: say so instead of a 403 on every retry
             reason += f"; {FORCE_DELETE_DISABLED}"
         timeouts: dict[str, str | None] = {}
         if state is NodeState.FAILED and not force_asked:  # a missing grant does not clear by itself
             count = action.drain_timeouts + 1
             timeouts[c.ANN_DRAIN_TIMEOUTS] = str(count)
-            if count <= action.retries:  # what clears by itself (a PDB) gets another chance
-                wait = retry.backoff(action.retry_backoff_seconds, count)
-                reason += f"; automatic retry {count} of {action.retries} in {int(wait.total_seconds())}s"
+            if policy.retried(count):  # what clears by itself (a PDB) gets another chance
+                wait = policy.backoff(count)
+                reason += f"; automatic retry {count} of {policy.retries} in {int(wait.total_seconds())}s"
         # Give the node back: a timed-out drain must never leave our cordon behind.
         marks = {
             c.ANN_DESIRED: action.hash,

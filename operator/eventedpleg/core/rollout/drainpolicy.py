@@ -1,0 +1,53 @@
+"""spec.drain as the one frozen value every part of a drain reads: the planner (the deadline, the retry
+back-off), the step policy (what a timeout does) and the drain attempt (grace period, which pods). Built
+once per distinct spec.drain and carried by the Cordon and Drain actions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
+
+from eventedpleg.models.nodeconfig import DrainSpec, OnDrainTimeout
+
+
+@dataclass(frozen=True)
+class DrainPolicy:
+    """Made by `of` (the defaults and bounds are DrainSpec's)."""
+
+    timeout_seconds: int  # 0: wait forever (kubectl)
+    on_timeout: OnDrainTimeout
+    retries: int  # onTimeout: Fail gives the node back; it is taken again this many times
+    retry_backoff_seconds: int  # before the first retry; doubled for each next one
+    grace_period_seconds: int  # -1: the pod's own
+    delete_empty_dir_data: bool
+    force: bool  # evict pods without a controller
+
+    @staticmethod
+    @cache
+    def of(spec: DrainSpec) -> DrainPolicy:
+        return DrainPolicy(
+            timeout_seconds=spec.timeout_seconds,
+            on_timeout=spec.on_timeout,
+            retries=spec.retries,
+            retry_backoff_seconds=spec.retry_backoff_seconds,
+            grace_period_seconds=spec.grace_period_seconds,
+            delete_empty_dir_data=spec.delete_empty_dir_data,
+            force=spec.force,
+        )
+
+    def deadline(self, since: datetime) -> datetime | None:
+        """When a drain that started at `since` times out (None: never)."""
+        return since + timedelta(seconds=self.timeout_seconds) if self.timeout_seconds else None
+
+    def retried(self, attempt: int) -> bool:
+        """A drain that timed out for the `attempt`-th time in a row (onTimeout: Fail) is taken again."""
+        return 0 < attempt <= self.retries
+
+    def backoff(self, attempt: int) -> timedelta:
+        """Wait before automatic retry `attempt` (1-based): base, 2x base, 4x base..."""
+        return timedelta(seconds=self.retry_backoff_seconds * 2 ** max(0, attempt - 1))
+
+    def grace(self) -> int | None:
+        """The eviction's or delete's grace period (None: the pod's own)."""
+        return None if self.grace_period_seconds < 0 else self.grace_period_seconds

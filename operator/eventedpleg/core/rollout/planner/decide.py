@@ -1,0 +1,327 @@
+"""One node's part of a pass: `decide(node, inputs, selection) -> NodeDecision`, pure. At most one action
+for the node, its Tally, its notes, whether it may start (a candidate) and the deadlines it waits for.
+The parts of all nodes add up to the pass (plan.py); the whole-cluster gates come after (gates.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from eventedpleg.constants import NodeState
+from eventedpleg.core import compat
+from eventedpleg.core.rollout import retry
+from eventedpleg.core.rollout.actions import Action, Drain, MarkFailed, Release, SetAgentOptions, Uncordon
+from eventedpleg.core.rollout.planner.selection import Selection, skip_reason
+from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, OwnerConflict
+from eventedpleg.core.rollout.planner.tally import Tally, tally_of
+from eventedpleg.core.rollout.snapshot import AGENT_PHASE, IN_PROGRESS, NodeView, Target
+
+# The agent gets the verification timeout plus this much for restarts and reporting before we give up.
+AGENT_GRACE = timedelta(seconds=120)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What every node of a pass is decided against."""
+
+    target: Target
+    policy: compat.Policy
+    want: str  # the hash selected, eligible nodes should get
+    now: datetime
+
+
+class NodeDecision(NamedTuple):
+    """What one node adds to a pass. It depends only on the node, the inputs' target and, for a node whose
+    deadline is pending, on `now`: `forever` when it holds for any `now`, else while now < `until`
+    (None: for this pass only). A NamedTuple: immutable, and made once per node and pass, five times
+    cheaper than a frozen dataclass."""
+
+    node: NodeView
+    forever: bool
+    until: datetime | None
+    tally: Tally
+    notes: tuple[NodeNote, ...]  # failures and retrying are among them too
+    failures: tuple[NodeNote, ...]
+    retrying: tuple[NodeNote, ...]
+    conflicts: tuple[OwnerConflict, ...]
+    foreign: tuple[HeldNode, ...]  # unavailable, and not because of us
+    action: Action | None
+    candidate: str | None  # may start, towards this hash
+    done: bool  # Done at the wanted hash (a canary that passed)
+    wakes: tuple[datetime, ...]
+
+    def valid(self, now: datetime) -> bool:
+        return self.forever or (self.until is not None and now < self.until)
+
+    @property
+    def noteworthy(self) -> bool:
+        """Has something for the pass beyond its Tally (the memo sorts only these)."""
+        return bool(self.notes or self.conflicts or self.action or self.foreign or self.wakes)
+
+
+def decide(node: NodeView, inputs: Inputs, selection: Selection) -> NodeDecision:
+    return _Decider(node, inputs).decide(selection)
+
+
+class _Decider:
+    """Builds one NodeDecision; records whether it read the clock (then it holds only until a wake)."""
+
+    __slots__ = (
+        "action", "candidate", "conflicts", "counted", "done", "failures", "foreign", "inputs", "node",
+        "notes", "read_clock", "retrying", "target", "wakes", "want",
+    )  # fmt: skip
+
+    def __init__(self, node: NodeView, inputs: Inputs) -> None:
+        self.node, self.inputs, self.target, self.want = node, inputs, inputs.target, inputs.want
+        self.read_clock = False
+        self.counted: list[str] = []  # the Tally's counters this node adds one to, in the order counted
+        # Most nodes have nothing to say: tuples, grown only by the few that do.
+        self.notes: tuple[NodeNote, ...] = ()
+        self.failures: tuple[NodeNote, ...] = ()
+        self.retrying: tuple[NodeNote, ...] = ()
+        self.conflicts: tuple[OwnerConflict, ...] = ()
+        self.foreign: tuple[HeldNode, ...] = ()
+        self.wakes: tuple[datetime, ...] = ()
+        self.action: Action | None = None
+        self.candidate: str | None = None
+        self.done = False
+
+    @property
+    def now(self) -> datetime:
+        self.read_clock = True
+        return self.inputs.now
+
+    def count(self, name: str, when: bool = True) -> None:
+        if when:
+            self.counted.append(name)
+
+    def note(self, state: str, reason: str) -> None:
+        marks = self.node.marks
+        self.notes += (NodeNote(self.node.name, state, reason, marks.since, marks.evidence),)
+
+    def act(self, action: Action | None) -> None:
+        self.action = action
+
+    def decide(self, selection: Selection) -> NodeDecision:
+        self._visit(selection)
+        wakes = self.wakes
+        # A decision that read the clock compared it only with the wakes it recorded (deadlines from the
+        # node's `since`): it holds until the earliest of them.
+        until = min(wakes) if self.read_clock and wakes and self.node.marks.since is not None else None
+        return NodeDecision(
+            node=self.node,
+            forever=not self.read_clock,
+            until=until,
+            tally=tally_of(tuple(self.counted)),
+            notes=self.notes,
+            failures=self.failures,
+            retrying=self.retrying,
+            conflicts=self.conflicts,
+            foreign=self.foreign,
+            action=self.action,
+            candidate=self.candidate,
+            done=self.done,
+            wakes=wakes,
+        )
+
+    def _visit(self, selection: Selection) -> None:
+        node, target, marks = self.node, self.target, self.node.marks
+        ours = marks.owner == target.name
+        self.count("owned", ours)
+        if (selection.selected or ours) and _unavailable(node, target):
+            self.count("unavailable")
+            if not (ours and (marks.state in IN_PROGRESS or marks.cordoned_by_us)):
+                self.foreign += (HeldNode(node.name, "NotReady" if not node.ready else "cordoned"),)
+        if selection.selected:
+            self.count("total")
+        if selection.eligible:
+            self.count("eligible")
+            self._managed(ours)
+            return
+        if selection.selected:
+            self.count("skipped")
+            self.note(NodeState.SKIPPED, skip_reason(node, selection, target, self.inputs.policy))
+            if selection.owner != target.name:
+                self.conflicts += (OwnerConflict(node.name, selection.owner),)
+        if ours:
+            self._let_go()
+
+    def _managed(self, ours: bool) -> None:
+        """A selected, eligible node: drive it to `want`."""
+        node, marks, target, want = self.node, self.node.marks, self.target, self.want
+        if ours and marks.state in IN_PROGRESS:
+            self.count("in_flight")
+            self.count("updating")
+            self.note(marks.state.value, marks.reason or _progress_text(marks.state))
+            if target.deleting and not target.reverting and marks.state not in AGENT_PHASE:
+                self.act(_release(node, keep_current=True))  # onDelete: Keep stops before the agent
+            else:
+                self.act(self._step(want))
+            return
+        give_back = ours and marks.cordoned_by_us
+        if ours and retry.requested(node, target.retry):  # `eventedpleg retry`: not a failure any more
+            self.count("in_flight", give_back)
+            self.note(marks.state or NodeState.FAILED, f"retry requested: {marks.reason}")
+            if give_back:
+                self.act(_uncordon(node))  # our cordon off first; then it is taken again like any other
+            else:
+                self.candidate = want
+            return
+        if ours and self._drain_retry():
+            return
+        if give_back and marks.state is not NodeState.FAILED:
+            self.count("in_flight")  # not complete (so not Available) while our cordon is still on
+        if ours and marks.state is NodeState.FAILED and (marks.cordoned_by_us or marks.desired == want):
+            self._failure()  # a node whose rollback failed stays cordoned for a human
+            return
+        if ours and marks.state is NodeState.ROLLED_BACK and marks.desired == want:
+            self._failure()
+            self.act(_uncordon(node) if give_back else None)
+            return
+        if ours and marks.state is NodeState.SKIPPED and marks.desired == want:
+            self.count("skipped")
+            self.note(NodeState.SKIPPED, marks.reason)
+            self.act(_uncordon(node) if give_back else None)
+            return
+        if _converged(node, want, target.hash_off):
+            self.count("updated")
+            self.done = marks.current == want and marks.state is NodeState.DONE
+            if target.deleting and ours:  # the release undoes our cordon too: one write, not two
+                self.act(_release(node, keep_current=not target.reverting))
+            elif give_back:
+                self.act(_uncordon(node))
+            elif ours and target.agent_options and marks.agent_options != target.agent_options:
+                self.act(SetAgentOptions(node.name, node.resource_version, target.agent_options))
+            return
+        if give_back:
+            self.act(_uncordon(node))  # finished an older hash; hand it back before taking it again
+        elif target.deleting and not target.reverting:
+            self.act(_release(node, keep_current=True) if ours else None)
+        else:
+            self.candidate = want
+
+    def _drain_retry(self) -> bool:
+        """A node given back Failed after a drain timeout, with automatic retries left (spec.drain.retries):
+        not a failure; taken again once its back-off has passed. True when this decides the node."""
+        marks, drain = self.node.marks, self.target.drain
+        attempt = marks.drain_timeouts
+        if not (
+            marks.state is NodeState.FAILED
+            and not marks.cordoned_by_us
+            and marks.desired == self.want
+            and drain.retried(attempt)
+        ):
+            return False
+        due = (marks.since or self.now) + drain.backoff(attempt)
+        self.count("retry_pending")
+        if self.now < due:
+            self.wakes += (due,)
+            self.note(NodeState.FAILED, f"{marks.reason}; taken again at {due.isoformat(timespec='seconds')}")
+            self.retrying += (self.notes[-1],)
+            return True
+        self.candidate = self.want
+        return True
+
+    def _let_go(self) -> None:
+        """A node we hold but should no longer manage (deselected, ineligible, skip-labelled, conflict)."""
+        node, marks, target = self.node, self.node.marks, self.target
+        if marks.state in IN_PROGRESS or (marks.cordoned_by_us and marks.state is not NodeState.FAILED):
+            self.count("in_flight")  # not complete while we still hold it
+        if marks.state in AGENT_PHASE:  # never pull a node out from under the agent
+            self.act(self._step(marks.desired))
+        elif node.skip_labelled:
+            self.act(_release(node, keep_current=True))
+        elif _converged(node, target.hash_off, target.hash_off):
+            self.act(_release(node, keep_current=False))
+        elif marks.state in IN_PROGRESS:
+            self.act(self._step(target.hash_off))
+        elif marks.cordoned_by_us:
+            self.act(_uncordon(node))
+        else:
+            self.candidate = target.hash_off  # our drop-ins come off the same safe way
+
+    def _failure(self) -> None:
+        node, marks = self.node, self.node.marks
+        self.count("failed")
+        state = marks.state or NodeState.FAILED
+        note = NodeNote(node.name, state, marks.reason, marks.since, marks.evidence, node.unschedulable)
+        self.failures += (note,)
+        self.notes += (note,)
+
+    def _step(self, want: str) -> Action | None:
+        """The next step for a node we already hold (Draining .. Verifying)."""
+        node, marks, spec, now = self.node, self.node.marks, self.target.spec, self.now
+        since = marks.since or now
+        if marks.state is NodeState.DRAINING:
+            drain_deadline = self.target.drain.deadline(since)
+            if drain_deadline is not None:
+                self.wakes += (drain_deadline,)
+            reached = drain_deadline is not None and now >= drain_deadline
+            return _drain(node, self.target, want, deadline_reached=reached)
+        deadline = since + timedelta(seconds=spec.verification.timeout_seconds) + AGENT_GRACE
+        self.wakes += (deadline,)
+        if now < deadline:
+            return None
+        waited = int((deadline - since).total_seconds())
+        return MarkFailed(
+            node.name,
+            node.resource_version,
+            f"the agent on {node.name} did not report within {waited}s of state {marks.state}; "
+            "is the eventedpleg agent running there?",
+        )
+
+
+def _converged(node: NodeView, want: str, hash_off: str) -> bool:
+    marks = node.marks
+    if marks.state in IN_PROGRESS:
+        return False
+    if want == hash_off and marks.current in ("", hash_off):
+        return marks.state is not NodeState.DRIFTED
+    return marks.current == want and marks.state in (NodeState.DONE, None)
+
+
+def _unavailable(node: NodeView, target: Target) -> bool:
+    in_our_hands = node.marks.owner == target.name and node.marks.state in IN_PROGRESS
+    return not node.ready or node.unschedulable or in_our_hands
+
+
+def _release(node: NodeView, keep_current: bool) -> Release:
+    return Release(
+        node.name,
+        node.resource_version,
+        keep_current=keep_current,
+        uncordon=node.marks.cordoned_by_us,
+        was_unschedulable=node.marks.was_unschedulable,
+        autoscaler_hold=node.marks.autoscaler_hold,
+    )
+
+
+def _uncordon(node: NodeView) -> Uncordon:
+    return Uncordon(
+        node.name, node.resource_version, node.marks.was_unschedulable, node.marks.autoscaler_hold
+    )
+
+
+def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool) -> Drain:
+    return Drain(
+        node.name,
+        node.resource_version,
+        hash=want,
+        agent_options=target.agent_options,
+        include_control_plane=target.spec.include_control_plane,
+        deadline_reached=deadline_reached,
+        drain=target.drain,
+        was_unschedulable=node.marks.was_unschedulable,
+        reason=node.marks.reason,
+        autoscaler_hold=node.marks.autoscaler_hold,
+        drain_timeouts=node.marks.drain_timeouts,
+    )
+
+
+def _progress_text(state: NodeState) -> str:
+    return {
+        NodeState.DRAINING: "evicting pods",
+        NodeState.APPLYING: "agent is writing drop-ins and restarting the runtime and kubelet",
+        NodeState.VERIFYING: "agent is verifying that Evented PLEG is in use",
+    }.get(state, "")

@@ -1,0 +1,211 @@
+"""The whole-cluster half of a pass, over the nodes' decisions: halt, pause, window, canary and budget
+gates on starting nodes, then the Summary. A node already started always finishes (its decision holds
+its step), so no gate ever leaves a node cordoned."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from eventedpleg.constants import NodeState
+from eventedpleg.core.rollout import window
+from eventedpleg.core.rollout.actions import Action, Cordon
+from eventedpleg.core.rollout.planner.decide import Inputs, NodeDecision
+from eventedpleg.core.rollout.planner.summary import (
+    HeldNode,
+    NodeNote,
+    OwnerConflict,
+    Plan,
+    Summary,
+    held_text,
+    max_unavailable,
+)
+from eventedpleg.core.rollout.planner.tally import Tally
+from eventedpleg.core.rollout.snapshot import NodeView, Target
+
+MAX_ATTENTION = 50
+Candidate = tuple[NodeView, str]  # a node that may start, and the hash it should get
+
+
+class Candidates(Protocol):
+    def __bool__(self) -> bool: ...
+
+    def starting_order(self, room: int | None, budget: int) -> Sequence[Candidate]:
+        """The candidates the gates walk, in rollout order; an implementation may leave out the ones
+        that cannot make a difference (see PassMemo)."""
+        ...
+
+
+def finish(
+    inputs: Inputs,
+    tally: Tally,
+    decisions: Iterable[NodeDecision],
+    done: Sequence[NodeView],
+    candidates: Candidates,
+) -> Plan:
+    """`decisions` in rollout order (those without notes, actions or wakes may be left out); `done`: the
+    nodes Done at the wanted hash."""
+    target, spec, now = inputs.target, inputs.target.spec, inputs.now
+    actions: list[Action] = []
+    notes: list[NodeNote] = []
+    failures: list[NodeNote] = []
+    retrying: list[NodeNote] = []
+    conflicts: list[OwnerConflict] = []
+    foreign: list[HeldNode] = []
+    held_by: tuple[HeldNode, ...]
+    wakes: list[datetime] = []
+    for decision in decisions:
+        notes.extend(decision.notes)
+        failures.extend(decision.failures)
+        retrying.extend(decision.retrying)
+        conflicts.extend(decision.conflicts)
+        foreign.extend(decision.foreign)
+        wakes.extend(decision.wakes)
+        if decision.action is not None:
+            actions.append(decision.action)
+    canary_failed = tally.failed > 0 and not _canaries_passed(done, tally, target)
+    halted = tally.failed >= spec.rollout.max_failed_nodes or canary_failed
+    paused = spec.rollout.paused and not target.deleting
+    window_closed = not window.is_open(spec.rollout.window, now)
+    waiting, held_by = "", ()
+    if candidates:
+        start = _Start(inputs, tally, actions, notes, wakes)
+        if canary_failed:
+            waiting = (
+                f"halted: a canary node failed ({tally.failed} failed before the canaries passed; "
+                "a failed canary halts the rollout whatever rollout.maxFailedNodes says)"
+            )
+        elif halted:
+            limit = spec.rollout.max_failed_nodes
+            waiting = f"halted after {tally.failed} failed node(s) (rollout.maxFailedNodes={limit})"
+        elif paused:
+            waiting = "paused (spec.rollout.paused)"
+        elif window_closed:
+            waiting = f"outside the maintenance window ({window.describe(spec.rollout.window)})"
+        else:
+            waiting, held_by = start.start(done, candidates, foreign)
+    attention = notes[:MAX_ATTENTION]
+    complete = not candidates and tally.in_flight == 0 and not tally.retry_pending
+    return Plan(
+        actions=tuple(actions),
+        summary=Summary(
+            tally=tally,
+            want_hash=inputs.want,
+            complete=complete,
+            halted=halted,
+            canary_failed=canary_failed,
+            paused=paused,
+            window_closed=window_closed,
+            waiting=waiting,
+            conflicts=tuple(conflicts),
+            attention=tuple(attention),
+            attention_truncated=len(notes) - len(attention),
+            failures=tuple(failures),
+            finalized=target.deleting and not tally.owned and complete,
+            next_wake=min(wakes, default=None),
+            held_by=held_by,
+            budget_stuck=bool(held_by) and tally.in_flight == 0,
+            retrying=tuple(retrying[:MAX_ATTENTION]),
+        ),
+    )
+
+
+class _Start:
+    """Cordons as many candidates as the canary phase and the budget allow."""
+
+    def __init__(
+        self,
+        inputs: Inputs,
+        tally: Tally,
+        actions: list[Action],
+        notes: list[NodeNote],
+        wakes: list[datetime],
+    ) -> None:
+        self.inputs, self.tally, self.actions, self.notes, self.wakes = inputs, tally, actions, notes, wakes
+
+    def start(
+        self, done: Sequence[NodeView], candidates: Candidates, foreign: list[HeldNode]
+    ) -> tuple[str, tuple[HeldNode, ...]]:
+        """(why the rest wait, the nodes made unavailable outside the rollout that hold the budget)."""
+        target, tally = self.inputs.target, self.tally
+        spec = target.spec
+        held, room = self._canary_gate(done)
+        if held:
+            return held, ()
+        total = tally.total
+        budget = max_unavailable(spec.rollout.max_unavailable, total) - tally.unavailable
+        started = 0
+        for node, want in candidates.starting_order(room, budget):
+            if not node.ready:
+                marks = node.marks
+                self.notes.append(
+                    NodeNote(
+                        node.name, NodeState.PENDING, "waiting: node is NotReady", marks.since, marks.evidence
+                    )
+                )
+                continue
+            if room is not None and started >= room:
+                break
+            free = node.unschedulable  # already unavailable: processing it costs no capacity
+            if not free and budget < 1:
+                continue
+            self.actions.append(
+                Cordon(
+                    node.name,
+                    node.resource_version,
+                    target.name,
+                    want,
+                    spec.include_control_plane,
+                    was_unschedulable=node.unschedulable,
+                    agent_options=target.agent_options,
+                    drain=target.drain,
+                    autoscaler_user=node.autoscaler_user,
+                )
+            )
+            started += 1
+            budget -= 0 if free else 1
+        if started:
+            return "", ()
+        if room == 0:
+            return "canary: waiting for the canary node(s) in progress to finish", ()
+        held_by = tuple(foreign)
+        return _budget_text(spec.rollout.max_unavailable, total, tally.unavailable, held_by), held_by
+
+    def _canary_gate(self, done: Sequence[NodeView]) -> tuple[str, int | None]:
+        """(why starts are held, how many more nodes may start) for the canary phase; ("", None) after it."""
+        target, now = self.inputs.target, self.inputs.now
+        canary = target.spec.rollout.canary
+        if canary.nodes == 0 or target.deleting:
+            return "", None
+        needed = min(canary.nodes, self.tally.eligible)
+        if len(done) < needed:
+            return "", max(0, needed - len(done) - self.tally.in_flight)
+        soak = timedelta(seconds=canary.soak_seconds)
+        soaked = [n for n in done if n.marks.since is not None and now - n.marks.since >= soak]
+        if len(soaked) >= needed:
+            return "", None
+        ends = sorted((n.marks.since or now) + soak for n in done)
+        until = ends[needed - 1]
+        self.wakes.append(until)
+        return f"canary soaking until {until.isoformat(timespec='seconds')}", 0
+
+
+def _canaries_passed(done: Sequence[NodeView], tally: Tally, target: Target) -> bool:
+    """True once enough nodes are Done at the wanted config to cover the canary count (or there is no
+    canary phase). Until then every node that starts is a canary, so any failure is a canary's."""
+    nodes = target.spec.rollout.canary.nodes
+    if nodes == 0 or target.deleting:
+        return True
+    return len(done) >= min(nodes, tally.eligible)
+
+
+def _budget_text(value: int | str, total: int, unavailable: int, held: tuple[HeldNode, ...]) -> str:
+    allowed = max_unavailable(value, total)
+    text = (
+        f"waiting for capacity: {unavailable} of {total} node(s) unavailable, "
+        f"maxUnavailable={value} ({allowed})"
+    )
+    if held:
+        text += f"; made unavailable outside this rollout: {held_text(held)}"
+    return text

@@ -1,0 +1,88 @@
+"""What a pass answers: the actions and the summary status, metrics and Events are built from."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+
+from eventedpleg.core.rollout.actions import Action
+from eventedpleg.core.rollout.planner.tally import Tally
+from eventedpleg.models.nodeconfig import NodeCounts
+
+
+@dataclass(frozen=True)
+class NodeNote:
+    """One node that needs attention (in progress, failed, skipped), for status.nodeStatuses."""
+
+    name: str
+    state: str
+    reason: str
+    since: datetime | None = None
+    evidence: str = ""
+    unschedulable: bool = False  # still cordoned: a Failed node that is holds capacity until someone acts
+
+
+@dataclass(frozen=True)
+class OwnerConflict:
+    """A selected node that an older NodeConfig manages."""
+
+    node: str
+    owner: str
+
+
+@dataclass(frozen=True)
+class HeldNode:
+    """A node made unavailable outside this rollout (cordoned by someone else, or NotReady): it counts
+    against maxUnavailable, as in MCO, so it can hold the whole budget."""
+
+    name: str
+    why: str  # "cordoned" | "NotReady"
+
+
+@dataclass(frozen=True)
+class Summary:
+    tally: Tally  # every counter of the pass; `counts` is its published part
+    want_hash: str
+    complete: bool  # every eligible node is at the wanted hash and nothing is in progress
+    halted: bool
+    canary_failed: bool  # halted because a node failed before the canaries passed
+    paused: bool
+    window_closed: bool
+    waiting: str  # why nothing new starts right now ("" when starting or done)
+    conflicts: tuple[OwnerConflict, ...]
+    attention: tuple[NodeNote, ...]
+    attention_truncated: int
+    failures: tuple[NodeNote, ...]
+    finalized: bool  # deleting, and no node is ours any more: the finalizer may go
+    next_wake: datetime | None
+    # Waiting for capacity: the nodes made unavailable outside this rollout that use the budget, and
+    # whether only they do (nothing of ours in flight): then nothing moves until someone acts.
+    held_by: tuple[HeldNode, ...] = ()
+    budget_stuck: bool = False
+    retrying: tuple[NodeNote, ...] = ()  # timed-out drains waiting for their automatic retry
+
+    @cached_property
+    def counts(self) -> NodeCounts:
+        """What status.nodes says (and the eventedpleg_nodes buckets)."""
+        return self.tally.counts()
+
+
+@dataclass(frozen=True)
+class Plan:
+    actions: tuple[Action, ...]
+    summary: Summary
+
+
+def max_unavailable(value: int | str, total: int) -> int:
+    """Resolve int-or-percent against the number of selected nodes; a percentage rounds down, min 1."""
+    if isinstance(value, int):
+        return value
+    return max(1, math.floor(total * int(value.rstrip("%")) / 100))
+
+
+def held_text(held: tuple[HeldNode, ...], limit: int = 5) -> str:
+    """ "a (cordoned), b (NotReady) and 3 more"."""
+    shown = ", ".join(f"{n.name} ({n.why})" for n in held[:limit])
+    return shown + (f" and {len(held) - limit} more" if len(held) > limit else "")

@@ -1,0 +1,60 @@
+"""The counters of a pass as one summable value: each node's decision carries its Tally, and a pass's
+totals are their sum (PassMemo keeps the running sum, adding a node's new Tally and taking its old one
+away). Add a counter here, set it in decide.py, and every sum, the memo's running totals and -- when
+NodeCounts (status.nodes, the CRD) has a field of that name -- status and metrics pick it up."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, fields
+
+from eventedpleg.models.nodeconfig import NodeCounts
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    # Published as status.nodes (NodeCounts) and the eventedpleg_nodes buckets.
+    total: int = 0  # selected
+    eligible: int = 0  # selected, eligible, and ours to manage
+    updated: int = 0  # at the wanted config
+    updating: int = 0  # in progress
+    failed: int = 0
+    skipped: int = 0
+    # The pass's own.
+    unavailable: int = 0  # selected or ours, and NotReady, cordoned or in our hands (uses the budget)
+    in_flight: int = 0  # ours and not finished (our cordon still on counts)
+    owned: int = 0  # marked as ours
+    retry_pending: int = 0  # a timed-out drain waits for (or starts) its automatic retry
+
+    def __add__(self, other: Tally) -> Tally:
+        return Tally(*[getattr(self, n) + getattr(other, n) for n in NAMES])
+
+    def __sub__(self, other: Tally) -> Tally:
+        return Tally(*[getattr(self, n) - getattr(other, n) for n in NAMES])
+
+    def counts(self) -> NodeCounts:
+        return NodeCounts(**{n: getattr(self, n) for n in PUBLISHED})
+
+
+NAMES = tuple(f.name for f in fields(Tally))
+PUBLISHED = tuple(n for n in NAMES if n in NodeCounts.model_fields)
+EMPTY = Tally()
+
+
+def tally_of(counted: tuple[str, ...]) -> Tally:
+    """The Tally with one for each name in `counted` (a name twice: two), shared: a fleet's nodes fall
+    into a handful of kinds."""
+    tally = _KINDS.get(counted)
+    if tally is None:
+        tally = _KINDS[counted] = Tally(**Counter(counted))
+    return tally
+
+
+_KINDS: dict[tuple[str, ...], Tally] = {}  # a node counts each counter at most once or twice: few keys
+
+
+def total(parts: list[Tally]) -> Tally:
+    """The sum of many: each distinct Tally (see `tally_of`) times how often it occurs."""
+    times = Counter(map(id, parts))
+    kinds = {id(p): p for p in parts}
+    return Tally(*[sum(getattr(kinds[k], n) * c for k, c in times.items()) for n in NAMES])

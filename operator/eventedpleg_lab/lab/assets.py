@@ -88,6 +88,8 @@ def _run(
 
 
 def _apt_install(packages: list[str], log: Log) -> None:
+    if shutil.which("apt-get") is None:
+        raise AssetError(f"{', '.join(packages)} needed and there is no apt-get to install it (Debian only)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     argv = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
     log(f"[lab] apt-get install {' '.join(packages)}")
@@ -201,8 +203,18 @@ def busybox_archive(busybox: bytes, applets: tuple[str, ...]) -> bytes:
     return rn_images.image_archive(BUSYBOX_IMAGE, busybox, entrypoint=("/bin/sh",), applets=applets)
 
 
-def ensure_images() -> dict[str, Path]:
+def ensure_busybox(log: Log = _stderr) -> Path:
+    """Debian's busybox-static on the host: the images below are made from its one static binary."""
+    if not BUSYBOX.is_file():
+        _apt_install(["busybox-static"], log)
+    if not BUSYBOX.is_file():
+        raise AssetError(f"{BUSYBOX} is still missing after apt-get install busybox-static")
+    return BUSYBOX
+
+
+def ensure_images(log: Log = _stderr) -> dict[str, Path]:
     """pause.tar, idle.tar (the rig's) and busybox.tar in images_dir()."""
+    ensure_busybox(log)
     directory = images_dir()
     directory.mkdir(parents=True, exist_ok=True)
     by_ref = rn_images.write_images(directory, BUSYBOX)

@@ -29,7 +29,9 @@ def test_context_is_the_dockerignore_allow_list() -> None:
     assert "operator/eventedpleg/cli/__init__.py" in files
     assert "manifests/evented-pleg-operator/values.yaml" in files
     tops = {f.split("/")[0] for f in files}
-    assert tops == {"pyproject.toml", "README.md", "hack", "operator", "templates", "crds", "manifests"}
+    assert tops == {
+        "pyproject.toml", "README.md", "LICENSE", "hack", "operator", "templates", "crds", "manifests"
+    }  # fmt: skip
     assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc")]
     assert not [f for f in files if f.startswith("operator/eventedpleg_lab/")]  # the lab is not in the image
     assert [f for f in files if f.startswith("hack/")] == ["hack/constraints.txt"]  # not lock.sh

@@ -1,0 +1,125 @@
+"""The release's version, one value in every place that carries it, and the release's checksums.
+
+`[project] version` in pyproject.toml is the source; `set_version` writes the same value into every other
+place that must state it literally (the lab's distribution and its pin, the package's __version__, the
+chart's `version` and `appVersion`, the Dockerfile's default image label), and `mismatches` lists any that
+disagree. hack/release.sh refuses to build while any does; tests/unit/test_release.py checks the tree.
+
+    python -m eventedpleg_lab.release check             # exit 1 and one line per disagreement
+    python -m eventedpleg_lab.release set 0.2.0         # write it everywhere
+    python -m eventedpleg_lab.release sums DIR          # SHA256SUMS for every file in DIR (sha256sum -c)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# PEP 440 public versions as releases use them (1.2.3, 1.2.3rc1); also valid SemVer for the chart when
+# the pre-release part is absent, which is what a published chart should carry.
+VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?$")
+SUMS = "SHA256SUMS"
+
+
+@dataclass(frozen=True)
+class Place:
+    """One literal version in one file: `pattern` has a single group, the version."""
+
+    path: str
+    pattern: str
+    template: str  # the text written back, with {v}
+
+    def find(self, repo: Path) -> str | None:
+        match = re.search(self.pattern, (repo / self.path).read_text(), re.MULTILINE)
+        return match.group(1) if match else None
+
+    def write(self, repo: Path, version: str) -> None:
+        file = repo / self.path
+        text, count = re.subn(
+            self.pattern, self.template.format(v=version), file.read_text(), count=1, flags=re.MULTILINE
+        )
+        if count != 1:
+            raise ValueError(f"{self.path}: no match for {self.pattern}")
+        file.write_text(text)
+
+
+SOURCE = Place("pyproject.toml", r'^version = "([^"]+)"$', 'version = "{v}"')
+PLACES = (
+    Place("operator/pyproject.toml", r'^version = "([^"]+)"$', 'version = "{v}"'),
+    Place("operator/pyproject.toml", r'"evented-pleg-operator==([^"]+)"', '"evented-pleg-operator=={v}"'),
+    Place("operator/eventedpleg/__init__.py", r'^__version__ = "([^"]+)"$', '__version__ = "{v}"'),
+    Place("manifests/evented-pleg-operator/Chart.yaml", r"^version: (\S+)$", "version: {v}"),
+    Place("manifests/evented-pleg-operator/Chart.yaml", r'^appVersion: "([^"]+)"$', 'appVersion: "{v}"'),
+    Place("Dockerfile", r"^ARG VERSION=(\S+)$", "ARG VERSION={v}"),
+)
+
+
+def version(repo: Path) -> str:
+    found = SOURCE.find(repo)
+    if found is None:
+        raise ValueError("pyproject.toml has no [project] version")
+    return found
+
+
+def mismatches(repo: Path) -> list[str]:
+    """One line per place whose version is not pyproject.toml's."""
+    want = version(repo)
+    problems = []
+    for place in PLACES:
+        found = place.find(repo)
+        if found != want:
+            problems.append(f"{place.path}: {found or 'no version'} (pyproject.toml says {want})")
+    return problems
+
+
+def set_version(repo: Path, new: str) -> None:
+    if not VERSION_RE.match(new):
+        raise ValueError(f"{new!r} is not a release version (MAJOR.MINOR.PATCH, optionally a|b|rcN)")
+    for place in (SOURCE, *PLACES):
+        place.write(repo, new)
+
+
+def write_sums(directory: Path) -> Path:
+    """SHA256SUMS in `sha256sum` format for every other file in `directory`, sorted by name."""
+    lines = []
+    for file in sorted(p for p in directory.iterdir() if p.is_file() and p.name != SUMS):
+        digest = hashlib.sha256()
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        lines.append(f"{digest.hexdigest()}  {file.name}\n")
+    target = directory / SUMS
+    target.write_text("".join(lines))
+    return target
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    repo = Path(__file__).resolve().parents[2]
+    try:
+        if args == ["check"]:
+            problems = mismatches(repo)
+            for problem in problems:
+                print(f"error: version mismatch: {problem}", file=sys.stderr)
+            if not problems:
+                print(version(repo))
+            return 1 if problems else 0
+        if len(args) == 2 and args[0] == "set":
+            set_version(repo, args[1])
+            return 0
+        if len(args) == 2 and args[0] == "sums":
+            print(write_sums(Path(args[1])))
+            return 0
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print("usage: python -m eventedpleg_lab.release check | set VERSION | sums DIR", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -89,6 +89,11 @@ KUBELET_137 = Component("kubelet", "v1.37.2", ("kubelet",), "~10 minutes (~15 wi
 CONTAINERD = Component("containerd", "v2.2.9", ("containerd", "containerd-shim-runc-v2", "ctr"), "~4 minutes")
 CRICTL = Component("crictl", "v1.36.0", ("crictl",), "~1 minute")
 NODE_COMPONENTS = (KUBELET_136, KUBELET_137, CONTAINERD, CRICTL)
+# Release tooling (hack/release.sh, hack/test.sh): actionlint checks the release workflow; syft writes the
+# image's SBOM. Both with `go install`, like kwok and helm.
+ACTIONLINT = Component("actionlint", "v1.7.12", ("actionlint",), "~1 minute")
+SYFT = Component("syft", "v1.57.1", ("syft",), "~10 minutes and ~3 GB of RAM (a ~1 GB module download)")
+RELEASE_TOOLS = (ACTIONLINT, SYFT)
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 # kwok v0.8.0 has no built-in stages any more (it exits "no stages found"); its module ships them as a
@@ -474,6 +479,19 @@ def _build_crictl(comp: Component, src: Path, out: Path, logfile: Path) -> None:
     )
 
 
+def _build_actionlint(comp: Component, src: Path, out: Path, logfile: Path) -> None:
+    # As actionlint's own release build: the version it prints comes from this -X flag.
+    ld = [f"-X github.com/rhysd/actionlint.version={comp.version}"]
+    pkg = "github.com/rhysd/actionlint/cmd/actionlint"
+    _install(pkg, comp.version, ld, out=out, src=src, logfile=logfile)
+
+
+def _build_syft(comp: Component, src: Path, out: Path, logfile: Path) -> None:
+    # As syft's goreleaser build: the version it writes into each SBOM's creator comes from this -X flag.
+    ld = [f"-X main.version={comp.version.lstrip('v')}"]
+    _install("github.com/anchore/syft/cmd/syft", comp.version, ld, out=out, src=src, logfile=logfile)
+
+
 _BUILDERS: dict[str, Callable[[Component, Path, Path, Path], None]] = {
     "etcd": _build_etcd,
     "kubernetes": _build_kubernetes,
@@ -483,6 +501,8 @@ _BUILDERS: dict[str, Callable[[Component, Path, Path, Path], None]] = {
     "crictl": _build_crictl,
     "kwok": _build_kwok,
     "helm": _build_helm,
+    "actionlint": _build_actionlint,
+    "syft": _build_syft,
 }
 
 

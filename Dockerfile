@@ -43,10 +43,17 @@ COPY crds/ crds/
 COPY manifests/evented-pleg-operator/ manifests/evented-pleg-operator/
 # A build that must trust extra CAs passes its bundle as the secret pip-ca (`eventedpleg lab image` does):
 # a mount for this RUN only, so no bundle, not even an empty mount point, reaches a layer.
+# Every file fetched is checked against hack/constraints.txt's hashes (--require-hashes) and is a wheel
+# (--only-binary: nothing is built from a fetched source); then the project's own wheel is built offline
+# with the hatchling that came from those wheels.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
-    && /opt/build/bin/pip wheel --no-cache-dir --disable-pip-version-check -c hack/constraints.txt \
-        --wheel-dir /wheels .
+    && /opt/build/bin/pip wheel --no-cache-dir --disable-pip-version-check --require-hashes --no-deps \
+        --only-binary=:all: -r hack/constraints.txt --wheel-dir /wheels \
+    && /opt/build/bin/pip install --no-cache-dir --disable-pip-version-check --no-index --find-links=/wheels \
+        hatchling \
+    && /opt/build/bin/pip wheel --no-cache-dir --disable-pip-version-check --no-index --no-deps \
+        --no-build-isolation --wheel-dir /wheels .
 
 # --- runtime ---------------------------------------------------------------------------------------------
 FROM ${BASE_IMAGE}

@@ -8,13 +8,17 @@ disagree. hack/release.sh refuses to build while any does; tests/unit/test_relea
     python -m eventedpleg_lab.release check             # exit 1 and one line per disagreement
     python -m eventedpleg_lab.release set 0.2.0         # write it everywhere
     python -m eventedpleg_lab.release sums DIR          # SHA256SUMS for every file in DIR (sha256sum -c)
+    python -m eventedpleg_lab.release digest ARCHIVE    # the image manifest's digest in an OCI archive
+    python -m eventedpleg_lab.release tool syft         # the path of a release tool, built when missing
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sys
+import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +101,30 @@ def write_sums(directory: Path) -> Path:
     return target
 
 
+def archive_digest(archive: Path) -> str:
+    """The digest of the one image manifest an OCI archive holds (what `image@digest` pulls)."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("index.json")
+        if member is None:
+            raise ValueError(f"{archive}: no index.json (not an OCI archive)")
+        manifests = json.load(member).get("manifests") or []
+    if len(manifests) != 1:
+        raise ValueError(f"{archive}: {len(manifests)} manifests in index.json, expected 1")
+    digest: str = manifests[0]["digest"]
+    return digest
+
+
+def tool(name: str) -> Path:
+    from eventedpleg_lab.localcluster import build  # noqa: PLC0415 - only this command needs it
+
+    if name == "helm":  # honours $EVENTEDPLEG_BIN_DIR, as everywhere else
+        return build.ensure(("helm",))["helm"]
+    tools = {comp.name: comp for comp in build.RELEASE_TOOLS}
+    if name not in tools:
+        raise ValueError(f"no release tool {name!r}; one of helm, {', '.join(sorted(tools))}")
+    return build.ensure_component(tools[name])[tools[name].binaries[0]]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     repo = Path(__file__).resolve().parents[2]
@@ -114,10 +142,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(args) == 2 and args[0] == "sums":
             print(write_sums(Path(args[1])))
             return 0
-    except (OSError, ValueError) as exc:
+        if len(args) == 2 and args[0] == "digest":
+            print(archive_digest(Path(args[1])))
+            return 0
+        if len(args) == 2 and args[0] == "tool":
+            print(tool(args[1]))
+            return 0
+    except (OSError, ValueError, tarfile.TarError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print("usage: python -m eventedpleg_lab.release check | set VERSION | sums DIR", file=sys.stderr)
+    print(
+        "usage: eventedpleg_lab.release check | set VERSION | sums DIR | digest ARCHIVE | tool NAME",
+        file=sys.stderr,
+    )
     return 2
 
 

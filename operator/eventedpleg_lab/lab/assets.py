@@ -186,6 +186,8 @@ def ensure_crio(log: Log = _stderr) -> Path:
     ld = f"-s -w -X github.com/cri-o/cri-o/internal/version.Version={CRIO_VERSION.lstrip('v')}"
     argv = [go, "build", "-trimpath", f"-ldflags={ld}", "-tags", CRIO_TAGS, "-o", str(staging / "crio")]
     _run([*argv, "./cmd/crio"], cwd=tree, env=env, log_file=log_file)
+    if shutil.which("gcc") is None or not Path("/usr/lib/x86_64-linux-gnu/libc.a").exists():
+        _apt_install(["gcc", "libc6-dev"], log)  # pinns is C, linked statically against glibc's libc.a
     pinns_src = sorted(str(p) for p in (tree / "pinns" / "src").glob("*.c"))
     _run(
         ["gcc", "-std=c99", "-Os", "-static", "-o", str(staging / "pinns"), *pinns_src],

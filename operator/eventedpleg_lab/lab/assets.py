@@ -133,9 +133,11 @@ def ensure_nspawn(log: Log = _stderr) -> Path:
         return binary
     log("[lab] systemd-nspawn: apt-get download " + " ".join(NSPAWN_DEBS))
     with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run(
-            ["apt-get", "download", *NSPAWN_DEBS], cwd=tmp, capture_output=True, text=True, check=False
-        )
+        argv = ["apt-get", "download", *NSPAWN_DEBS]
+        done = subprocess.run(argv, cwd=tmp, capture_output=True, text=True, check=False)
+        if done.returncode != 0:  # a fresh machine may have no package lists yet
+            subprocess.run(["apt-get", "update"], capture_output=True, check=False)
+            done = subprocess.run(argv, cwd=tmp, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise AssetError(f"apt-get download {' '.join(NSPAWN_DEBS)}: {done.stderr[-400:]}")
         staging = nspawn_dir().with_name("nspawn.partial")

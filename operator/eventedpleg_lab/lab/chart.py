@@ -6,6 +6,7 @@ Shared by `eventedpleg demo --lab` and the lab test tier."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -81,14 +82,20 @@ def install(
     ref: str = image.TAG,
     timeout: float = 300.0,
 ) -> None:
-    """Import `archive` into every node, `helm install` the chart with that image (pullPolicy Never: nothing
-    is pulled; the chart installs the CRD) and wait until the operator and every agent pod are Ready."""
+    """Import `archive` into every node, `helm install` the chart, packaged as a release packages it, with
+    that image (pullPolicy Never: nothing is pulled; the chart installs the CRD) and wait until the operator
+    and every agent pod are Ready."""
     lab.load_image(archive, ref)
+    package_dir = lab.directory / "chart"
+    shutil.rmtree(package_dir, ignore_errors=True)
+    package_dir.mkdir(parents=True)
+    helm(lab, "package", str(chart_dir()), "-d", str(package_dir))
+    (package,) = package_dir.glob(f"{chart_dir().name}-*.tgz")
     for spec in specs:
         if expected_outcome(spec).state == c.NodeState.DONE.value:
             kubectl_ok(lab, "label", "node", spec.name, f"{OPERATOR_HOST_LABEL}=true", "--overwrite")
     repository, tag = ref.rsplit(":", 1)
-    helm(lab, "install", RELEASE, str(chart_dir()), "-n", NAMESPACE, "--create-namespace",
+    helm(lab, "install", RELEASE, str(package), "-n", NAMESPACE, "--create-namespace",
          f"--set=image.repository={repository}", f"--set=image.tag={tag}", "--set=image.pullPolicy=Never",
          f"--set-string=operator.nodeSelector.{OPERATOR_HOST_LABEL.replace('.', chr(92) + '.')}=true",
          "--wait", f"--timeout={int(timeout)}s", timeout=timeout + 30)  # fmt: skip

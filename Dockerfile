@@ -13,7 +13,14 @@
 # base image) and the host's / mounted at /host, so the image itself needs no systemd, journalctl or
 # kubelet tools.
 
-ARG BASE_IMAGE=debian:bookworm-slim
+# Pinned by digest where it is pulled (a registry): the multi-arch index of Debian's own debian:bookworm-slim
+# (made by debuerreotype from the Debian archive), bumped by Dependabot (.github/dependabot.yml).
+# `eventedpleg lab image`, where no registry can be reached, passes
+# --build-arg BASE_IMAGE=docker.io/library/debian:bookworm-slim and makes that image itself with mmdebstrap
+# from the same suite and the same slim rules (eventedpleg_lab/image.py). The two stay equal where it
+# matters: both are bookworm, and every package this file installs is pinned to the same version below;
+# they can differ only in the base's security updates between the digest's day and the local build's.
+ARG BASE_IMAGE=docker.io/library/debian:bookworm-slim@sha256:3783cc01769c7b2b1b83a5c5ad96c815348e28ed7da68e2e3687004faa906251
 
 # --- builder: the project's wheel plus the wheels of its pinned dependencies ----------------------------
 FROM ${BASE_IMAGE} AS builder
@@ -28,7 +35,7 @@ WORKDIR /src
 # Exactly what the wheel is built from (pyproject.toml: the operator/eventedpleg package; templates/, crds/ and
 # the chart force-included; README.md as the long description) and the pins. .dockerignore keeps everything
 # else out of the context, the lab (operator/eventedpleg_lab, its own distribution) included.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY hack/constraints.txt hack/constraints.txt
 COPY operator/eventedpleg/ operator/eventedpleg/
 COPY templates/ templates/
@@ -36,18 +43,34 @@ COPY crds/ crds/
 COPY manifests/evented-pleg-operator/ manifests/evented-pleg-operator/
 # A build that must trust extra CAs passes its bundle as the secret pip-ca (`eventedpleg lab image` does):
 # a mount for this RUN only, so no bundle, not even an empty mount point, reaches a layer.
+# Every file fetched is checked against hack/constraints.txt's hashes (--require-hashes) and is a wheel
+# (--only-binary: nothing is built from a fetched source); then the project's own wheel is built offline
+# with the hatchling that came from those wheels.
 RUN --mount=type=secret,id=pip-ca \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
-    && /opt/build/bin/pip wheel --no-cache-dir --disable-pip-version-check -c hack/constraints.txt \
-        --wheel-dir /wheels .
+    && /opt/build/bin/pip wheel --no-cache-dir --disable-pip-version-check --require-hashes --no-deps \
+        --only-binary=:all: -r hack/constraints.txt --wheel-dir /wheels \
+    && /opt/build/bin/pip install --no-cache-dir --disable-pip-version-check --no-index --find-links=/wheels \
+        hatchling \
+    && /opt/build/bin/pip wheel --no-cache-dir --disable-pip-version-check --no-index --no-deps \
+        --no-build-isolation --wheel-dir /wheels .
 
 # --- runtime ---------------------------------------------------------------------------------------------
 FROM ${BASE_IMAGE}
+# LICENSE reaches the image inside the wheel (its .dist-info/licenses). VERSION is pyproject.toml's (eventedpleg_lab.release keeps this default equal); REVISION (the commit) and
+# CREATED (its commit time, RFC 3339, so a rebuild of one commit is labelled alike) come from the build:
+# hack/release.sh and the release workflow pass both. BASE_DIGEST names the base the image was made from.
 ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG CREATED=unknown
+ARG BASE_IMAGE
 LABEL org.opencontainers.image.title="evented-pleg-operator" \
       org.opencontainers.image.description="Turns on the kubelet's event-based PLEG (EventedPLEG) safely, node by node: operator and node agent." \
       org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="${BASE_IMAGE}" \
       org.opencontainers.image.source="https://github.com/eventedpleg/evented-pleg-operator"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

@@ -15,6 +15,13 @@ step "ruff";            ruff check operator tests bench && ruff format --check o
 step "mypy --strict";   mypy
 step "import layers";   lint-imports
 step "generated files"; python -m eventedpleg.crdgen --check && python -m eventedpleg.docgen --check
+step "versions";        python -m eventedpleg_lab.release check
+step "workflows (actionlint)"
+# Built from Go modules on first use (~1 min, cached); the fast lane builds nothing, so there only if built.
+actionlint=$(python -c 'from eventedpleg_lab.localcluster import build
+c = build.ACTIONLINT; p = build.component_dir(c) / "actionlint"; print(p if p.is_file() else "")')
+if [ -z "$actionlint" ] && ! $fast; then actionlint=$(python -m eventedpleg_lab.release tool actionlint); fi
+if [ -n "$actionlint" ]; then "$actionlint" -color=false; else echo "actionlint is not built yet: SKIPPED in this lane"; fi
 if $fast; then
   tiers=(tests/unit tests/agent)
   # The chart goldens render with the real helm: run them when it is already built, never build it here.

@@ -11,7 +11,7 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "Python >= 3.11 is needed (found $("$python" --version 2>&1)); set PYTHON=..." >&2
   exit 2
 fi
-command -v go >/dev/null || { echo "Go >= 1.26 is needed to build the local control plane" >&2; exit 2; }
+# Go is not checked here: only the commands that build binaries need it, and they say so in one line.
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 # Editable installs follow code changes by themselves; pip runs again only when what it installed from
 # (the two pyproject files, the extras) changed since the last install into this venv.

@@ -26,7 +26,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = "nodeconfig.yaml"
 TARGETS = (
     REPO_ROOT / "crds" / CRD_FILE,
-    REPO_ROOT / "manifests" / "evented-pleg-operator" / "crds" / CRD_FILE,
+    # The chart renders it (templates/crd.yaml, `crds.enabled`) from files/, not Helm's crds/, which it
+    # never upgrades and cannot switch off per release.
+    REPO_ROOT / "manifests" / "evented-pleg-operator" / "files" / "crds" / CRD_FILE,
 )
 
 

@@ -28,8 +28,8 @@ from eventedpleg_lab.localcluster.build import Log, cache_dir
 
 NAME = "evented-pleg-operator"
 TAG = f"localhost/{NAME}:{__version__}"
-# The Dockerfile's `ARG BASE_IMAGE` default; a short name resolves to docker.io/library/..., which is the
-# name the local base is committed under, so buildah finds it without asking a registry.
+# The Dockerfile's `ARG BASE_IMAGE` without its digest: the name the local mmdebstrap base is committed
+# under and passed as that build argument, so buildah finds it without asking a registry.
 BASE_IMAGE = "docker.io/library/debian:bookworm-slim"
 SUITE = "bookworm"
 MIRRORS = (
@@ -263,14 +263,21 @@ class ImageBuilder:
         return found, time.monotonic() - start
 
     def build(
-        self, out: Path, tag: str = TAG, ca_bundle: Path | None = HOST_CA, force: bool = False
+        self,
+        out: Path,
+        tag: str = TAG,
+        ca_bundle: Path | None = HOST_CA,
+        force: bool = False,
+        labels: dict[str, str] | None = None,
     ) -> Built:
+        """`labels`: more build arguments (hack/release.sh passes REVISION and CREATED); they are inputs
+        too, so the lab's builds, which pass none, are not redone for every commit."""
         if os.geteuid() != 0:
             raise ImageError("building the image with buildah --isolation chroot needs root")
         self.dir.mkdir(parents=True, exist_ok=True)
         self.ensure_tools()
         base, base_seconds = self.ensure_base()
-        build_args = {"VERSION": __version__}
+        build_args = {"VERSION": __version__, "BASE_IMAGE": BASE_IMAGE, **(labels or {})}
         digest = inputs_digest(self.repo, context_files(self.repo), base, {**build_args, "tag": tag})
         stamp = out.with_name(out.name + ".inputs.json")
         if (

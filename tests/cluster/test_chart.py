@@ -85,7 +85,11 @@ def release(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(restricted), check=True)
     nodes = cluster.add_nodes([FakeNode(f"chart-{suffix}-{x}", labels={"chart-test": suffix}) for x in "ab"])
     env = helm_env(tmp_path_factory.mktemp("helm-home"))
+    # The shared cluster's CRD was applied with kubectl by other tests (an administrator who manages the
+    # CRD outside the chart): the chart leaves it alone. tests/lab installs it through the chart.
+    cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"), check=True)
     values = {
+        "crds": {"enabled": False, "keep": True},
         "nameOverride": prefix,
         "agent.namespace": agent_ns,
         # kwok nodes are tainted; the operator's two replicas go to this test's two nodes.
@@ -117,7 +121,8 @@ def test_install_prints_what_to_do_next(release: Release) -> None:
     for step in (
         "kubectl apply -f examples/nodeconfig.yaml",
         "kubectl get nodeconfig cluster",
-        "kubectl wait --for=condition=Available nodeconfig/cluster",
+        "kubectl wait --for=condition=Ready nodeconfig/cluster",
+        f"helm test {release.name} -n {release.namespace}",
         "eventedpleg status",
     ):
         assert step in notes
@@ -138,8 +143,29 @@ def test_every_object_is_admitted(release: Release) -> None:
         got = release.get(kind, meta["name"], *ns)
         assert got["metadata"]["labels"]["app.kubernetes.io/instance"] == release.name
         assert got["metadata"]["annotations"]["meta.helm.sh/release-name"] == release.name
-    # The CRD comes from the chart's crds/ (or was there already): served and established.
+    # The CRD (applied before the chart, crds.enabled=false): served and established.
     release.kubectl("wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=30s")
+
+
+def test_a_second_release_is_refused_with_the_reason(release: Release) -> None:
+    """Other name, other namespace, other cluster-wide names (nameOverride): still refused, because its
+    operator and agents would fight the first release's over the same nodes. Nothing is created."""
+    other = f"{release.prefix}-2"
+    done = helm(
+        "install", other, str(CHART), "-n", other, "--create-namespace",
+        f"--kubeconfig={release.cluster.kubeconfig}",
+        *set_json_args({"nameOverride": other, "agent.namespace": f"{other}-agent",
+                        "crds": {"enabled": False, "keep": True}}),
+        env=release.env,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "evented-pleg-operator is already installed in this cluster" in done.stderr
+    assert f'release "{release.name}" in namespace "{release.namespace}"' in done.stderr
+    made = release.cluster.kubectl("get", "daemonset", "-n", f"{other}-agent", f"{other}-agent")
+    assert made.returncode != 0, made.stdout
+    release.cluster.kubectl("delete", "namespace", other, "--ignore-not-found", "--wait=false")
+    # An upgrade of the first release is not a second release.
+    release.helm("upgrade", release.name, str(CHART), "-n", release.namespace, "--reuse-values")
 
 
 def test_agent_namespace_is_privileged_and_the_release_namespace_is_not_touched(release: Release) -> None:

@@ -29,7 +29,9 @@ def test_context_is_the_dockerignore_allow_list() -> None:
     assert "operator/eventedpleg/cli/__init__.py" in files
     assert "manifests/evented-pleg-operator/values.yaml" in files
     tops = {f.split("/")[0] for f in files}
-    assert tops == {"pyproject.toml", "README.md", "hack", "operator", "templates", "crds", "manifests"}
+    assert tops == {
+        "pyproject.toml", "README.md", "LICENSE", "hack", "operator", "templates", "crds", "manifests"
+    }  # fmt: skip
     assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc")]
     assert not [f for f in files if f.startswith("operator/eventedpleg_lab/")]  # the lab is not in the image
     assert [f for f in files if f.startswith("hack/")] == ["hack/constraints.txt"]  # not lock.sh
@@ -137,6 +139,22 @@ def test_image_config_user_entrypoint_and_cmd(opened: Opened) -> None:
     assert config["Cmd"] == ["operator"]
     labels = config["Labels"]
     assert labels["org.opencontainers.image.version"] == __version__
+    # The lab's builds pass no commit or time (so a commit alone does not rebuild them); hack/release.sh does.
+    assert (
+        labels["org.opencontainers.image.revision"] == labels["org.opencontainers.image.created"] == "unknown"
+    )
+    assert labels["org.opencontainers.image.base.name"] == image.BASE_IMAGE
+
+
+@pytest.mark.image
+def test_the_license_is_in_the_image(opened: Opened) -> None:
+    done = opened.run(
+        "sh",
+        "-c",
+        "cat /opt/venv/lib/python3*/site-packages/evented_pleg_operator-*.dist-info/licenses/LICENSE",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Apache License" in done.stdout and "Version 2.0, January 2004" in done.stdout
 
 
 @pytest.mark.image

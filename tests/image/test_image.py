@@ -21,6 +21,7 @@ import yaml
 
 from eventedpleg import __version__
 from eventedpleg.core import render
+from eventedpleg_lab import image
 from tests.chart.chartlib import CHART, Doc, helm, parse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,7 +91,10 @@ def test_two_stages_on_debian_with_a_venv() -> None:
     """Debian itself, not an image that cannot be made from the Debian archive (`eventedpleg lab image`
     makes debian:bookworm-slim locally with mmdebstrap); bookworm's python3 in a venv, as PEP 668 asks."""
     args, stages = dockerfile()
-    assert args["BASE_IMAGE"] == "debian:bookworm-slim"
+    # Pinned by digest where it is pulled; the daemonless build passes the same name without the digest.
+    name, _, digest = args["BASE_IMAGE"].partition("@")
+    assert name == image.BASE_IMAGE == "docker.io/library/debian:bookworm-slim"
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), digest
     assert [s.name for s in stages] == ["builder", None]
     assert all(s.base == "${BASE_IMAGE}" for s in stages)
     for stage in stages:
@@ -99,12 +103,32 @@ def test_two_stages_on_debian_with_a_venv() -> None:
         assert "rm -rf /var/lib/apt/lists/*" in install
 
 
-def test_builder_builds_wheels_within_the_constraints() -> None:
+def test_builder_fetches_only_hashed_wheels_and_builds_ours_offline() -> None:
     builder = dockerfile()[1][0]
     assert "hack/constraints.txt hack/constraints.txt" in builder.get("COPY")
-    (wheel,) = [r for r in builder.get("RUN") if " wheel " in r]
-    assert re.search(r"pip wheel .*-c hack/constraints\.txt .*--wheel-dir /wheels \.$", wheel), wheel
-    assert "--no-cache-dir" in wheel
+    (run,) = [r for r in builder.get("RUN") if " wheel " in r]
+    fetch, install, build = [c.strip() for c in run.split("&&")[1:]]
+    assert "--require-hashes" in fetch and "--only-binary=:all:" in fetch and "--no-deps" in fetch
+    assert fetch.endswith("-r hack/constraints.txt --wheel-dir /wheels")
+    assert "--no-index --find-links=/wheels hatchling" in install  # the hashed hatchling, nothing fetched
+    assert "--no-index" in build and "--no-build-isolation" in build
+    assert build.endswith("--wheel-dir /wheels .")
+    assert all("--no-cache-dir" in c for c in (fetch, install, build))
+
+
+def constraints() -> dict[str, tuple[str, list[str]]]:
+    """hack/constraints.txt: name -> (version, hashes), in pip-compile's format."""
+    pins: dict[str, tuple[str, list[str]]] = {}
+    text = re.sub(r"\s*\\\n\s*", " ", (REPO / "hack" / "constraints.txt").read_text())
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            requirement, *options = line.split()
+            name, sep, version = requirement.partition("==")
+            assert sep and version, f"not an exact pin: {line!r}"
+            hashes = [o.removeprefix("--hash=sha256:") for o in options]
+            assert hashes and all(re.fullmatch(r"[0-9a-f]{64}", h) for h in hashes), line
+            pins[_canonical(name)] = (version, hashes)
+    return pins
 
 
 def _requirement_name(requirement: str) -> str:
@@ -118,15 +142,11 @@ def _canonical(name: str) -> str:
 def test_constraints_pin_every_runtime_dependency() -> None:
     """hack/constraints.txt (hack/lock.sh) pins each dependency in pyproject.toml and, through pip's
     resolution, everything below them; the pins also satisfy pyproject's lower bounds."""
-    pins: dict[str, str] = {}
-    for line in (REPO / "hack" / "constraints.txt").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            name, sep, version = line.partition("==")
-            assert sep and version.strip(), f"not an exact pin: {line!r}"
-            pins[_canonical(name)] = version.strip()
+    pins = {name: version for name, (version, _) in constraints().items()}
     required = [_canonical(_requirement_name(r)) for r in PYPROJECT["project"]["dependencies"]]
     assert set(required) <= set(pins), set(required) - set(pins)
     assert {"pip", "setuptools", "wheel", "evented-pleg-operator"}.isdisjoint(pins)  # only what runs
+    assert "hatchling" in pins  # and what builds our wheel (pyproject's build-system)
     for requirement in PYPROJECT["project"]["dependencies"]:
         bound = re.search(r">=\s*([\w.]+)", requirement)
         if bound:
@@ -183,6 +203,9 @@ def test_labels_and_version_agree() -> None:
     assert set(labels) >= {f"org.opencontainers.image.{k}" for k in ("title", "description", "version",
                                                                      "licenses", "source")}  # fmt: skip
     assert labels["org.opencontainers.image.version"] == "${VERSION}"
+    assert labels["org.opencontainers.image.revision"] == "${REVISION}"
+    assert labels["org.opencontainers.image.created"] == "${CREATED}"
+    assert {"REVISION=unknown", "CREATED=unknown", "BASE_IMAGE"} <= set(runtime.get("ARG"))
     (version_arg,) = [a for a in runtime.get("ARG") if a.startswith("VERSION=")]
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert version_arg == f"VERSION={PYPROJECT['project']['version']}"

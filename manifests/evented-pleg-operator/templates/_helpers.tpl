@@ -10,6 +10,7 @@
 app.kubernetes.io/part-of: evented-pleg-operator
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
 {{- define "epo.operatorName" -}}{{ include "epo.name" . }}-operator{{- end -}}

@@ -10,6 +10,8 @@ Exit codes (README "Exit codes"):
   4  preflight / render: no selected node is eligible
   5  cannot reach, authenticate to or be authorised by the API server (or it failed)
   6  not found: the NodeConfig or node, or the NodeConfig CRD is not installed
+  7  the lab's commands (cluster, lab, realnode, demo): building or starting a part failed (a build,
+     apt-get, a node that did not boot); the line names what, and the log where there is one
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, NoReturn
 
 import click
 
-EXIT_OK, EXIT_DEGRADED, EXIT_USAGE, EXIT_PARTIAL, EXIT_NONE, EXIT_API, EXIT_NOT_FOUND = range(7)
+EXIT_OK, EXIT_DEGRADED, EXIT_USAGE, EXIT_PARTIAL, EXIT_NONE, EXIT_API, EXIT_NOT_FOUND, EXIT_SETUP = range(8)
 VERBOSE = "eventedpleg.verbose"
 
 

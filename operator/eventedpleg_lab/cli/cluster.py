@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from eventedpleg_lab.cli.errors import LabGroup
 from eventedpleg_lab.localcluster import build
 from eventedpleg_lab.localcluster import cluster as lc
 
@@ -26,7 +27,7 @@ _dir_option = click.option(
 )
 
 
-@click.group()
+@click.group(cls=LabGroup)
 def cluster() -> None:
     """A local Kubernetes control plane with kwok fake nodes (no containers run)."""
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import click
 
+from eventedpleg_lab.cli.errors import LabCommand
 from eventedpleg_lab.demo import run as demo_run
 
 
-@click.command()
+@click.command(cls=LabCommand)
 @click.option(
     "--nodes", default=10, show_default=True, type=click.IntRange(2, 200), help="kwok nodes to create."
 )

@@ -34,7 +34,16 @@ def _seconds(value: float | None) -> str:
     help="Trust store pip uses while building (a RUN mount only, never in the image).",
 )
 @click.option("--force", is_flag=True, help="Rebuild the image even when its inputs did not change.")
-def image_cmd(out: Path | None, tag: str, ca_bundle: Path, force: bool) -> None:
+@click.option("--revision", default=None, help="The commit: the label org.opencontainers.image.revision.")
+@click.option("--created", default=None, help="RFC 3339 time, for org.opencontainers.image.created.")
+def image_cmd(
+    out: Path | None,
+    tag: str,
+    ca_bundle: Path,
+    force: bool,
+    revision: str | None,
+    created: str | None,
+) -> None:
     """Build the Dockerfile into an OCI archive with buildah (root; Debian's buildah and mmdebstrap).
 
     The base, debian:bookworm-slim, is made with mmdebstrap from the Debian archive when missing; the image
@@ -45,8 +54,9 @@ def image_cmd(out: Path | None, tag: str, ca_bundle: Path, force: bool) -> None:
     start = time.monotonic()
     try:
         repo = image.find_repo()
+        labels = {k: v for k, v in (("REVISION", revision), ("CREATED", created)) if v}
         built = image.ImageBuilder(repo, log=_log).build(
-            out or image.default_archive(), tag=tag, ca_bundle=ca_bundle, force=force
+            out or image.default_archive(), tag=tag, ca_bundle=ca_bundle, force=force, labels=labels
         )
     except image.ImageError as exc:
         raise click.ClickException(str(exc)) from exc

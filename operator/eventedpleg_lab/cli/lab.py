@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from eventedpleg_lab.cli.errors import LabGroup
 from eventedpleg_lab.cli.image import image_cmd
 from eventedpleg_lab.lab import nodes
 from eventedpleg_lab.lab.assets import AssetError
@@ -31,7 +32,7 @@ _DIR = click.option(
 )
 
 
-@click.group()
+@click.group(cls=LabGroup)
 def lab() -> None:
     """A real cluster on this machine: real kubelets and runtimes in systemd-nspawn nodes."""
 

@@ -11,6 +11,7 @@ import time
 
 import click
 
+from eventedpleg_lab.cli.errors import LabGroup
 from eventedpleg_lab.localcluster.build import BuildError
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import rig as rn
@@ -24,7 +25,7 @@ def _node() -> rn.RealNode:
     return rn.RealNode(log=_log)
 
 
-@click.group()
+@click.group(cls=LabGroup)
 def realnode() -> None:
     """A real node: kubelet v1.36/v1.37 + containerd 2.2 (or Debian's 1.6), static hostNetwork pods."""
 

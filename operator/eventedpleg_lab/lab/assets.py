@@ -88,6 +88,8 @@ def _run(
 
 
 def _apt_install(packages: list[str], log: Log) -> None:
+    if shutil.which("apt-get") is None:
+        raise AssetError(f"{', '.join(packages)} needed and there is no apt-get to install it (Debian only)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     argv = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
     log(f"[lab] apt-get install {' '.join(packages)}")
@@ -131,9 +133,11 @@ def ensure_nspawn(log: Log = _stderr) -> Path:
         return binary
     log("[lab] systemd-nspawn: apt-get download " + " ".join(NSPAWN_DEBS))
     with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run(
-            ["apt-get", "download", *NSPAWN_DEBS], cwd=tmp, capture_output=True, text=True, check=False
-        )
+        argv = ["apt-get", "download", *NSPAWN_DEBS]
+        done = subprocess.run(argv, cwd=tmp, capture_output=True, text=True, check=False)
+        if done.returncode != 0:  # a fresh machine may have no package lists yet
+            subprocess.run(["apt-get", "update"], capture_output=True, check=False)
+            done = subprocess.run(argv, cwd=tmp, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise AssetError(f"apt-get download {' '.join(NSPAWN_DEBS)}: {done.stderr[-400:]}")
         staging = nspawn_dir().with_name("nspawn.partial")
@@ -184,6 +188,8 @@ def ensure_crio(log: Log = _stderr) -> Path:
     ld = f"-s -w -X github.com/cri-o/cri-o/internal/version.Version={CRIO_VERSION.lstrip('v')}"
     argv = [go, "build", "-trimpath", f"-ldflags={ld}", "-tags", CRIO_TAGS, "-o", str(staging / "crio")]
     _run([*argv, "./cmd/crio"], cwd=tree, env=env, log_file=log_file)
+    if shutil.which("gcc") is None or not Path("/usr/lib/x86_64-linux-gnu/libc.a").exists():
+        _apt_install(["gcc", "libc6-dev"], log)  # pinns is C, linked statically against glibc's libc.a
     pinns_src = sorted(str(p) for p in (tree / "pinns" / "src").glob("*.c"))
     _run(
         ["gcc", "-std=c99", "-Os", "-static", "-o", str(staging / "pinns"), *pinns_src],
@@ -201,8 +207,18 @@ def busybox_archive(busybox: bytes, applets: tuple[str, ...]) -> bytes:
     return rn_images.image_archive(BUSYBOX_IMAGE, busybox, entrypoint=("/bin/sh",), applets=applets)
 
 
-def ensure_images() -> dict[str, Path]:
+def ensure_busybox(log: Log = _stderr) -> Path:
+    """Debian's busybox-static on the host: the images below are made from its one static binary."""
+    if not BUSYBOX.is_file():
+        _apt_install(["busybox-static"], log)
+    if not BUSYBOX.is_file():
+        raise AssetError(f"{BUSYBOX} is still missing after apt-get install busybox-static")
+    return BUSYBOX
+
+
+def ensure_images(log: Log = _stderr) -> dict[str, Path]:
     """pause.tar, idle.tar (the rig's) and busybox.tar in images_dir()."""
+    ensure_busybox(log)
     directory = images_dir()
     directory.mkdir(parents=True, exist_ok=True)
     by_ref = rn_images.write_images(directory, BUSYBOX)

@@ -6,6 +6,7 @@ Shared by `eventedpleg demo --lab` and the lab test tier."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -14,7 +15,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from eventedpleg import constants as c
-from eventedpleg import crdgen
 from eventedpleg_lab import image
 from eventedpleg_lab.demo.harness import NAMESPACE, chart_dir
 from eventedpleg_lab.kube import workloads
@@ -82,19 +82,30 @@ def install(
     ref: str = image.TAG,
     timeout: float = 300.0,
 ) -> None:
-    """Import `archive` into every node, apply the CRD, `helm install` the chart with that image
-    (pullPolicy Never: nothing is pulled) and wait until the operator and every agent pod are Ready."""
+    """Import `archive` into every node, `helm install` the chart, packaged as a release packages it, with
+    that image (pullPolicy Never: nothing is pulled; the chart installs the CRD) and wait until the operator
+    and every agent pod are Ready."""
     lab.load_image(archive, ref)
+    package_dir = lab.directory / "chart"
+    shutil.rmtree(package_dir, ignore_errors=True)
+    package_dir.mkdir(parents=True)
+    helm(lab, "package", str(chart_dir()), "-d", str(package_dir))
+    (package,) = package_dir.glob(f"{chart_dir().name}-*.tgz")
     for spec in specs:
         if expected_outcome(spec).state == c.NodeState.DONE.value:
             kubectl_ok(lab, "label", "node", spec.name, f"{OPERATOR_HOST_LABEL}=true", "--overwrite")
-    kubectl_ok(lab, "apply", "-f", "-", stdin=crdgen.render_crd())
-    kubectl_ok(lab, "wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s")
     repository, tag = ref.rsplit(":", 1)
-    helm(lab, "install", RELEASE, str(chart_dir()), "-n", NAMESPACE, "--create-namespace",
+    helm(lab, "install", RELEASE, str(package), "-n", NAMESPACE, "--create-namespace",
          f"--set=image.repository={repository}", f"--set=image.tag={tag}", "--set=image.pullPolicy=Never",
          f"--set-string=operator.nodeSelector.{OPERATOR_HOST_LABEL.replace('.', chr(92) + '.')}=true",
          "--wait", f"--timeout={int(timeout)}s", timeout=timeout + 30)  # fmt: skip
+    kubectl_ok(lab, "wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s")
+
+
+def helm_test(lab: Lab, *, timeout: float = 180.0) -> str:
+    """`helm test`: the chart's test pod finds the CRD served and every operator replica healthy."""
+    return helm(lab, "test", RELEASE, "-n", NAMESPACE, "--logs", f"--timeout={int(timeout)}s",
+                timeout=timeout + 30)  # fmt: skip
 
 
 def install_product(lab: Lab, specs: tuple[NodeSpec, ...], log: Log | None = None) -> None:

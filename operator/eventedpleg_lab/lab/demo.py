@@ -40,6 +40,8 @@ def run(options: LabDemoOptions, log: Log = _stderr) -> int:
         chart.install_product(lab, specs, log)
         timings["image and install"] = round(time.monotonic() - started - sum(timings.values()), 1)
         log(f"[demo] chart installed; export KUBECONFIG={lab.kubeconfig}")
+        for line in chart.helm_test(lab).splitlines():
+            log(f"[demo] helm test: {line}")
         chart.apply_nodeconfig(lab, evented_pleg=True)
         api = api_client(str(lab.kubeconfig))
         code, _ = watch(api, chart.NODECONFIG, options.timeout, started)

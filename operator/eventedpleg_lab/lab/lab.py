@@ -102,7 +102,7 @@ class Lab:
         """Everything the nodes are made from, built or found in the cache."""
         assets.ensure_nspawn(self.log)
         assets.ensure_rootfs(self.log)
-        assets.ensure_images()
+        assets.ensure_images(self.log)
         # The real-node rig's builds: only the ones this node set uses.
         bins = rig.RigBinaries()
         for key in sorted({s.kubelet for s in specs}):

@@ -90,6 +90,11 @@ KUBELET_137 = Component("kubelet", "v1.37.2", ("kubelet",), "~10 minutes (~15 wi
 CONTAINERD = Component("containerd", "v2.2.9", ("containerd", "containerd-shim-runc-v2", "ctr"), "~4 minutes")
 CRICTL = Component("crictl", "v1.36.0", ("crictl",), "~1 minute")
 NODE_COMPONENTS = (KUBELET_136, KUBELET_137, CONTAINERD, CRICTL)
+# Release tooling (hack/release.sh, hack/test.sh): actionlint checks the release workflow; syft writes the
+# image's SBOM. Both with `go install`, like kwok and helm.
+ACTIONLINT = Component("actionlint", "v1.7.12", ("actionlint",), "~1 minute")
+SYFT = Component("syft", "v1.57.1", ("syft",), "~10 minutes and ~3 GB of RAM (a ~1 GB module download)")
+RELEASE_TOOLS = (ACTIONLINT, SYFT)
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 # The tests' kstatus reader: ../kstatus/main.go around sigs.k8s.io/cli-utils/pkg/kstatus/status (what Flux
@@ -493,6 +498,19 @@ def _build_kstatus(comp: Component, src: Path, out: Path, logfile: Path) -> None
     _run(["build", "-trimpath", "-ldflags=-s -w", "-o", str(out / "kstatus"), "."], cwd=src, logfile=logfile)
 
 
+def _build_actionlint(comp: Component, src: Path, out: Path, logfile: Path) -> None:
+    # As actionlint's own release build: the version it prints comes from this -X flag.
+    ld = [f"-X github.com/rhysd/actionlint.version={comp.version}"]
+    pkg = "github.com/rhysd/actionlint/cmd/actionlint"
+    _install(pkg, comp.version, ld, out=out, src=src, logfile=logfile)
+
+
+def _build_syft(comp: Component, src: Path, out: Path, logfile: Path) -> None:
+    # As syft's goreleaser build: the version it writes into each SBOM's creator comes from this -X flag.
+    ld = [f"-X main.version={comp.version.lstrip('v')}"]
+    _install("github.com/anchore/syft/cmd/syft", comp.version, ld, out=out, src=src, logfile=logfile)
+
+
 _BUILDERS: dict[str, Callable[[Component, Path, Path, Path], None]] = {
     "kstatus": _build_kstatus,
     "etcd": _build_etcd,
@@ -503,6 +521,8 @@ _BUILDERS: dict[str, Callable[[Component, Path, Path, Path], None]] = {
     "crictl": _build_crictl,
     "kwok": _build_kwok,
     "helm": _build_helm,
+    "actionlint": _build_actionlint,
+    "syft": _build_syft,
 }
 
 

@@ -1,0 +1,162 @@
+"""The release's version, one value in every place that carries it, and the release's checksums.
+
+`[project] version` in pyproject.toml is the source; `set_version` writes the same value into every other
+place that must state it literally (the lab's distribution and its pin, the package's __version__, the
+chart's `version` and `appVersion`, the Dockerfile's default image label), and `mismatches` lists any that
+disagree. hack/release.sh refuses to build while any does; tests/unit/test_release.py checks the tree.
+
+    python -m eventedpleg_lab.release check             # exit 1 and one line per disagreement
+    python -m eventedpleg_lab.release set 0.2.0         # write it everywhere
+    python -m eventedpleg_lab.release sums DIR          # SHA256SUMS for every file in DIR (sha256sum -c)
+    python -m eventedpleg_lab.release digest ARCHIVE    # the image manifest's digest in an OCI archive
+    python -m eventedpleg_lab.release tool syft         # the path of a release tool, built when missing
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import tarfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# PEP 440 public versions as releases use them (1.2.3, 1.2.3rc1); also valid SemVer for the chart when
+# the pre-release part is absent, which is what a published chart should carry.
+VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?$")
+SUMS = "SHA256SUMS"
+
+
+@dataclass(frozen=True)
+class Place:
+    """One literal version in one file: `pattern` has a single group, the version."""
+
+    path: str
+    pattern: str
+    template: str  # the text written back, with {v}
+
+    def find(self, repo: Path) -> str | None:
+        match = re.search(self.pattern, (repo / self.path).read_text(), re.MULTILINE)
+        return match.group(1) if match else None
+
+    def write(self, repo: Path, version: str) -> None:
+        file = repo / self.path
+        text, count = re.subn(
+            self.pattern, self.template.format(v=version), file.read_text(), count=1, flags=re.MULTILINE
+        )
+        if count != 1:
+            raise ValueError(f"{self.path}: no match for {self.pattern}")
+        file.write_text(text)
+
+
+SOURCE = Place("pyproject.toml", r'^version = "([^"]+)"$', 'version = "{v}"')
+PLACES = (
+    Place("operator/pyproject.toml", r'^version = "([^"]+)"$', 'version = "{v}"'),
+    Place("operator/pyproject.toml", r'"evented-pleg-operator==([^"]+)"', '"evented-pleg-operator=={v}"'),
+    Place("operator/eventedpleg/__init__.py", r'^__version__ = "([^"]+)"$', '__version__ = "{v}"'),
+    Place("manifests/evented-pleg-operator/Chart.yaml", r"^version: (\S+)$", "version: {v}"),
+    Place("manifests/evented-pleg-operator/Chart.yaml", r'^appVersion: "([^"]+)"$', 'appVersion: "{v}"'),
+    Place("Dockerfile", r"^ARG VERSION=(\S+)$", "ARG VERSION={v}"),
+)
+
+
+def version(repo: Path) -> str:
+    found = SOURCE.find(repo)
+    if found is None:
+        raise ValueError("pyproject.toml has no [project] version")
+    return found
+
+
+def mismatches(repo: Path) -> list[str]:
+    """One line per place whose version is not pyproject.toml's."""
+    want = version(repo)
+    problems = []
+    for place in PLACES:
+        found = place.find(repo)
+        if found != want:
+            problems.append(f"{place.path}: {found or 'no version'} (pyproject.toml says {want})")
+    return problems
+
+
+def set_version(repo: Path, new: str) -> None:
+    if not VERSION_RE.match(new):
+        raise ValueError(f"{new!r} is not a release version (MAJOR.MINOR.PATCH, optionally a|b|rcN)")
+    for place in (SOURCE, *PLACES):
+        place.write(repo, new)
+
+
+def write_sums(directory: Path) -> Path:
+    """SHA256SUMS in `sha256sum` format for every other file in `directory`, sorted by name."""
+    lines = []
+    for file in sorted(p for p in directory.iterdir() if p.is_file() and p.name != SUMS):
+        digest = hashlib.sha256()
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        lines.append(f"{digest.hexdigest()}  {file.name}\n")
+    target = directory / SUMS
+    target.write_text("".join(lines))
+    return target
+
+
+def archive_digest(archive: Path) -> str:
+    """The digest of the one image manifest an OCI archive holds (what `image@digest` pulls)."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("index.json")
+        if member is None:
+            raise ValueError(f"{archive}: no index.json (not an OCI archive)")
+        manifests = json.load(member).get("manifests") or []
+    if len(manifests) != 1:
+        raise ValueError(f"{archive}: {len(manifests)} manifests in index.json, expected 1")
+    digest: str = manifests[0]["digest"]
+    return digest
+
+
+def tool(name: str) -> Path:
+    from eventedpleg_lab.localcluster import build  # noqa: PLC0415 - only this command needs it
+
+    if name == "helm":  # honours $EVENTEDPLEG_BIN_DIR, as everywhere else
+        return build.ensure(("helm",))["helm"]
+    tools = {comp.name: comp for comp in build.RELEASE_TOOLS}
+    if name not in tools:
+        raise ValueError(f"no release tool {name!r}; one of helm, {', '.join(sorted(tools))}")
+    return build.ensure_component(tools[name])[tools[name].binaries[0]]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    repo = Path(__file__).resolve().parents[2]
+    try:
+        if args == ["check"]:
+            problems = mismatches(repo)
+            for problem in problems:
+                print(f"error: version mismatch: {problem}", file=sys.stderr)
+            if not problems:
+                print(version(repo))
+            return 1 if problems else 0
+        if len(args) == 2 and args[0] == "set":
+            set_version(repo, args[1])
+            return 0
+        if len(args) == 2 and args[0] == "sums":
+            print(write_sums(Path(args[1])))
+            return 0
+        if len(args) == 2 and args[0] == "digest":
+            print(archive_digest(Path(args[1])))
+            return 0
+        if len(args) == 2 and args[0] == "tool":
+            print(tool(args[1]))
+            return 0
+    except (OSError, ValueError, tarfile.TarError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(
+        "usage: eventedpleg_lab.release check | set VERSION | sums DIR | digest ARCHIVE | tool NAME",
+        file=sys.stderr,
+    )
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

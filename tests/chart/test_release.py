@@ -1,0 +1,63 @@
+"""hack/release.sh (without the image, which needs root and buildah: tests/image covers that build): the
+wheel, the packaged chart and release.json all carry the tree's one version, and SHA256SUMS covers every
+file and verifies. A version other than the tree's is refused before anything is built."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from eventedpleg import __version__
+from tests.chart.chartlib import REPO
+
+
+def release(tmp_path: Path, version: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "hack/release.sh", version, "--no-image"],
+        cwd=REPO, env={**os.environ, "RELEASE_DIR": str(tmp_path)},
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_release_files_agree_on_the_version(tmp_path: Path) -> None:
+    done = release(tmp_path, __version__)
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = sorted(p.name for p in tmp_path.iterdir())
+    wheel = f"evented_pleg_operator-{__version__}-py3-none-any.whl"
+    chart = f"evented-pleg-operator-{__version__}.tgz"
+    assert names == sorted(["SHA256SUMS", chart, wheel, "release.json"])
+    with tarfile.open(tmp_path / chart) as tgz:
+        member = tgz.extractfile("evented-pleg-operator/Chart.yaml")
+        assert member is not None
+        meta = yaml.safe_load(member)
+    assert meta["version"] == meta["appVersion"] == __version__
+    with zipfile.ZipFile(tmp_path / wheel) as zf:
+        metadata = zf.read(f"evented_pleg_operator-{__version__}.dist-info/METADATA").decode()
+        assert f"\nVersion: {__version__}\n" in metadata
+        assert f"evented_pleg_operator-{__version__}.dist-info/licenses/LICENSE" in zf.namelist()
+        assert not [n for n in zf.namelist() if n.startswith("eventedpleg_lab/")]
+    described = json.loads((tmp_path / "release.json").read_text())
+    assert described["version"] == __version__
+    assert described["revision"].startswith(
+        subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                       check=True).stdout.strip()
+    )  # fmt: skip
+    sums = (tmp_path / "SHA256SUMS").read_text().splitlines()
+    assert sorted(line.split("  ")[1] for line in sums) == sorted(n for n in names if n != "SHA256SUMS")
+    check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=tmp_path, capture_output=True, check=False)
+    assert check.returncode == 0, check.stdout
+
+
+def test_another_version_is_refused_before_building(tmp_path: Path) -> None:
+    done = release(tmp_path, "9.9.9")
+    assert done.returncode == 2
+    assert f"error: the tree is {__version__}, not 9.9.9" in done.stderr
+    assert not list(tmp_path.iterdir())

@@ -8,6 +8,7 @@ import pytest
 
 from eventedpleg import constants as c
 from eventedpleg.core import render
+from eventedpleg.core.node import embedded
 from eventedpleg.core.node.hostplan import ApplyPlan, ConfigEdit, HostFacts, ManagedState, Refusal, decide
 from eventedpleg.core.node.kubeletflags import parse_units
 from eventedpleg.core.versions import parse_runtime, parse_version
@@ -226,3 +227,41 @@ def test_disable_after_someone_edited_the_config_only_removes_our_key() -> None:
     (change,) = result.changes
     assert change.content is not None
     assert "EventedPLEG" not in change.content and "Other: true" in change.content
+
+
+# --- k3s and RKE2: recognised, never managed -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("present", "name", "config"),
+    [
+        (
+            ("/etc/rancher/k3s", "/etc/systemd/system/k3s-agent.service"),
+            "k3s",
+            "/etc/rancher/k3s/config.yaml",
+        ),
+        (("/usr/local/lib/systemd/system/rke2-agent.service",), "RKE2", "/etc/rancher/rke2/config.yaml"),
+    ],
+)
+@pytest.mark.parametrize("rendered", [ON, OFF])
+def test_k3s_and_rke2_are_skipped_with_their_own_kubelet_arg(
+    present: tuple[str, ...], name: str, config: str, rendered: render.RenderedConfig
+) -> None:
+    found = embedded.recognise(present)
+    assert found is not None and found.found == present
+    # RKE2 runs a real `kubelet` process; without a kubelet.service the node is still not ours to manage.
+    f = facts(unit=None, unit_argv=None, embedded=found)
+    result = refusal(decide(f, rendered, ManagedState(), allow_static_pods=False))
+    assert result.message.startswith(f"Unsupported: {name}: the kubelet is embedded in {name} ")
+    assert f'`kubelet-arg: ["feature-gates=EventedPLEG=true"]` in {config}' in result.fix
+
+
+def test_a_kubeadm_node_with_leftover_rancher_files_is_still_managed() -> None:
+    found = embedded.recognise(("/var/lib/rancher/k3s",))
+    unit = parse_units(["[Service]\nExecStart=/usr/bin/kubelet\n"])
+    f = facts(f"--config-dir={DIR}", unit=unit, embedded=found)
+    assert isinstance(decide(f, ON, ManagedState(), allow_static_pods=False), ApplyPlan)
+
+
+def test_no_rancher_marks_means_no_distribution() -> None:
+    assert embedded.recognise(("/etc/kubernetes", "/usr/bin/kubelet")) is None

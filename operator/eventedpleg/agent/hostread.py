@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from eventedpleg.agent.hostfiles import HostFiles
-from eventedpleg.core.node import hostplan
+from eventedpleg.core.node import embedded, hostplan
 from eventedpleg.core.node.host import Host
 from eventedpleg.core.node.kubeletflags import (
     UNIT_DROPIN_DIRS,
@@ -110,6 +110,7 @@ def read_facts(host: Host, files: HostFiles, node: AgentNode, *, enabling: bool)
         config_text=config_text,
         kubelet_dropins=dropins,
         crio_dropins=crio,
+        embedded=embedded.recognise(m for m in embedded.MARKS if files.on_host(m).exists()),
     )
     if flags is not None:
         manifests_dir = hostplan.static_pod_dir(facts, flags)

@@ -99,7 +99,8 @@ class SimHost:
 
     def kubelet_process(self) -> KubeletProcess | None:
         self.advance()
-        if self.kubelet.status is not Status.RUNNING:
+        # As agent.linuxhost finds it: a process whose argv[0] is `kubelet` (k3s runs it inside `k3s agent`).
+        if self.kubelet.status is not Status.RUNNING or PurePosixPath(self.kubelet.argv[0]).name != "kubelet":
             return None
         return KubeletProcess(
             self.kubelet.pid, self.kubelet.argv, dict(self.kubelet.environ), self.kubelet.started_at
@@ -145,7 +146,8 @@ class SimHost:
         verb = args[1] if len(args) > 1 else ""
         unit = (args[2] if len(args) > 2 else "").removesuffix(".service")
         now = self._clock.now()
-        if unit not in ("kubelet", self.runtime.unit):
+        units = ("k3s-agent",) if self.profile.distribution == "k3s" else ("kubelet", self.runtime.unit)
+        if unit not in units:
             return CommandResult(
                 args, 5, stderr=f"Failed to {verb} {unit}.service: Unit {unit}.service not found."
             )

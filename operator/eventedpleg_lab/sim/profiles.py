@@ -121,6 +121,8 @@ class HostProfile:
     extra_files: Mapping[str, str] = field(default_factory=dict)  # host path -> text
     # Seconds between container events on the node (only visible as log lines at --v>=4).
     pod_event_period: float = 30.0
+    # "k3s": a k3s agent node instead of a kubeadm one (no kubelet.service; the kubelet runs inside k3s).
+    distribution: str | None = None
 
     @property
     def runtime_kind(self) -> str:
@@ -148,6 +150,8 @@ class HostProfile:
 
     def argv(self) -> tuple[str, ...]:
         """What /proc/<pid>/cmdline shows: ExecStart expanded by systemd."""
+        if self.distribution == "k3s":
+            return (K3S_BIN, "agent")  # the kubelet is a part of this process
         return (
             KUBELET_BIN,
             *KUBECONFIG_ARGS.split(),
@@ -206,6 +210,17 @@ def containerd_16() -> HostProfile:
     return HostProfile("containerd-1.6", runtime="containerd://1.6.39")
 
 
+def k3s_agent() -> HostProfile:
+    """A k3s agent installed by get.k3s.io: `k3s agent` runs the kubelet and containerd in its own process."""
+    return HostProfile(
+        "k3s-agent",
+        kubelet_version="v1.33.2+k3s1",
+        runtime="containerd://2.0.5-k3s1",
+        config_dir=None,
+        distribution="k3s",
+    )
+
+
 def control_plane() -> HostProfile:
     """A kubeadm control-plane node: static pod manifests in /etc/kubernetes/manifests."""
     return HostProfile("control-plane", static_pods=True)
@@ -223,6 +238,7 @@ PROFILES = {
         kubelet_129(),
         containerd_16(),
         control_plane(),
+        k3s_agent(),
     )
 }
 
@@ -258,6 +274,9 @@ def kubelet_config(profile: HostProfile) -> dict[str, Any]:
 
 def layout(profile: HostProfile, root: Path) -> None:
     """Write the node's files under `root` (an empty directory)."""
+    if profile.distribution == "k3s":
+        _layout_k3s(root)
+        return
     extra_env = "".join(f'Environment="{k}={v}"\n' for k, v in profile.unit_environment.items())
     _write(root, "/usr/lib/systemd/system/kubelet.service", KUBELET_SERVICE)
     _write(
@@ -290,3 +309,71 @@ def layout(profile: HostProfile, root: Path) -> None:
         _write(root, "/etc/containerd/config.toml", CONTAINERD_CONFIG)
     for path, text in profile.extra_files.items():
         _write(root, path, text)
+
+
+# k3s's install script (k3s-io/k3s install.sh, create_systemd_service_file) for `INSTALL_K3S_EXEC=agent`:
+# SYSTEMD_TYPE=exec, BIN_DIR=/usr/local/bin, FILE_K3S_ENV=/etc/systemd/system/k3s-agent.service.env.
+K3S_BIN = "/usr/local/bin/k3s"
+K3S_AGENT_SERVICE = """\
+[Unit]
+Description=Lightweight Kubernetes
+Documentation=https://k3s.io
+Wants=network-online.target
+After=network-online.target
+
+[Install]
+WantedBy=multi-user.target
+
+[Service]
+Type=exec
+EnvironmentFile=-/etc/default/%N
+EnvironmentFile=-/etc/sysconfig/%N
+EnvironmentFile=-/etc/systemd/system/k3s-agent.service.env
+KillMode=process
+Delegate=yes
+User=root
+# Having non-zero Limit*s causes performance problems due to accounting overhead
+# in the kernel. We recommend using cgroups to do container-local accounting.
+LimitNOFILE=1048576
+LimitNPROC=infinity
+LimitCORE=infinity
+TasksMax=infinity
+TimeoutStartSec=0
+Restart=always
+RestartSec=5s
+ExecStartPre=-/sbin/modprobe br_netfilter
+ExecStartPre=-/sbin/modprobe overlay
+ExecStart=/usr/local/bin/k3s \\
+    agent \\
+
+"""
+# docs.k3s.io/installation/configuration: /etc/rancher/k3s/config.yaml (written by the user), the kubelet
+# defaults k3s writes to /var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf.
+K3S_CONFIG = """\
+node-label:
+  - "pool=general"
+"""
+K3S_KUBELET_DEFAULTS = """\
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: systemd
+clusterDNS:
+  - 10.43.0.10
+clusterDomain: cluster.local
+"""
+
+
+def _layout_k3s(root: Path) -> None:
+    _write(root, K3S_BIN, "#!/bin/sh\n# stands in for the k3s binary\n")
+    _write(root, "/etc/systemd/system/k3s-agent.service", K3S_AGENT_SERVICE)
+    _write(
+        root,
+        "/etc/systemd/system/k3s-agent.service.env",
+        "K3S_TOKEN=K10example::server:example\nK3S_URL=https://10.0.0.10:6443\n",
+    )
+    _write(root, "/etc/rancher/k3s/config.yaml", K3S_CONFIG)
+    _write(
+        root,
+        "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf",
+        K3S_KUBELET_DEFAULTS,
+    )

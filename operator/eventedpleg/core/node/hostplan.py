@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 
 from eventedpleg import constants as c
 from eventedpleg.core.node import crioconfig, kubeletconfig
+from eventedpleg.core.node.embedded import Embedded
 from eventedpleg.core.node.kubeletflags import (
     DROPIN_ALPHA_ENV,
     EXTRA_ARGS_ENV_FILES,
@@ -71,6 +72,7 @@ class HostFacts:
     static_pod_manifests: tuple[str, ...] = ()  # files in staticPodPath / --pod-manifest-path
     kubelet_help: str | None = None  # `kubelet --help`
     config_baseline: str | None = None  # --config exactly as it was before our first edit (agent state)
+    embedded: Embedded | None = None  # k3s or RKE2 found on the host (core.node.embedded)
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,17 @@ def _no_dropin_fix(facts: HostFacts, flags: KubeletFlags) -> str:
         f"or set spec.kubeletConfig: EditConfigFile to let the agent edit {target} (backed up, restored)"
     )
     return ", ".join(parts) if len(parts) > 1 else parts[0].removeprefix("or ")
+
+
+def _refuse_embedded(found: Embedded) -> Refusal:
+    """k3s and RKE2 start the kubelet themselves: no kubelet.service, flags rebuilt on every start."""
+    name = found.distribution.name
+    return Refusal(
+        f"{name}: the kubelet is embedded in {name} ({', '.join(found.found)}); there is no kubelet.service "
+        f"to configure or restart, and {name} sets the kubelet's flags itself on every start, so the "
+        "operator does not manage this node (docs/compatibility.md §3)",
+        found.distribution.fix(),
+    )
 
 
 def _refuse_command_line(facts: HostFacts, enabling: bool) -> Refusal | None:
@@ -426,6 +439,8 @@ def decide(
     allow_static_pods: bool,
 ) -> ApplyPlan | Refusal:
     enabling = rendered.enabled
+    if facts.unit is None and facts.embedded is not None:
+        return _refuse_embedded(facts.embedded)
     flags = effective_flags(facts)
     if flags is None:
         return Refusal("no running kubelet and no readable kubelet unit", "start the kubelet, then retry")

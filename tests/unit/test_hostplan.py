@@ -265,3 +265,62 @@ def test_a_kubeadm_node_with_leftover_rancher_files_is_still_managed() -> None:
 
 def test_no_rancher_marks_means_no_distribution() -> None:
     assert embedded.recognise(("/etc/kubernetes", "/usr/bin/kubelet")) is None
+
+
+# --- kubeadm without --config-dir: our kubelet.service drop-in adds it ----------------------------------
+
+KUBEADM_UNIT = parse_units(
+    [
+        "[Service]\nExecStart=/usr/bin/kubelet\n",
+        '[Service]\nEnvironment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"\n'
+        "EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\nEnvironmentFile=-/etc/default/kubelet\n"
+        "ExecStart=\n"
+        "ExecStart=/usr/bin/kubelet $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS\n",
+    ]
+)
+UNIT_DROPIN = "/etc/systemd/system/kubelet.service.d/99-eventedpleg.conf"
+MISSING = frozenset({"/etc/systemd/system/kubelet.service.d", DIR})
+
+
+def kubeadm(kubelet: str = "v1.33.2", **changes: object) -> HostFacts:
+    base = facts(kubelet=kubelet, unit=KUBEADM_UNIT, kubelet_dropins=(), missing_dirs=MISSING, env_files={})
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_kubeadm_without_config_dir_gets_our_unit_drop_in_and_our_kubelet_drop_in() -> None:
+    result = plan(decide(kubeadm(), ON, ManagedState(), allow_static_pods=False))
+    assert [ch.path for ch in result.changes] == [UNIT_DROPIN, OURS]
+    unit_text = result.changes[0].content or ""
+    assert unit_text.splitlines()[0].startswith("# Managed by evented-pleg-operator")
+    assert unit_text.endswith(
+        f'[Service]\nEnvironment="KUBELET_CONFIG_ARGS=--config={CONFIG} --config-dir={DIR}"\n'
+    )
+    assert result.reload_units
+    assert result.created_dirs == ("/etc/systemd/system/kubelet.service.d", DIR)
+
+
+def test_kubelet_129_also_gets_the_alpha_variable() -> None:
+    result = plan(decide(kubeadm(kubelet="v1.29.6"), ON, ManagedState(), allow_static_pods=False))
+    assert 'Environment="KUBELET_CONFIG_DROPIN_DIR_ALPHA=on"\n' in (result.changes[0].content or "")
+
+
+def test_turning_it_off_removes_both_drop_ins_and_the_directories_we_created() -> None:
+    managed = ManagedState(
+        hash="h",
+        enabled=True,
+        files={UNIT_DROPIN: "x", OURS: "y"},
+        created_dirs=("/etc/systemd/system/kubelet.service.d", DIR),
+    )
+    ours = "# Managed by evented-pleg-operator: adds --config-dir\n[Service]\n"
+    f = kubeadm(unit_dropin=ours, missing_dirs=frozenset())
+    result = plan(decide(f, OFF, managed, allow_static_pods=False))
+    assert [(ch.path, ch.content) for ch in result.changes] == [(OURS, None), (UNIT_DROPIN, None)]
+    assert result.reload_units
+    assert result.remove_dirs == (DIR, "/etc/systemd/system/kubelet.service.d")
+
+
+def test_config_args_from_an_environment_file_cannot_be_extended_and_the_fix_says_so() -> None:
+    f = kubeadm(env_files={"/etc/default/kubelet": f'KUBELET_CONFIG_ARGS="--config={CONFIG}"\n'})
+    result = refusal(decide(f, ON, ManagedState(), allow_static_pods=False))
+    assert "started without --config-dir" in result.reason
+    assert result.fix.startswith(f"add --config-dir={DIR} to KUBELET_EXTRA_ARGS in /etc/default/kubelet")

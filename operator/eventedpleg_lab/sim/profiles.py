@@ -19,6 +19,7 @@ import yaml
 KUBELET_BIN = "/usr/bin/kubelet"
 KUBEADM_CONFIG = "/var/lib/kubelet/config.yaml"
 KUBEADM_FLAGS = "/var/lib/kubelet/kubeadm-flags.env"
+INSTANCE_CONFIG = "/var/lib/kubelet/instance-config.yaml"
 STATIC_POD_DIR = "/etc/kubernetes/manifests"
 CONFIG_DIR = "/etc/kubernetes/kubelet.conf.d"
 KUBECONFIG_ARGS = (
@@ -42,7 +43,9 @@ RestartSec=10
 WantedBy=multi-user.target
 """
 
-# The kubeadm unit drop-in as pkgs.k8s.io ships it (kubernetes/release, 10-kubeadm.conf).
+# The kubeadm unit drop-in as pkgs.k8s.io ships it (kubernetes/release cmd/krel/templates/latest/kubeadm/
+# 10-kubeadm.conf; kubeadm.spec rewrites /etc/sysconfig/kubelet to /etc/default/kubelet for DEB). With no
+# extra_environment it is that file byte for byte.
 KUBEADM_DROPIN = """\
 # Note: This dropin only works with kubeadm and kubelet v1.11+
 [Service]
@@ -114,7 +117,10 @@ class HostProfile:
     extra_args_file: str = "/etc/default/kubelet"  # DEB; RPM nodes use /etc/sysconfig/kubelet
     unit_dropin_dir: str = "/usr/lib/systemd/system/kubelet.service.d"  # pkgs.k8s.io location (§3)
     extra_args: tuple[str, ...] = ()  # more KUBELET_EXTRA_ARGS (e.g. a --feature-gates conflict)
-    verbosity: int = 2
+    verbosity: int | None = 2  # None: no --v, KUBELET_EXTRA_ARGS as the package ships it (empty)
+    # kubeadm >= 1.36 (NodeLocalCRISocket GA): no flags in kubeadm-flags.env; the CRI socket is in
+    # /var/lib/kubelet/instance-config.yaml, merged into config.yaml (cmd/kubeadm/app/phases/kubelet/config.go).
+    node_local_cri_socket: bool = False
     unit_environment: Mapping[str, str] = field(default_factory=dict)  # Environment= in 10-kubeadm.conf
     config_overrides: Mapping[str, Any] = field(default_factory=dict)  # merged into config.yaml
     static_pods: bool = False
@@ -135,6 +141,8 @@ class HostProfile:
         return "unix:///var/run/containerd/containerd.sock"
 
     def kubeadm_args(self) -> tuple[str, ...]:
+        if self.node_local_cri_socket:
+            return ()
         return (
             f"--container-runtime-endpoint={self.runtime_endpoint}",
             "--pod-infra-container-image=registry.k8s.io/pause:3.10",
@@ -144,7 +152,8 @@ class HostProfile:
         args: list[str] = []
         if self.config_dir:
             args.append(f"--config-dir={self.config_dir}")
-        args.append(f"--v={self.verbosity}")
+        if self.verbosity is not None:
+            args.append(f"--v={self.verbosity}")
         args.extend(self.extra_args)
         return tuple(args)
 
@@ -167,6 +176,21 @@ class HostProfile:
 def kubeadm_containerd() -> HostProfile:
     """kubeadm + containerd 2.1 + kubelet 1.33 started with --config-dir: the supported case."""
     return HostProfile("kubeadm-containerd")
+
+
+def kubeadm_default() -> HostProfile:
+    """A worker joined by kubeadm 1.36 from pkgs.k8s.io DEB packages, nothing customised: no --config-dir,
+    no --v, KUBELET_EXTRA_ARGS as the package ships it, kubeadm-flags.env empty, instance-config.yaml."""
+    return HostProfile(
+        "kubeadm-default",
+        kubelet_version="v1.36.4",
+        runtime="containerd://2.2.1",
+        config_dir=None,
+        verbosity=None,
+        node_local_cri_socket=True,
+        # kubelet.spec (kubernetes/release): dpkg-deb keeps no empty directories, so the package ships these.
+        extra_files={"/var/lib/kubelet/.kubelet-keep": "", f"{STATIC_POD_DIR}/.kubelet-keep": ""},
+    )
 
 
 def kubeadm_no_config_dir() -> HostProfile:
@@ -231,6 +255,7 @@ PROFILES = {
     for p in (
         kubeadm_containerd(),
         kubeadm_no_config_dir(),
+        kubeadm_default(),
         crio(),
         feature_gates_conflict(),
         kubelet_125(),
@@ -268,6 +293,8 @@ def kubelet_config(profile: HostProfile) -> dict[str, Any]:
         "rotateCertificates": True,
         "staticPodPath": STATIC_POD_DIR,
     }
+    if profile.node_local_cri_socket:
+        doc["containerRuntimeEndpoint"] = profile.runtime_endpoint
     doc.update(profile.config_overrides)
     return doc
 
@@ -291,9 +318,15 @@ def layout(profile: HostProfile, root: Path) -> None:
         ),
     )
     _write(root, KUBEADM_FLAGS, _env_line("KUBELET_KUBEADM_ARGS", " ".join(profile.kubeadm_args())))
-    _write(root, profile.extra_args_file, _env_line("KUBELET_EXTRA_ARGS", " ".join(profile.user_args())))
+    user_args = profile.user_args()
+    # With nothing to add, the file is the package's own (kubernetes/release templates/latest/kubelet/kubelet.env).
+    extra = _env_line("KUBELET_EXTRA_ARGS", " ".join(user_args)) if user_args else "KUBELET_EXTRA_ARGS=\n"
+    _write(root, profile.extra_args_file, extra)
+    if profile.node_local_cri_socket:  # WriteInstanceConfigToDisk: fmt "containerRuntimeEndpoint: %q\n"
+        _write(root, INSTANCE_CONFIG, f'containerRuntimeEndpoint: "{profile.runtime_endpoint}"\n')
     _write(root, KUBEADM_CONFIG, yaml.safe_dump(kubelet_config(profile), sort_keys=False))
     (root / STATIC_POD_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    (root / "etc/systemd/system").mkdir(parents=True, exist_ok=True)  # systemd's own, on every host
     if profile.static_pods:
         _write(root, f"{STATIC_POD_DIR}/kube-scheduler.yaml", STATIC_POD)
     if profile.config_dir:

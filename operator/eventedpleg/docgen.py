@@ -110,7 +110,8 @@ FIELD_NOTES = {
     "spec.includeControlPlane": "also nodes with static pods / the control-plane role (duplicate containers)",
     "spec.allowRisky": "roll out to Risky nodes too (see the compatibility matrix)",
     "spec.runtime": "`auto` reads containerRuntimeVersion; a fixed value skips nodes that differ",
-    "spec.kubeletConfig": "`DropInOnly` needs the kubelet's `--config-dir`; "
+    "spec.kubeletConfig": "`DropInOnly` writes drop-ins only, in the kubelet's `--config-dir` (on kubeadm "
+    "nodes without one, added by a kubelet.service drop-in of ours); "
     "`EditConfigFile` edits `--config` with a backup, restored on rollback",
     "spec.healFallback": "after Done, restart the kubelet when it silently fell back to polling (k8s#129827)",
     "spec.rollout.maxUnavailable": "integer >= 1, or 1% to 100% of selected nodes (rounded down, min 1); "

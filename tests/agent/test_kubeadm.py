@@ -7,13 +7,14 @@ from __future__ import annotations
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.constants import NodeState
 from eventedpleg.core.node.hostplan import MANAGED_MARKER, RECOMMENDED_CONFIG_DIR, UNIT_DROPIN
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.kubeadm import upgrade_node
 from eventedpleg_lab.sim.kubelet import Stream
-from tests.agent.conftest import Rig, RigFactory
+from tests.agent.conftest import NAMESPACE, NODE, Rig, RigFactory
 
 OUR_KUBELET_DROPIN = f"{RECOMMENDED_CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}"
 KUBEADM_FILES = (
@@ -230,3 +231,23 @@ def test_a_unit_drop_in_with_our_name_that_we_did_not_write_is_not_clobbered(mak
     assert rig.state == NodeState.SKIPPED
     assert f"{UNIT_DROPIN} exists and was not written by the operator" in rig.annotations[c.ANN_REASON]
     assert rig.path(UNIT_DROPIN).read_text() == "[Service]\nRestartSec=5\n"
+
+
+def test_an_apply_resumed_after_an_agent_restart_still_removes_its_directories_later(
+    make_rig: RigFactory,
+) -> None:
+    rig = make_rig(profiles.kubeadm_default())
+    before = tree(rig)
+    rig.request(rig.publish(enabled=True))
+    work = rig.agent.on_node(rig.api.view(NODE))
+    while rig.state != NodeState.VERIFYING:  # files written, kubelet restarted, then the agent dies
+        rig.clock.sleep(next(work))
+    work.close()
+
+    rig.agent = Agent(NODE, rig.host, rig.api, AgentSettings(namespace=NAMESPACE))
+    rig.step()
+    assert rig.state == NodeState.DONE
+
+    rig.apply(enabled=False)
+    assert rig.state == NodeState.DONE
+    assert tree(rig) == before

@@ -328,7 +328,9 @@ def _record_applied(attempt: Attempt) -> Phase[None]:
         enabled=enabled,
         files=written if enabled else {},
         config_edit=plan.config_edit if enabled else None,
-        created_dirs=plan.created_dirs if enabled else (),
+        # An apply resumed after a restart of the agent finds the directories already there: the
+        # transaction still knows which of them the first run created.
+        created_dirs=tuple(dict.fromkeys(plan.created_dirs + attempt.txn.created_dirs)) if enabled else (),
     )
     yield from act(SaveApplied(state))
 

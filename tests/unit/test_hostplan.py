@@ -297,6 +297,7 @@ def test_kubeadm_without_config_dir_gets_our_unit_drop_in_and_our_kubelet_drop_i
     )
     assert result.reload_units
     assert result.created_dirs == ("/etc/systemd/system/kubelet.service.d", DIR)
+    assert result.protected_dirs == (DIR,)  # no temp file in the directory the kubelet is about to read
 
 
 def test_kubelet_129_also_gets_the_alpha_variable() -> None:

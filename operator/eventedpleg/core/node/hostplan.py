@@ -574,7 +574,10 @@ def decide(
     reload_units = any(ch.path == UNIT_DROPIN and ch.content != facts.unit_dropin for ch in changes)
     created = tuple(dict.fromkeys(managed.created_dirs + kubelet.created_dirs)) if enabling else ()
     is_crio = facts.runtime is not None and facts.runtime.kind is RuntimeKind.CRIO
-    protected = tuple(d for d in (config_dir, CRIO_DROPIN_DIR if is_crio else None) if d)
+    # The kubelet parses --config-dir after the restart: when our unit drop-in adds it, guard it already now.
+    adds_dir = any(ch.path == UNIT_DROPIN and ch.content is not None for ch in changes)
+    kubelet_dir = config_dir or (RECOMMENDED_CONFIG_DIR if adds_dir else None)
+    protected = tuple(d for d in (kubelet_dir, CRIO_DROPIN_DIR if is_crio else None) if d)
     verb = "enable" if enabling else "disable"
     done = ", ".join(f"{'write' if ch.content is not None else 'remove'} {ch.path}" for ch in changes)
     return ApplyPlan(

@@ -291,7 +291,10 @@ def test_all_alpha_on_the_command_line_blocks_turning_it_off(make_rig: RigFactor
 
 
 def test_no_config_dir_with_drop_in_only_is_unsupported_with_the_exact_fix(make_rig: RigFactory) -> None:
-    rig = make_rig(profiles.kubeadm_no_config_dir())
+    # KUBELET_CONFIG_ARGS from an EnvironmentFile overrides any Environment= of a drop-in (systemd.exec(5)):
+    # the agent cannot add --config-dir on this node itself, and says what to set instead.
+    extra_args = 'KUBELET_CONFIG_ARGS="--config=/var/lib/kubelet/config.yaml"\nKUBELET_EXTRA_ARGS="--v=2"\n'
+    rig = make_rig(profiles.kubeadm_no_config_dir().with_(extra_files={"/etc/default/kubelet": extra_args}))
     before = _host_files(rig)
     rig.apply()
     assert rig.state == NodeState.SKIPPED

@@ -10,7 +10,7 @@ import pytest
 
 from eventedpleg.core.node.host import KubeletEndpoint
 from eventedpleg.core.node.promtext import Metrics, parse_metrics
-from eventedpleg_lab.sim import profiles
+from eventedpleg_lab.sim import profiles, systemd
 from eventedpleg_lab.sim.clock import EPOCH, FakeClock
 from eventedpleg_lab.sim.host import SimHost
 from eventedpleg_lab.sim.kubelet import Status, Stream
@@ -241,3 +241,26 @@ def test_a_thousand_hosts_are_cheap(tmp_path: Path) -> None:
     clock.advance(86400)
     assert all(h.node_ready() for h in hosts)
     assert all(len(h.logs.read("kubelet", EPOCH)) < 50 for h in hosts)
+
+
+@pytest.mark.parametrize("name", [n for n, p in profiles.PROFILES.items() if p.distribution is None])
+def test_systemd_loads_the_command_line_each_profile_runs(tmp_path: Path, name: str) -> None:
+    profile = profiles.PROFILES[name]
+    host, _ = _host(tmp_path, profile)
+    loaded = systemd.load(host.root, "kubelet")
+    assert loaded is not None and loaded.argv == profile.argv()
+
+
+def test_a_unit_drop_in_takes_effect_only_after_daemon_reload(tmp_path: Path) -> None:
+    host, clock = _host(tmp_path, profiles.kubeadm_default())
+    argv = host.kubelet.argv
+    _write(
+        host,
+        "/etc/systemd/system/kubelet.service.d/50-v.conf",
+        '[Service]\nEnvironment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml --v=4"\n',
+    )
+    _restart_kubelet(host, clock)
+    assert host.kubelet.argv == argv  # systemd still runs the definition it loaded
+    assert host.run(["systemctl", "daemon-reload"]).ok
+    _restart_kubelet(host, clock)
+    assert host.kubelet.argv == (*argv[:4], "--v=4")

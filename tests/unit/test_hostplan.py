@@ -8,6 +8,7 @@ import pytest
 
 from eventedpleg import constants as c
 from eventedpleg.core import render
+from eventedpleg.core.node import embedded
 from eventedpleg.core.node.hostplan import ApplyPlan, ConfigEdit, HostFacts, ManagedState, Refusal, decide
 from eventedpleg.core.node.kubeletflags import parse_units
 from eventedpleg.core.versions import parse_runtime, parse_version
@@ -226,3 +227,101 @@ def test_disable_after_someone_edited_the_config_only_removes_our_key() -> None:
     (change,) = result.changes
     assert change.content is not None
     assert "EventedPLEG" not in change.content and "Other: true" in change.content
+
+
+# --- k3s and RKE2: recognised, never managed -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("present", "name", "config"),
+    [
+        (
+            ("/etc/rancher/k3s", "/etc/systemd/system/k3s-agent.service"),
+            "k3s",
+            "/etc/rancher/k3s/config.yaml",
+        ),
+        (("/usr/local/lib/systemd/system/rke2-agent.service",), "RKE2", "/etc/rancher/rke2/config.yaml"),
+    ],
+)
+@pytest.mark.parametrize("rendered", [ON, OFF])
+def test_k3s_and_rke2_are_skipped_with_their_own_kubelet_arg(
+    present: tuple[str, ...], name: str, config: str, rendered: render.RenderedConfig
+) -> None:
+    found = embedded.recognise(present)
+    assert found is not None and found.found == present
+    # RKE2 runs a real `kubelet` process; without a kubelet.service the node is still not ours to manage.
+    f = facts(unit=None, unit_argv=None, embedded=found)
+    result = refusal(decide(f, rendered, ManagedState(), allow_static_pods=False))
+    assert result.message.startswith(f"Unsupported: {name}: the kubelet is embedded in {name} ")
+    assert f'`kubelet-arg: ["feature-gates=EventedPLEG=true"]` in {config}' in result.fix
+
+
+def test_a_kubeadm_node_with_leftover_rancher_files_is_still_managed() -> None:
+    found = embedded.recognise(("/var/lib/rancher/k3s",))
+    unit = parse_units(["[Service]\nExecStart=/usr/bin/kubelet\n"])
+    f = facts(f"--config-dir={DIR}", unit=unit, embedded=found)
+    assert isinstance(decide(f, ON, ManagedState(), allow_static_pods=False), ApplyPlan)
+
+
+def test_no_rancher_marks_means_no_distribution() -> None:
+    assert embedded.recognise(("/etc/kubernetes", "/usr/bin/kubelet")) is None
+
+
+# --- kubeadm without --config-dir: our kubelet.service drop-in adds it ----------------------------------
+
+KUBEADM_UNIT = parse_units(
+    [
+        "[Service]\nExecStart=/usr/bin/kubelet\n",
+        '[Service]\nEnvironment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"\n'
+        "EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\nEnvironmentFile=-/etc/default/kubelet\n"
+        "ExecStart=\n"
+        "ExecStart=/usr/bin/kubelet $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS\n",
+    ]
+)
+UNIT_DROPIN = "/etc/systemd/system/kubelet.service.d/99-eventedpleg.conf"
+MISSING = frozenset({"/etc/systemd/system/kubelet.service.d", DIR})
+
+
+def kubeadm(kubelet: str = "v1.33.2", **changes: object) -> HostFacts:
+    base = facts(kubelet=kubelet, unit=KUBEADM_UNIT, kubelet_dropins=(), missing_dirs=MISSING, env_files={})
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_kubeadm_without_config_dir_gets_our_unit_drop_in_and_our_kubelet_drop_in() -> None:
+    result = plan(decide(kubeadm(), ON, ManagedState(), allow_static_pods=False))
+    assert [ch.path for ch in result.changes] == [UNIT_DROPIN, OURS]
+    unit_text = result.changes[0].content or ""
+    assert unit_text.splitlines()[0].startswith("# Managed by evented-pleg-operator")
+    assert unit_text.endswith(
+        f'[Service]\nEnvironment="KUBELET_CONFIG_ARGS=--config={CONFIG} --config-dir={DIR}"\n'
+    )
+    assert result.reload_units
+    assert result.created_dirs == ("/etc/systemd/system/kubelet.service.d", DIR)
+    assert result.protected_dirs == (DIR,)  # no temp file in the directory the kubelet is about to read
+
+
+def test_kubelet_129_also_gets_the_alpha_variable() -> None:
+    result = plan(decide(kubeadm(kubelet="v1.29.6"), ON, ManagedState(), allow_static_pods=False))
+    assert 'Environment="KUBELET_CONFIG_DROPIN_DIR_ALPHA=on"\n' in (result.changes[0].content or "")
+
+
+def test_turning_it_off_removes_both_drop_ins_and_the_directories_we_created() -> None:
+    managed = ManagedState(
+        hash="h",
+        enabled=True,
+        files={UNIT_DROPIN: "x", OURS: "y"},
+        created_dirs=("/etc/systemd/system/kubelet.service.d", DIR),
+    )
+    ours = "# Managed by evented-pleg-operator: adds --config-dir\n[Service]\n"
+    f = kubeadm(unit_dropin=ours, missing_dirs=frozenset())
+    result = plan(decide(f, OFF, managed, allow_static_pods=False))
+    assert [(ch.path, ch.content) for ch in result.changes] == [(OURS, None), (UNIT_DROPIN, None)]
+    assert result.reload_units
+    assert result.remove_dirs == (DIR, "/etc/systemd/system/kubelet.service.d")
+
+
+def test_config_args_from_an_environment_file_cannot_be_extended_and_the_fix_says_so() -> None:
+    f = kubeadm(env_files={"/etc/default/kubelet": f'KUBELET_CONFIG_ARGS="--config={CONFIG}"\n'})
+    result = refusal(decide(f, ON, ManagedState(), allow_static_pods=False))
+    assert "started without --config-dir" in result.reason
+    assert result.fix.startswith(f"add --config-dir={DIR} to KUBELET_EXTRA_ARGS in /etc/default/kubelet")

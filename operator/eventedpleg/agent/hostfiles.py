@@ -145,6 +145,18 @@ class HostFiles:
             return
         _fsync_dir(target.parent)
 
+    def remove_empty_dir(self, host_dir: str) -> bool:
+        """Remove a directory we created, only when nothing is left in it; whether it was removed."""
+        path = self._checked_dir(host_dir)
+        try:
+            path.rmdir()
+        except FileNotFoundError:
+            return False
+        except OSError:  # not empty (someone else's files now live there) or not a directory: keep it
+            return False
+        _fsync_dir(path.parent)
+        return True
+
     def sweep_temp_files(self, host_paths: list[str], protected: tuple[str, ...]) -> list[str]:
         """Remove temp files an interrupted write of ours may have left; returns what was removed."""
         removed: list[str] = []

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from eventedpleg.agent.hostfiles import HostFiles
-from eventedpleg.core.node import hostplan
+from eventedpleg.core.node import embedded, hostplan
 from eventedpleg.core.node.host import Host
 from eventedpleg.core.node.kubeletflags import (
     UNIT_DROPIN_DIRS,
@@ -96,6 +96,9 @@ def read_facts(host: Host, files: HostFiles, node: AgentNode, *, enabling: bool)
     if flags and flags.config_dir:
         # A *.conf that is not text is still read by the kubelet (and refused): keep it, as empty text.
         dropins = tuple((rel, text or "") for rel, text in files.list_files(flags.config_dir))
+    idle: tuple[str, ...] = ()
+    if flags is not None and not flags.config_dir:
+        idle = tuple(rel for rel, _ in files.list_files(hostplan.RECOMMENDED_CONFIG_DIR))
     crio: tuple[tuple[str, str | None], ...] = ()
     if runtime is not None and runtime.kind is RuntimeKind.CRIO:
         crio = tuple(files.list_files(hostplan.CRIO_DROPIN_DIR))
@@ -110,6 +113,10 @@ def read_facts(host: Host, files: HostFiles, node: AgentNode, *, enabling: bool)
         config_text=config_text,
         kubelet_dropins=dropins,
         crio_dropins=crio,
+        embedded=embedded.recognise(m for m in embedded.MARKS if files.on_host(m).exists()),
+        unit_dropin=files.read_text(hostplan.UNIT_DROPIN),
+        missing_dirs=frozenset(d for d in hostplan.CREATED_DIRS if not files.on_host(d).is_dir()),
+        idle_config_dir_files=idle,
     )
     if flags is not None:
         manifests_dir = hostplan.static_pod_dir(facts, flags)

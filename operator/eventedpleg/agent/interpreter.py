@@ -89,7 +89,7 @@ class Interpreter:
                 return self.host.run(list(argv), timeout=timeout)
             case Restart(unit):
                 return self.host.run(["systemctl", "restart", unit])
-            case WriteFiles(changes, protected):
+            case WriteFiles(changes, protected, remove_dirs):
                 self.files.sweep_temp_files([ch.path for ch in changes], protected)
                 try:
                     for change in changes:
@@ -97,6 +97,8 @@ class Interpreter:
                             self.files.remove(change.path)
                         else:
                             self.files.write_atomic(change.path, change.content.encode(), protected=protected)
+                    for directory in remove_dirs:
+                        self.files.remove_empty_dir(directory)
                 except OSError as exc:
                     return str(exc)
                 return None
@@ -150,6 +152,8 @@ class Interpreter:
         try:
             for path, copy in txn.backups:
                 self.files.restore(path, copy, protected=txn.protected)
+            for directory in reversed(txn.created_dirs):
+                self.files.remove_empty_dir(directory)
         except OSError as exc:
             return str(exc)
         return None

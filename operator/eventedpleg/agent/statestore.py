@@ -31,6 +31,7 @@ def _managed_to_json(state: ManagedState) -> dict[str, Any]:
         "configEdit": None
         if edit is None
         else {"path": edit.path, "previous": edit.previous, "writtenSha": edit.written_sha},
+        "createdDirs": list(state.created_dirs),
     }
 
 
@@ -43,6 +44,7 @@ def _managed_from_json(doc: dict[str, Any]) -> ManagedState:
         config_edit=None
         if not edit
         else ConfigEdit(str(edit["path"]), edit.get("previous"), str(edit.get("writtenSha", ""))),
+        created_dirs=tuple(str(d) for d in doc.get("createdDirs") or ()),
     )
 
 
@@ -113,6 +115,8 @@ class StateStore:
             pre_gate=doc.get("preGate"),
             protected=tuple(str(p) for p in doc.get("protected", [])),
             halted=bool(doc.get("halted", False)),
+            reload_units=bool(doc.get("reloadUnits", False)),
+            created_dirs=tuple(str(d) for d in doc.get("createdDirs") or ()),
         )
 
     def begin(self, txn: Transaction) -> None:
@@ -137,6 +141,8 @@ class StateStore:
                 "preGate": txn.pre_gate,
                 "protected": list(txn.protected),
                 "halted": txn.halted,
+                "reloadUnits": txn.reload_units,
+                "createdDirs": list(txn.created_dirs),
             },
         )
 

@@ -58,7 +58,7 @@ class Runtime(StrEnum):
 
 
 class KubeletConfigMode(StrEnum):
-    DROP_IN_ONLY = "DropInOnly"  # needs the kubelet's --config-dir (KEP-3983)
+    DROP_IN_ONLY = "DropInOnly"  # --config-dir (KEP-3983); kubeadm nodes get it from our unit drop-in
     EDIT_CONFIG_FILE = "EditConfigFile"  # opt-in: edit --config in place, backed up and restored
 
 
@@ -355,8 +355,9 @@ class NodeConfigSpec(_Model):
     kubelet_config: Annotated[
         KubeletConfigMode,
         Field(
-            description="`DropInOnly` needs the kubelet's `--config-dir`; "
-            "`EditConfigFile` edits `--config` with a backup, restored on rollback."
+            description="`DropInOnly` writes drop-ins only, in the kubelet's `--config-dir` (on kubeadm "
+            "nodes without one, added by a kubelet.service drop-in of ours); `EditConfigFile` edits "
+            "`--config` with a backup, restored on rollback."
         ),
     ] = KubeletConfigMode.DROP_IN_ONLY
     heal_fallback: Annotated[

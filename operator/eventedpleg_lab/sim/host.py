@@ -13,12 +13,14 @@ from pathlib import Path, PurePosixPath
 
 from eventedpleg.core.node.host import CommandResult, HostClock, HttpResult, KubeletEndpoint, KubeletProcess
 from eventedpleg.core.versions import parse_runtime, parse_version
+from eventedpleg_lab.sim import systemd
 from eventedpleg_lab.sim.journal import Journal
 from eventedpleg_lab.sim.kubelet import KubeletFaults, SimKubelet, Status
 from eventedpleg_lab.sim.profiles import HostProfile, layout
 from eventedpleg_lab.sim.runtime import RuntimeFaults, SimCrio, SimRuntime
 
 BOOT_UPTIME_SECONDS = 3600.0
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"
 
 
 @dataclass
@@ -51,7 +53,7 @@ class SimHost:
         assert runtime_kind.version is not None
         runtime_cls: type[SimRuntime] = SimCrio if profile.runtime_kind == "cri-o" else SimRuntime
         self.runtime = runtime_cls(root, runtime_kind.version, self.logs, self.faults.runtime)
-        environ = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin", **profile.unit_environment}
+        environ = {"PATH": PATH, **profile.unit_environment}
         self.kubelet = SimKubelet(
             root=root,
             version=parse_version(profile.kubelet_version),
@@ -99,7 +101,8 @@ class SimHost:
 
     def kubelet_process(self) -> KubeletProcess | None:
         self.advance()
-        if self.kubelet.status is not Status.RUNNING:
+        # As agent.linuxhost finds it: a process whose argv[0] is `kubelet` (k3s runs it inside `k3s agent`).
+        if self.kubelet.status is not Status.RUNNING or PurePosixPath(self.kubelet.argv[0]).name != "kubelet":
             return None
         return KubeletProcess(
             self.kubelet.pid, self.kubelet.argv, dict(self.kubelet.environ), self.kubelet.started_at
@@ -138,6 +141,13 @@ class SimHost:
         self.kubelet.runtime_restarted(now)
         return ok
 
+    def daemon_reload(self) -> None:
+        """systemd re-reads kubelet.service and its drop-ins; the next (re)start runs what they say."""
+        loaded = systemd.load(self._root, "kubelet")
+        if loaded is not None:
+            self.kubelet.argv = loaded.argv
+            self.kubelet.environ = {"PATH": PATH, **loaded.environment}
+
     def path(self, host_path: str) -> Path:
         return self._root / host_path.lstrip("/")
 
@@ -145,7 +155,11 @@ class SimHost:
         verb = args[1] if len(args) > 1 else ""
         unit = (args[2] if len(args) > 2 else "").removesuffix(".service")
         now = self._clock.now()
-        if unit not in ("kubelet", self.runtime.unit):
+        units = ("k3s-agent",) if self.profile.distribution == "k3s" else ("kubelet", self.runtime.unit)
+        if verb == "daemon-reload":
+            self.daemon_reload()
+            return CommandResult(args, 0)
+        if unit not in units:
             return CommandResult(
                 args, 5, stderr=f"Failed to {verb} {unit}.service: Unit {unit}.service not found."
             )

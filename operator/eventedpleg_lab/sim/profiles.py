@@ -19,6 +19,7 @@ import yaml
 KUBELET_BIN = "/usr/bin/kubelet"
 KUBEADM_CONFIG = "/var/lib/kubelet/config.yaml"
 KUBEADM_FLAGS = "/var/lib/kubelet/kubeadm-flags.env"
+INSTANCE_CONFIG = "/var/lib/kubelet/instance-config.yaml"
 STATIC_POD_DIR = "/etc/kubernetes/manifests"
 CONFIG_DIR = "/etc/kubernetes/kubelet.conf.d"
 KUBECONFIG_ARGS = (
@@ -42,7 +43,9 @@ RestartSec=10
 WantedBy=multi-user.target
 """
 
-# The kubeadm unit drop-in as pkgs.k8s.io ships it (kubernetes/release, 10-kubeadm.conf).
+# The kubeadm unit drop-in as pkgs.k8s.io ships it (kubernetes/release cmd/krel/templates/latest/kubeadm/
+# 10-kubeadm.conf; kubeadm.spec rewrites /etc/sysconfig/kubelet to /etc/default/kubelet for DEB). With no
+# extra_environment it is that file byte for byte.
 KUBEADM_DROPIN = """\
 # Note: This dropin only works with kubeadm and kubelet v1.11+
 [Service]
@@ -114,13 +117,18 @@ class HostProfile:
     extra_args_file: str = "/etc/default/kubelet"  # DEB; RPM nodes use /etc/sysconfig/kubelet
     unit_dropin_dir: str = "/usr/lib/systemd/system/kubelet.service.d"  # pkgs.k8s.io location (§3)
     extra_args: tuple[str, ...] = ()  # more KUBELET_EXTRA_ARGS (e.g. a --feature-gates conflict)
-    verbosity: int = 2
+    verbosity: int | None = 2  # None: no --v, KUBELET_EXTRA_ARGS as the package ships it (empty)
+    # kubeadm >= 1.36 (NodeLocalCRISocket GA): no flags in kubeadm-flags.env; the CRI socket is in
+    # /var/lib/kubelet/instance-config.yaml, merged into config.yaml (cmd/kubeadm/app/phases/kubelet/config.go).
+    node_local_cri_socket: bool = False
     unit_environment: Mapping[str, str] = field(default_factory=dict)  # Environment= in 10-kubeadm.conf
     config_overrides: Mapping[str, Any] = field(default_factory=dict)  # merged into config.yaml
     static_pods: bool = False
     extra_files: Mapping[str, str] = field(default_factory=dict)  # host path -> text
     # Seconds between container events on the node (only visible as log lines at --v>=4).
     pod_event_period: float = 30.0
+    # "k3s": a k3s agent node instead of a kubeadm one (no kubelet.service; the kubelet runs inside k3s).
+    distribution: str | None = None
 
     @property
     def runtime_kind(self) -> str:
@@ -133,6 +141,8 @@ class HostProfile:
         return "unix:///var/run/containerd/containerd.sock"
 
     def kubeadm_args(self) -> tuple[str, ...]:
+        if self.node_local_cri_socket:
+            return ()
         return (
             f"--container-runtime-endpoint={self.runtime_endpoint}",
             "--pod-infra-container-image=registry.k8s.io/pause:3.10",
@@ -142,12 +152,15 @@ class HostProfile:
         args: list[str] = []
         if self.config_dir:
             args.append(f"--config-dir={self.config_dir}")
-        args.append(f"--v={self.verbosity}")
+        if self.verbosity is not None:
+            args.append(f"--v={self.verbosity}")
         args.extend(self.extra_args)
         return tuple(args)
 
     def argv(self) -> tuple[str, ...]:
         """What /proc/<pid>/cmdline shows: ExecStart expanded by systemd."""
+        if self.distribution == "k3s":
+            return (K3S_BIN, "agent")  # the kubelet is a part of this process
         return (
             KUBELET_BIN,
             *KUBECONFIG_ARGS.split(),
@@ -163,6 +176,21 @@ class HostProfile:
 def kubeadm_containerd() -> HostProfile:
     """kubeadm + containerd 2.1 + kubelet 1.33 started with --config-dir: the supported case."""
     return HostProfile("kubeadm-containerd")
+
+
+def kubeadm_default() -> HostProfile:
+    """A worker joined by kubeadm 1.36 from pkgs.k8s.io DEB packages, nothing customised: no --config-dir,
+    no --v, KUBELET_EXTRA_ARGS as the package ships it, kubeadm-flags.env empty, instance-config.yaml."""
+    return HostProfile(
+        "kubeadm-default",
+        kubelet_version="v1.36.4",
+        runtime="containerd://2.2.1",
+        config_dir=None,
+        verbosity=None,
+        node_local_cri_socket=True,
+        # kubelet.spec (kubernetes/release): dpkg-deb keeps no empty directories, so the package ships these.
+        extra_files={"/var/lib/kubelet/.kubelet-keep": "", f"{STATIC_POD_DIR}/.kubelet-keep": ""},
+    )
 
 
 def kubeadm_no_config_dir() -> HostProfile:
@@ -206,6 +234,17 @@ def containerd_16() -> HostProfile:
     return HostProfile("containerd-1.6", runtime="containerd://1.6.39")
 
 
+def k3s_agent() -> HostProfile:
+    """A k3s agent installed by get.k3s.io: `k3s agent` runs the kubelet and containerd in its own process."""
+    return HostProfile(
+        "k3s-agent",
+        kubelet_version="v1.33.2+k3s1",
+        runtime="containerd://2.0.5-k3s1",
+        config_dir=None,
+        distribution="k3s",
+    )
+
+
 def control_plane() -> HostProfile:
     """A kubeadm control-plane node: static pod manifests in /etc/kubernetes/manifests."""
     return HostProfile("control-plane", static_pods=True)
@@ -216,6 +255,7 @@ PROFILES = {
     for p in (
         kubeadm_containerd(),
         kubeadm_no_config_dir(),
+        kubeadm_default(),
         crio(),
         feature_gates_conflict(),
         kubelet_125(),
@@ -223,6 +263,7 @@ PROFILES = {
         kubelet_129(),
         containerd_16(),
         control_plane(),
+        k3s_agent(),
     )
 }
 
@@ -252,12 +293,17 @@ def kubelet_config(profile: HostProfile) -> dict[str, Any]:
         "rotateCertificates": True,
         "staticPodPath": STATIC_POD_DIR,
     }
+    if profile.node_local_cri_socket:
+        doc["containerRuntimeEndpoint"] = profile.runtime_endpoint
     doc.update(profile.config_overrides)
     return doc
 
 
 def layout(profile: HostProfile, root: Path) -> None:
     """Write the node's files under `root` (an empty directory)."""
+    if profile.distribution == "k3s":
+        _layout_k3s(root)
+        return
     extra_env = "".join(f'Environment="{k}={v}"\n' for k, v in profile.unit_environment.items())
     _write(root, "/usr/lib/systemd/system/kubelet.service", KUBELET_SERVICE)
     _write(
@@ -272,9 +318,15 @@ def layout(profile: HostProfile, root: Path) -> None:
         ),
     )
     _write(root, KUBEADM_FLAGS, _env_line("KUBELET_KUBEADM_ARGS", " ".join(profile.kubeadm_args())))
-    _write(root, profile.extra_args_file, _env_line("KUBELET_EXTRA_ARGS", " ".join(profile.user_args())))
+    user_args = profile.user_args()
+    # With nothing to add, the file is the package's own (kubernetes/release templates/latest/kubelet/kubelet.env).
+    extra = _env_line("KUBELET_EXTRA_ARGS", " ".join(user_args)) if user_args else "KUBELET_EXTRA_ARGS=\n"
+    _write(root, profile.extra_args_file, extra)
+    if profile.node_local_cri_socket:  # WriteInstanceConfigToDisk: fmt "containerRuntimeEndpoint: %q\n"
+        _write(root, INSTANCE_CONFIG, f'containerRuntimeEndpoint: "{profile.runtime_endpoint}"\n')
     _write(root, KUBEADM_CONFIG, yaml.safe_dump(kubelet_config(profile), sort_keys=False))
     (root / STATIC_POD_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    (root / "etc/systemd/system").mkdir(parents=True, exist_ok=True)  # systemd's own, on every host
     if profile.static_pods:
         _write(root, f"{STATIC_POD_DIR}/kube-scheduler.yaml", STATIC_POD)
     if profile.config_dir:
@@ -290,3 +342,71 @@ def layout(profile: HostProfile, root: Path) -> None:
         _write(root, "/etc/containerd/config.toml", CONTAINERD_CONFIG)
     for path, text in profile.extra_files.items():
         _write(root, path, text)
+
+
+# k3s's install script (k3s-io/k3s install.sh, create_systemd_service_file) for `INSTALL_K3S_EXEC=agent`:
+# SYSTEMD_TYPE=exec, BIN_DIR=/usr/local/bin, FILE_K3S_ENV=/etc/systemd/system/k3s-agent.service.env.
+K3S_BIN = "/usr/local/bin/k3s"
+K3S_AGENT_SERVICE = """\
+[Unit]
+Description=Lightweight Kubernetes
+Documentation=https://k3s.io
+Wants=network-online.target
+After=network-online.target
+
+[Install]
+WantedBy=multi-user.target
+
+[Service]
+Type=exec
+EnvironmentFile=-/etc/default/%N
+EnvironmentFile=-/etc/sysconfig/%N
+EnvironmentFile=-/etc/systemd/system/k3s-agent.service.env
+KillMode=process
+Delegate=yes
+User=root
+# Having non-zero Limit*s causes performance problems due to accounting overhead
+# in the kernel. We recommend using cgroups to do container-local accounting.
+LimitNOFILE=1048576
+LimitNPROC=infinity
+LimitCORE=infinity
+TasksMax=infinity
+TimeoutStartSec=0
+Restart=always
+RestartSec=5s
+ExecStartPre=-/sbin/modprobe br_netfilter
+ExecStartPre=-/sbin/modprobe overlay
+ExecStart=/usr/local/bin/k3s \\
+    agent \\
+
+"""
+# docs.k3s.io/installation/configuration: /etc/rancher/k3s/config.yaml (written by the user), the kubelet
+# defaults k3s writes to /var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf.
+K3S_CONFIG = """\
+node-label:
+  - "pool=general"
+"""
+K3S_KUBELET_DEFAULTS = """\
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: systemd
+clusterDNS:
+  - 10.43.0.10
+clusterDomain: cluster.local
+"""
+
+
+def _layout_k3s(root: Path) -> None:
+    _write(root, K3S_BIN, "#!/bin/sh\n# stands in for the k3s binary\n")
+    _write(root, "/etc/systemd/system/k3s-agent.service", K3S_AGENT_SERVICE)
+    _write(
+        root,
+        "/etc/systemd/system/k3s-agent.service.env",
+        "K3S_TOKEN=K10example::server:example\nK3S_URL=https://10.0.0.10:6443\n",
+    )
+    _write(root, "/etc/rancher/k3s/config.yaml", K3S_CONFIG)
+    _write(
+        root,
+        "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf",
+        K3S_KUBELET_DEFAULTS,
+    )

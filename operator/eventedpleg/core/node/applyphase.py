@@ -171,6 +171,7 @@ def _refuse(
             runtime_unit=restored.runtime_unit,
             version=version,
             clock=clock,
+            reload_units=restored.reload_units,
         )
     evidence = Evidence(result="refused", reason=refusal.reason, fix=refusal.fix, changed="nothing")
     yield from act(Report(NodeState.SKIPPED, refusal.message, evidence))
@@ -204,6 +205,8 @@ def _begin(
             previous=previous,
             pre_gate=pre_gate,
             protected=plan.protected_dirs,
+            reload_units=plan.reload_units,
+            created_dirs=tuple(d for d in plan.created_dirs if d not in previous.created_dirs),
         )
     else:
         known = set(resumed.paths)
@@ -213,6 +216,7 @@ def _begin(
             backups=resumed.backups + extra,
             restart_runtime=resumed.restart_runtime or plan.restart_runtime,
             protected=tuple(dict.fromkeys(resumed.protected + plan.protected_dirs)),
+            reload_units=resumed.reload_units or plan.reload_units,
         )
     yield from act(SaveTransaction(txn))
     return txn
@@ -221,7 +225,7 @@ def _begin(
 def _change_host(attempt: Attempt, clock: Now) -> Phase[Restarted]:
     """Write the files, then restart; a failure (or None) and the kubelet's restart time."""
     plan = attempt.plan
-    error = yield from ask_maybe(WriteFiles(plan.changes, plan.protected_dirs), str)
+    error = yield from ask_maybe(WriteFiles(plan.changes, plan.protected_dirs, plan.remove_dirs), str)
     if error is not None:
         return Restarted(failed("write", f"writing files failed: {error}", attempt.version), clock())
     return (
@@ -230,6 +234,7 @@ def _change_host(attempt: Attempt, clock: Now) -> Phase[Restarted]:
             runtime_unit=plan.runtime_unit,
             version=attempt.version,
             clock=clock,
+            reload_units=plan.reload_units,
         )
     )
 
@@ -267,7 +272,11 @@ def _rollback(attempt: Attempt, settings: AgentSettings, clock: Now) -> Phase[Ve
     if error is not None:
         return failed("restore", f"restoring files failed: {error}", version)
     restarted = yield from restart_services(
-        restart_runtime=txn.restart_runtime, runtime_unit=txn.runtime_unit, version=version, clock=clock
+        restart_runtime=txn.restart_runtime,
+        runtime_unit=txn.runtime_unit,
+        version=version,
+        clock=clock,
+        reload_units=txn.reload_units,
     )
     if restarted.failure is not None:
         return replace(restarted.failure, reason=f"after restoring the files: {restarted.failure.reason}")
@@ -319,6 +328,9 @@ def _record_applied(attempt: Attempt) -> Phase[None]:
         enabled=enabled,
         files=written if enabled else {},
         config_edit=plan.config_edit if enabled else None,
+        # An apply resumed after a restart of the agent finds the directories already there: the
+        # transaction still knows which of them the first run created.
+        created_dirs=tuple(dict.fromkeys(plan.created_dirs + attempt.txn.created_dirs)) if enabled else (),
     )
     yield from act(SaveApplied(state))
 

@@ -57,11 +57,13 @@ class WriteFiles:
 
     changes: tuple[FileChange, ...]
     protected: tuple[str, ...]
+    remove_dirs: tuple[str, ...] = ()  # then remove these directories, each only if it is empty
 
 
 @dataclass(frozen=True)
 class RestoreFiles:
-    """Put back the transaction's backups exactly. Answer: None, or why a restore failed."""
+    """Put back the transaction's backups exactly, and remove the directories it created if they are empty
+    again. Answer: None, or why a restore failed."""
 
     txn: Transaction
 

@@ -15,14 +15,19 @@ from pathlib import PurePosixPath
 
 from eventedpleg import constants as c
 from eventedpleg.core.node import crioconfig, kubeletconfig
+from eventedpleg.core.node.embedded import Embedded
 from eventedpleg.core.node.kubeletflags import (
     DROPIN_ALPHA_ENV,
     EXTRA_ARGS_ENV_FILES,
+    KUBEADM_CONFIG_ARGS,
     KubeletFlags,
     UnitSettings,
     env_var_holding,
+    expand_exec,
     gate_listed_in_help,
+    parse_env_file,
     parse_flags,
+    unit_environment,
 )
 from eventedpleg.core.node.verify import Expectation
 from eventedpleg.core.render import RenderedConfig
@@ -33,6 +38,12 @@ from eventedpleg.models.nodeconfig import KubeletConfigMode
 MANAGED_MARKER = "Managed by evented-pleg-operator"
 CRIO_DROPIN_DIR = "/" + c.CRIO_DROPIN_DIR
 RECOMMENDED_CONFIG_DIR = "/etc/kubernetes/kubelet.conf.d"
+# Our systemd drop-in for kubelet.service on a kubeadm node without --config-dir (docs/compatibility.md §3):
+# /etc is the administrator's place for drop-ins; it sorts after kubeadm's 10-kubeadm.conf.
+UNIT_DROPIN_DIR = "/etc/systemd/system/kubelet.service.d"
+UNIT_DROPIN = f"{UNIT_DROPIN_DIR}/{c.KUBELET_DROPIN_NAME}"
+# The directories the agent may create for it, parents first (and removes again, if it created them).
+CREATED_DIRS: tuple[str, ...] = (UNIT_DROPIN_DIR, RECOMMENDED_CONFIG_DIR)
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,7 @@ class ManagedState:
     enabled: bool = False
     files: Mapping[str, str] = field(default_factory=dict)  # host path -> sha256 of what we wrote
     config_edit: ConfigEdit | None = None
+    created_dirs: tuple[str, ...] = ()  # directories that did not exist before we wrote into them
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,11 @@ class HostFacts:
     static_pod_manifests: tuple[str, ...] = ()  # files in staticPodPath / --pod-manifest-path
     kubelet_help: str | None = None  # `kubelet --help`
     config_baseline: str | None = None  # --config exactly as it was before our first edit (agent state)
+    embedded: Embedded | None = None  # k3s or RKE2 found on the host (core.node.embedded)
+    unit_dropin: str | None = None  # UNIT_DROPIN's text, when it exists
+    missing_dirs: frozenset[str] = frozenset()  # those of CREATED_DIRS that do not exist
+    # Files in RECOMMENDED_CONFIG_DIR while the kubelet runs without --config-dir (it ignores them now).
+    idle_config_dir_files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +111,9 @@ class ApplyPlan:
     # EventedPLEG as the files on the host say before any change: what a rollback must come back to (the
     # running kubelet may differ, e.g. after our drop-in was removed by hand and not yet restarted).
     gate_before: bool | None = None
+    reload_units: bool = False  # a kubelet.service drop-in changes: `systemctl daemon-reload` first
+    created_dirs: tuple[str, ...] = ()  # ours (recorded, so that turning it off removes them again)
+    remove_dirs: tuple[str, ...] = ()  # directories to remove after the changes, each only if empty
 
 
 @dataclass(frozen=True)
@@ -201,6 +221,17 @@ def _no_dropin_fix(facts: HostFacts, flags: KubeletFlags) -> str:
     return ", ".join(parts) if len(parts) > 1 else parts[0].removeprefix("or ")
 
 
+def _refuse_embedded(found: Embedded) -> Refusal:
+    """k3s and RKE2 start the kubelet themselves: no kubelet.service, flags rebuilt on every start."""
+    name = found.distribution.name
+    return Refusal(
+        f"{name}: the kubelet is embedded in {name} ({', '.join(found.found)}); there is no kubelet.service "
+        f"to configure or restart, and {name} sets the kubelet's flags itself on every start, so the "
+        "operator does not manage this node (docs/compatibility.md §3)",
+        found.distribution.fix(),
+    )
+
+
 def _refuse_command_line(facts: HostFacts, enabling: bool) -> Refusal | None:
     """Command-line gates override every file (kubeletConfigFlagPrecedence, k8s#119390; guardrails 6, 9)."""
     cli_gates, cli_texts = _cli_gates(facts)
@@ -278,6 +309,8 @@ class _Side:
     changes: tuple[FileChange, ...] = ()
     warnings: tuple[str, ...] = ()
     config_edit: ConfigEdit | None = None
+    created_dirs: tuple[str, ...] = ()
+    remove_dirs: tuple[str, ...] = ()
 
 
 def _config_pair(facts: HostFacts, flags: KubeletFlags) -> tuple[str, str] | None:
@@ -325,6 +358,9 @@ def _kubelet_enable(
             )
         return _Side((FileChange(target, kubelet_text, "kubelet drop-in"),))
     if rendered.kubelet_config_mode != KubeletConfigMode.EDIT_CONFIG_FILE.value:
+        via_unit = _unit_dropin_enable(facts, managed, flags, kubelet_text)
+        if via_unit is not None:
+            return via_unit
         return Refusal(
             f"{no_dir_reason}, and kubeletConfig is DropInOnly: the agent does not edit the main kubelet "
             "config",
@@ -353,6 +389,80 @@ def _kubelet_enable(
     )
 
 
+def kubeadm_config_args(facts: HostFacts) -> str | None:
+    """KUBELET_CONFIG_ARGS as kubeadm's 10-kubeadm.conf sets it, when a drop-in of ours can extend it: set by
+    Environment= and expanded by ExecStart=, and not by an EnvironmentFile= (those override Environment=,
+    systemd.exec(5)). None on any other layout."""
+    unit = facts.unit
+    if unit is None or KUBEADM_CONFIG_ARGS not in unit.environment:
+        return None
+    if not any(w in (f"${KUBEADM_CONFIG_ARGS}", f"${{{KUBEADM_CONFIG_ARGS}}}") for w in unit.exec_start):
+        return None
+    for ref in unit.environment_files:
+        if KUBEADM_CONFIG_ARGS in parse_env_file(facts.env_files.get(ref.path, "")):
+            return None
+    value = unit.environment[KUBEADM_CONFIG_ARGS]
+    if facts.unit_dropin is not None and MANAGED_MARKER in facts.unit_dropin.split("\n", 1)[0]:
+        value = value.replace(f" --config-dir={RECOMMENDED_CONFIG_DIR}", "")  # ours is in effect: its base
+    return value
+
+
+def unit_dropin_text(base: str, *, alpha_env: bool) -> str:
+    """Our kubelet.service drop-in: kubeadm's KUBELET_CONFIG_ARGS plus --config-dir (compatibility §3)."""
+    lines = [
+        f"# {MANAGED_MARKER}: adds --config-dir to kubeadm's KUBELET_CONFIG_ARGS (docs/compatibility.md §3).",
+        "# Removed again when EventedPLEG is turned off; kubeadm upgrade does not touch this file.",
+        "[Service]",
+        f'Environment="{KUBEADM_CONFIG_ARGS}={base} --config-dir={RECOMMENDED_CONFIG_DIR}"',
+    ]
+    if alpha_env:  # kubelet 1.28-1.29 (KEP-3983 alpha)
+        lines.append(f'Environment="{DROPIN_ALPHA_ENV}=on"')
+    return "\n".join(lines) + "\n"
+
+
+def _unit_dropin_enable(
+    facts: HostFacts, managed: ManagedState, flags: KubeletFlags, kubelet_text: str
+) -> _Side | Refusal | None:
+    """A kubeadm node started without --config-dir: add it with a kubelet.service drop-in of ours, and our
+    kubelet drop-in in RECOMMENDED_CONFIG_DIR. None when the node is not laid out as kubeadm lays it out."""
+    version = facts.kubelet_version
+    base = kubeadm_config_args(facts)
+    if base is None or version is None or version.minor_pair < (1, 28) or facts.unit is None:
+        return None
+    if not _is_ours(facts.unit_dropin, UNIT_DROPIN, managed):
+        return Refusal(
+            f"{UNIT_DROPIN} exists and was not written by the operator; it is left untouched",
+            f"move or rename {UNIT_DROPIN}, or start the kubelet with --config-dir yourself",
+        )
+    idle = [f for f in facts.idle_config_dir_files if f != c.KUBELET_DROPIN_NAME]
+    if idle:
+        return Refusal(
+            f"{RECOMMENDED_CONFIG_DIR} already holds {', '.join(idle[:3])}, which the kubelet does not read "
+            "today (it runs without --config-dir); turning --config-dir on would apply them too",
+            f"move those files out of {RECOMMENDED_CONFIG_DIR}, or start the kubelet with --config-dir "
+            "yourself once you have checked them",
+        )
+    text = unit_dropin_text(base, alpha_env=version.minor_pair < (1, 30))
+    env = unit_environment(facts.unit, facts.env_files)
+    env[KUBEADM_CONFIG_ARGS] = f"{base} --config-dir={RECOMMENDED_CONFIG_DIR}"
+    after = parse_flags(expand_exec(facts.unit.exec_start, env))
+    if after.config_dir != RECOMMENDED_CONFIG_DIR or after.config != flags.config:
+        return Refusal(
+            f"adding --config-dir through {KUBEADM_CONFIG_ARGS} would not give the kubelet "
+            f"--config-dir={RECOMMENDED_CONFIG_DIR} (it would run with --config-dir={after.config_dir})",
+            _no_dropin_fix(facts, flags),
+        )
+    target = f"{RECOMMENDED_CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}"
+    created = tuple(d for d in CREATED_DIRS if d in facts.missing_dirs)
+    return _Side(
+        (
+            FileChange(UNIT_DROPIN, text, "kubelet.service drop-in adding --config-dir"),
+            FileChange(target, kubelet_text, "kubelet drop-in"),
+        ),
+        created_dirs=created,
+    )
+
+
 def _kubelet_disable(facts: HostFacts, managed: ManagedState, flags: KubeletFlags) -> _Side | Refusal:
     """Remove what we wrote, restore a --config edit, and refuse if the gate would stay on anyway."""
     changes = [
@@ -365,6 +475,9 @@ def _kubelet_disable(facts: HostFacts, managed: ManagedState, flags: KubeletFlag
     ours_text = dict(facts.kubelet_dropins).get(ours)
     if config_dir and ours_text is not None and MANAGED_MARKER in ours_text.split("\n", 1)[0]:
         changes.append(FileChange(str(PurePosixPath(config_dir) / ours), None, "remove our kubelet drop-in"))
+    unit_ours = facts.unit_dropin is not None and MANAGED_MARKER in facts.unit_dropin.split("\n", 1)[0]
+    if unit_ours and UNIT_DROPIN not in managed.files:
+        changes.append(FileChange(UNIT_DROPIN, None, "remove our kubelet.service drop-in"))
     config = _config_pair(facts, flags)
     if managed.config_edit is not None and facts.config_text is not None:
         edit = managed.config_edit
@@ -380,7 +493,9 @@ def _kubelet_disable(facts: HostFacts, managed: ManagedState, flags: KubeletFlag
         changes.append(FileChange(edit.path, restored, "restore featureGates in --config"))
         if config is not None and config[0] == edit.path:
             config = (edit.path, restored)
-    remaining = [(rel, text) for rel, text in facts.kubelet_dropins if rel != ours]
+    # Without our kubelet.service drop-in the kubelet no longer reads --config-dir at all.
+    removes_unit = unit_ours or UNIT_DROPIN in managed.files
+    remaining = [(rel, text) for rel, text in facts.kubelet_dropins if rel != ours and not removes_unit]
     others = kubeletconfig.gate_sources(config, remaining, _cli_gates(facts)[0])
     if kubeletconfig.effective_gate(others):
         where = next(s.where for s in reversed(others) if s.value)
@@ -388,7 +503,7 @@ def _kubelet_disable(facts: HostFacts, managed: ManagedState, flags: KubeletFlag
             f"EventedPLEG would stay on after removing the operator's files: {where} turns it on",
             f"remove EventedPLEG/AllAlpha from {where}",
         )
-    return _Side(tuple(changes))
+    return _Side(tuple(changes), remove_dirs=tuple(reversed(managed.created_dirs)))
 
 
 def _crio_side(facts: HostFacts, rendered: RenderedConfig, managed: ManagedState) -> _Side | Refusal:
@@ -426,6 +541,8 @@ def decide(
     allow_static_pods: bool,
 ) -> ApplyPlan | Refusal:
     enabling = rendered.enabled
+    if facts.unit is None and facts.embedded is not None:
+        return _refuse_embedded(facts.embedded)
     flags = effective_flags(facts)
     if flags is None:
         return Refusal("no running kubelet and no readable kubelet unit", "start the kubelet, then retry")
@@ -448,10 +565,19 @@ def decide(
     config_dir, _ = _config_dir_usable(facts, flags)
     dropins = facts.kubelet_dropins if config_dir else ()
     before = kubeletconfig.gate_sources(_config_pair(facts, flags), dropins, _cli_gates(facts)[0])
-    unique = {ch.path: ch for ch in kubelet.changes + runtime.changes}  # one change per path
+    keep: tuple[FileChange, ...] = ()
+    if enabling and facts.unit_dropin is not None and UNIT_DROPIN in managed.files:
+        # Our kubelet.service drop-in already gives --config-dir: keep it (and its record) as it is.
+        keep = (FileChange(UNIT_DROPIN, facts.unit_dropin, "kubelet.service drop-in adding --config-dir"),)
+    unique = {ch.path: ch for ch in keep + kubelet.changes + runtime.changes}  # one change per path
     changes = tuple(unique.values())
+    reload_units = any(ch.path == UNIT_DROPIN and ch.content != facts.unit_dropin for ch in changes)
+    created = tuple(dict.fromkeys(managed.created_dirs + kubelet.created_dirs)) if enabling else ()
     is_crio = facts.runtime is not None and facts.runtime.kind is RuntimeKind.CRIO
-    protected = tuple(d for d in (config_dir, CRIO_DROPIN_DIR if is_crio else None) if d)
+    # The kubelet parses --config-dir after the restart: when our unit drop-in adds it, guard it already now.
+    adds_dir = any(ch.path == UNIT_DROPIN and ch.content is not None for ch in changes)
+    kubelet_dir = config_dir or (RECOMMENDED_CONFIG_DIR if adds_dir else None)
+    protected = tuple(d for d in (kubelet_dir, CRIO_DROPIN_DIR if is_crio else None) if d)
     verb = "enable" if enabling else "disable"
     done = ", ".join(f"{'write' if ch.content is not None else 'remove'} {ch.path}" for ch in changes)
     return ApplyPlan(
@@ -465,4 +591,7 @@ def decide(
         warnings=kubelet.warnings + runtime.warnings,
         summary=f"{verb} EventedPLEG: {done or 'nothing to change'}",
         gate_before=kubeletconfig.effective_gate(before),
+        reload_units=reload_units,
+        created_dirs=created,
+        remove_dirs=kubelet.remove_dirs,
     )

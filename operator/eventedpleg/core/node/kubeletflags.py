@@ -29,6 +29,9 @@ UNIT_DROPIN_DIRS: tuple[str, ...] = (
     "/run/systemd/system/kubelet.service.d",
 )
 KUBEADM_FLAGS_ENV = "/var/lib/kubelet/kubeadm-flags.env"
+# Set by Environment= in 10-kubeadm.conf to `--config=/var/lib/kubelet/config.yaml` (kubernetes/release
+# cmd/krel/templates/latest/kubeadm/10-kubeadm.conf); kubeadm never writes it.
+KUBEADM_CONFIG_ARGS = "KUBELET_CONFIG_ARGS"
 EXTRA_ARGS_ENV_FILES: tuple[str, ...] = ("/etc/default/kubelet", "/etc/sysconfig/kubelet")
 # 1.28-1.29 only accept --config-dir when this variable is in the kubelet's environment (KEP-3983,
 # docs/compatibility.md §3).

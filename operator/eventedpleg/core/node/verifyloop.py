@@ -50,13 +50,26 @@ def journal(unit: str, since: datetime) -> Phase[tuple[str, ...]]:
 
 
 def restart_services(
-    *, restart_runtime: bool, runtime_unit: str, version: Version, clock: Now
+    *,
+    restart_runtime: bool,
+    runtime_unit: str,
+    version: Version,
+    clock: Now,
+    reload_units: bool = False,
 ) -> Phase[Restarted]:
     """The runtime (when its config changed), THEN the kubelet: a kubelet that outlives a runtime restart
-    falls back to generic PLEG for good (k8s#129827; compatibility §5)."""
+    falls back to generic PLEG for good (k8s#129827; compatibility §5). With `reload_units`, systemd first
+    re-reads the kubelet's unit drop-ins (a restart alone keeps the definition systemd loaded before)."""
     # journalctl --since has one-second resolution: the pauses keep the previous kubelet's lines (an old
     # startup error, the fallback it logs when the runtime goes away) out of the new kubelet's window.
     yield from act(Wait(RESTART_PAUSE_SECONDS))
+    if reload_units:
+        began = clock()
+        done = yield from ask(Run(("systemctl", "daemon-reload")), CommandResult)
+        if not done.ok:
+            return Restarted(
+                failed("daemon-reload", f"systemd did not reload: {done.summary()}", version), began
+            )
     if restart_runtime:
         began = clock()
         done = yield from ask(Restart(runtime_unit), CommandResult)

@@ -14,7 +14,9 @@
 # kubelet tools.
 
 # Pinned by digest where it is pulled (a registry): the multi-arch index of Debian's own debian:bookworm-slim
-# (made by debuerreotype from the Debian archive), bumped by Dependabot (.github/dependabot.yml).
+# (made by debuerreotype from the Debian archive), bumped by Dependabot (.github/dependabot.yml). No registry
+# was reachable where this digest was written down: it was copied from a public build log of that tag, so
+# the release workflow's first pull is what confirms it (a wrong digest fails that pull, never silently).
 # `eventedpleg lab image`, where no registry can be reached, passes
 # --build-arg BASE_IMAGE=docker.io/library/debian:bookworm-slim and makes that image itself with mmdebstrap
 # from the same suite and the same slim rules (eventedpleg_lab/image.py). The two stay equal where it

@@ -29,8 +29,10 @@ kubelet's sync loop gets the ContainerDied PLEG event (`SyncLoop (PLEG): event f
     .venv/bin/python bench/benefit.py --latency --kubelet 1.37 --kills 20
     .venv/bin/python bench/benefit.py --plot bench/results/<file>.json     # PNG + markdown table
 
-Results: bench/results/*.json. Needs root, and the rig's binaries (`eventedpleg realnode build`) or the
-lab's (`eventedpleg lab up` builds what is missing).
+Results: bench/results/<kind>[-<runtime>]-v<kubelet>.json (kind: cpu or latency), the headline file of
+each measurement, rewritten by every run (`started` inside says when; --out writes elsewhere). Needs
+root, and the rig's binaries (`eventedpleg realnode build`) or the lab's (`eventedpleg lab up` builds
+what is missing).
 """
 
 from __future__ import annotations
@@ -763,7 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     RESULTS.mkdir(parents=True, exist_ok=True)
     tag = "" if args.runtime == "containerd" else f"-{args.runtime}"
-    out = args.out or RESULTS / f"{doc['kind']}{tag}-v{args.kubelet}-{started:%Y%m%dT%H%M%SZ}.json"
+    out = args.out or RESULTS / f"{doc['kind']}{tag}-v{args.kubelet}.json"
     out.write_text(json.dumps(doc, indent=1) + "\n")
     log(f"wrote {out}")
     print(render(out))

@@ -20,7 +20,9 @@ seconds, roll a NodeConfig out at maxUnavailable 10% (empty drains) and report:
     .venv/bin/python bench/rollout.py --nodes 100 1000 5000 10000 --repeats 3
     .venv/bin/python bench/rollout.py --nodes 1000 --kill-every 10   # SIGKILL it 10 s after it is ready
 Writes bench/results/rollout-<N>.json (every run's figures, their median and spread at the top level)
-and .png; docs/benchmarks.md has the table.
+and .png: the headline file of each size, rewritten by every run (with --kill-every: rollout-<N>-kill<S>s,
+with --profile: rollout-<N>-profile). `--tag T` writes rollout-<N>[-...]-T.json as well, to keep a run
+beside the headline (a "before" for a comparison). docs/benchmarks.md has the table.
 """
 
 from __future__ import annotations
@@ -500,7 +502,7 @@ def main() -> int:
     parser.add_argument(
         "--profile", action="store_true", help="py-spy samples of the operator (.txt; bench/profileshares.py)"
     )
-    parser.add_argument("--tag", default="", help="results file suffix: rollout-<N>[-<tag>].json")
+    parser.add_argument("--tag", default="", help="also write rollout-<N>[-...]-<tag>.json (and .png)")
     parser.add_argument("--keep", action="store_true", help="leave the control plane running (debugging)")
     parser.add_argument("--plot", type=Path, metavar="JSON", help="only redraw the PNG of a results file")
     args = parser.parse_args()
@@ -508,14 +510,14 @@ def main() -> int:
         plot(json.loads(args.plot.read_text()), args.plot.with_suffix(".png"))
         return 0
     RESULTS.mkdir(parents=True, exist_ok=True)
-    tag = f"-{args.tag}" if args.tag else ""
-    if args.kill_every and not tag:
-        tag = f"-kill{args.kill_every:g}s"
+    variant = f"-kill{args.kill_every:g}s" if args.kill_every else ""
+    variant += "-profile" if args.profile else ""  # py-spy costs the operator CPU: not the plain figures
     for n in args.nodes:
         runs = []
+        headline = f"rollout-{n}{variant}"
+        name = f"{headline}-{args.tag}" if args.tag else headline
         for i in range(args.repeats):
-            name = f"rollout-{n}{tag}"
-            profile = RESULTS / f"{name}-profile-{i + 1}.txt" if args.profile else None
+            profile = RESULTS / f"{name}-{i + 1}.txt" if args.profile else None  # rollout-<N>-profile-1.txt
             with tempfile.TemporaryDirectory(prefix=f"bench-{n}-") as work:
                 runs.append(
                     run_one(
@@ -531,12 +533,12 @@ def main() -> int:
             summary = {k: v for k, v in runs[-1].items() if k not in ("curve", "full_list_uris")}
             print(json.dumps(summary, indent=2), flush=True)
         result = summarise(runs)
-        out = RESULTS / f"{name}.json"
-        out.write_text(as_json(result))
-        try:
-            plot(result, out.with_suffix(".png"))
-        except ImportError:
-            print("[bench] matplotlib missing (pip install -e '.[bench]'): no plot", file=sys.stderr)
+        for out in {RESULTS / f"{headline}.json", RESULTS / f"{name}.json"}:
+            out.write_text(as_json(result))
+            try:
+                plot(result, out.with_suffix(".png"))
+            except ImportError:
+                print("[bench] matplotlib missing (pip install -e '.[bench]'): no plot", file=sys.stderr)
         print(json.dumps({k: result[k] for k in ("nodes", "repeats", "median", "spread")}, indent=2))
     return 0
 

@@ -38,13 +38,12 @@ class Seen:
             self.syncs.append(set(names))
 
 
-@pytest.mark.parametrize("lean", [True, False], ids=["operator-transport", "client-transport"])
-def test_paged_list_then_watch_then_a_fresh_list_after_a_gap(cluster: LocalCluster, lean: bool) -> None:
+def test_paged_list_then_watch_then_a_fresh_list_after_a_gap(cluster: LocalCluster) -> None:
     label = f"inf{uuid.uuid4().hex[:5]}"
     names = cluster.add_nodes(
         [FakeNode(f"{label}-{i}", labels={"informer-test": label}) for i in range(5)], wait=False
     )
-    api = cluster.api(lean=lean)
+    api = cluster.api()
     seen = Seen()
     informer = NodeInformer(api, seen.event, seen.synced, label_selector=f"informer-test={label}", page=2)
     thread = informer.start()
@@ -129,7 +128,7 @@ def test_a_watch_the_server_answers_with_410_gone_lists_again(
     names = cluster.add_nodes(
         [FakeNode(f"{label}-{i}", labels={"informer-test": label}) for i in range(3)], wait=False
     )
-    api = cluster.api(lean=True)  # the operator's transport
+    api = cluster.api()
     seen = Seen()
     informer = AfterAGap(api, seen.event, seen.synced, label_selector=f"informer-test={label}", page=2)
     informer.start()

@@ -72,7 +72,7 @@ def run(options: OperatorOptions) -> int:
     """Run until stopped; returns the process exit code (1 when leadership was lost)."""
     if options.kubeconfig:
         os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's own login reads it
-    api = api_client(options.kubeconfig, pool_size=STEP_THREADS + 8, lean=True)  # + informer, Events, Lease
+    api = api_client(options.kubeconfig, pool_size=STEP_THREADS + 8)  # + informer, Events, Lease
     # Fail fast on a server we cannot reach or that refuses our credentials: one line and an exit code
     # (cli/failures.py) instead of an informer and a Lease loop retrying in silence for ever.
     get_json(api, "/version")

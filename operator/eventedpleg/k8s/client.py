@@ -4,6 +4,10 @@ Every request made through a client built here has a client-side timeout: the ge
 wait for ever by default, and a hung API server (or a dead connection no RST ever ends) would freeze the
 loop that made the call. A call may pass its own `_request_timeout` (watches do: the server's
 timeoutSeconds plus a margin).
+
+One HTTP stack: every request, the operator's node watch included, goes through the kubernetes client's
+REST layer (urllib3). `send_json` and `open_watch` use it with plain JSON, without the generated API
+classes and their model round trips.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 from urllib3.exceptions import HTTPError
 
+from eventedpleg import __version__
 from eventedpleg.k8s.errors import KubeconfigError, config_failure
-from eventedpleg.k8s.transport import JsonTransport, Response
 
 # (connect, read) seconds. Read is per socket read: a healthy API server answers a LIST page of 500
 # nodes well within it, a stopped one never does.
@@ -60,21 +64,14 @@ def throttle_credential_hook(
 
 
 class TimedApiClient(client.ApiClient):
-    """An ApiClient whose calls default to `request_timeout` instead of no timeout at all; with a
-    `json_transport`, `send_json` goes through it instead of the client's REST layer."""
+    """An ApiClient whose calls default to `request_timeout` instead of no timeout at all."""
 
     request_timeout: float | tuple[float, float] = REQUEST_TIMEOUT
-    json_transport: JsonTransport | None = None
 
     def call_api(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("_request_timeout") is None:
             kwargs["_request_timeout"] = self.request_timeout
         return super().call_api(*args, **kwargs)
-
-    def close(self) -> None:
-        if self.json_transport is not None:
-            self.json_transport.close()
-        super().close()
 
 
 def api_client(
@@ -83,14 +80,10 @@ def api_client(
     context: str | None = None,
     pool_size: int | None = None,
     request_timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
-    lean: bool = False,
 ) -> client.ApiClient:
     """A client from an explicit kubeconfig, else $KUBECONFIG/~/.kube/config, else in-cluster credentials.
 
     `pool_size` raises urllib3's connection pool for callers that use the client from several threads.
-    `lean`: `send_json` speaks HTTP on one kept-alive connection per thread (eventedpleg.k8s.transport),
-    for the operator, whose CPU per node update is mostly its requests; the CLI and the agent keep the
-    client's REST layer and its error messages.
     Raises KubeconfigError when there are no usable credentials.
     """
     path = kubeconfig or os.environ.get("KUBECONFIG")
@@ -117,13 +110,22 @@ def api_client(
     if pool_size:
         cfg.connection_pool_maxsize = pool_size
     # urllib3 retries a timed-out GET three more times by default: one hang would cost four timeouts.
-    # One retry of a failed connect is kept (a pooled connection the server closed).
-    cfg.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0, other=0)
+    # One retry of a failed connect is kept (a pooled connection the server closed). urllib3 itself never
+    # acts on Retry-After here: with status=0 a PUT or DELETE answered 429 + Retry-After would end in
+    # MaxRetryError ("too many 429 error responses") instead of the server's answer.
+    cfg.retries = urllib3.Retry(
+        total=1, connect=1, read=0, redirect=0, status=0, other=0, respect_retry_after_header=False
+    )
+    # The kubernetes client (>= 37) sleeps for a 429's or 5xx's Retry-After and sends a GET again, as
+    # client-go's rest.Request does (API Priority and Fairness answers an overloaded server's 429 with
+    # Retry-After); its ceiling is `retries.total`: one retry. Only GET and HEAD: an eviction's 429 is a
+    # PodDisruptionBudget's answer, and a write is never sent twice behind the caller's back.
+    cfg.client_go_retries = True
     api = TimedApiClient(cfg)
     api.request_timeout = request_timeout
-    if lean:
-        timeouts = request_timeout if isinstance(request_timeout, tuple) else (request_timeout,) * 2
-        api.json_transport = JsonTransport.for_configuration(cfg, timeouts)
+    # The API server's audit log and its APF flow schemas see who is asking (client-go sends
+    # "<binary>/<version> (...) kubernetes/<commit>"); the client's own User-Agent stays in it.
+    api.user_agent = f"evented-pleg-operator/{__version__} {api.user_agent}"
     return api
 
 
@@ -159,14 +161,6 @@ def send_json(
     """One request with a JSON body (or none) that returns the JSON answer as plain dicts. Skips the
     generated API methods: their argument validation and model round trips (dict -> pydantic model ->
     JSON, and back for the answer) cost more CPU than the request itself on the operator's hot path."""
-    transport: JsonTransport | None = getattr(api, "json_transport", None)
-    if transport is not None:
-        encoded = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        reply = transport.request(method, path, query=query, body=encoded, content_type=content_type)
-        if not 200 <= reply.status <= 299:
-            raise ApiException(reply.status, reply.reason, body=reply.data.decode("utf-8", "replace"))
-        parsed: dict[str, Any] = json.loads(reply.data)
-        return parsed
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type
@@ -197,13 +191,7 @@ class Watch:
 
 def open_watch(api: client.ApiClient, path: str, query: Mapping[str, str], read_timeout: float) -> Watch:
     """Start a watch (GET `path` with watch=true in `query`). Raises ApiException when the server refuses
-    it (410 Gone: the resourceVersion is too old). Through the client's `json_transport` when it has one."""
-    transport: JsonTransport | None = getattr(api, "json_transport", None)
-    if transport is not None:
-        opened = transport.stream(path, query=query, read_timeout=read_timeout)
-        if isinstance(opened, Response):
-            raise ApiException(opened.status, opened.reason, body=opened.data.decode("utf-8", "replace"))
-        return Watch(_until_broken(opened.lines()), opened.shutdown, opened.close)
+    it (410 Gone: the resourceVersion is too old)."""
     request = api.param_serialize(
         "GET",
         path,

@@ -15,8 +15,6 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError, MaxRetryError
 
-from eventedpleg.k8s.transport import TransportError
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -144,8 +142,6 @@ def diagnose(exc: BaseException) -> Diagnosis | None:
         exc = exc.__cause__  # `translated` wrapped the transport error: name its root cause
     if isinstance(exc, HTTPError):
         return Diagnosis(Problem.UNREACHABLE, f"cannot reach the API server: {_network_text(exc)}")
-    if isinstance(exc, TransportError):  # the operator's lean transport (it names the server itself)
-        return Diagnosis(Problem.UNREACHABLE, f"cannot reach the API server: {_one_line(str(exc))}")
     if isinstance(exc, Unreachable):
         return Diagnosis(Problem.UNREACHABLE, f"cannot reach the API server: {_one_line(exc.message)}")
     if isinstance(exc, NotServed):

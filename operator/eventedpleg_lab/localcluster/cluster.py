@@ -138,10 +138,9 @@ class LocalCluster:
         with contextlib.suppress(FileNotFoundError):
             (self.directory / STATE_FILE).unlink()
 
-    def api(self, *, lean: bool = False) -> Any:
-        """An admin kubernetes ApiClient (typed Any: callers outside eventedpleg.k8s must not import it);
-        `lean`: through the operator's own transport (eventedpleg.k8s.transport)."""
-        return k8s_client.api_client(str(self.kubeconfig), lean=lean)
+    def api(self) -> Any:
+        """An admin kubernetes ApiClient (typed Any: callers outside eventedpleg.k8s must not import it)."""
+        return k8s_client.api_client(str(self.kubeconfig))
 
     def service_account_kubeconfig(
         self,

@@ -49,4 +49,5 @@ else
 fi
 step "pytest"
 # -p no:cacheprovider: a CI checkout stays clean; pytest exits 5 when it collects nothing, so that fails too.
-pytest -p no:cacheprovider "$@"
+# --durations: where the suite's time goes, printed at the end of every run (CI time is budgeted).
+pytest -p no:cacheprovider --durations=40 "$@"

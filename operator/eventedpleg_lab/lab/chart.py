@@ -103,9 +103,16 @@ def install(
 
 
 def helm_test(lab: Lab, *, timeout: float = 180.0) -> str:
-    """`helm test`: the chart's test pod finds the CRD served and every operator replica healthy."""
-    return helm(lab, "test", RELEASE, "-n", NAMESPACE, "--logs", f"--timeout={int(timeout)}s",
-                timeout=timeout + 30)  # fmt: skip
+    """`helm test`: the chart's test pod finds the CRD served and every operator replica healthy; its exit
+    code is the verdict. Not `--logs`: Helm 3 deletes a passing pod (hook-succeeded) before it reads the
+    logs and then fails with "pods not found" (helm/helm#9098). A failing pod is kept: its log is in the
+    error."""
+    try:
+        return helm(lab, "test", RELEASE, "-n", NAMESPACE, f"--timeout={int(timeout)}s",
+                    timeout=timeout + 30)  # fmt: skip
+    except LabError as exc:
+        logs = lab.kubectl("logs", "-n", NAMESPACE, "-l", "app.kubernetes.io/component=test", "--tail=20")
+        raise LabError(f"{exc}\ntest pod log:\n{(logs.stdout or logs.stderr).strip()}") from exc
 
 
 def install_product(lab: Lab, specs: tuple[NodeSpec, ...], log: Log | None = None) -> None:

@@ -33,7 +33,7 @@ from eventedpleg.k8s.errors import (
 from eventedpleg.k8s.nodes import get_node, node_patch, patch_node
 
 # One scripted answer: the raw bytes to send, then what to do with the connection.
-Answer = tuple[bytes, str]  # ("keep" | "close" | "hang")
+Answer = tuple[bytes, str]  # ("keep" | "close" | "hang" | "late-end": the last chunk 0.3 s later, then keep)
 
 
 @dataclass
@@ -81,6 +81,11 @@ class Server:
                 body, buffer = buffer[:length], buffer[length:]
                 self.requests.append((head, body))
                 raw, then = self.script(len(self.requests) - 1)
+                if then == "late-end":
+                    body_end = raw.rindex(b"0\r\n")
+                    conn.sendall(raw[:body_end])
+                    threading.Event().wait(0.3)
+                    raw, then = raw[body_end:], "keep"
                 conn.sendall(raw)
                 if then == "hang":
                     threading.Event().wait(5)
@@ -304,6 +309,22 @@ def test_a_watch_yields_its_lines_and_a_refused_watch_raises_the_status(tmp_path
     assert (
         server.requests[0][0].split(b"\r\n")[0] == b"GET /api/v1/nodes?watch=true&resourceVersion=5 HTTP/1.1"
     )
+
+
+def test_a_watch_left_before_its_end_never_hands_its_connection_to_the_next_request(tmp_path: Path) -> None:
+    # The informer leaves a watch at its ERROR 410 event, before the server's last chunk has arrived. Put
+    # back in the pool, that connection would answer the next LIST with the watch's "0\r\n" as its status
+    # line (BadStatusLine, seen against the real API server).
+    gone = b'{"type": "ERROR", "object": {"kind": "Status", "code": 410}}\n'
+    node = answer(json.dumps({"metadata": {"name": "n1"}}).encode())
+    with serving(lambda i: (chunked(gone), "late-end") if i == 0 else (node, "keep")) as server:
+        api = client_for(server.url, tmp_path)
+        watch = open_watch(api, "/api/v1/nodes", {"watch": "true", "resourceVersion": "5"}, read_timeout=2)
+        assert json.loads(next(iter(watch.lines)))["object"]["code"] == 410
+        watch.close()
+        assert get_node(api, "n1")["metadata"]["name"] == "n1"
+        api.close()
+    assert server.connections == 2
 
 
 def test_shutdown_ends_a_watch_that_waits_for_its_next_event(tmp_path: Path) -> None:

@@ -210,7 +210,14 @@ def open_watch(api: client.ApiClient, path: str, query: Mapping[str, str], read_
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
-    return Watch(_until_broken(iter_resp_lines(response)), shutdown, response.release_conn)
+    def close() -> None:
+        # Close before giving the connection back: a watch left early (at its 410 event) may still have
+        # its last chunk on the way, which the next request on that connection would read as its status
+        # line. A new connection per watch costs one handshake every few minutes.
+        response.close()
+        response.release_conn()
+
+    return Watch(_until_broken(iter_resp_lines(response)), shutdown, close)
 
 
 def _until_broken(lines: Iterator[Any]) -> Iterator[Any]:

@@ -74,6 +74,9 @@ ANN_DRAIN_TIMEOUTS: Final = f"{GROUP}/drain-timeouts"
 # operator: the autoscaler keys below that our cordon added (comma-separated); only these are removed when
 # the node is given back, so a value the user set before the cordon is never touched
 ANN_AUTOSCALER_HOLD: Final = f"{GROUP}/autoscaler-hold"
+# operator: why the node, still in service, is not taken (spec.drain.onBlocked: Wait): a drain that could
+# never finish as things are; cleared by the cordon that takes the node
+ANN_BLOCKED: Final = f"{GROUP}/blocked"
 
 # Autoscaler annotations that keep a node while it is ours (from our cordon until we give it back), so
 # that no autoscaler reclaims an empty node mid-drain or mid-restart. Written in the same patch as our
@@ -110,6 +113,7 @@ NODE_ANNOTATIONS: Final = (
     ANN_BENEFIT,
     ANN_AUTOSCALER_HOLD,
     ANN_DRAIN_TIMEOUTS,
+    ANN_BLOCKED,
 )
 
 # A node labelled with this (any value but "false") is never touched; status lists it as Skipped.

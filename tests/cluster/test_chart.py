@@ -337,6 +337,7 @@ OPERATOR_CAN = [
     ("patch", "nodeconfigs.eventedpleg.io/status", "", True),
     ("list", "pods", "", True),
     ("create", "pods/eviction", "default", True),
+    ("list", "poddisruptionbudgets.policy", "default", True),
     ("create", "events", "default", True), ("create", "events.events.k8s.io", "default", True),
     ("create", "configmaps", "{ns}", True), ("delete", "configmaps", "{ns}", True),
     ("get", "leases.coordination.k8s.io", "{ns}", True),
@@ -349,6 +350,8 @@ OPERATOR_CAN = [
     ("create", "pods", "default", False), ("update", "pods", "default", False),
     ("delete", "pods", "default", False), ("delete", "pods", "", False),  # only with drain.allowForceDelete
     ("create", "pods/exec", "default", False),
+    ("get", "poddisruptionbudgets.policy", "default", False),
+    ("update", "poddisruptionbudgets.policy", "default", False),
     ("create", "nodeconfigs.eventedpleg.io", "", False), ("delete", "nodeconfigs.eventedpleg.io", "", False),
     ("create", "configmaps", "kube-system", False), ("update", "configmaps", "{ns}", False),
     ("update", "leases.coordination.k8s.io", "kube-system", False),

@@ -51,14 +51,21 @@ def test_kubectl_describe_node_shows_the_operators_node_events(
     empty, guarded = cluster.add_nodes(
         FakeNode(name=f"{prefix}-{i}", labels={"rollout-test": prefix}, zone="z0") for i in range(2)
     )
-    # A pod no eviction may remove (minAvailable = replicas) keeps `guarded` Draining until the timeout.
+    # A pod no eviction may remove for now keeps `guarded` Draining until the timeout.
     workload = guarded_deployment(
-        prefix, "web", replicas=1, node_selector={"kubernetes.io/hostname": guarded}
+        prefix, "web", replicas=1, node_selector={"kubernetes.io/hostname": guarded}, may_allow_later=True
     )
     cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(workload), check=True)
     wait_for(
         lambda: "Running" in cluster.kubectl("get", "pods", "-n", prefix, "--no-headers").stdout,
         what="web pod running",
+    )
+    wait_for(  # the standby counted: refused for now, not provably forever (else it is never cordoned)
+        lambda: (
+            '"expectedPods":2'
+            in cluster.kubectl("get", "pdb", "-n", prefix, "web-pdb", "-o", "json").stdout.replace(" ", "")
+        ),
+        what="the PDB judged with its standby pod",
     )
     spec = nodeconfig(
         prefix,

@@ -170,9 +170,10 @@ def test_full_rollout_over_mixed_nodes(env: Env) -> None:
 
 
 def protect_with_pdb(env: Env, node: str) -> Callable[[], list[dict[str, Any]]]:
-    """One Deployment pod pinned to `node` and a PDB with minAvailable 1: no eviction allowed."""
+    """One Deployment pod pinned to `node` and a PDB with minAvailable 1 that also covers a standby pod
+    that cannot be scheduled: no eviction allowed for now, and not provably never (the drain waits)."""
     manifests = guarded_deployment(
-        env.prefix, "web", replicas=1, node_selector={"kubernetes.io/hostname": node}
+        env.prefix, "web", replicas=1, node_selector={"kubernetes.io/hostname": node}, may_allow_later=True
     )
     env.cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(manifests), check=True)
 
@@ -186,7 +187,7 @@ def protect_with_pdb(env: Env, node: str) -> Callable[[], list[dict[str, Any]]]:
             plain(client.PolicyV1Api(env.api).read_namespaced_pod_disruption_budget("web-pdb", env.prefix))
             .get("status", {})
             .get("expectedPods")
-            == 1
+            == 2  # the running pod and the standby
         ),
         what="PDB observed",
     )
@@ -218,6 +219,107 @@ def test_pdb_blocks_the_drain_and_is_named_without_being_violated(env: Env) -> N
             lambda: env.condition("pdb", "Available").get("status") == "True", what="Available", timeout=60
         )
         assert env.node_states()[node] == ("Done", False), op.log()[-2000:]
+
+
+def never_evictable(env: Env, node: str) -> None:
+    """One Deployment pod pinned to `node` under a PDB with minAvailable 1 of 1 (judged by the real
+    disruption controller): no eviction is ever allowed until someone changes it."""
+    manifests = guarded_deployment(
+        env.prefix, "db", replicas=1, node_selector={"kubernetes.io/hostname": node}
+    )
+    env.cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(manifests), check=True)
+
+    def judged() -> bool:
+        pdb = plain(client.PolicyV1Api(env.api).read_namespaced_pod_disruption_budget("db-pdb", env.prefix))
+        status = pdb.get("status", {})
+        return (status.get("expectedPods"), status.get("desiredHealthy"), status.get("currentHealthy")) == (
+            1,
+            1,
+            1,
+        )
+
+    wait_for(judged, what="the PDB judged by the controller-manager")
+
+
+def node_events(env: Env, node: str) -> str:
+    return env.cluster.kubectl(
+        "get", "events", "-n", "default", "--field-selector", f"involvedObject.name={node}", check=True
+    ).stdout
+
+
+def test_a_drain_that_could_never_finish_is_reported_and_its_node_never_cordoned(env: Env) -> None:
+    """Default drain.onBlocked (Skip): preflight names the pod and the PDB; the rollout marks that node
+    Skipped without a cordon or an eviction and completes on the others."""
+    blocked, free = env.nodes([{}, {}])
+    never_evictable(env, blocked)
+    env.apply(nodeconfig("never", env.prefix, rollout={"paused": True}))
+    looked = eventedpleg(env, "preflight", "--nodeconfig", "never", "-o", "wide")
+    assert looked.returncode == 3, looked.stderr  # some selected nodes will not be taken
+    row = next(line for line in looked.stdout.splitlines() if line.startswith(blocked))
+    assert "never finishes" in row
+    assert f"{env.prefix}/db-" in row and f"PodDisruptionBudget {env.prefix}/db-pdb (minAvailable: 1)" in row
+    assert "1 of them with a drain that could never finish as things are: not cordoned, marked Skipped" in (
+        looked.stdout
+    )
+    assert "nothing to evict" in next(ln for ln in looked.stdout.splitlines() if ln.startswith(free))
+    as_json = json.loads(eventedpleg(env, "preflight", "--nodeconfig", "never", "-o", "json").stdout)
+    assert [n["node"] for n in as_json if n["drain"]["neverFinishes"]] == [blocked]
+    env.cluster.kubectl(
+        "patch",
+        "nodeconfig",
+        "never",
+        "--type=merge",
+        "-p",
+        '{"spec":{"rollout":{"paused":false}}}',
+        check=True,
+    )
+    seen_cordoned = []
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+
+        def ready() -> bool:
+            seen_cordoned.append(env.node_states()[blocked][1])
+            return env.condition("never", "Ready").get("status") == "True"
+
+        wait_for(ready, what="Ready", timeout=90)
+        assert env.node_states() == {blocked: ("Skipped", False), free: ("Done", False)}, op.log()[-2000:]
+    assert not any(seen_cordoned)
+    reason = env.annotations(blocked)[c.ANN_REASON]
+    assert reason.startswith("not cordoned: the drain could never finish: ") and "db-pdb" in reason
+    events = node_events(env, blocked)
+    assert "DrainBlocked" in events and "Draining" not in events and "Uncordoned" not in events
+    pods = plain(env.core.list_namespaced_pod(env.prefix, label_selector="app=db"))["items"]
+    assert [p["status"]["phase"] for p in pods] == ["Running"]  # nothing evicted
+    assert "deletionTimestamp" not in pods[0]["metadata"]
+
+
+def test_on_blocked_wait_keeps_the_node_in_service_until_the_budget_is_relaxed(env: Env) -> None:
+    (node,) = env.nodes([{}])
+    never_evictable(env, node)
+    env.apply(nodeconfig("waits", env.prefix, drain={"onBlocked": "Wait"}))
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+        message = wait_for(
+            lambda: "db-pdb" in (m := env.condition("waits", "Progressing").get("message", "")) and m,
+            what="Progressing names the PDB",
+        )
+        assert "waiting, not cordoned" in message and node in message
+        assert env.node_states()[node] == (None, False)  # in service, not taken
+        assert "db-pdb" in env.annotations(node)[c.ANN_BLOCKED]
+        planned_again(env.api, op.port, node)
+        assert node_events(env, node).count("DrainBlocked") == 1  # said once, looked at again and again
+        env.cluster.kubectl(
+            "patch",
+            "pdb",
+            "-n",
+            env.prefix,
+            "db-pdb",
+            "--type=merge",
+            "-p",
+            '{"spec":{"minAvailable":0}}',
+            check=True,
+        )
+        wait_for(lambda: env.condition("waits", "Ready").get("status") == "True", what="Ready", timeout=90)
+        assert env.node_states()[node] == ("Done", False), op.log()[-2000:]
+        assert c.ANN_BLOCKED not in env.annotations(node)
 
 
 def test_failed_node_is_rolled_back_and_the_rollout_halts(env: Env) -> None:

@@ -17,18 +17,37 @@ def kget(cluster: LocalCluster, *args: str) -> dict[str, Any]:
 
 
 def guarded_deployment(
-    namespace: str, name: str, *, replicas: int, node_selector: dict[str, str]
+    namespace: str,
+    name: str,
+    *,
+    replicas: int,
+    node_selector: dict[str, str],
+    may_allow_later: bool = False,
 ) -> list[dict[str, Any]]:
     """A Namespace, a Deployment of `replicas` pods on the fake nodes `node_selector` picks, and a
-    PodDisruptionBudget NAME-pdb with minAvailable = replicas: no eviction is ever allowed."""
-    labels = {"app": name}
+    PodDisruptionBudget NAME-pdb with minAvailable = replicas over them: no eviction is allowed.
+
+    As is, the budget provably never allows one (desiredHealthy = expectedPods): the operator finds that
+    before the cordon (spec.drain.onBlocked). With `may_allow_later`, the budget also covers a standby
+    pod that cannot be scheduled (NAME-standby, pinned to no node): evictions are refused all the same
+    (disruptionsAllowed 0), but the budget would allow one once the standby runs -- a drain that waits."""
+    guard = {"guard": name}
     pod_spec = {
         "nodeSelector": node_selector,
         "tolerations": [KWOK_TOLERATION],
         "containers": [{"name": name, "image": f"registry.invalid/{name}:1"}],
     }
-    return [
+    objects = [
         workloads.namespace(namespace),
-        workloads.deployment(name, namespace, replicas=replicas, pod_spec=pod_spec, labels=labels),
-        workloads.disruption_budget(f"{name}-pdb", namespace, min_available=replicas, labels=labels),
+        workloads.deployment(
+            name, namespace, replicas=replicas, pod_spec=pod_spec, labels={"app": name, **guard}
+        ),
+        workloads.disruption_budget(f"{name}-pdb", namespace, min_available=replicas, labels=guard),
     ]
+    if may_allow_later:
+        nowhere = {**pod_spec, "nodeSelector": {"kubernetes.io/hostname": f"{name}-no-such-node"}}
+        standby = {"app": f"{name}-standby", **guard}
+        objects.append(
+            workloads.deployment(f"{name}-standby", namespace, replicas=1, pod_spec=nowhere, labels=standby)
+        )
+    return objects

@@ -28,6 +28,8 @@ from eventedpleg.models.nodeconfig import NodeConfigSpec
 from tests.unit.agentmodel import ModelAgent, ModelHost
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+NEVER = "default/db-0: PodDisruptionBudget default/db (maxUnavailable: 0) allows no eviction"
+
 # What the operator renders for the world's NodeConfig ("cluster"): the agents read it from these ConfigMaps.
 RENDERED = {
     r.hash: r
@@ -50,6 +52,7 @@ class SimNode:
     unschedulable: bool = False
     annotations: dict[str, str] = field(default_factory=dict)
     drain_blocked_until: datetime | None = None  # a PDB keeps pods here until then
+    drain_never_until: datetime | None = None  # a PDB that allows no eviction at all, until it is changed
     mirror_pods: tuple[str, ...] = ()  # static pods the kubelet runs from files
     agent_fails: bool = False  # the agent rolls back (kubelet would not start)
     agent_silent: bool = False  # no agent answers on this node
@@ -155,7 +158,16 @@ class World:
         """Pods a PDB keeps on the node are there to evict."""
         return node.drain_blocked_until is not None and self.now < node.drain_blocked_until
 
+    def _never(self, node: SimNode) -> str:
+        """What a PDB that allows no eviction says (core.rollout.budgets), while it is in place."""
+        if node.drain_never_until is not None and self.now < node.drain_never_until:
+            return NEVER
+        return ""
+
     def _drain(self, node: SimNode, request: AttemptDrain) -> DrainResult:
+        if self._never(node) and not request.force_delete:
+            refused = frozenset({Blocker.EVICTION_REFUSED, Blocker.NEVER_ALLOWED})
+            return DrainResult(False, "PDB blocks eviction", refused, never=self._never(node))
         if self._blocked(node) and not request.force_delete:
             return DrainResult(False, "PDB blocks eviction", frozenset({Blocker.EVICTION_REFUSED}))
         return DrainResult(True)
@@ -263,7 +275,9 @@ class _ModelAnswers:
         self.done += 1
 
     def survey_pods(self) -> PodSurvey:
-        return PodSurvey(self.node.mirror_pods, nothing_to_evict=not self.world._blocked(self.node))
+        never = self.world._never(self.node)
+        nothing = not (self.world._blocked(self.node) or never)
+        return PodSurvey(self.node.mirror_pods, nothing_to_evict=nothing, never=never)
 
     def find_mirror_pods(self) -> tuple[str, ...]:
         return self.node.mirror_pods

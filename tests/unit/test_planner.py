@@ -14,7 +14,7 @@ from eventedpleg.core.rollout import planner
 from eventedpleg.core.rollout.actions import Cordon, MarkFailed
 from eventedpleg.core.rollout.snapshot import NodeView, Peer, node_view
 from eventedpleg.models.nodeconfig import NodeCounts
-from tests.unit.rolloutworld import H_OFF, H_ON, T0, SimNode, World, fleet, spec
+from tests.unit.rolloutworld import H_OFF, H_ON, NEVER, T0, SimNode, World, fleet, spec
 
 
 def states(world: World) -> dict[str, str | None]:
@@ -206,6 +206,44 @@ def test_pdb_blocked_drain_waits_and_names_it() -> None:
     assert states(world)["node-001"] is None  # maxUnavailable 1: the blocked node holds the slot
     world.run()
     assert_converged_on(world, H_ON)
+
+
+@pytest.mark.parametrize(
+    ("on_blocked", "state", "last"), [("Skip", "Skipped", "Done"), ("Fail", "Failed", None)]
+)
+def test_a_drain_that_could_never_finish_never_cordons_its_node(
+    on_blocked: str, state: str, last: str | None
+) -> None:
+    nodes = fleet(3)
+    nodes["node-001"].drain_never_until = T0 + timedelta(days=1)
+    world = World(nodes, spec(drain={"onBlocked": on_blocked}))
+    for _ in range(200):
+        world.tick()
+        assert not nodes["node-001"].unschedulable
+    final = world.plan()
+    # Skip goes on; Fail counts against maxFailedNodes (0 by default): the rollout halts
+    assert states(world) == {"node-000": "Done", "node-001": state, "node-002": last}
+    assert final.summary.halted is (on_blocked == "Fail")
+    note = {n.name: n.reason for n in final.summary.attention}["node-001"]
+    assert note == f"not cordoned: the drain could never finish: {NEVER} (drain.onBlocked: {on_blocked})"
+
+
+def test_on_blocked_wait_holds_the_rollout_with_the_node_in_service_until_the_budget_changes() -> None:
+    nodes = fleet(3)
+    nodes["node-000"].drain_never_until = T0 + timedelta(minutes=10)
+    world = World(nodes, spec(drain={"onBlocked": "Wait"}))
+    for _ in range(20):
+        world.tick()
+        assert not nodes["node-000"].unschedulable
+    result = world.plan()
+    assert {n.name: n.reason for n in result.summary.attention}[
+        "node-000"
+    ] == f"waiting, not cordoned: {NEVER}"
+    assert states(world)["node-001"] is None  # the rollout waits (maxUnavailable 1, node order)
+    assert [e for e in world.events if e == ("node-000", "DrainBlocked")] == [("node-000", "DrainBlocked")]
+    world.run()  # the budget is changed at 10 min: the node is taken and the rollout completes
+    assert_converged_on(world, H_ON)
+    assert c.ANN_BLOCKED not in nodes["node-000"].annotations
 
 
 @pytest.mark.parametrize(("on_timeout", "state"), [("Fail", "Failed"), ("Skip", "Skipped")])

@@ -1,5 +1,5 @@
 """`eventedpleg status` (and the demo's live view): conditions, counts, and the nodes in our hands, with
-the measured before/after figures of Done nodes (issue 8, item 4)."""
+the measured before/after figures of Done nodes (issue 8, item 4); `eventedpleg preflight`'s drain column."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ import json
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.cli.report import benefit_text, status_view
+from eventedpleg.cli.report import benefit_text, preflight_rows, preflight_table, status_view
+from eventedpleg.core import compat
 from eventedpleg.core.node import benefit
+from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import node_view
+from eventedpleg.models.nodeconfig import DrainSpec, OnDrainBlocked
 
 HASH = "0123456789"
 
@@ -67,3 +70,41 @@ def test_status_shows_done_nodes_with_their_figures_and_failed_ones_with_their_r
     row = next(line for line in text.splitlines() if line.startswith("n1 "))
     assert "Done ✓" in row and "after: no relist in 30s, kubelet 25m" in row
     assert "stream FAIL" in next(line for line in text.splitlines() if line.startswith("n2 "))
+
+
+def test_preflight_names_the_drain_that_could_never_finish_and_counts_it_out() -> None:
+
+    def pod(name: str, node: str, **meta: Any) -> dict[str, Any]:
+        return {
+            "metadata": {"namespace": "shop", "name": name, "labels": {"app": "db"}, **meta},
+            "spec": {"nodeName": node},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+
+    owned = {"ownerReferences": [{"controller": True, "kind": "ReplicaSet", "name": "db-1"}]}
+    pods = [
+        pod("db-0", "a", **owned),
+        pod("scratch", "b"),
+        pod("etcd-c", "c", annotations={"kubernetes.io/config.mirror": "x"}),
+    ]
+    pdb = {
+        "metadata": {"namespace": "shop", "name": "db", "generation": 1},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}},
+        "status": {"observedGeneration": 1, "expectedPods": 1, "desiredHealthy": 1},
+    }
+    nodes = [node_view(_node(n, {})) for n in ("a", "b", "c", "d")]
+    policy, drain = compat.Policy(), DrainPolicy.of(DrainSpec())
+    rows = {row.node.name: row for row in preflight_rows(nodes, policy, pods, [pdb], drain)}
+    assert rows["a"].never.startswith("shop/db-0: PodDisruptionBudget shop/db (maxUnavailable: 0)")
+    # a pod without a controller: no PDB involved, and no drain option given that lets it go
+    assert rows["b"].never == "shop/scratch has no controller (it would not come back); set drain.force: true"
+    assert rows["c"].verdict.eligible(policy) is False  # static pods: skipped by the verdict already
+    assert (rows["d"].evict, rows["d"].never) == (0, "")
+    assert [n for n, row in rows.items() if row.taken(policy, drain)] == ["d"]
+    waits = DrainPolicy.of(DrainSpec(on_blocked=OnDrainBlocked.WAIT))
+    assert [n for n, row in rows.items() if row.taken(policy, waits)] == ["a", "b", "d"]
+    table = preflight_table(list(rows.values()), policy, drain, wide=True)
+    assert (
+        "2 of them with a drain that could never finish as things are: not cordoned, marked Skipped" in table
+    )
+    assert "nothing to evict" in table.splitlines()[4]

@@ -25,7 +25,7 @@ from eventedpleg.core.rollout.steppolicy import (
     SurveyPods,
     Write,
 )
-from eventedpleg.models.nodeconfig import DrainSpec, OnDrainTimeout
+from eventedpleg.models.nodeconfig import DrainSpec, OnDrainBlocked, OnDrainTimeout
 from tests.unit.rolloutworld import T0, World, fleet, spec
 
 
@@ -37,6 +37,7 @@ class Recorded:
     survey_mirror: tuple[str, ...]
     pods_to_evict: bool
     drain: DrainResult
+    never: str = ""
     requests: list[steppolicy.Request] = field(default_factory=list)
 
     def write(self, request: Write) -> None:
@@ -44,7 +45,7 @@ class Recorded:
 
     def survey_pods(self) -> PodSurvey:
         self.requests.append(SurveyPods())
-        return PodSurvey(self.survey_mirror, nothing_to_evict=not self.pods_to_evict)
+        return PodSurvey(self.survey_mirror, nothing_to_evict=not self.pods_to_evict, never=self.never)
 
     def find_mirror_pods(self) -> tuple[str, ...]:
         self.requests.append(FindMirrorPods())
@@ -66,15 +67,17 @@ def run(
     allow_force_delete: bool = True,
     pods_to_evict: bool = False,
     survey_mirror: tuple[str, ...] | None = None,
+    never: str = "",
 ) -> tuple[list[steppolicy.Request], StepEnd]:
     """Run a step to its end with the interpreter the executor uses, answering from the arguments
     (`pods_to_evict`: what a look at the pods before the cordon finds; `survey_mirror`: the static pods it
-    sees, when not `mirror`); returns its requests in order."""
+    sees, when not `mirror`; `never`: the blockers it finds that cannot clear by themselves); returns its
+    requests in order."""
     step = steppolicy.step(
         action, clock=lambda: T0, nodeconfig="cluster", allow_force_delete=allow_force_delete
     )
     seen = mirror if survey_mirror is None else survey_mirror
-    answers = Recorded(mirror, seen, pods_to_evict, drain or DrainResult(True))
+    answers = Recorded(mirror, seen, pods_to_evict, drain or DrainResult(True), never)
     end = steppolicy.run(step, answers)
     return answers.requests, end
 
@@ -406,3 +409,96 @@ def test_the_released_event_says_what_became_of_the_cordon() -> None:
     assert message(replace(base, uncordon=True)).endswith("; uncordoned")
     kept = message(replace(base, uncordon=True, was_unschedulable=True))
     assert kept.endswith("; still cordoned: it was before the rollout")
+
+
+# --- spec.drain.onBlocked: drains that could never finish -------------------------------------------------
+
+NEVER = "default/db-0: PodDisruptionBudget default/db (maxUnavailable: 0) needs 1 of its 1 pod(s) healthy"
+NEVER_RESULT = DrainResult(False, "evicting 1 pod(s)", frozenset({Blocker.NEVER_ALLOWED}), never=NEVER)
+
+
+@pytest.mark.parametrize(
+    ("policy", "state"), [(OnDrainBlocked.SKIP, "Skipped"), (OnDrainBlocked.FAIL, "Failed")]
+)
+def test_a_drain_that_could_never_finish_is_found_before_the_cordon(
+    policy: OnDrainBlocked, state: str
+) -> None:
+    requests, end = run(cordon(drain=replace(POLICY, on_blocked=policy)), pods_to_evict=True, never=NEVER)
+    assert [type(r) for r in requests] == [SurveyPods, Write, Emit]  # no cordon, no eviction
+    (write,) = writes(requests)
+    assert write.unschedulable is None and c.ANN_CORDONED_BY_US not in write.annotations
+    assert write.annotations[c.ANN_STATE] == state and write.annotations[c.ANN_DESIRED] == "h"
+    assert write.annotations[c.ANN_REASON] == (
+        f"not cordoned: the drain could never finish: {NEVER} (drain.onBlocked: {policy})"
+    )
+    assert events(requests) == [("Warning", "DrainBlocked")] and end == StepEnd(NodeState(state))
+
+
+def test_on_blocked_wait_leaves_the_node_in_service_and_says_so_once() -> None:
+    wait = replace(POLICY, on_blocked=OnDrainBlocked.WAIT)
+    requests, end = run(cordon(drain=wait), pods_to_evict=True, never=NEVER)
+    (write,) = writes(requests)
+    assert write.annotations == {c.ANN_OWNER: "cluster", c.ANN_BLOCKED: NEVER} and write.unschedulable is None
+    assert events(requests) == [("Warning", "DrainBlocked")] and end == StepEnd(drain_retry=True)
+    # looked at again with the same blocker: nothing written, no second Event, looked at again later
+    again, end = run(cordon(drain=wait, blocked=NEVER), pods_to_evict=True, never=NEVER)
+    assert again == [SurveyPods()] and end == StepEnd(drain_retry=True)
+    # the blocker is gone: the node is taken, and the cordon's own write clears the mark
+    taken, end = run(cordon(drain=wait, blocked=NEVER), pods_to_evict=True)
+    assert writes(taken)[0].unschedulable is True and writes(taken)[0].annotations[c.ANN_BLOCKED] is None
+    assert end.transition == "Applying"
+
+
+def test_a_blocker_found_after_the_cordon_gives_the_node_back_at_once_not_at_the_timeout() -> None:
+    # a pod bound between the look and the cordon
+    requests, end = run(cordon(), pods_to_evict=True, drain=NEVER_RESULT)
+    cordoned, back = writes(requests)
+    assert cordoned.unschedulable is True
+    assert back.unschedulable is False and back.annotations[c.ANN_CORDONED_BY_US] is None
+    assert back.annotations[c.ANN_STATE] == "Skipped" and end == StepEnd(NodeState.SKIPPED)
+    assert "given back: the drain could never finish" in str(back.annotations[c.ANN_REASON])
+    # a later attempt, long before the deadline (a budget tightened mid-drain)
+    requests, end = run(drain(deadline_reached=False), drain=NEVER_RESULT)
+    (back,) = writes(requests)
+    assert back.unschedulable is False and back.annotations[c.ANN_STATE] == "Skipped"
+    assert events(requests) == [("Warning", "DrainBlocked")]
+    # Wait: given back as if never taken, so that it is taken again once the blocker is gone
+    requests, end = run(drain(policy={"on_blocked": OnDrainBlocked.WAIT}), drain=NEVER_RESULT)
+    (back,) = writes(requests)
+    assert back.unschedulable is False and back.annotations[c.ANN_STATE] is None
+    assert back.annotations[c.ANN_BLOCKED] == NEVER and end == StepEnd(drain_retry=True)
+
+
+def test_a_refused_eviction_that_may_clear_by_itself_still_waits_for_the_timeout() -> None:
+    refused = DrainResult(False, "eviction refused", frozenset({Blocker.EVICTION_REFUSED}))
+    requests, end = run(drain(deadline_reached=False, reason="x"), drain=refused)
+    assert [w.annotations for w in writes(requests)] == [{c.ANN_REASON: "eviction refused"}]
+    assert end == StepEnd(drain_retry=True)
+
+
+def test_blockers_that_cannot_clear_by_themselves_are_named_as_never() -> None:
+    pod = {"metadata": {"namespace": "default", "name": "lonely"}, "status": {"phase": "Running"}}
+    selection = drainpods.select([pod], delete_empty_dir_data=True, force=False)
+    result = drainpods.result(selection)
+    assert result.never == "default/lonely has no controller (it would not come back); set drain.force: true"
+    refused = EvictionProblem(PodRef("default", "web-0"), Blocker.EVICTION_REFUSED, "Cannot evict pod")
+    web = {
+        **pod,
+        "metadata": {
+            "namespace": "default",
+            "name": "web-0",
+            "ownerReferences": [{"controller": True, "kind": "ReplicaSet"}],
+        },
+    }
+    selection = drainpods.select([web], delete_empty_dir_data=True, force=False)
+    assert drainpods.result(selection, [refused]).never == ""  # a PDB that may allow it later
+    assert drainpods.result(selection, [refused], [NEVER]).never == NEVER
+
+
+def test_with_force_delete_granted_no_drain_is_blocked_for_good() -> None:
+    forced = replace(POLICY, on_timeout=OnDrainTimeout.FORCE_DELETE)
+    requests, end = run(cordon(drain=forced), pods_to_evict=True, never=NEVER, drain=NEVER_RESULT)
+    assert writes(requests)[0].unschedulable is True and end == StepEnd(NodeState.DRAINING, drain_retry=True)
+    # not granted in this installation: the blocker stands, the node is never cordoned
+    requests, end = run(cordon(drain=forced), pods_to_evict=True, never=NEVER, allow_force_delete=False)
+    assert end == StepEnd(NodeState.SKIPPED) and writes(requests)[0].unschedulable is None

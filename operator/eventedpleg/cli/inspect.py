@@ -24,11 +24,13 @@ from eventedpleg.cli.failures import (
 )
 from eventedpleg.core import compat
 from eventedpleg.core.rollout import selector
+from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
+from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s import nodeconfigs, nodes
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.errors import NotFound, NotServed
-from eventedpleg.models.nodeconfig import NodeConfigSpec
+from eventedpleg.models.nodeconfig import DrainSpec, NodeConfigSpec
 
 kubeconfig_option = click.option(
     "--kubeconfig", envvar="KUBECONFIG", default=None, help="Default: $KUBECONFIG."
@@ -80,19 +82,20 @@ def preflight(
     with api_client(kubeconfig) as api:
         spec = _spec(api, name)
         all_nodes = _views(api)
-        static = nodes.nodes_with_static_pods(api)
+        pods, pdbs = nodes.all_pods(api), drainer.all_pdbs(api)
     policy = compat.Policy(include_control_plane, allow_risky)
     chosen = all_nodes
     if spec is not None:
         policy = compat.Policy(spec.include_control_plane, spec.allow_risky, spec.runtime.value)
         chosen = [n for n in all_nodes if selector.matches(spec.node_selector, n.labels)]
-    rows = views.preflight_rows(chosen, policy, static)
+    drain = DrainPolicy.of(spec.drain if spec is not None else DrainSpec())
+    rows = views.preflight_rows(chosen, policy, pods, pdbs, drain)
     click.echo(
         views.preflight_json(rows, policy)
         if output == "json"
-        else views.preflight_table(rows, policy, wide=output == "wide")
+        else views.preflight_table(rows, policy, drain, wide=output == "wide")
     )
-    eligible = sum(1 for _, v in rows if v.eligible(policy))
+    eligible = sum(1 for row in rows if row.taken(policy, drain))
     sys.exit(EXIT_OK if rows and eligible == len(rows) else EXIT_NONE if eligible == 0 else EXIT_PARTIAL)
 
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from eventedpleg.core import compat
+from eventedpleg.core.rollout import budgets, drainpods
+from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import NodeView
+from eventedpleg.models.nodeconfig import OnDrainBlocked
 
 MAX_REASON = 90
 
@@ -34,61 +38,109 @@ def writes(verdict: compat.Verdict) -> str:
     return " + ".join(parts)
 
 
+@dataclass(frozen=True)
+class PreflightRow:
+    node: NodeView
+    verdict: compat.Verdict
+    evict: int  # pods its drain would evict
+    never: str  # what would keep its drain from ever finishing (drainpods.never), "" when nothing
+
+    def taken(self, policy: compat.Policy, drain: DrainPolicy) -> bool:
+        """The rollout would take this node (Wait takes it once the blocker is gone)."""
+        return self.verdict.eligible(policy) and (not self.never or drain.on_blocked is OnDrainBlocked.WAIT)
+
+
 def preflight_rows(
-    nodes: Sequence[NodeView], policy: compat.Policy, static_pod_nodes: set[str]
-) -> list[tuple[NodeView, compat.Verdict]]:
+    nodes: Sequence[NodeView],
+    policy: compat.Policy,
+    pods: Sequence[Mapping[str, Any]],
+    pdbs: Sequence[Mapping[str, Any]],
+    drain: DrainPolicy,
+) -> list[PreflightRow]:
+    """Each node's verdict, and what its drain would meet now (the checks the operator makes before the
+    cordon: static pods, PodDisruptionBudgets that allow no eviction, pods no drain option lets go)."""
+    on_node: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        on_node.setdefault(str((pod.get("spec") or {}).get("nodeName", "")), []).append(pod)
     out = []
     for node in sorted(nodes, key=lambda n: (n.zone, n.name)):
+        mine = on_node.get(node.name, [])
+        selection = drainpods.select(
+            mine, delete_empty_dir_data=drain.delete_empty_dir_data, force=drain.force
+        )
         facts = node.facts
-        if node.name in static_pod_nodes:
+        if selection.mirror_pods:
             facts = compat.NodeFacts(**{**facts.__dict__, "has_mirror_pods": True})
-        out.append((node, compat.verdict(facts, policy)))
+        verdict = compat.verdict(facts, policy)
+        never = [str(n) for n in budgets.never_allowed(mine, selection.evict, pdbs)]
+        out.append(PreflightRow(node, verdict, len(selection.evict), drainpods.never(selection, never)))
     return out
 
 
+def _drain_text(row: PreflightRow) -> str:
+    return "never finishes" if row.never else f"{row.evict} pod(s)" if row.evict else "nothing to evict"
+
+
 def preflight_table(
-    rows: Sequence[tuple[NodeView, compat.Verdict]], policy: compat.Policy, *, wide: bool
+    rows: Sequence[PreflightRow], policy: compat.Policy, drain: DrainPolicy, *, wide: bool
 ) -> str:
     def verdict_text(v: compat.Verdict) -> str:
         return f"{v.level}" + (" (eligible)" if v.level is compat.Level.RISKY and v.eligible(policy) else "")
 
-    headers = ["NODE", "KUBELET", "RUNTIME", "VERDICT", "WRITES", "REASON"]
+    def reason(row: PreflightRow) -> str:
+        text = f"{row.verdict.summary}; drain: {row.never}" if row.never else row.verdict.summary
+        return text if wide else short(text)
+
+    headers = ["NODE", "KUBELET", "RUNTIME", "VERDICT", "WRITES", "DRAIN", "REASON"]
     body = [
         (
-            n.name,
-            n.facts.kubelet_version or "?",
-            n.facts.runtime_version or "?",
-            verdict_text(v),
-            writes(v),
-            v.summary if wide else short(v.summary),
+            row.node.name,
+            row.node.facts.kubelet_version or "?",
+            row.node.facts.runtime_version or "?",
+            verdict_text(row.verdict),
+            writes(row.verdict),
+            _drain_text(row) if row.verdict.eligible(policy) else "-",
+            reason(row),
         )
-        for n, v in rows
+        for row in rows
     ]
-    eligible = sum(1 for _, v in rows if v.eligible(policy))
+    eligible = sum(1 for row in rows if row.verdict.eligible(policy))
     footer = f"\n{eligible} of {len(rows)} node(s) eligible"
-    if any(v.level is compat.Level.RISKY and not v.eligible(policy) for _, v in rows):
+    if any(row.verdict.level is compat.Level.RISKY and not row.verdict.eligible(policy) for row in rows):
         footer += " (Risky nodes need spec.allowRisky: true)"
+    blocked = sum(1 for row in rows if row.never and row.verdict.eligible(policy))
+    if blocked:
+        then = {
+            OnDrainBlocked.SKIP: "not cordoned, marked Skipped",
+            OnDrainBlocked.WAIT: "left in service; the rollout waits for them",
+            OnDrainBlocked.FAIL: "not cordoned, marked Failed",
+        }[drain.on_blocked]
+        footer += (
+            f"\n{blocked} of them with a drain that could never finish as things are: {then} "
+            f"(drain.onBlocked: {drain.on_blocked})"
+        )
     return table(headers, body) + footer
 
 
-def preflight_json(rows: Sequence[tuple[NodeView, compat.Verdict]], policy: compat.Policy) -> str:
+def preflight_json(rows: Sequence[PreflightRow], policy: compat.Policy) -> str:
     return json.dumps(
         [
             {
-                "node": n.name,
-                "kubeletVersion": n.facts.kubelet_version,
-                "containerRuntimeVersion": n.facts.runtime_version,
-                "verdict": str(v.level),
-                "eligible": v.eligible(policy),
-                "reasons": list(v.reasons),
-                "notes": list(v.notes),
+                "node": row.node.name,
+                "kubeletVersion": row.node.facts.kubelet_version,
+                "containerRuntimeVersion": row.node.facts.runtime_version,
+                "verdict": str(row.verdict.level),
+                "eligible": row.verdict.eligible(policy),
+                "reasons": list(row.verdict.reasons),
+                "notes": list(row.verdict.notes),
                 "writes": {
-                    "kubeletDropIn": bool(v.targets and v.targets.kubelet_dropin),
-                    "crioDropIn": bool(v.targets and v.targets.crio_dropin),
-                    "note": v.targets.runtime_note if v.targets else "",
+                    "kubeletDropIn": bool(row.verdict.targets and row.verdict.targets.kubelet_dropin),
+                    "crioDropIn": bool(row.verdict.targets and row.verdict.targets.crio_dropin),
+                    "note": row.verdict.targets.runtime_note if row.verdict.targets else "",
                 },
+                "drain": {"evict": row.evict, "neverFinishes": row.never},
             }
-            for n, v in rows
+            for row in rows
         ],
         indent=2,
     )

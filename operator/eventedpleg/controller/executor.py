@@ -179,7 +179,8 @@ class _ApiAnswers:
         selection = drainpods.select(
             pods, delete_empty_dir_data=policy.delete_empty_dir_data, force=policy.force
         )
-        return PodSurvey(drainer.mirror_pods_in(pods), nothing_to_evict=selection.done)
+        never = drainpods.never(selection, drainer.never_allowed(self.api, pods, selection.evict))
+        return PodSurvey(drainer.mirror_pods_in(pods), nothing_to_evict=selection.done, never=never)
 
     def find_mirror_pods(self) -> tuple[str, ...]:
         self.pods = drainer.node_pods(self.api, self.node)

@@ -88,7 +88,8 @@ class StepRunner:
             outcome = StepResult(action, applied=False, error="internal error")
         self.metrics.steps.labels(type(action).__name__).observe(time.monotonic() - started)
         if isinstance(action, Cordon):
-            self.nodes.settle(action.node, outcome.node_body, None if outcome.applied else before)
+            # Nothing written (a failure, or a node left in service: onBlocked Wait): the old view back.
+            self.nodes.settle(action.node, outcome.node_body, before if outcome.node_body is None else None)
         elif outcome.node_body is not None:
             self.nodes.observe("MODIFIED", outcome.node_body)
         if outcome.error == "conflict":

@@ -7,11 +7,12 @@ and reports. The rollout calls it again on the next pass (kubectl retries every 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from kubernetes import client
 
-from eventedpleg.core.rollout import drainpods
+from eventedpleg.core.rollout import budgets, drainpods
 from eventedpleg.core.rollout.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.k8s.client import get_json
@@ -21,6 +22,29 @@ from eventedpleg.k8s.errors import ApiError, NotFound, TooManyRequests, translat
 @translated
 def node_pods(api: client.ApiClient, node: str) -> list[dict[str, Any]]:
     return list(get_json(api, "/api/v1/pods", {"fieldSelector": f"spec.nodeName={node}"})["items"])
+
+
+@translated
+def pdbs_in(api: client.ApiClient, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    """The PodDisruptionBudgets of these namespaces (one LIST each: drained pods are in few of them)."""
+    found: list[dict[str, Any]] = []
+    for namespace in namespaces:
+        path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+        found.extend(get_json(api, path)["items"])
+    return found
+
+
+@translated
+def all_pdbs(api: client.ApiClient) -> list[dict[str, Any]]:
+    """Every PodDisruptionBudget of the cluster, for preflight."""
+    return list(get_json(api, "/apis/policy/v1/poddisruptionbudgets")["items"])
+
+
+def never_allowed(api: client.ApiClient, pods: list[dict[str, Any]], evict: Sequence[PodRef]) -> list[str]:
+    """Which of `evict` no PodDisruptionBudget can let go as things are (core.rollout.budgets)."""
+    if not evict:
+        return []
+    return [str(n) for n in budgets.never_allowed(pods, evict, pdbs_in(api, budgets.namespaces(evict)))]
 
 
 @translated
@@ -73,4 +97,5 @@ def attempt(
             problems.append(EvictionProblem(ref, Blocker.EVICTION_REFUSED, exc.message))
         except ApiError as exc:
             problems.append(EvictionProblem(ref, Blocker.EVICTION_FAILED, str(exc)))
-    return drainpods.result(selection, problems)
+    refused = [p.pod for p in problems if p.kind is Blocker.EVICTION_REFUSED]
+    return drainpods.result(selection, problems, never_allowed(api, pods, refused))

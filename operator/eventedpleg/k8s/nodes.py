@@ -63,14 +63,9 @@ def list_nodes(api: client.ApiClient, label_selector: str | None = None) -> list
 
 
 @translated
-def nodes_with_static_pods(api: client.ApiClient) -> set[str]:
-    """Names of nodes that run mirror pods (static pods: kubernetes.io/config.mirror), for preflight."""
-    pods = get_json(api, "/api/v1/pods")["items"]
-    return {
-        str(pod["spec"].get("nodeName"))
-        for pod in pods
-        if "kubernetes.io/config.mirror" in ((pod.get("metadata") or {}).get("annotations") or {})
-    }
+def all_pods(api: client.ApiClient) -> list[dict[str, Any]]:
+    """Every pod of the cluster, for preflight (static pods, what each node's drain would meet)."""
+    return list(get_json(api, "/api/v1/pods")["items"])
 
 
 @translated

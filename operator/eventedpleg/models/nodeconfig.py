@@ -73,6 +73,12 @@ class OnDrainTimeout(StrEnum):
     FORCE_DELETE = "ForceDelete"  # delete the remaining pods, bypassing PodDisruptionBudgets
 
 
+class OnDrainBlocked(StrEnum):
+    SKIP = "Skip"  # never cordon the node (give it back at once if cordoned), mark it Skipped, go on
+    WAIT = "Wait"  # leave the node in service and take it when the blocker is gone; the rollout waits
+    FAIL = "Fail"  # as Skip, but mark the node Failed (counts against maxFailedNodes)
+
+
 class OnDelete(StrEnum):
     REVERT = "Revert"
     KEEP = "Keep"
@@ -297,6 +303,19 @@ class DrainSpec(_Model):
             "(only with the chart value `drain.allowForceDelete: true`, else the node is Failed saying so)."
         ),
     ] = OnDrainTimeout.FAIL
+    on_blocked: Annotated[
+        OnDrainBlocked,
+        Field(
+            description="A drain that can never finish as things are: a PodDisruptionBudget that allows no "
+            "eviction even with all its pods healthy (`maxUnavailable: 0`, `minAvailable` equal to the "
+            "replicas), a pod matched by two PDBs, a pod without a controller and no `force`, emptyDir "
+            "data without `deleteEmptyDirData`. Checked before the cordon, and again whenever an eviction "
+            "is refused. `Skip` never cordons the node (gives it back at once if the blocker appears "
+            "after the cordon) and marks it Skipped; `Wait` leaves the node in service and takes it once "
+            "the blocker is gone, holding the rollout; `Fail` is `Skip` marking the node Failed. Not used "
+            "with `onTimeout: ForceDelete` where it is granted: such a drain finishes at its timeout."
+        ),
+    ] = OnDrainBlocked.SKIP
     retries: Annotated[
         int,
         Field(

@@ -30,6 +30,7 @@ class Cordon:
     # Autoscaler keys the user set before (valid, like was_unschedulable, by the rv precondition): our
     # cordon adds the others (constants.AUTOSCALER_ANNOTATIONS) and lists them in ANN_AUTOSCALER_HOLD.
     autoscaler_user: frozenset[str] = frozenset()
+    blocked: str = ""  # what the node says now (onBlocked: Wait); the Event is only sent when it changes
 
 
 @dataclass(frozen=True)

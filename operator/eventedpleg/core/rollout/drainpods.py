@@ -34,10 +34,16 @@ class Blocker(StrEnum):
     NO_CONTROLLER = "has no controller (it would not come back); set drain.force: true"
     EVICTION_REFUSED = "eviction refused"  # HTTP 429: a PodDisruptionBudget says not now
     EVICTION_FAILED = "eviction failed"  # any other API error: try again on the next pass
+    NEVER_ALLOWED = "eviction can never be allowed as things are"  # core.rollout.budgets names the PDB
 
 
 # Blockers a person has to look at (a PDB that never allows, a spec option): they get a Warning Event.
-NEEDS_ATTENTION = frozenset({Blocker.EMPTY_DIR, Blocker.NO_CONTROLLER, Blocker.EVICTION_REFUSED})
+NEEDS_ATTENTION = frozenset(
+    {Blocker.EMPTY_DIR, Blocker.NO_CONTROLLER, Blocker.EVICTION_REFUSED, Blocker.NEVER_ALLOWED}
+)
+# Blockers that cannot clear by themselves: waiting for the drain timeout gains nothing
+# (spec.drain.onBlocked).
+PERMANENT = frozenset({Blocker.EMPTY_DIR, Blocker.NO_CONTROLLER, Blocker.NEVER_ALLOWED})
 
 
 @dataclass(frozen=True)
@@ -126,10 +132,26 @@ class DrainResult:
     done: bool  # nothing left that must go: the node may be handed to the agent
     waiting: str = ""  # why not done, naming the pods and PDBs, for people (empty when done)
     blockers: frozenset[Blocker] = frozenset()  # the kinds of what keeps pods on the node
+    never: str = ""  # what keeps pods on the node and cannot clear by itself, for people ("" when nothing)
 
 
-def result(selection: DrainSelection, problems: Sequence[EvictionProblem] = ()) -> DrainResult:
-    """The outcome of one attempt: `selection` as listed, `problems` from the evictions requested."""
+def _listed(texts: Sequence[str]) -> list[str]:
+    """The first MAX_REASONS texts, and how many more."""
+    more = [f"and {len(texts) - MAX_REASONS} more"] if len(texts) > MAX_REASONS else []
+    return list(texts[:MAX_REASONS]) + more
+
+
+def never(selection: DrainSelection, never_allowed: Sequence[str] = ()) -> str:
+    """What keeps pods on the node for good (`never_allowed`: core.rollout.budgets' findings), or ""."""
+    texts = [f"{ref} {kind}" for ref, kind in selection.blocked if kind in PERMANENT]
+    return "; ".join(_listed(texts + list(never_allowed)))
+
+
+def result(
+    selection: DrainSelection, problems: Sequence[EvictionProblem] = (), never_allowed: Sequence[str] = ()
+) -> DrainResult:
+    """The outcome of one attempt: `selection` as listed, `problems` from the evictions requested,
+    `never_allowed`: refused evictions no PDB can allow as things are (core.rollout.budgets)."""
     if selection.done:
         return DrainResult(done=True)
     texts = [f"{ref} {kind}" for ref, kind in selection.blocked] + [str(p) for p in problems]
@@ -138,8 +160,12 @@ def result(selection: DrainSelection, problems: Sequence[EvictionProblem] = ()) 
         parts.append(f"evicting {len(selection.evict)} pod(s)")
     if selection.terminating:
         parts.append(f"waiting for {len(selection.terminating)} terminating pod(s)")
-    parts.extend(texts[:MAX_REASONS])
-    if len(texts) > MAX_REASONS:
-        parts.append(f"and {len(texts) - MAX_REASONS} more")
-    kinds = frozenset([kind for _, kind in selection.blocked] + [p.kind for p in problems])
-    return DrainResult(done=False, waiting="; ".join(parts), blockers=kinds)
+    parts.extend(_listed(texts))
+    kinds = frozenset(
+        [kind for _, kind in selection.blocked]
+        + [p.kind for p in problems]
+        + ([Blocker.NEVER_ALLOWED] if never_allowed else [])
+    )
+    return DrainResult(
+        done=False, waiting="; ".join(parts), blockers=kinds, never=never(selection, never_allowed)
+    )

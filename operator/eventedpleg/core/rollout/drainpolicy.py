@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 
-from eventedpleg.models.nodeconfig import DrainSpec, OnDrainTimeout
+from eventedpleg.models.nodeconfig import DrainSpec, OnDrainBlocked, OnDrainTimeout
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,7 @@ class DrainPolicy:
 
     timeout_seconds: int  # 0: wait forever (kubectl)
     on_timeout: OnDrainTimeout
+    on_blocked: OnDrainBlocked  # a drain that can never finish as things are
     retries: int  # onTimeout: Fail gives the node back; it is taken again this many times
     retry_backoff_seconds: int  # before the first retry; doubled for each next one
     grace_period_seconds: int  # -1: the pod's own
@@ -29,6 +30,7 @@ class DrainPolicy:
         return DrainPolicy(
             timeout_seconds=spec.timeout_seconds,
             on_timeout=spec.on_timeout,
+            on_blocked=spec.on_blocked,
             retries=spec.retries,
             retry_backoff_seconds=spec.retry_backoff_seconds,
             grace_period_seconds=spec.grace_period_seconds,

@@ -45,6 +45,7 @@ class NodeMarks:
     benefit: str = ""
     autoscaler_hold: tuple[str, ...] = ()  # the autoscaler keys our cordon added (only known keys)
     drain_timeouts: int = 0  # drains of this node that timed out in a row
+    blocked: str = ""  # why the node is left in service (spec.drain.onBlocked: Wait)
 
     @classmethod
     def parse(cls, annotations: Mapping[str, str]) -> NodeMarks:
@@ -64,6 +65,7 @@ class NodeMarks:
             benefit=annotations.get(c.ANN_BENEFIT, ""),
             autoscaler_hold=_hold_keys(annotations.get(c.ANN_AUTOSCALER_HOLD, "")),
             drain_timeouts=_count(annotations.get(c.ANN_DRAIN_TIMEOUTS, "")),
+            blocked=annotations.get(c.ANN_BLOCKED, ""),
         )
 
 

@@ -31,7 +31,8 @@ from eventedpleg.core.rollout.actions import (
     Uncordon,
 )
 from eventedpleg.core.rollout.drainpods import NEEDS_ATTENTION, DrainResult
-from eventedpleg.models.nodeconfig import OnDrainTimeout
+from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.models.nodeconfig import OnDrainBlocked, OnDrainTimeout
 
 MAX_NAMED_STATIC_PODS = 3
 
@@ -53,6 +54,7 @@ class SurveyPods:
 class PodSurvey:
     mirror_pods: tuple[str, ...]  # static (mirror) pods as "namespace/name"
     nothing_to_evict: bool  # a drain with the step's options would be done at once
+    never: str = ""  # what would keep the drain from ever finishing as things are (drainpods.never)
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ def step(action: Action, *, clock: Clock, nodeconfig: str, allow_force_delete: b
     `allow_force_delete`: this installation grants `pods delete` (chart value drain.allowForceDelete)."""
     match action:
         case Cordon():
-            return _cordon(action, clock)
+            return _cordon(action, clock, allow_force_delete)
         case Drain():
             return _drain(action, clock, allow_force_delete)
         case Uncordon():
@@ -219,6 +221,37 @@ def _static_pod_skip(
     return StepEnd(NodeState.SKIPPED)
 
 
+def _blocked(
+    policy: OnDrainBlocked,
+    never: str,
+    clock: Clock,
+    *,
+    node_hash: str,
+    marks: Marks,
+    taken: bool,
+    unschedulable: bool | None,
+    was_blocked: str = "",
+) -> Generator[Request, Answer, StepEnd]:
+    """A drain that can never finish as things are (spec.drain.onBlocked): the node is not taken, or, if
+    `taken`, given back at once with `marks` (our cordon off) -- never held until the drain timeout for
+    nothing. Before the cordon `marks` only claim the node (owner)."""
+    given = "given back" if taken else "not cordoned"
+    if policy is OnDrainBlocked.WAIT:  # in service, as if never taken: taken once the blocker is gone
+        if taken or never != was_blocked:  # the Event once per blocker, not once per look
+            gone: Marks = {c.ANN_STATE: None, c.ANN_STATE_SINCE: None, c.ANN_REASON: None} if taken else {}
+            yield Write({**marks, **gone, c.ANN_BLOCKED: never}, unschedulable)
+            yield Emit("Warning", "DrainBlocked", f"{given}, waiting (drain.onBlocked: Wait): {never}")
+        return StepEnd(drain_retry=True)
+    state = NodeState.SKIPPED if policy is OnDrainBlocked.SKIP else NodeState.FAILED
+    reason = f"{given}: the drain could never finish: {never} (drain.onBlocked: {policy})"
+    yield Write(
+        {**marks, c.ANN_DESIRED: node_hash, c.ANN_BLOCKED: None, **_state(state, reason, clock)},
+        unschedulable,
+    )
+    yield Emit("Warning", "DrainBlocked", reason)
+    return StepEnd(state)
+
+
 def _apply_request(node_hash: str, options: str, clock: Clock) -> Marks:
     """The marks that ask the agent to apply `node_hash`."""
     return {
@@ -241,7 +274,9 @@ def _cordon_marks(action: Cordon, clock: Clock) -> Marks:
     """The marks of taking the node: ours, whether it was cordoned before, cordoned by us, the autoscaler
     keys our cordon adds (`_hold`), Draining."""
     _, hold_marks = _hold(action.autoscaler_user)
+    blocked: Marks = {c.ANN_BLOCKED: None} if action.blocked else {}  # no longer waiting
     return {
+        **blocked,
         c.ANN_OWNER: action.owner,
         c.ANN_WAS_UNSCHEDULABLE: str(action.was_unschedulable).lower(),
         c.ANN_CORDONED_BY_US: "true",
@@ -250,7 +285,13 @@ def _cordon_marks(action: Cordon, clock: Clock) -> Marks:
     }
 
 
-def _cordon(action: Cordon, clock: Clock) -> Step:
+def _forced_at_timeout(policy: DrainPolicy, allow_force_delete: bool) -> bool:
+    """onTimeout: ForceDelete, granted: every drain finishes at its timeout (deletes bypass PDBs and the
+    drain options), so none is blocked for good."""
+    return policy.on_timeout is OnDrainTimeout.FORCE_DELETE and allow_force_delete
+
+
+def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     """Take the node in kubectl drain's order (cordon, list, evict), then the first drain attempt.
 
     The pods are looked at once before the cordon too, so the common case costs one write: a node with
@@ -264,6 +305,20 @@ def _cordon(action: Cordon, clock: Clock) -> Step:
         return (
             yield from _static_pod_skip(
                 action.hash, survey.mirror_pods, clock, marks=ours, unschedulable=None
+            )
+        )
+    forced = _forced_at_timeout(action.drain, allow_force_delete)
+    if survey.never and not forced:
+        return (
+            yield from _blocked(
+                action.drain.on_blocked,
+                survey.never,
+                clock,
+                node_hash=action.hash,
+                marks={c.ANN_OWNER: action.owner},
+                taken=False,
+                unschedulable=None,
+                was_blocked=action.blocked,
             )
         )
     if survey.nothing_to_evict:
@@ -287,6 +342,20 @@ def _cordon(action: Cordon, clock: Clock) -> Step:
     result = _drain_result((yield AttemptDrain()))
     if result.done:
         return (yield from _request_apply(action.hash, action.agent_options, "cordoned and drained", clock))
+    if (
+        result.never and not forced
+    ):  # found only after the cordon (a pod bound since the survey): give it back now
+        return (
+            yield from _blocked(
+                action.drain.on_blocked,
+                result.never,
+                clock,
+                node_hash=action.hash,
+                marks=_give_back(_hold(action.autoscaler_user)[0]),
+                taken=True,
+                unschedulable=action.was_unschedulable,
+            )
+        )
     yield Write({c.ANN_REASON: result.waiting})
     yield Emit("Normal", "Draining", f"cordoned; {result.waiting} (PodDisruptionBudgets respected)")
     return StepEnd(NodeState.DRAINING, drain_retry=True)
@@ -309,6 +378,20 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
     result = _drain_result((yield AttemptDrain(force_delete=force)))
     if result.done:
         return (yield from _request_apply(action.hash, action.agent_options, "drained", clock))
+    if result.never and not _forced_at_timeout(
+        policy, allow_force_delete
+    ):  # the timeout gains nothing: give the node back now
+        return (
+            yield from _blocked(
+                policy.on_blocked,
+                result.never,
+                clock,
+                node_hash=action.hash,
+                marks=_give_back(action.autoscaler_hold),
+                taken=True,
+                unschedulable=action.was_unschedulable,
+            )
+        )
     if action.deadline_reached and not force:
         state = NodeState.SKIPPED if policy.on_timeout is OnDrainTimeout.SKIP else NodeState.FAILED
         reason = f"drain did not finish within {policy.timeout_seconds}s: {result.waiting}"

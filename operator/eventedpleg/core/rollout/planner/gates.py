@@ -136,6 +136,7 @@ class _Start:
         total = tally.total
         budget = max_unavailable(spec.rollout.max_unavailable, total) - tally.unavailable
         started = 0
+        blocked: list[str] = []  # started, but only to look again at a drain that could never finish
         for node, want in candidates.starting_order(room, budget):
             if not node.ready:
                 marks = node.marks
@@ -161,11 +162,25 @@ class _Start:
                     agent_options=target.agent_options,
                     drain=target.drain,
                     autoscaler_user=node.autoscaler_user,
+                    blocked=node.marks.blocked,
                 )
             )
+            if node.marks.blocked:  # onBlocked: Wait; the Cordon step looks again
+                blocked.append(f"{node.name}: {node.marks.blocked}")
+                self.notes.append(
+                    NodeNote(
+                        node.name,
+                        NodeState.PENDING,
+                        f"waiting, not cordoned: {node.marks.blocked}",
+                        node.marks.since,
+                        node.marks.evidence,
+                    )
+                )
             started += 1
             budget -= 0 if free else 1
         if started:
+            if blocked:
+                return "waiting, not cordoned (drain.onBlocked: Wait): " + "; ".join(blocked), ()
             return "", ()
         if room == 0:
             return "canary: waiting for the canary node(s) in progress to finish", ()

@@ -75,6 +75,7 @@ def test_defaults_follow_the_design() -> None:
         "deleteEmptyDirData": True,
         "force": False,
         "onTimeout": "Fail",
+        "blockingPodSelector": {"matchLabels": {}, "matchExpressions": []},  # empty: off
         "onBlocked": "Skip",  # a drain that could never finish: the node is never cordoned
         "retries": 2,  # a drain blocked by a PDB is taken again, after 300 s then 600 s
         "retryBackoffSeconds": 300,

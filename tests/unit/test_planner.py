@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import random
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -672,3 +673,34 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
         if tick == 100:
             world.deleting = True
         world.tick(seconds=rng.choice([1, 1, 1, 7, 60]), drop=rng)
+
+
+def test_post_node_delay_spaces_each_start_after_the_last_node_done() -> None:
+    nodes = fleet(3)
+    world = World(nodes, spec(rollout={"canary": {"nodes": 0}, "postNodeDelaySeconds": 300}))
+    taken: dict[str, datetime] = {}
+    for _ in range(2000):
+        result = world.tick(5)
+        for name, node in nodes.items():
+            if node.unschedulable and name not in taken:
+                taken[name] = world.now
+        if result.summary.complete:
+            break
+    assert_converged_on(world, H_ON)
+    done = {n: datetime.fromisoformat(node.annotations[c.ANN_STATE_SINCE]) for n, node in nodes.items()}
+    order = sorted(taken, key=taken.__getitem__)
+    assert order == ["node-000", "node-001", "node-002"]
+    for before, after in itertools.pairwise(order):
+        assert taken[after] - done[before] >= timedelta(seconds=300)
+        assert taken[after] - done[before] < timedelta(seconds=330)  # and not much later
+
+
+def test_post_node_delay_is_said_in_status() -> None:
+    nodes = fleet(2)
+    world = World(nodes, spec(rollout={"canary": {"nodes": 0}, "postNodeDelaySeconds": 600}))
+    while states(world)["node-000"] != "Done":
+        world.tick()
+    result = world.plan()
+    assert not result.actions or all(a.node == "node-000" for a in result.actions)
+    assert "rollout.postNodeDelaySeconds: 600" in result.summary.waiting
+    assert result.summary.next_wake is not None

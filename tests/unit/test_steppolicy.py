@@ -25,7 +25,7 @@ from eventedpleg.core.rollout.steppolicy import (
     SurveyPods,
     Write,
 )
-from eventedpleg.models.nodeconfig import DrainSpec, OnDrainBlocked, OnDrainTimeout
+from eventedpleg.models.nodeconfig import DrainSpec, LabelSelector, OnDrainBlocked, OnDrainTimeout
 from tests.unit.rolloutworld import T0, World, fleet, spec
 
 
@@ -502,3 +502,49 @@ def test_with_force_delete_granted_no_drain_is_blocked_for_good() -> None:
     # not granted in this installation: the blocker stands, the node is never cordoned
     requests, end = run(cordon(drain=forced), pods_to_evict=True, never=NEVER, allow_force_delete=False)
     assert end == StepEnd(NodeState.SKIPPED) and writes(requests)[0].unschedulable is None
+
+
+def test_a_node_held_by_a_blocking_pod_or_another_owner_is_not_taken_and_said_once() -> None:
+    @dataclass
+    class Holding(Recorded):
+        holding: str = ""
+
+        def survey_pods(self) -> PodSurvey:
+            self.requests.append(SurveyPods())
+            return PodSurvey((), nothing_to_evict=True, holding=self.holding)
+
+    text = "NodeMaintenance nm-1 (another maintenance owner) holds the node"
+    for was, expected in (("", [SurveyPods, Write, Emit]), (text, [SurveyPods])):
+        answers = Holding((), (), False, DrainResult(True), holding=text)
+        end = steppolicy.run(steppolicy.step(cordon(blocked=was), clock=lambda: T0, nodeconfig="c"), answers)
+        assert [type(r) for r in answers.requests] == expected and end == StepEnd(drain_retry=True)
+    answers = Holding((), (), False, DrainResult(True), holding=text)
+    steppolicy.run(steppolicy.step(cordon(), clock=lambda: T0, nodeconfig="c"), answers)
+    (write,) = writes(answers.requests)
+    assert write.unschedulable is None and write.annotations == {c.ANN_OWNER: "cluster", c.ANN_BLOCKED: text}
+
+
+def test_a_node_uncordoned_by_someone_else_mid_drain_is_never_handed_to_the_agent() -> None:
+    requests, end = run(drain(cordoned=False), drain=DrainResult(True))
+    (write,) = writes(requests)
+    assert AttemptDrain() not in requests and c.ANN_AGENT_OPTIONS not in write.annotations
+    assert write.unschedulable is None  # their uncordon stands
+    assert write.annotations[c.ANN_CORDONED_BY_US] is None and write.annotations[c.ANN_STATE] == "Failed"
+    assert events(requests) == [("Warning", "UncordonedByOthers")] and end == StepEnd(NodeState.FAILED)
+
+
+def test_holding_names_running_blocking_pods_and_other_maintenance_owners() -> None:
+    def pod(name: str, phase: str, **labels: str) -> dict[str, Any]:
+        return {"metadata": {"namespace": "ops", "name": name, "labels": labels}, "status": {"phase": phase}}
+
+    pods = [
+        pod("backup-1", "Running", job="backup"),
+        pod("backup-0", "Succeeded", job="backup"),
+        pod("web", "Running"),
+    ]
+    selector = LabelSelector(match_labels={"job": "backup"})
+    assert drainpods.holding(pods, selector) == "runs ops/backup-1, which matches drain.blockingPodSelector"
+    assert drainpods.holding(pods, LabelSelector()) == ""  # empty selector: the gate is off
+    assert drainpods.holding([], LabelSelector(), ["NodeMaintenance nm"]) == (
+        "NodeMaintenance nm (another maintenance owner) holds the node"
+    )

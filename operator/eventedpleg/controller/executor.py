@@ -180,7 +180,10 @@ class _ApiAnswers:
             pods, delete_empty_dir_data=policy.delete_empty_dir_data, force=policy.force
         )
         never = drainpods.never(selection, drainer.never_allowed(self.api, pods, selection.evict))
-        return PodSurvey(drainer.mirror_pods_in(pods), nothing_to_evict=selection.done, never=never)
+        holding = drainpods.holding(pods, policy.blocking_pods, drainer.maintenance_of(self.api, self.node))
+        return PodSurvey(
+            drainer.mirror_pods_in(pods), nothing_to_evict=selection.done, never=never, holding=holding
+        )
 
     def find_mirror_pods(self) -> tuple[str, ...]:
         self.pods = drainer.node_pods(self.api, self.node)

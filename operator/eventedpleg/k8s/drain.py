@@ -34,6 +34,30 @@ def pdbs_in(api: client.ApiClient, namespaces: Sequence[str]) -> list[dict[str, 
     return found
 
 
+# medik8s NodeMaintenance (https://github.com/medik8s/node-maintenance-operator, api/v1beta1): one
+# cluster-scoped object per node under maintenance, spec.nodeName; the shared convention for "this node
+# is being maintained by someone". Not installed: nobody holds a node that way.
+NODE_MAINTENANCES = "/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances"
+
+
+def maintenance_of(api: client.ApiClient, node: str) -> list[str]:
+    """The NodeMaintenance objects that hold `node`, as "NodeMaintenance NAME"."""
+    try:
+        items = _list(api, NODE_MAINTENANCES)
+    except NotFound:  # the CRD is not installed (the API server answers 404 for an unknown group)
+        return []
+    return [
+        f"NodeMaintenance {item['metadata']['name']}"
+        for item in items
+        if (item.get("spec") or {}).get("nodeName") == node
+    ]
+
+
+@translated
+def _list(api: client.ApiClient, path: str) -> list[dict[str, Any]]:
+    return list(get_json(api, path)["items"])
+
+
 @translated
 def all_pdbs(api: client.ApiClient) -> list[dict[str, Any]]:
     """Every PodDisruptionBudget of the cluster, for preflight."""

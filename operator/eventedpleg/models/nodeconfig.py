@@ -114,9 +114,9 @@ class LabelSelectorRequirement(
         )
     ),
 ):
-    """One node label rule, as in a Kubernetes LabelSelector."""
+    """One label rule, as in a Kubernetes LabelSelector."""
 
-    key: Annotated[LabelKey, Field(description="The node label key the rule applies to.")]
+    key: Annotated[LabelKey, Field(description="The label key the rule applies to.")]
     operator: Annotated[
         SelectorOperator,
         Field(description="How the label's value relates to `values`: In, NotIn, Exists, DoesNotExist."),
@@ -138,16 +138,23 @@ class LabelSelectorRequirement(
 
 
 class LabelSelector(_Model):
-    """A Kubernetes LabelSelector; empty selects every node."""
+    """A Kubernetes LabelSelector."""
 
     match_labels: Annotated[
         dict[LabelKey, LabelValue],
-        Field(max_length=64, description="Labels a node must carry with exactly these values."),
+        Field(max_length=64, description="Labels an object must carry with exactly these values."),
     ] = {}
     match_expressions: Annotated[
         list[LabelSelectorRequirement],
-        Field(max_length=32, description="Label rules a node must satisfy, all of them."),
+        Field(max_length=32, description="Label rules an object must satisfy, all of them."),
     ] = []
+
+    @property
+    def empty(self) -> bool:
+        return not (self.match_labels or self.match_expressions)
+
+    def __hash__(self) -> int:  # frozen, but its dict and lists are not hashable: DrainPolicy.of caches
+        return hash(self.model_dump_json())
 
 
 class Canary(_Model):
@@ -259,6 +266,15 @@ class Rollout(_Model):
         Field(description="`Rollback` restores the node's previous files; `Halt` leaves it as it failed."),
     ] = OnFailure.ROLLBACK
     window: Window = Window()
+    post_node_delay_seconds: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=86400,
+            description="After a node (or batch) is Done, wait this long before the next node starts, "
+            "as rancher's system-upgrade-controller does: time for alerts and workloads to settle.",
+        ),
+    ] = 0
     stall_after_seconds: Annotated[
         int,
         Field(
@@ -303,6 +319,14 @@ class DrainSpec(_Model):
             "(only with the chart value `drain.allowForceDelete: true`, else the node is Failed saying so)."
         ),
     ] = OnDrainTimeout.FAIL
+    blocking_pod_selector: Annotated[
+        LabelSelector,
+        Field(
+            description="A node running a pod that matches this selector (in any namespace, not Succeeded "
+            "or Failed) is not taken until that pod is gone, as kured's `--blocking-pod-selector`; the "
+            "node stays in service meanwhile and the rollout waits for it. Empty (the default): off."
+        ),
+    ] = LabelSelector()
     on_blocked: Annotated[
         OnDrainBlocked,
         Field(

@@ -50,6 +50,7 @@ class Drain:
     reason: str  # what the node says now; the blocking reason is only written when it changes
     autoscaler_hold: tuple[str, ...] = ()  # removed when a timed-out drain gives the node back
     drain_timeouts: int = 0  # earlier drains of this node that timed out in a row
+    cordoned: bool = True  # the node is still cordoned (valid, like the rest, by the rv precondition)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from eventedpleg.core.rollout import selector
+from eventedpleg.models.nodeconfig import LabelSelector
+
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 MAX_REASONS = 3  # blocking pods named in the reason; the rest are counted
 
@@ -69,6 +72,23 @@ class DrainSelection:
     @property
     def done(self) -> bool:
         return not (self.evict or self.terminating or self.blocked)
+
+
+def holding(
+    pods: Iterable[Mapping[str, Any]], blocking: LabelSelector, maintenance: Sequence[str] = ()
+) -> str:
+    """What holds the node where it is for now, for people ("" when nothing): running pods that match
+    spec.drain.blockingPodSelector (as kured, Succeeded/Failed/Unknown pods do not count) and other
+    maintenance owners' claims (`maintenance`: their names)."""
+    texts = [f"{name} (another maintenance owner) holds the node" for name in maintenance]
+    if not blocking.empty:
+        texts += [
+            f"runs {_ref(pod)}, which matches drain.blockingPodSelector"
+            for pod in pods
+            if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed", "Unknown")
+            and selector.matches(blocking, (pod.get("metadata") or {}).get("labels") or {})
+        ]
+    return "; ".join(_listed(texts))
 
 
 def _ref(pod: Mapping[str, Any]) -> PodRef:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 
-from eventedpleg.models.nodeconfig import DrainSpec, OnDrainBlocked, OnDrainTimeout
+from eventedpleg.models.nodeconfig import DrainSpec, LabelSelector, OnDrainBlocked, OnDrainTimeout
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class DrainPolicy:
     grace_period_seconds: int  # -1: the pod's own
     delete_empty_dir_data: bool
     force: bool  # evict pods without a controller
+    blocking_pods: LabelSelector  # a node running one of these is not taken (empty: off)
 
     @staticmethod
     @cache
@@ -36,6 +37,7 @@ class DrainPolicy:
             grace_period_seconds=spec.grace_period_seconds,
             delete_empty_dir_data=spec.delete_empty_dir_data,
             force=spec.force,
+            blocking_pods=spec.blocking_pod_selector,
         )
 
     def deadline(self, since: datetime) -> datetime | None:

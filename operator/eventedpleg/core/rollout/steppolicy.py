@@ -55,6 +55,7 @@ class PodSurvey:
     mirror_pods: tuple[str, ...]  # static (mirror) pods as "namespace/name"
     nothing_to_evict: bool  # a drain with the step's options would be done at once
     never: str = ""  # what would keep the drain from ever finishing as things are (drainpods.never)
+    holding: str = ""  # what holds the node where it is for now (drainpods.holding): it is not taken
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,15 @@ def _static_pod_skip(
     return StepEnd(NodeState.SKIPPED)
 
 
+def _held(owner: str, holding: str, was_blocked: str) -> Generator[Request, Answer, StepEnd]:
+    """Something holds the node for now (a blocking pod, another maintenance owner): not taken, left in
+    service, looked at again; said once per cause, not once per look."""
+    if holding != was_blocked:
+        yield Write({c.ANN_OWNER: owner, c.ANN_BLOCKED: holding})
+        yield Emit("Normal", "NodeHeld", f"not cordoned, waiting: {holding}")
+    return StepEnd(drain_retry=True)
+
+
 def _blocked(
     policy: OnDrainBlocked,
     never: str,
@@ -307,6 +317,8 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
                 action.hash, survey.mirror_pods, clock, marks=ours, unschedulable=None
             )
         )
+    if survey.holding:
+        return (yield from _held(action.owner, survey.holding, action.blocked))
     forced = _forced_at_timeout(action.drain, allow_force_delete)
     if survey.never and not forced:
         return (
@@ -363,6 +375,16 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
 
 def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
     """Another drain attempt on a node in Draining; at the deadline, `on_timeout` decides."""
+    if not action.cordoned:
+        # Someone else uncordoned it mid-drain (another tool, a person): never ask the agent to change a
+        # node that takes pods again (the check MCO added in 2026). Their uncordon stands; ours is over.
+        reason = (
+            "uncordoned by someone else while we drained it: not changed; `eventedpleg retry` takes it again"
+        )
+        marks = {**_give_back(action.autoscaler_hold), c.ANN_DESIRED: action.hash}
+        yield Write({**marks, **_state(NodeState.FAILED, reason, clock)})
+        yield Emit("Warning", "UncordonedByOthers", reason)
+        return StepEnd(NodeState.FAILED)
     mirror = _mirror_pods((yield FindMirrorPods()))
     if mirror and not action.include_control_plane:
         # The Cordon step that took the node ended before its static-pod check (conflict or crash).

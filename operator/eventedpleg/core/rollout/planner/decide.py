@@ -316,6 +316,7 @@ def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool)
         reason=node.marks.reason,
         autoscaler_hold=node.marks.autoscaler_hold,
         drain_timeouts=node.marks.drain_timeouts,
+        cordoned=node.unschedulable,
     )
 
 

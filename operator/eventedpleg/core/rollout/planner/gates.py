@@ -133,6 +133,9 @@ class _Start:
         held, room = self._canary_gate(done)
         if held:
             return held, ()
+        settling = self._post_node_delay(done)
+        if settling:
+            return settling, ()
         total = tally.total
         budget = max_unavailable(spec.rollout.max_unavailable, total) - tally.unavailable
         started = 0
@@ -186,6 +189,23 @@ class _Start:
             return "canary: waiting for the canary node(s) in progress to finish", ()
         held_by = tuple(foreign)
         return _budget_text(spec.rollout.max_unavailable, total, tally.unavailable, held_by), held_by
+
+    def _post_node_delay(self, done: Sequence[NodeView]) -> str:
+        """Why no node starts yet after the last one was Done (spec.rollout.postNodeDelaySeconds), or ""."""
+        delay, now = self.inputs.target.spec.rollout.post_node_delay_seconds, self.inputs.now
+        if not delay or self.inputs.target.deleting:
+            return ""
+        last = max(done, key=lambda n: n.marks.since or now, default=None)
+        if last is None or last.marks.since is None:
+            return ""
+        until = last.marks.since + timedelta(seconds=delay)
+        if now >= until:
+            return ""
+        self.wakes.append(until)
+        return (
+            f"{last.name} was Done at {last.marks.since.isoformat(timespec='seconds')}; the next node starts "
+            f"at {until.isoformat(timespec='seconds')} (rollout.postNodeDelaySeconds: {delay})"
+        )
 
     def _canary_gate(self, done: Sequence[NodeView]) -> tuple[str, int | None]:
         """(why starts are held, how many more nodes may start) for the canary phase; ("", None) after it."""

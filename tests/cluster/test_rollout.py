@@ -12,6 +12,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -252,7 +253,7 @@ def test_a_drain_that_could_never_finish_is_reported_and_its_node_never_cordoned
     Skipped without a cordon or an eviction and completes on the others."""
     blocked, free = env.nodes([{}, {}])
     never_evictable(env, blocked)
-    env.apply(nodeconfig("never", env.prefix, rollout={"paused": True}))
+    env.apply(nodeconfig("never", env.prefix, rollout={"paused": True, "canary": {"nodes": 0}}))
     looked = eventedpleg(env, "preflight", "--nodeconfig", "never", "-o", "wide")
     assert looked.returncode == 3, looked.stderr  # some selected nodes will not be taken
     row = next(line for line in looked.stdout.splitlines() if line.startswith(blocked))
@@ -320,6 +321,103 @@ def test_on_blocked_wait_keeps_the_node_in_service_until_the_budget_is_relaxed(e
         wait_for(lambda: env.condition("waits", "Ready").get("status") == "True", what="Ready", timeout=90)
         assert env.node_states()[node] == ("Done", False), op.log()[-2000:]
         assert c.ANN_BLOCKED not in env.annotations(node)
+
+
+NODE_MAINTENANCE_CRD: dict[str, Any] = {
+    # The medik8s NodeMaintenance API as its operator serves it (api/v1beta1, cluster-scoped, spec.nodeName),
+    # reduced to the fields the operator reads.
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "nodemaintenances.nodemaintenance.medik8s.io"},
+    "spec": {
+        "group": "nodemaintenance.medik8s.io",
+        "names": {"kind": "NodeMaintenance", "plural": "nodemaintenances", "singular": "nodemaintenance"},
+        "scope": "Cluster",
+        "versions": [
+            {
+                "name": "v1beta1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {"nodeName": {"type": "string"}, "reason": {"type": "string"}},
+                            }
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def test_a_blocking_pod_and_a_node_maintenance_hold_their_nodes_in_service_until_gone(env: Env) -> None:
+    """drain.blockingPodSelector and a medik8s NodeMaintenance: those nodes are not taken (never
+    cordoned) while the pod runs or the object exists; the rest of the rollout goes on; once they are
+    gone the nodes are taken and the rollout completes."""
+    busy, maintained, free = env.nodes([{}, {}, {}])
+    job = guarded_deployment(env.prefix, "backup", replicas=1, node_selector={"kubernetes.io/hostname": busy})
+    job = [doc for doc in job if doc["kind"] != "PodDisruptionBudget"]  # just the pod
+    env.cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(job), check=True)
+    env.cluster.kubectl("apply", "-f", "-", stdin=json.dumps(NODE_MAINTENANCE_CRD), check=True)
+    wait_for(
+        lambda: env.cluster.kubectl("get", "nodemaintenances").returncode == 0, what="NodeMaintenance served"
+    )
+    claim = {
+        "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
+        "kind": "NodeMaintenance",
+        "metadata": {"name": f"{env.prefix}-nm"},
+        "spec": {"nodeName": maintained, "reason": "firmware"},
+    }
+    env.cluster.kubectl("apply", "-f", "-", stdin=json.dumps(claim), check=True)
+    drain = {"blockingPodSelector": {"matchLabels": {"app": "backup"}}}
+    env.apply(
+        nodeconfig("held", env.prefix, drain=drain, rollout={"maxUnavailable": 3, "canary": {"nodes": 0}})
+    )
+    try:
+        with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+            wait_for(lambda: env.node_states()[free] == ("Done", False), what="the free node done")
+            message = wait_for(
+                lambda: (
+                    (m := env.condition("held", "Progressing").get("message", ""))
+                    and busy in m
+                    and maintained in m
+                    and m
+                ),
+                what="Progressing names both held nodes",
+            )
+            assert f"runs {env.prefix}/backup-" in message and "matches drain.blockingPodSelector" in message
+            assert f"NodeMaintenance {env.prefix}-nm (another maintenance owner) holds the node" in message
+            assert env.node_states()[busy] == (None, False) and env.node_states()[maintained] == (None, False)
+            assert "NodeHeld" in node_events(env, busy) and "NodeHeld" in node_events(env, maintained)
+            env.cluster.kubectl("delete", "deployment", "-n", env.prefix, "backup", check=True)
+            env.cluster.kubectl("delete", "nodemaintenance", f"{env.prefix}-nm", check=True)
+            wait_for(
+                lambda: env.condition("held", "Ready").get("status") == "True", what="Ready", timeout=120
+            )
+            assert set(env.node_states().values()) == {("Done", False)}, op.log()[-2000:]
+    finally:
+        env.cluster.kubectl("delete", "crd", NODE_MAINTENANCE_CRD["metadata"]["name"], "--ignore-not-found")
+
+
+def test_post_node_delay_holds_the_next_node_and_says_until_when(env: Env) -> None:
+    first, second = env.nodes([{}, {}])
+    env.apply(nodeconfig("spaced", env.prefix, rollout={"canary": {"nodes": 0}, "postNodeDelaySeconds": 20}))
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+        wait_for(lambda: env.node_states()[first] == ("Done", False), what="the first node done")
+        message = env.condition("spaced", "Progressing").get("message", "")
+        assert f"{first} was Done at" in message and "(rollout.postNodeDelaySeconds: 20)" in message, message
+        assert env.node_states()[second] == (None, False)
+        done_at = env.annotations(first)[c.ANN_STATE_SINCE]
+        wait_for(lambda: env.node_states()[second][0] is not None, what="the second node taken", timeout=60)
+        started = time.time()
+        assert started - datetime.fromisoformat(done_at).timestamp() >= 20
+        wait_for(lambda: env.condition("spaced", "Ready").get("status") == "True", what="Ready", timeout=60)
+        assert op.log()
 
 
 def test_failed_node_is_rolled_back_and_the_rollout_halts(env: Env) -> None:

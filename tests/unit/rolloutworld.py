@@ -106,6 +106,7 @@ class World:
     history: list[tuple[datetime, int]] = field(default_factory=list)  # (time, unavailable)
     log: list[str] = field(default_factory=list)
     events: list[tuple[str, str]] = field(default_factory=list)  # (node, reason) of Node Events
+    alerts: str = ""  # what spec.rollout.alertGate's Prometheus says fires ("" when nothing)
 
     def __post_init__(self) -> None:
         for node in self.nodes.values():
@@ -127,6 +128,7 @@ class World:
             deleting=self.deleting,
             peers=self.peers,
             retry=self.retry,
+            alerts=self.alerts,
         )
 
     def views(self) -> list[NodeView]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,13 +23,14 @@ from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.rollout import planner, retry, status
 from eventedpleg.core.rollout.snapshot import Peer, Target
-from eventedpleg.k8s import configmaps, nodeconfigs
+from eventedpleg.k8s import configmaps, nodeconfigs, prometheus
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.events import ObjectRef
 from eventedpleg.models.nodeconfig import NodeConfigSpec, NodeConfigStatus
 
 IDLE_RECHECK = 30.0  # seconds between passes when nothing happens (time-based gates: window, soak)
 BUSY_RECHECK = 2.0  # while drains wait on PodDisruptionBudgets (kubectl retries every 5 s)
+ALERTS_TTL = 10.0  # seconds an alert gate's answer is used before Prometheus is asked again
 
 
 @dataclass
@@ -42,6 +43,19 @@ class Reconciler:
     publisher: StatusPublisher
     clock: Callable[[], datetime]
     states: ConfigStates  # what is kept per NodeConfig between passes
+    alerts: Callable[[str, str], str] = prometheus.holding  # (url, pattern) -> why the alert gate holds
+    _asked: dict[tuple[str, str], tuple[float, str]] = field(default_factory=dict)
+
+    def _alerts(self, spec: NodeConfigSpec) -> str:
+        """spec.rollout.alertGate's answer, asked at most every ALERTS_TTL seconds per (url, pattern)."""
+        gate = spec.rollout.alert_gate
+        if not gate.prometheus_url:
+            return ""
+        key, now = (gate.prometheus_url, gate.alert_name_regexp), time.monotonic()
+        asked = self._asked.get(key)
+        if asked is None or now - asked[0] >= ALERTS_TTL:
+            asked = self._asked[key] = (now, self.alerts(*key))
+        return asked[1]
 
     def reconcile_once(self, inputs: PassInputs) -> float | None:
         """One pass; returns seconds until the next one (None: the NodeConfig is gone)."""
@@ -152,6 +166,7 @@ class Reconciler:
             deleting=deleting,
             peers=peers,
             retry=retry.parse((body["metadata"].get("annotations") or {}).get(c.ANN_RETRY)),
+            alerts=self._alerts(spec),
         )
 
     def _render(self, state: ConfigState, enabled: bool, mode: str) -> render.RenderedConfig:

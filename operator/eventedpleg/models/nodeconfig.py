@@ -233,6 +233,40 @@ class Window(
         return self.start != ""
 
 
+class AlertGate(_Model):
+    """No new node is taken while a matching Prometheus alert fires (kured's `--prometheus-url` and
+    `--alert-filter-regexp`, inverted: here the pattern names the alerts that block)."""
+
+    prometheus_url: Annotated[
+        str,
+        Field(
+            max_length=2048,
+            pattern=r"^(https?://[^\s]+)?$",
+            description="Base URL of a Prometheus-compatible API (`GET /api/v1/alerts`), e.g. "
+            "`http://prometheus-operated.monitoring:9090`. Empty (the default): the gate is off. An "
+            "answer that cannot be read holds the rollout too, saying why.",
+        ),
+    ] = ""
+    alert_name_regexp: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=1024,
+            description="Firing alerts whose `alertname` this regular expression matches (anywhere; "
+            "anchor it with ^...$) hold the rollout. Default: any firing alert.",
+        ),
+    ] = ".*"
+
+    @field_validator("alert_name_regexp")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from exc
+        return value
+
+
 IntOrPercent = Annotated[
     int | str,
     Field(
@@ -266,6 +300,7 @@ class Rollout(_Model):
         Field(description="`Rollback` restores the node's previous files; `Halt` leaves it as it failed."),
     ] = OnFailure.ROLLBACK
     window: Window = Window()
+    alert_gate: AlertGate = AlertGate()
     post_node_delay_seconds: Annotated[
         int,
         Field(

@@ -169,6 +169,7 @@ class Target:
     deleting: bool = False
     peers: tuple[Peer, ...] = field(default_factory=tuple)
     retry: Mapping[str, datetime] = field(default_factory=dict)  # node -> failure to retry (retry.py)
+    alerts: str = ""  # why spec.rollout.alertGate holds new nodes now ("" when it does not)
 
     @cached_property
     def drain(self) -> DrainPolicy:

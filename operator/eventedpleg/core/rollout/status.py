@@ -93,6 +93,17 @@ def _kstatus(
     return (False, reason, message), (True, reason, message), (False, "AsExpected", "")
 
 
+def _paused(summary: Summary) -> tuple[bool, str, str]:
+    """The Paused condition: the spec, the maintenance window, or firing alerts hold new nodes."""
+    if summary.paused:
+        return (True, "SpecPaused", "spec.rollout.paused is true: no new node starts")
+    if summary.window_closed:
+        return (True, "OutsideMaintenanceWindow", summary.waiting or "outside the maintenance window")
+    if summary.alerting:
+        return (True, "AlertsFiring", summary.waiting)
+    return (False, "Running", "")
+
+
 def conditions_for(
     summary: Summary, *, enabled: bool, deleting: bool, budget_stalled: str = ""
 ) -> list[tuple[ConditionType, bool, str, str]]:
@@ -127,6 +138,8 @@ def conditions_for(
         prog = (False, "Paused", summary.waiting)
     elif summary.window_closed and not in_progress:
         prog = (False, "OutsideMaintenanceWindow", summary.waiting)
+    elif summary.alerting and not in_progress:
+        prog = (False, "AlertsFiring", summary.waiting)
     else:
         parts = [f"{counts.updated}/{counts.eligible} updated"]
         if in_progress:
@@ -147,12 +160,7 @@ def conditions_for(
     else:
         deg = (False, "AsExpected", "")
 
-    if summary.paused:
-        paused = (True, "SpecPaused", "spec.rollout.paused is true: no new node starts")
-    elif summary.window_closed:
-        paused = (True, "OutsideMaintenanceWindow", summary.waiting or "outside the maintenance window")
-    else:
-        paused = (False, "Running", "")
+    paused = _paused(summary)
 
     ready, reconciling, stalled = _kstatus(
         avail, prog, deg, paused, deleting=deleting, budget_stalled=budget_stalled

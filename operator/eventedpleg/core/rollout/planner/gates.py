@@ -25,6 +25,7 @@ from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeView, Target
 
 MAX_ATTENTION = 50
+ALERT_RECHECK = timedelta(seconds=15)  # how often a rollout held by alerts asks Prometheus again
 Candidate = tuple[NodeView, str]  # a node that may start, and the hash it should get
 
 
@@ -68,6 +69,7 @@ def finish(
     halted = tally.failed >= spec.rollout.max_failed_nodes or canary_failed
     paused = spec.rollout.paused and not target.deleting
     window_closed = not window.is_open(spec.rollout.window, now)
+    alerting = bool(target.alerts) and not target.deleting
     waiting, held_by = "", ()
     if candidates:
         start = _Start(inputs, tally, actions, notes, wakes)
@@ -83,6 +85,9 @@ def finish(
             waiting = "paused (spec.rollout.paused)"
         elif window_closed:
             waiting = f"outside the maintenance window ({window.describe(spec.rollout.window)})"
+        elif alerting:
+            waiting = f"no new node while {target.alerts} (rollout.alertGate)"
+            wakes.append(now + ALERT_RECHECK)  # asked again: the alert has no event of ours to wake us
         else:
             waiting, held_by = start.start(done, candidates, foreign)
     attention = notes[:MAX_ATTENTION]
@@ -97,6 +102,7 @@ def finish(
             canary_failed=canary_failed,
             paused=paused,
             window_closed=window_closed,
+            alerting=alerting,
             waiting=waiting,
             conflicts=tuple(conflicts),
             attention=tuple(attention),

@@ -62,6 +62,7 @@ class Summary:
     held_by: tuple[HeldNode, ...] = ()
     budget_stuck: bool = False
     retrying: tuple[NodeNote, ...] = ()  # timed-out drains waiting for their automatic retry
+    alerting: bool = False  # spec.rollout.alertGate holds new nodes (waiting says which alerts)
 
     @cached_property
     def counts(self) -> NodeCounts:

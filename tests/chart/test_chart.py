@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from eventedpleg.cli import main as cli_main
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.node.promtext import parse_metrics
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION
+from eventedpleg_lab.localcluster import debtools
 from tests.chart.chartlib import (
     CHART,
     NAMESPACE,
@@ -580,13 +580,14 @@ def test_alerts_cover_no_operator_and_failed_cordoned_nodes() -> None:
     assert "{{ $labels.nodeconfig }}" in stuck["annotations"]["summary"]
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (Debian: prometheus)")
 def test_promtool_accepts_the_rules(tmp_path: Path) -> None:
-    """Prometheus' own parser on the rules the chart renders (PromQL and templates)."""
+    """Prometheus' own parser on the rules the chart renders (PromQL and templates): Debian's promtool,
+    unpacked into the cache on first use."""
+    promtool = debtools.ensure(debtools.PROMETHEUS)["promtool"]
     rule = render(CASES["monitoring"]).find("PrometheusRule", OPERATOR)
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
     done = subprocess.run(
-        ["promtool", "check", "rules", str(tmp_path / "rules.yaml")],
+        [str(promtool), "check", "rules", str(tmp_path / "rules.yaml")],
         capture_output=True,
         text=True,
         check=False,

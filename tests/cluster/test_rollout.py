@@ -409,8 +409,14 @@ def test_post_node_delay_holds_the_next_node_and_says_until_when(env: Env) -> No
     env.apply(nodeconfig("spaced", env.prefix, rollout={"canary": {"nodes": 0}, "postNodeDelaySeconds": 20}))
     with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
         wait_for(lambda: env.node_states()[first] == ("Done", False), what="the first node done")
-        message = env.condition("spaced", "Progressing").get("message", "")
-        assert f"{first} was Done at" in message and "(rollout.postNodeDelaySeconds: 20)" in message, message
+        message = wait_for(
+            lambda: (
+                f"{first} was Done at" in (m := env.condition("spaced", "Progressing").get("message", ""))
+                and m
+            ),
+            what="Progressing says when the next node starts",
+        )
+        assert "(rollout.postNodeDelaySeconds: 20)" in message, message
         assert env.node_states()[second] == (None, False)
         done_at = env.annotations(first)[c.ANN_STATE_SINCE]
         wait_for(lambda: env.node_states()[second][0] is not None, what="the second node taken", timeout=60)

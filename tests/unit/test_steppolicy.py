@@ -502,6 +502,14 @@ def test_with_force_delete_granted_no_drain_is_blocked_for_good() -> None:
     # not granted in this installation: the blocker stands, the node is never cordoned
     requests, end = run(cordon(drain=forced), pods_to_evict=True, never=NEVER, allow_force_delete=False)
     assert end == StepEnd(NodeState.SKIPPED) and writes(requests)[0].unschedulable is None
+    assert str(writes(requests)[0].annotations[c.ANN_REASON]).endswith(steppolicy.FORCE_DELETE_DISABLED)
+    # at its deadline a drain is decided by onTimeout, as before: a blocker does not change that
+    requests, end = run(
+        drain(deadline_reached=True, policy={"on_timeout": OnDrainTimeout.FORCE_DELETE}),
+        drain=NEVER_RESULT,
+        allow_force_delete=False,
+    )
+    assert end == StepEnd(NodeState.FAILED) and events(requests) == [("Warning", "DrainTimeout")]
 
 
 def test_a_node_held_by_a_blocking_pod_or_another_owner_is_not_taken_and_said_once() -> None:

@@ -172,7 +172,7 @@ def ensure_component(comp: Component, *, log: Log = _stderr, rebuild: bool = Fal
 
     if rebuild or not present():
         cache_dir().mkdir(parents=True, exist_ok=True)
-        with _lock(cache_dir() / ".build.lock", log):
+        with build_lock(cache_dir() / ".build.lock", log):
             if rebuild or not present():
                 _build(comp, log)
     return {b: component_dir(comp) / b for b in comp.binaries}
@@ -199,7 +199,7 @@ def ensure(
     need_stages = "kwok" in names and (rebuild or not _stages_present())
     if missing or need_stages:
         cache_dir().mkdir(parents=True, exist_ok=True)
-        with _lock(cache_dir() / ".build.lock", log):
+        with build_lock(cache_dir() / ".build.lock", log):
             for comp in missing:
                 # Another process may have finished it while we waited for the lock.
                 if not rebuild and all(locate(b) for b in comp.binaries):
@@ -222,7 +222,7 @@ def _stages_present() -> bool:
 
 
 @contextlib.contextmanager
-def _lock(path: Path, log: Log) -> Iterator[None]:
+def build_lock(path: Path, log: Log) -> Iterator[None]:
     with path.open("w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -241,6 +241,7 @@ def _blocked(
     taken: bool,
     unschedulable: bool | None,
     was_blocked: str = "",
+    hint: str = "",
 ) -> Generator[Request, Answer, StepEnd]:
     """A drain that can never finish as things are (spec.drain.onBlocked): the node is not taken, or, if
     `taken`, given back at once with `marks` (our cordon off) -- never held until the drain timeout for
@@ -253,7 +254,7 @@ def _blocked(
             yield Emit("Warning", "DrainBlocked", f"{given}, waiting (drain.onBlocked: Wait): {never}")
         return StepEnd(drain_retry=True)
     state = NodeState.SKIPPED if policy is OnDrainBlocked.SKIP else NodeState.FAILED
-    reason = f"{given}: the drain could never finish: {never} (drain.onBlocked: {policy})"
+    reason = f"{given}: the drain could never finish: {never} (drain.onBlocked: {policy}){hint}"
     yield Write(
         {**marks, c.ANN_DESIRED: node_hash, c.ANN_BLOCKED: None, **_state(state, reason, clock)},
         unschedulable,
@@ -321,6 +322,7 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
         return (yield from _held(action.owner, survey.holding, action.blocked))
     forced = _forced_at_timeout(action.drain, allow_force_delete)
     if survey.never and not forced:
+        asked = action.drain.on_timeout is OnDrainTimeout.FORCE_DELETE  # but not granted here
         return (
             yield from _blocked(
                 action.drain.on_blocked,
@@ -331,6 +333,7 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
                 taken=False,
                 unschedulable=None,
                 was_blocked=action.blocked,
+                hint=f"; {FORCE_DELETE_DISABLED}" if asked else "",
             )
         )
     if survey.nothing_to_evict:
@@ -400,9 +403,8 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
     result = _drain_result((yield AttemptDrain(force_delete=force)))
     if result.done:
         return (yield from _request_apply(action.hash, action.agent_options, "drained", clock))
-    if result.never and not _forced_at_timeout(
-        policy, allow_force_delete
-    ):  # the timeout gains nothing: give the node back now
+    # Waiting for the timeout gains nothing: give the node back now (at the timeout, onTimeout decides).
+    if result.never and not (action.deadline_reached or _forced_at_timeout(policy, allow_force_delete)):
         return (
             yield from _blocked(
                 policy.on_blocked,

@@ -77,6 +77,9 @@ ANN_AUTOSCALER_HOLD: Final = f"{GROUP}/autoscaler-hold"
 # operator: why the node, still in service, is not taken (spec.drain.onBlocked: Wait): a drain that could
 # never finish as things are; cleared by the cordon that takes the node
 ANN_BLOCKED: Final = f"{GROUP}/blocked"
+# agent: what its host check found before the node is taken (JSON, core.hostcheck): per kubeletConfig mode,
+# the refusal it would report if asked to turn Evented PLEG on ("" when it would go ahead)
+ANN_HOST_CHECK: Final = f"{GROUP}/host-check"
 
 # Autoscaler annotations that keep a node while it is ours (from our cordon until we give it back), so
 # that no autoscaler reclaims an empty node mid-drain or mid-restart. Written in the same patch as our
@@ -114,6 +117,7 @@ NODE_ANNOTATIONS: Final = (
     ANN_AUTOSCALER_HOLD,
     ANN_DRAIN_TIMEOUTS,
     ANN_BLOCKED,
+    ANN_HOST_CHECK,
 )
 
 # A node labelled with this (any value but "false") is never touched; status lists it as Skipped.

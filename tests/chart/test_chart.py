@@ -305,6 +305,7 @@ def test_agent_policy_names_every_operator_owned_key(default: Rendered) -> None:
         c.ANN_CORDONED_BY_US,
         c.ANN_AUTOSCALER_HOLD,
         c.ANN_DRAIN_TIMEOUTS,
+        c.ANN_BLOCKED,
     }
     assert set(listed) == operator_only
     agent_writes = {
@@ -314,6 +315,7 @@ def test_agent_policy_names_every_operator_owned_key(default: Rendered) -> None:
         c.ANN_EVIDENCE,
         c.ANN_CURRENT,
         c.ANN_BENEFIT,
+        c.ANN_HOST_CHECK,
     }
     assert not agent_writes & set(listed)
 

@@ -338,7 +338,6 @@ OPERATOR_CAN = [
     ("list", "pods", "", True),
     ("create", "pods/eviction", "default", True),
     ("list", "poddisruptionbudgets.policy", "default", True),
-    ("list", "nodemaintenances.nodemaintenance.medik8s.io", "", True),
     ("create", "events", "default", True), ("create", "events.events.k8s.io", "default", True),
     ("create", "configmaps", "{ns}", True), ("delete", "configmaps", "{ns}", True),
     ("get", "leases.coordination.k8s.io", "{ns}", True),

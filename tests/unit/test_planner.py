@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventedpleg import constants as c
+from eventedpleg.core import hostcheck
 from eventedpleg.core.rollout import planner
 from eventedpleg.core.rollout.actions import Cordon, MarkFailed
 from eventedpleg.core.rollout.snapshot import NodeView, Peer, node_view
@@ -704,3 +705,35 @@ def test_post_node_delay_is_said_in_status() -> None:
     assert not result.actions or all(a.node == "node-000" for a in result.actions)
     assert "rollout.postNodeDelaySeconds: 600" in result.summary.waiting
     assert result.summary.next_wake is not None
+
+
+@pytest.mark.parametrize(("mode", "skipped"), [("DropInOnly", True), ("EditConfigFile", False)])
+def test_the_agents_host_check_skips_a_node_before_any_cordon_in_the_mode_it_refuses(
+    mode: str, skipped: bool
+) -> None:
+    nodes = fleet(2)
+    check = hostcheck.HostCheck(T0, {"DropInOnly": "Unsupported: no --config-dir", "EditConfigFile": ""})
+    nodes["node-000"].annotations[c.ANN_HOST_CHECK] = check.to_json()
+    world = World(nodes, spec(kubeletConfig=mode))
+    for _ in range(300):
+        world.tick()
+        if skipped:
+            assert not nodes["node-000"].unschedulable
+    world.run()
+    if skipped:
+        assert states(world) == {"node-000": "Skipped", "node-001": "Done"}
+        reason = nodes["node-000"].annotations[c.ANN_REASON]
+        at = T0.isoformat(timespec="seconds")
+        assert reason == f"not cordoned: Unsupported: no --config-dir (the agent's host check at {at})"
+    else:
+        assert_converged_on(world, H_ON)
+
+
+def test_the_host_check_never_holds_taking_our_files_off() -> None:
+    nodes = fleet(1)
+    nodes["node-000"].annotations[c.ANN_HOST_CHECK] = hostcheck.HostCheck(
+        T0, {"DropInOnly": "Unsupported: x"}
+    ).to_json()
+    world = World(nodes, spec(eventedPleg=False))
+    world.run()
+    assert states(world)["node-000"] != "Skipped"

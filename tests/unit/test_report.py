@@ -4,11 +4,12 @@ the measured before/after figures of Done nodes (issue 8, item 4); `eventedpleg 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from eventedpleg import constants as c
 from eventedpleg.cli.report import benefit_text, preflight_rows, preflight_table, status_view
-from eventedpleg.core import compat
+from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.node import benefit
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import node_view
@@ -92,7 +93,9 @@ def test_preflight_names_the_drain_that_could_never_finish_and_counts_it_out() -
         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}},
         "status": {"observedGeneration": 1, "expectedPods": 1, "desiredHealthy": 1},
     }
-    nodes = [node_view(_node(n, {})) for n in ("a", "b", "c", "d")]
+    refuses = hostcheck.HostCheck(datetime(2026, 11, 25, tzinfo=UTC), {"DropInOnly": "Unsupported: x"})
+    checked = {c.ANN_HOST_CHECK: refuses.to_json()}
+    nodes = [node_view(_node(n, checked if n == "e" else {})) for n in ("a", "b", "c", "d", "e")]
     policy, drain = compat.Policy(), DrainPolicy.of(DrainSpec())
     rows = {row.node.name: row for row in preflight_rows(nodes, policy, pods, [pdb], drain)}
     assert rows["a"].never.startswith("shop/db-0: PodDisruptionBudget shop/db (maxUnavailable: 0)")
@@ -100,11 +103,14 @@ def test_preflight_names_the_drain_that_could_never_finish_and_counts_it_out() -
     assert rows["b"].never == "shop/scratch has no controller (it would not come back); set drain.force: true"
     assert rows["c"].verdict.eligible(policy) is False  # static pods: skipped by the verdict already
     assert (rows["d"].evict, rows["d"].never) == (0, "")
+    assert (rows["e"].refusal, rows["d"].host) == ("Unsupported: x", None)
     assert [n for n, row in rows.items() if row.taken(policy, drain)] == ["d"]
     waits = DrainPolicy.of(DrainSpec(on_blocked=OnDrainBlocked.WAIT))
-    assert [n for n, row in rows.items() if row.taken(policy, waits)] == ["a", "b", "d"]
+    assert [n for n, row in rows.items() if row.taken(policy, waits)] == ["a", "b", "d"]  # e: refused
     table = preflight_table(list(rows.values()), policy, drain, wide=True)
     assert (
         "2 of them with a drain that could never finish as things are: not cordoned, marked Skipped" in table
     )
     assert "nothing to evict" in table.splitlines()[4]
+    assert table.splitlines()[5].split()[6:8] == ["refuses", "nothing"]  # HOST, DRAIN
+    assert "1 of them refused by their agent's host check: not cordoned, marked Skipped" in table

@@ -556,3 +556,15 @@ def test_holding_names_running_blocking_pods_and_other_maintenance_owners() -> N
     assert drainpods.holding([], LabelSelector(), ["NodeMaintenance nm"]) == (
         "NodeMaintenance nm (another maintenance owner) holds the node"
     )
+
+
+def test_a_node_its_agent_would_refuse_is_skipped_without_a_look_or_a_cordon() -> None:
+    refusal = (
+        "Unsupported: /etc/crio/crio.conf.d/99-site.conf sets enable_pod_events = false "
+        "(the agent's host check at 2026-11-25T00:00:00+00:00)"
+    )
+    requests, end = run(cordon(host_refusal=refusal), pods_to_evict=True)
+    assert [type(r) for r in requests] == [Write, Emit] and end == StepEnd(NodeState.SKIPPED)
+    (write,) = writes(requests)
+    assert write.unschedulable is None and write.annotations[c.ANN_REASON] == f"not cordoned: {refusal}"
+    assert events(requests) == [("Warning", "Unsupported")]

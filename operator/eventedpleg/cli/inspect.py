@@ -30,7 +30,7 @@ from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s import nodeconfigs, nodes
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.errors import NotFound, NotServed
-from eventedpleg.models.nodeconfig import DrainSpec, NodeConfigSpec
+from eventedpleg.models.nodeconfig import DrainSpec, KubeletConfigMode, NodeConfigSpec
 
 kubeconfig_option = click.option(
     "--kubeconfig", envvar="KUBECONFIG", default=None, help="Default: $KUBECONFIG."
@@ -89,7 +89,8 @@ def preflight(
         policy = compat.Policy(spec.include_control_plane, spec.allow_risky, spec.runtime.value)
         chosen = [n for n in all_nodes if selector.matches(spec.node_selector, n.labels)]
     drain = DrainPolicy.of(spec.drain if spec is not None else DrainSpec())
-    rows = views.preflight_rows(chosen, policy, pods, pdbs, drain)
+    mode = (spec.kubelet_config if spec is not None else KubeletConfigMode.DROP_IN_ONLY).value
+    rows = views.preflight_rows(chosen, policy, pods, pdbs, drain, mode)
     click.echo(
         views.preflight_json(rows, policy)
         if output == "json"

@@ -7,11 +7,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eventedpleg.core import compat
+from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import budgets, drainpods
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import NodeView
-from eventedpleg.models.nodeconfig import OnDrainBlocked
+from eventedpleg.models.nodeconfig import KubeletConfigMode, OnDrainBlocked
 
 MAX_REASON = 90
 
@@ -44,10 +44,13 @@ class PreflightRow:
     verdict: compat.Verdict
     evict: int  # pods its drain would evict
     never: str  # what would keep its drain from ever finishing (drainpods.never), "" when nothing
+    host: hostcheck.HostCheck | None  # its agent's own check (None: no agent has said yet)
+    refusal: str  # what that check says the agent would refuse in this kubeletConfig mode ("" if fine)
 
     def taken(self, policy: compat.Policy, drain: DrainPolicy) -> bool:
         """The rollout would take this node (Wait takes it once the blocker is gone)."""
-        return self.verdict.eligible(policy) and (not self.never or drain.on_blocked is OnDrainBlocked.WAIT)
+        blocked = self.never and drain.on_blocked is not OnDrainBlocked.WAIT
+        return self.verdict.eligible(policy) and not blocked and not self.refusal
 
 
 def preflight_rows(
@@ -56,6 +59,7 @@ def preflight_rows(
     pods: Sequence[Mapping[str, Any]],
     pdbs: Sequence[Mapping[str, Any]],
     drain: DrainPolicy,
+    mode: str = KubeletConfigMode.DROP_IN_ONLY.value,
 ) -> list[PreflightRow]:
     """Each node's verdict, and what its drain would meet now (the checks the operator makes before the
     cordon: static pods, PodDisruptionBudgets that allow no eviction, pods no drain option lets go)."""
@@ -73,7 +77,12 @@ def preflight_rows(
             facts = compat.NodeFacts(**{**facts.__dict__, "has_mirror_pods": True})
         verdict = compat.verdict(facts, policy)
         never = [str(n) for n in budgets.never_allowed(mine, selection.evict, pdbs)]
-        out.append(PreflightRow(node, verdict, len(selection.evict), drainpods.never(selection, never)))
+        host = hostcheck.parse(node.marks.host_check)
+        refusal = host.refusal(mode) if host is not None else ""
+        row = PreflightRow(
+            node, verdict, len(selection.evict), drainpods.never(selection, never), host, refusal
+        )
+        out.append(row)
     return out
 
 
@@ -88,10 +97,17 @@ def preflight_table(
         return f"{v.level}" + (" (eligible)" if v.level is compat.Level.RISKY and v.eligible(policy) else "")
 
     def reason(row: PreflightRow) -> str:
-        text = f"{row.verdict.summary}; drain: {row.never}" if row.never else row.verdict.summary
+        text = row.verdict.summary
+        if row.refusal:
+            text += f"; host: {row.refusal}"
+        if row.never:
+            text += f"; drain: {row.never}"
         return text if wide else short(text)
 
-    headers = ["NODE", "KUBELET", "RUNTIME", "VERDICT", "WRITES", "DRAIN", "REASON"]
+    def host_text(row: PreflightRow) -> str:
+        return "?" if row.host is None else "refuses" if row.refusal else "ok"
+
+    headers = ["NODE", "KUBELET", "RUNTIME", "VERDICT", "WRITES", "HOST", "DRAIN", "REASON"]
     body = [
         (
             row.node.name,
@@ -99,6 +115,7 @@ def preflight_table(
             row.node.facts.runtime_version or "?",
             verdict_text(row.verdict),
             writes(row.verdict),
+            host_text(row),
             _drain_text(row) if row.verdict.eligible(policy) else "-",
             reason(row),
         )
@@ -108,6 +125,11 @@ def preflight_table(
     footer = f"\n{eligible} of {len(rows)} node(s) eligible"
     if any(row.verdict.level is compat.Level.RISKY and not row.verdict.eligible(policy) for row in rows):
         footer += " (Risky nodes need spec.allowRisky: true)"
+    refused = sum(1 for row in rows if row.refusal and row.verdict.eligible(policy))
+    if refused:
+        footer += f"\n{refused} of them refused by their agent's host check: not cordoned, marked Skipped"
+    if any(row.host is None for row in rows):
+        footer += "\nHOST ?: no agent has checked that host yet (is the agent DaemonSet running there?)"
     blocked = sum(1 for row in rows if row.never and row.verdict.eligible(policy))
     if blocked:
         then = {
@@ -139,6 +161,9 @@ def preflight_json(rows: Sequence[PreflightRow], policy: compat.Policy) -> str:
                     "note": row.verdict.targets.runtime_note if row.verdict.targets else "",
                 },
                 "drain": {"evict": row.evict, "neverFinishes": row.never},
+                "host": None
+                if row.host is None
+                else {"checked": row.host.at.isoformat(timespec="seconds"), "refusal": row.refusal},
             }
             for row in rows
         ],

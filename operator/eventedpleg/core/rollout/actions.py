@@ -31,6 +31,7 @@ class Cordon:
     # cordon adds the others (constants.AUTOSCALER_ANNOTATIONS) and lists them in ANN_AUTOSCALER_HOLD.
     autoscaler_user: frozenset[str] = frozenset()
     blocked: str = ""  # what the node says now (onBlocked: Wait); the Event is only sent when it changes
+    host_refusal: str = ""  # the node's agent would refuse this change (core.hostcheck): never cordon it
 
 
 @dataclass(frozen=True)

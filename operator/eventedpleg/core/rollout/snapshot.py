@@ -46,6 +46,7 @@ class NodeMarks:
     autoscaler_hold: tuple[str, ...] = ()  # the autoscaler keys our cordon added (only known keys)
     drain_timeouts: int = 0  # drains of this node that timed out in a row
     blocked: str = ""  # why the node is left in service (spec.drain.onBlocked: Wait)
+    host_check: str = ""  # the agent's pre-cordon verdict, raw (core.hostcheck parses it when needed)
 
     @classmethod
     def parse(cls, annotations: Mapping[str, str]) -> NodeMarks:
@@ -66,6 +67,7 @@ class NodeMarks:
             autoscaler_hold=_hold_keys(annotations.get(c.ANN_AUTOSCALER_HOLD, "")),
             drain_timeouts=_count(annotations.get(c.ANN_DRAIN_TIMEOUTS, "")),
             blocked=annotations.get(c.ANN_BLOCKED, ""),
+            host_check=annotations.get(c.ANN_HOST_CHECK, ""),
         )
 
 

@@ -309,7 +309,18 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     nothing to evict gets the cordon and the apply request in one patch. The list after that write is
     kubectl's own list-after-cordon: a pod bound before the scheduler saw the cordon is evicted then
     (PodDisruptionBudgets respected) and a Warning names it. A node running static pods is marked Skipped
-    without being cordoned at all."""
+    without being cordoned at all, and so is a node whose agent said it would refuse the change."""
+    if action.host_refusal:  # known without asking the API anything
+        reason = f"not cordoned: {action.host_refusal}"
+        yield Write(
+            {
+                c.ANN_OWNER: action.owner,
+                c.ANN_DESIRED: action.hash,
+                **_state(NodeState.SKIPPED, reason, clock),
+            }
+        )
+        yield Emit("Warning", "Unsupported", reason)
+        return StepEnd(NodeState.SKIPPED)
     survey = _survey((yield SurveyPods()))
     if survey.mirror_pods and not action.include_control_plane:
         ours = {c.ANN_OWNER: action.owner}

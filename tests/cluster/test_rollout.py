@@ -12,7 +12,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import yaml
 from kubernetes import client
 
 from eventedpleg import constants as c
+from eventedpleg.core import hostcheck
 from eventedpleg_lab.demo.harness import chart_dir, http_status
 from eventedpleg_lab.kube.fakenodes import FakeNode
 from eventedpleg_lab.localcluster import build
@@ -424,6 +425,47 @@ def test_post_node_delay_holds_the_next_node_and_says_until_when(env: Env) -> No
         assert started - datetime.fromisoformat(done_at).timestamp() >= 20
         wait_for(lambda: env.condition("spaced", "Ready").get("status") == "True", what="Ready", timeout=60)
         assert op.log()
+
+
+def test_a_node_its_agent_would_refuse_is_never_cordoned(env: Env) -> None:
+    """The agent's host check (eventedpleg.io/host-check, as the agent writes it) says this host would be
+    refused: preflight says so, and the rollout marks it Skipped with the agent's reason without a cordon."""
+    refused, fine = env.nodes([{}, {}])
+    why = "Unsupported: /etc/crio/crio.conf.d/99-site.conf sets enable_pod_events = false after ours"
+    check = hostcheck.HostCheck(datetime.now(UTC), {"DropInOnly": why, "EditConfigFile": why})
+    fine_check = hostcheck.HostCheck(datetime.now(UTC), {"DropInOnly": "", "EditConfigFile": ""})
+    for node, value in ((refused, check), (fine, fine_check)):
+        env.core.patch_node(node, {"metadata": {"annotations": {c.ANN_HOST_CHECK: value.to_json()}}})
+    env.apply(nodeconfig("host", env.prefix, rollout={"paused": True, "canary": {"nodes": 0}}))
+    looked = eventedpleg(env, "preflight", "--nodeconfig", "host", "-o", "wide")
+    assert looked.returncode == 3, looked.stderr
+    row = next(line for line in looked.stdout.splitlines() if line.startswith(refused))
+    assert "refuses" in row and why in row
+    assert " ok " in next(line for line in looked.stdout.splitlines() if line.startswith(fine))
+    env.cluster.kubectl(
+        "patch",
+        "nodeconfig",
+        "host",
+        "--type=merge",
+        "-p",
+        '{"spec":{"rollout":{"paused":false}}}',
+        check=True,
+    )
+    seen_cordoned = []
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+
+        def ready() -> bool:
+            seen_cordoned.append(env.node_states()[refused][1])
+            return env.condition("host", "Ready").get("status") == "True"
+
+        wait_for(ready, what="Ready", timeout=90)
+        assert env.node_states() == {refused: ("Skipped", False), fine: ("Done", False)}, op.log()[-2000:]
+    assert not any(seen_cordoned)
+    assert env.annotations(refused)[c.ANN_REASON].startswith(
+        f"not cordoned: {why} (the agent's host check at "
+    )
+    events = node_events(env, refused)
+    assert "Unsupported" in events and "Draining" not in events
 
 
 def test_failed_node_is_rolled_back_and_the_rollout_halts(env: Env) -> None:

@@ -249,6 +249,22 @@ def node_events(env: Env, node: str) -> str:
     ).stdout
 
 
+def unpause_until_ready(env: Env, name: str, *, watch: str) -> dict[str, tuple[str | None, bool]]:
+    """Unpause NodeConfig `name` and run the operator until it is Ready, checking at every look that
+    `watch` is never cordoned; the node states at the end."""
+    env.cluster.kubectl(
+        "patch", "nodeconfig", name, "--type=merge", "-p", '{"spec":{"rollout":{"paused":false}}}', check=True
+    )
+    with operator_running(env.cluster, NS, env.tmp), ProtocolAgents(env.api, env.prefix):
+
+        def ready() -> bool:
+            assert not env.node_states()[watch][1], f"{watch} was cordoned"
+            return env.condition(name, "Ready").get("status") == "True"
+
+        wait_for(ready, what="Ready", timeout=90)
+        return env.node_states()
+
+
 def test_a_drain_that_could_never_finish_is_reported_and_its_node_never_cordoned(env: Env) -> None:
     """Default drain.onBlocked (Skip): preflight names the pod and the PDB; the rollout marks that node
     Skipped without a cordon or an eviction and completes on the others."""
@@ -266,25 +282,8 @@ def test_a_drain_that_could_never_finish_is_reported_and_its_node_never_cordoned
     assert "nothing to evict" in next(ln for ln in looked.stdout.splitlines() if ln.startswith(free))
     as_json = json.loads(eventedpleg(env, "preflight", "--nodeconfig", "never", "-o", "json").stdout)
     assert [n["node"] for n in as_json if n["drain"]["neverFinishes"]] == [blocked]
-    env.cluster.kubectl(
-        "patch",
-        "nodeconfig",
-        "never",
-        "--type=merge",
-        "-p",
-        '{"spec":{"rollout":{"paused":false}}}',
-        check=True,
-    )
-    seen_cordoned = []
-    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
-
-        def ready() -> bool:
-            seen_cordoned.append(env.node_states()[blocked][1])
-            return env.condition("never", "Ready").get("status") == "True"
-
-        wait_for(ready, what="Ready", timeout=90)
-        assert env.node_states() == {blocked: ("Skipped", False), free: ("Done", False)}, op.log()[-2000:]
-    assert not any(seen_cordoned)
+    states = unpause_until_ready(env, "never", watch=blocked)
+    assert states == {blocked: ("Skipped", False), free: ("Done", False)}
     reason = env.annotations(blocked)[c.ANN_REASON]
     assert reason.startswith("not cordoned: the drain could never finish: ") and "db-pdb" in reason
     events = node_events(env, blocked)
@@ -442,25 +441,8 @@ def test_a_node_its_agent_would_refuse_is_never_cordoned(env: Env) -> None:
     row = next(line for line in looked.stdout.splitlines() if line.startswith(refused))
     assert "refuses" in row and why in row
     assert " ok " in next(line for line in looked.stdout.splitlines() if line.startswith(fine))
-    env.cluster.kubectl(
-        "patch",
-        "nodeconfig",
-        "host",
-        "--type=merge",
-        "-p",
-        '{"spec":{"rollout":{"paused":false}}}',
-        check=True,
-    )
-    seen_cordoned = []
-    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
-
-        def ready() -> bool:
-            seen_cordoned.append(env.node_states()[refused][1])
-            return env.condition("host", "Ready").get("status") == "True"
-
-        wait_for(ready, what="Ready", timeout=90)
-        assert env.node_states() == {refused: ("Skipped", False), fine: ("Done", False)}, op.log()[-2000:]
-    assert not any(seen_cordoned)
+    states = unpause_until_ready(env, "host", watch=refused)
+    assert states == {refused: ("Skipped", False), fine: ("Done", False)}
     assert env.annotations(refused)[c.ANN_REASON].startswith(
         f"not cordoned: {why} (the agent's host check at "
     )

@@ -31,7 +31,15 @@ BAD_SPECS: list[tuple[dict[str, Any], str, str]] = [
         "timeZone",
         "unknown time zone",
     ),
+    ({"eventedPleg": True, "rollout": {"window": {"timeZone": "Local"}}}, "timeZone", "unknown time zone"),
     ({"eventedPleg": True, "drain": {"onTimeout": "Ignore"}}, "onTimeout", "'Fail', 'Skip' or 'ForceDelete'"),
+    ({"eventedPleg": True, "drain": {"onBlocked": "Evict"}}, "onBlocked", "'Skip', 'Wait' or 'Fail'"),
+    (
+        {"eventedPleg": True, "rollout": {"alertGate": {"prometheusUrl": "prometheus:9090"}}},
+        "prometheusUrl",
+        "pattern",
+    ),
+    ({"eventedPleg": True, "rollout": {"postNodeDelaySeconds": -1}}, "postNodeDelaySeconds", "greater than"),
     ({"eventedPleg": "yes please"}, "eventedPleg", "valid boolean"),
     ({"eventedPleg": True, "rollout": {"canary": {"nodes": "two"}}}, "nodes", "valid integer"),
     ({"eventedPleg": True, "rollout": {"maxFailedNodes": 0}}, "maxFailedNodes", "greater than or equal to 1"),
@@ -171,3 +179,11 @@ def test_every_crd_field_has_a_description() -> None:
     )
     assert missing == []
     assert root["description"].startswith("NodeConfig turns the kubelet's Evented PLEG on or off")
+
+
+def test_an_alert_pattern_that_does_not_compile_is_an_invalid_spec() -> None:
+    # No CEL function checks a regular expression at admission: the operator reports it (InvalidSpec).
+    with pytest.raises(ValidationError, match="not a regular expression"):
+        NodeConfigSpec.model_validate(
+            {"eventedPleg": True, "rollout": {"alertGate": {"alertNameRegexp": "("}}}
+        )

@@ -201,10 +201,11 @@ class Window(
             pattern=r"^[A-Za-z0-9_+\-/]+$",
             description="IANA name of the time zone `start` and `end` are in.",
             # CEL's getHours(zone) fails on a zone the API server's tzdata does not know, which rejects the
-            # object: the admission-time twin of _known_zone below.
+            # object: the admission-time twin of _known_zone below. Go also knows "Local" (the API server's
+            # own zone), which is no IANA name and which the operator could not read.
             json_schema_extra=cel(
                 (
-                    "timestamp('2000-01-01T00:00:00Z').getHours(self) >= 0",
+                    "self != 'Local' && timestamp('2000-01-01T00:00:00Z').getHours(self) >= 0",
                     "unknown time zone (use an IANA name such as Europe/Berlin)",
                 )
             ),

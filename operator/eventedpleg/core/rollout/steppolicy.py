@@ -368,9 +368,8 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     result = _drain_result((yield AttemptDrain()))
     if result.done:
         return (yield from _request_apply(action.hash, action.agent_options, "cordoned and drained", clock))
-    if (
-        result.never and not forced
-    ):  # found only after the cordon (a pod bound since the survey): give it back now
+    # Found only after the cordon (a pod bound since the survey): give the node back now.
+    if result.never and not forced:
         return (
             yield from _blocked(
                 action.drain.on_blocked,

@@ -70,12 +70,16 @@ def test_minimal_nodeconfig_gets_every_default(crd: LocalCluster) -> None:
     assert spec["rollout"]["canary"] == {"nodes": 1, "soakSeconds": 120}
     assert spec["rollout"]["window"] == {"days": [], "start": "", "end": "", "timeZone": "UTC"}
     assert spec["rollout"]["stallAfterSeconds"] == 1800
+    assert spec["rollout"]["postNodeDelaySeconds"] == 0
+    assert spec["rollout"]["alertGate"] == {"prometheusUrl": "", "alertNameRegexp": ".*"}  # off
     assert spec["drain"] == {
         "timeoutSeconds": 600,
         "gracePeriodSeconds": -1,
         "deleteEmptyDirData": True,
         "force": False,
         "onTimeout": "Fail",
+        "onBlocked": "Skip",
+        "blockingPodSelector": {"matchLabels": {}, "matchExpressions": []},
         "retries": 2,
         "retryBackoffSeconds": 300,
     }

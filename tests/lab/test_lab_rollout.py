@@ -268,6 +268,13 @@ def test_rollout_reaches_available_on_real_nodes(installed: Lab, lab_specs: tupl
     assert moved and not moved & set(after), (before, after)
     # Nothing in a step, half-applied or cordoned: the drain the force-delete interrupted was finished.
     assert _in_progress_or_half_applied(installed) == [], fault
+    # A node its agent's host check refuses (a site drop-in turning pod events off) was never taken: the
+    # operator skipped it before the cordon, with the agent's own reason.
+    nodes = installed.nodes()
+    for spec in lab_specs:
+        if spec.admin_pod_events_off:
+            reason = nodes[spec.name]["metadata"]["annotations"][c.ANN_REASON]
+            assert reason.startswith("not cordoned: ") and "the agent's host check at" in reason, reason
     # The force-deleted leader's Lease went to another pod, which led to the end.
     # (The victim is the holder the fault itself read; the 1-s sampler may miss a holder that led for
     # less than a second, so the victim is not looked for in watch.holders. Nor is the leader from

@@ -165,22 +165,22 @@ def test_kstatus_kubectl_wait_and_argocd_read_a_nodeconfig_truthfully_from_creat
         assert kstatus(ready) == ("Current", "Resource is Ready")
         assert health(ready)[0] == "Healthy"
 
-        # A time zone the API server's CEL accepts (Go's time.LoadLocation knows "Local") but the operator
-        # cannot use: admitted, so the operator must say so.
+        # An alert pattern that is no regular expression: no CEL function can check that at admission,
+        # so it is admitted and the operator must say so.
         patched = cluster.kubectl(
             "patch",
             "nodeconfig",
             prefix,
             "--type=merge",
             "-p",
-            '{"spec":{"rollout":{"window":{"timeZone":"Local"}}}}',
+            '{"spec":{"rollout":{"alertGate":{"alertNameRegexp":"("}}}}',
         )
         assert patched.returncode == 0, patched.stderr
         stalled = cluster.kubectl(*wait, "--for=condition=Stalled", "--timeout=60s")
         assert stalled.returncode == 0, (stalled.stderr, op.log()[-3000:])
         invalid = get(cluster, prefix)
     problem = condition(invalid, "Stalled")["message"]
-    assert "spec.rollout.window.timeZone" in problem and "\n" not in problem
+    assert "spec.rollout.alertGate.alertNameRegexp" in problem and "\n" not in problem
     assert condition(invalid, "Stalled")["observedGeneration"] == invalid["metadata"]["generation"] == 2
     assert condition(invalid, "Ready")["status"] == "False"
     assert condition(invalid, "Reconciling")["status"] == "False"

@@ -43,6 +43,7 @@ _OPTIONS = (
     click.option("--poll-seconds", default=5.0, show_default=True, type=float, hidden=True),
     click.option("--min-window-seconds", default=30.0, show_default=True, type=float, hidden=True),
     click.option("--check-interval-seconds", default=60.0, show_default=True, type=float, hidden=True),
+    click.option("--host-check-interval-seconds", default=300.0, show_default=True, type=float, hidden=True),
     click.option("--once", is_flag=True, help="Handle the node's current request and check once, then exit."),
     verbose_option,
 )
@@ -71,6 +72,7 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
         poll_seconds: float,
         min_window_seconds: float,
         check_interval_seconds: float,
+        host_check_interval_seconds: float,
         once: bool,
         verbose: bool,
         **own: Any,
@@ -80,6 +82,7 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
             poll_seconds=poll_seconds,
             min_window_seconds=min_window_seconds,
             check_interval_seconds=check_interval_seconds,
+            host_check_interval_seconds=host_check_interval_seconds,
         )
         command(AgentProcess(node, kubeconfig, settings, once, verbose), **own)
 

@@ -14,6 +14,7 @@ import pytest
 from eventedpleg import constants as c
 from eventedpleg.agent import runner
 from eventedpleg.agent.agent import Work, drive
+from eventedpleg.cli.agent import withdraw_host_check
 from eventedpleg.constants import NodeState
 from eventedpleg.core import hostcheck
 from eventedpleg.core.agentoptions import AgentOptions
@@ -249,3 +250,27 @@ def test_a_failing_check_never_stops_the_loop_or_an_apply(
     assert calls == 1  # it ran first, and failed
     assert rig.state == NodeState.DONE  # the apply went on
     assert "host check failed; next in 300s" in caplog.text
+
+
+def test_an_agent_on_its_way_out_takes_its_host_check_off_the_node(make_rig: RigFactory) -> None:
+    """helm uninstall deletes the DaemonSet: each agent removes what it published, so nothing of ours is
+    left on the nodes (an agent started again publishes anew)."""
+    rig = make_rig(profiles.kubeadm_containerd())
+    assert host_check(rig)
+    assert c.ANN_HOST_CHECK in rig.annotations
+    withdraw_host_check(rig.agent)
+    assert c.ANN_HOST_CHECK not in rig.annotations
+
+
+def test_withdrawing_never_raises_when_the_api_is_gone(
+    make_rig: RigFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig = make_rig(profiles.kubeadm_containerd())
+
+    def gone(*args: object, **kwargs: object) -> None:
+        raise OSError("connection refused")
+
+    rig.agent.api.patch_node_annotations = gone  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING):
+        withdraw_host_check(rig.agent)
+    assert "could not remove eventedpleg.io/host-check: connection refused" in caplog.text

@@ -1,8 +1,9 @@
 """The node agent: acts on its own Node's annotations (protocol in eventedpleg.constants), on its own host.
 
 What it does is decided by pure phases that yield effects: apply (core.node.applyphase, with the restart and
-verify loop of core.node.verifyloop) when its Node asks for it, and the after-Done check
-(core.node.donephase) every check interval. agent.interpreter performs the effects on the host.
+verify loop of core.node.verifyloop) when its Node asks for it, the after-Done check (core.node.donephase)
+every check interval, and the host check (core.node.hostcheckphase) at start and every host check interval
+while no apply holds the node. agent.interpreter performs the effects on the host.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from eventedpleg.agent.interpreter import Interpreter, Work, drive
-from eventedpleg.core.node import applyphase, donephase
-from eventedpleg.core.node.agentdecide import AgentAction, next_action
+from eventedpleg.core.node import applyphase, donephase, hostcheckphase
+from eventedpleg.core.node.agentdecide import AgentAction, holds_node, next_action
 from eventedpleg.core.node.agentsettings import AgentSettings
 from eventedpleg.core.node.effects import Effect
 from eventedpleg.core.node.host import Host
@@ -55,3 +56,12 @@ class Agent:
             return
         phase = donephase.after_done(node, self.heals, self.settings, self.clock)
         self.heals = yield from self.interpreter.run(phase, node)
+
+    def host_check(self) -> Work[bool]:
+        """Publish what an apply would decide on this host now (run every host_check_interval_seconds);
+        False, doing nothing, while an apply holds the node (Applying, Verifying)."""
+        node = self.api.get_node(self.node)
+        if node is None or holds_node(node.annotations):
+            return False
+        yield from self.interpreter.run(hostcheckphase.host_check(node, self.clock), node)
+        return True

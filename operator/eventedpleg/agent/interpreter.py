@@ -29,6 +29,7 @@ from eventedpleg.core.node.effects import (
     NodeEvent,
     Observe,
     Phase,
+    PublishHostCheck,
     ReadApplied,
     ReadConfigMap,
     ReadFile,
@@ -118,6 +119,11 @@ class Interpreter:
                 self.store.drop_config_baseline()
             case Report():
                 return self._report(effect, node)
+            case PublishHostCheck(check):
+                # Unconditional, unlike Report: the key is the agent's alone and what the host allows
+                # does not depend on what the operator asks (desired-config, state).
+                written = self.api.patch_node_annotations(self.node, {c.ANN_HOST_CHECK: check.to_json()})
+                return written is not None
             case NodeEvent(reason, message, warning):
                 self.api.emit_event(node, reason=reason, message=message[:MESSAGE_LIMIT], warning=warning)
             case ReadConfigMap(namespace, name):

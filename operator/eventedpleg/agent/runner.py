@@ -1,10 +1,12 @@
-"""The agent's main loop: watch our own Node, act on it, and check a Done node every so often."""
+"""The agent's main loop: watch our own Node, act on it, check a Done node every so often, and publish the
+host check at start and every so often while no apply holds the node."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from typing import TypeVar
 
 from eventedpleg.agent.agent import Agent, drive
@@ -40,6 +42,32 @@ def waiting(items: Iterable[T], idle: threading.Event | None) -> Iterator[T]:
         yield item
 
 
+class HostChecks:
+    """The host check (Agent.host_check) at start and then every host_check_interval_seconds, between the
+    loop's steps. Its failures are logged here and go no further: a check that keeps failing must neither
+    hold up an apply nor send the loop into its error back-off."""
+
+    def __init__(self, agent: Agent, sleep: Callable[[float], None]) -> None:
+        self.agent, self.sleep = agent, sleep
+        self.last: datetime | None = None  # when it last ran (or failed)
+
+    def when_due(self) -> None:
+        clock, every = self.agent.host.clock, self.agent.settings.host_check_interval_seconds
+        if self.last is not None and (clock.now() - self.last).total_seconds() < every:
+            return
+        try:
+            if not drive(self.agent.host_check(), self.sleep):
+                return  # an apply holds the node: check as soon as it lets go
+        except Exception as exc:
+            diagnosis = diagnose(exc)
+            if diagnosis is None:
+                log.exception("host check failed; next in %.0fs", every)
+            else:  # an outage is one line per attempt; the traceback only with --verbose
+                log.warning("host check: %s; next in %.0fs", diagnosis.message, every)
+                log.debug("host check error", exc_info=exc)
+        self.last = clock.now()
+
+
 def run(
     agent: Agent,
     *,
@@ -49,7 +77,9 @@ def run(
     idle: threading.Event | None = None,
 ) -> None:
     """Until `stop()`: read the Node, act, watch it (fieldSelector metadata.name) for check_interval seconds,
-    then run the after-Done check. API errors are logged and retried after a pause, never fatal.
+    then run the after-Done check. API errors are logged and retried after a pause, never fatal. The host
+    check runs first and then every host_check_interval seconds, between the steps (never during an apply);
+    its failures are logged and never stop the rest.
 
     `beats` records progress for the health endpoint: every pass, watch event and retry, and every wait
     a step asks for (a verification window is progress; a call that never returns is not).
@@ -65,6 +95,7 @@ def run(
         clock.sleep(seconds)
         beat()
 
+    host_check = HostChecks(agent, sleep)
     interval = agent.settings.check_interval_seconds
     while not stop():
         beat()
@@ -74,6 +105,7 @@ def run(
                 log.warning("node %s not found; waiting", agent.node)
                 sleep(ERROR_BACKOFF_SECONDS)
                 continue
+            host_check.when_due()
             drive(agent.on_node(node), sleep)
             if once:
                 drive(agent.check(), sleep)
@@ -91,6 +123,7 @@ def run(
                 if (clock.now() - last_check).total_seconds() >= interval:
                     drive(agent.check(), sleep)
                     last_check = clock.now()
+                host_check.when_due()
             drive(agent.check(), sleep)
         except Exception as exc:  # a bad moment of the API server must not kill the agent
             diagnosis = diagnose(exc)

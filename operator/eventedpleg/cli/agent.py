@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from eventedpleg import constants as c
 from eventedpleg.agent import health, runner
 from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.agent.linuxhost import LinuxHost
@@ -43,6 +44,7 @@ _OPTIONS = (
     click.option("--poll-seconds", default=5.0, show_default=True, type=float, hidden=True),
     click.option("--min-window-seconds", default=30.0, show_default=True, type=float, hidden=True),
     click.option("--check-interval-seconds", default=60.0, show_default=True, type=float, hidden=True),
+    click.option("--host-check-interval-seconds", default=300.0, show_default=True, type=float, hidden=True),
     click.option("--once", is_flag=True, help="Handle the node's current request and check once, then exit."),
     verbose_option,
 )
@@ -71,6 +73,7 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
         poll_seconds: float,
         min_window_seconds: float,
         check_interval_seconds: float,
+        host_check_interval_seconds: float,
         once: bool,
         verbose: bool,
         **own: Any,
@@ -80,6 +83,7 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
             poll_seconds=poll_seconds,
             min_window_seconds=min_window_seconds,
             check_interval_seconds=check_interval_seconds,
+            host_check_interval_seconds=host_check_interval_seconds,
         )
         command(AgentProcess(node, kubeconfig, settings, once, verbose), **own)
 
@@ -113,12 +117,25 @@ def run_agent(
     try:
         with api_client(process.kubeconfig) as client:
             the_agent = Agent(process.node, host, KubeAgentApi(client, host=process.node), process.settings)
-            runner.run(the_agent, stop=stopping.is_set, once=process.once, beats=beats, idle=idle)
-    except runner.Stopped:
-        logging.getLogger(__name__).info("stopped by signal while idle")
+            try:
+                runner.run(the_agent, stop=stopping.is_set, once=process.once, beats=beats, idle=idle)
+            except runner.Stopped:
+                logging.getLogger(__name__).info("stopped by signal while idle")
+            if not process.once:
+                withdraw_host_check(the_agent)
     finally:
         if server is not None:
             server.shutdown()
+
+
+def withdraw_host_check(agent: Agent) -> None:
+    """On the way out (helm uninstall deletes the DaemonSet; an upgrade replaces the pod): take our host
+    check off the Node, so an uninstalled product leaves no annotation behind. A new agent publishes it
+    again at its start. Best effort: a failure here is logged, never raised."""
+    try:
+        agent.api.patch_node_annotations(agent.node, {c.ANN_HOST_CHECK: None})
+    except Exception as exc:  # the API may be gone too: the node keeps its last check, dated
+        logging.getLogger(__name__).warning("could not remove %s: %s", c.ANN_HOST_CHECK, exc)
 
 
 @click.command("agent")

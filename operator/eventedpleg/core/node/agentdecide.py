@@ -9,6 +9,9 @@ The rule, in order:
 - state=Done and current-config == desired-config: WATCH for drift and silent fallback;
 - anything else (Draining, RolledBack, Failed, Skipped, Drifted, Done at another hash, a state this
   version does not know): IDLE -- it is the operator's turn, or a human's.
+
+Apart from that rule, the host check (core.node.hostcheckphase) runs whenever the agent does not hold the
+node (`holds_node`).
 """
 
 from __future__ import annotations
@@ -39,3 +42,13 @@ def next_action(annotations: Mapping[str, str]) -> AgentAction:
     if state == NodeState.DONE.value and current == desired:
         return AgentAction.WATCH
     return AgentAction.IDLE
+
+
+# The states in which the agent holds the node (eventedpleg.constants, Writers); the operator's side names
+# the same pair core.rollout.snapshot.AGENT_PHASE.
+AGENT_PHASE = frozenset({NodeState.APPLYING, NodeState.VERIFYING})
+
+
+def holds_node(annotations: Mapping[str, str]) -> bool:
+    """An apply of the agent's has the node (Applying, Verifying): nothing else of the agent's may run."""
+    return annotations.get(c.ANN_STATE, "") in AGENT_PHASE

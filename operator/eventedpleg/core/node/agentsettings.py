@@ -13,6 +13,9 @@ class AgentSettings:
     # visible within seconds; 30 s leaves room for a late fallback). Capped at half the verify timeout.
     min_window_seconds: float = 30.0
     check_interval_seconds: float = 60.0
+    # The pre-cordon host check (core.node.hostcheckphase), at start and then this often while no apply
+    # holds the node; it runs `kubelet --version` and `kubelet --help`, so not on every check.
+    host_check_interval_seconds: float = 300.0
     max_heals_per_hour: int = 3
     # The eventedpleg.io/benefit figures: relists and kubelet CPU over a window of this length before the
     # change (steady kubelet) and again once verification passed (0 = do not measure).

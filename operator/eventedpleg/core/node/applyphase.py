@@ -70,6 +70,29 @@ def node_version(node: AgentNode) -> Version | None:
         return None
 
 
+def kubelet_version(node: AgentNode, facts: HostFacts) -> Version | None:
+    """The kubelet version verification goes by: the host's binary, else the Node's status."""
+    return facts.kubelet_version or node_version(node)
+
+
+def judge(
+    node: AgentNode,
+    facts: HostFacts,
+    rendered: render.RenderedConfig,
+    previous: ManagedState,
+    *,
+    allow_static_pods: bool,
+) -> tuple[ApplyPlan, Version] | Refusal:
+    """Go ahead (the host plan, and the kubelet version to verify against) or refuse (the node is Skipped
+    with the refusal's message), before anything is touched. The host check (core.node.hostcheckphase)
+    judges with this too, so that its verdict is the one an apply would reach."""
+    decision = decide(facts, rendered, previous, allow_static_pods=allow_static_pods)
+    version = kubelet_version(node, facts)
+    if isinstance(decision, Refusal) or version is None:
+        return _refusal(decision)
+    return decision, version
+
+
 def apply(node: AgentNode, settings: AgentSettings, clock: Now) -> Phase[None]:
     """Request, recover, plan (or refuse), measure, begin, change, verify, then commit or fail."""
     request = yield from _request(node, settings)
@@ -79,11 +102,11 @@ def apply(node: AgentNode, settings: AgentSettings, clock: Now) -> Phase[None]:
     resumed, restored = yield from _recover(rendered.hash)
     facts = yield from ask(ReadHost(rendered.enabled), HostFacts)
     previous = yield from ask(ReadApplied(), ManagedState)
-    decision = decide(facts, rendered, previous, allow_static_pods=options.allow_static_pods)
-    version = facts.kubelet_version or node_version(node)
-    if isinstance(decision, Refusal) or version is None:
-        yield from _refuse(_refusal(decision), restored=restored, version=version, clock=clock)
+    verdict = judge(node, facts, rendered, previous, allow_static_pods=options.allow_static_pods)
+    if isinstance(verdict, Refusal):
+        yield from _refuse(verdict, restored=restored, version=kubelet_version(node, facts), clock=clock)
         return
+    decision, version = verdict
     before = yield from measure(settings, clock)
     txn = yield from _begin(resumed, rendered, decision, previous, clock)
     attempt = Attempt(node, options, rendered, decision, version, previous, txn)

@@ -17,6 +17,7 @@ from typing import TypeVar
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.evidence import Evidence
+from eventedpleg.core.hostcheck import HostCheck
 from eventedpleg.core.node.host import CommandResult, HttpResult, KubeletProcess
 from eventedpleg.core.node.hostplan import FileChange, HostFacts, ManagedState
 from eventedpleg.core.node.promtext import Metrics
@@ -136,6 +137,14 @@ class Report:
 
 
 @dataclass(frozen=True)
+class PublishHostCheck:
+    """Set our Node's eventedpleg.io/host-check annotation to `check` (core.hostcheck), and nothing else.
+    Answer: whether the patch was written."""
+
+    check: HostCheck
+
+
+@dataclass(frozen=True)
 class NodeEvent:
     """An Event about our Node. Answer: None."""
 
@@ -233,6 +242,7 @@ Act = (
     | SaveConfigBaseline
     | DropConfigBaseline
     | Report
+    | PublishHostCheck
     | NodeEvent
 )
 Look = (

@@ -1,0 +1,63 @@
+"""The host check before any node is taken: for each kubeletConfig mode, the refusal the agent would report
+if asked now to turn Evented PLEG on, published as the `eventedpleg.io/host-check` annotation (core.hostcheck)
+for the operator to read before the cordon. A phase that yields effects (core.node.effects). Pure.
+
+It looks as the apply phase looks (ReadHost(True), ReadApplied()) and judges with its own judge
+(core.node.applyphase.judge), but changes nothing on the host: no files, no restarts, no transaction. The one
+write is the annotation, and only when it would say something new.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from eventedpleg import constants as c
+from eventedpleg.core import hostcheck, render
+from eventedpleg.core.hostcheck import HostCheck
+from eventedpleg.core.node.applyphase import judge
+from eventedpleg.core.node.effects import Now, Phase, PublishHostCheck, ReadApplied, ReadHost, act, ask
+from eventedpleg.core.node.hostplan import HostFacts, ManagedState, Refusal
+from eventedpleg.core.node.nodeapi import AgentNode
+from eventedpleg.models.nodeconfig import KubeletConfigMode
+
+# A verdict that has not changed is written again this often, so that its time (which the operator's Skipped
+# reason and preflight show) stays recent: one API write per node an hour, not one per look.
+REFRESH = timedelta(hours=1)
+# The operator renders with the NodeConfig's name as owner, which the agent learns only once a NodeConfig
+# has taken the node (eventedpleg.io/owner). The owner only fills the comment on each rendered file's first
+# line, after the marker by which decide knows our files (hostplan.MANAGED_MARKER), and no refusal depends
+# on a rendered file's bytes: any owner gives the verdict the real apply gives.
+OWNER = "host-check"
+
+
+def look(node: AgentNode, clock: Now) -> Phase[HostCheck]:
+    """What an apply turning Evented PLEG on would decide now, per kubeletConfig mode ("" = go ahead)."""
+    facts = yield from ask(ReadHost(True), HostFacts)
+    previous = yield from ask(ReadApplied(), ManagedState)
+    owner = node.annotations.get(c.ANN_OWNER) or OWNER
+    refusals: dict[str, str] = {}
+    for mode in KubeletConfigMode:
+        rendered = render.render(enabled=True, owner=owner, kubelet_config_mode=mode.value)
+        # Static pods are allowed here: whether a node with static pods may be taken is the operator's call
+        # (spec.includeControlPlane, judged from the node's mirror pods), not a verdict on the host.
+        verdict = judge(node, facts, rendered, previous, allow_static_pods=True)
+        refusals[mode.value] = verdict.message if isinstance(verdict, Refusal) else ""
+    return HostCheck(clock(), refusals)
+
+
+def is_news(check: HostCheck, published: HostCheck | None) -> bool:
+    """Whether `check` must be written over what the Node says: other refusals, or a stale time."""
+    if published is None or dict(published.refusals) != dict(check.refusals):
+        return True
+    if published.at.tzinfo is None:  # not written by an agent (ours are in UTC): write ours
+        return True
+    age = check.at - published.at
+    return not timedelta(0) <= age < REFRESH  # a time in the future is no better than an old one
+
+
+def host_check(node: AgentNode, clock: Now) -> Phase[HostCheck]:
+    """Look, and publish the verdict on our Node when it is news (`node` as read just before)."""
+    check = yield from look(node, clock)
+    if is_news(check, hostcheck.parse(node.annotations.get(c.ANN_HOST_CHECK))):
+        yield from act(PublishHostCheck(check))
+    return check

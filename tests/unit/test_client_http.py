@@ -19,6 +19,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from eventedpleg import __version__
+from eventedpleg.k8s import drain
 from eventedpleg.k8s.client import api_client, get_json, open_watch, send_json
 from eventedpleg.k8s.errors import (
     Conflict,
@@ -342,3 +343,18 @@ def test_shutdown_ends_a_watch_that_waits_for_its_next_event(tmp_path: Path) -> 
         api.close()
     assert rest == [] and ended < 3
     assert len(server.requests) == 1
+
+
+def test_node_maintenance_not_installed_is_asked_again_only_after_a_minute(tmp_path: Path) -> None:
+    """Most clusters have no medik8s NodeMaintenance API: one 404, not one per cordon."""
+    not_found = answer(b"404 page not found", status="404 Not Found")
+    with serving(lambda i: (not_found, "keep")) as server:
+        api = client_for(server.url, tmp_path)
+        drain._not_served_until[0] = 0.0
+        assert drain.maintenance_of(api, "n1") == [] and drain.maintenance_of(api, "n2") == []
+        assert len(server.requests) == 1
+        drain._not_served_until[0] = 0.0  # a minute later
+        assert drain.maintenance_of(api, "n1") == []
+        api.close()
+    assert len(server.requests) == 2
+    assert server.requests[0][0].split(b"\r\n")[0].startswith(b"GET " + drain.NODE_MAINTENANCES.encode())

@@ -7,6 +7,7 @@ and reports. The rollout calls it again on the next pass (kubectl retries every 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,11 +41,20 @@ def pdbs_in(api: client.ApiClient, namespaces: Sequence[str]) -> list[dict[str, 
 NODE_MAINTENANCES = "/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances"
 
 
+# Where the API is not installed (most clusters), asking again before every cordon would add a request per
+# node to a rollout; it is asked again after this long (an install is seen within a minute).
+NOT_SERVED_RECHECK = 60.0
+_not_served_until = [0.0]  # monotonic time until which NODE_MAINTENANCES is known not to be served
+
+
 def maintenance_of(api: client.ApiClient, node: str) -> list[str]:
     """The NodeMaintenance objects that hold `node`, as "NodeMaintenance NAME"."""
+    if time.monotonic() < _not_served_until[0]:
+        return []
     try:
         items = _list(api, NODE_MAINTENANCES)
     except NotFound:  # the CRD is not installed (the API server answers 404 for an unknown group)
+        _not_served_until[0] = time.monotonic() + NOT_SERVED_RECHECK
         return []
     return [
         f"NodeMaintenance {item['metadata']['name']}"

@@ -79,6 +79,8 @@ def test_minimal_nodeconfig_gets_every_default(crd: LocalCluster) -> None:
         "force": False,
         "onTimeout": "Fail",
         "onBlocked": "Skip",
+        "podSelector": {"matchLabels": {}, "matchExpressions": []},  # every pod kubectl evicts
+        "skipWaitForDeleteTimeoutSeconds": 0,
         "blockingPodSelector": {"matchLabels": {}, "matchExpressions": []},
         "retries": 2,
         "retryBackoffSeconds": 300,

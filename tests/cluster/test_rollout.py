@@ -450,6 +450,55 @@ def test_a_node_its_agent_would_refuse_is_never_cordoned(env: Env) -> None:
     assert "Unsupported" in events and "Draining" not in events
 
 
+def test_the_drain_evicts_only_the_selected_pods_and_never_an_opted_out_one(env: Env) -> None:
+    """drain.podSelector and the eventedpleg.io/drain: skip annotation, with real evictions: the selected
+    pod is evicted (its Deployment replaces it), the others keep running on the node, which is Done."""
+    (node,) = env.nodes([{}])
+
+    def pinned(name: str, tier: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        (deployment,) = [
+            d
+            for d in guarded_deployment(
+                env.prefix, name, replicas=1, node_selector={"kubernetes.io/hostname": node}
+            )
+            if d["kind"] == "Deployment"
+        ]
+        template = deployment["spec"]["template"]
+        template["metadata"]["labels"]["tier"] = tier
+        template["metadata"]["annotations"] = annotations or {}
+        return deployment
+
+    docs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": env.prefix}},
+        pinned("web", "web"),
+        pinned("db", "db"),
+        pinned("cache", "web", {"eventedpleg.io/drain": "skip"}),
+    ]
+    env.cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(docs), check=True)
+
+    def running() -> dict[str, str]:
+        items = plain(env.core.list_namespaced_pod(env.prefix))["items"]
+        return {
+            p["metadata"]["labels"]["app"]: p["metadata"]["uid"]
+            for p in items
+            if p["status"].get("phase") == "Running" and "deletionTimestamp" not in p["metadata"]
+        }
+
+    before = wait_for(lambda: len(r := running()) == 3 and r, what="three pods running")
+    drain = {"podSelector": {"matchLabels": {"tier": "web"}}}
+    env.apply(
+        nodeconfig(
+            "chosen", env.prefix, drain=drain, nodeSelector={"matchLabels": {"kubernetes.io/hostname": node}}
+        )
+    )
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+        wait_for(lambda: env.condition("chosen", "Ready").get("status") == "True", what="Ready", timeout=90)
+        assert env.node_states()[node] == ("Done", False), op.log()[-2000:]
+    after = running()
+    assert after.get("web") != before["web"]  # evicted (its replacement comes back once uncordoned)
+    assert (after["db"], after["cache"]) == (before["db"], before["cache"])  # the very same pods, kept
+
+
 def test_failed_node_is_rolled_back_and_the_rollout_halts(env: Env) -> None:
     names = env.nodes([{} for _ in range(4)])
     bad = names[0]  # zone z0, first in order

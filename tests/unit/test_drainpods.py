@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from eventedpleg.core.rollout import drainpods
 from eventedpleg.core.rollout.drainpods import PodRef
+from eventedpleg.models.nodeconfig import LabelSelector
 
 
 def pod(name: str, *, owner: str | None = "ReplicaSet", **extra: Any) -> dict[str, Any]:
@@ -30,7 +32,7 @@ def test_kubectl_filters() -> None:
         pod("done", owner=None, status={"phase": "Succeeded"}),
         pod("going", meta={"deletionTimestamp": "2026-11-01T00:00:00Z"}),
     ]
-    strict = drainpods.select(pods, delete_empty_dir_data=False, force=False)
+    strict = drainpods.select(pods, drainpods.Options(delete_empty_dir_data=False, force=False))
     assert strict.evict == (PodRef("ns", "web"), PodRef("ns", "done"))
     assert strict.terminating == (PodRef("ns", "going"),)
     assert [str(ref) for ref, _ in strict.skipped] == ["ns/ds", "ns/static"]
@@ -40,7 +42,7 @@ def test_kubectl_filters() -> None:
     assert "deleteEmptyDirData" in blocked[PodRef("ns", "scratch")]
     assert not strict.done
 
-    loose = drainpods.select(pods, delete_empty_dir_data=True, force=True)
+    loose = drainpods.select(pods, drainpods.Options(delete_empty_dir_data=True, force=True))
     assert {r.name for r in loose.evict} == {"web", "bare", "scratch", "done"}
     assert loose.blocked == ()
 
@@ -50,4 +52,37 @@ def test_a_node_with_only_daemonsets_and_mirror_pods_is_drained() -> None:
         pod("ds", owner="DaemonSet"),
         pod("m", meta={"annotations": {"kubernetes.io/config.mirror": "x"}}),
     ]
-    assert drainpods.select(pods, delete_empty_dir_data=True, force=False).done
+    assert drainpods.select(pods, drainpods.Options(delete_empty_dir_data=True, force=False)).done
+
+
+def test_the_users_choices_of_what_a_drain_evicts() -> None:
+    now = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+    stuck = {"deletionTimestamp": (now - timedelta(seconds=120)).isoformat().replace("+00:00", "Z")}
+    fresh = {"deletionTimestamp": (now - timedelta(seconds=5)).isoformat().replace("+00:00", "Z")}
+    pods = [
+        pod("web", meta={"labels": {"tier": "web"}}),
+        pod("db", meta={"labels": {"tier": "db"}}),
+        pod("pinned", meta={"labels": {"tier": "web"}, "annotations": {"eventedpleg.io/drain": "skip"}}),
+        pod("stuck", meta={"labels": {"tier": "web"}, **stuck}),
+        pod("leaving", meta={"labels": {"tier": "web"}, **fresh}),
+    ]
+    options = drainpods.Options(
+        delete_empty_dir_data=True,
+        force=False,
+        pods=LabelSelector(match_labels={"tier": "web"}),
+        stalled_delete_seconds=60,
+        now=now,
+    )
+    chosen = drainpods.select(pods, options)
+    assert chosen.evict == (PodRef("ns", "web"),)
+    assert chosen.terminating == (PodRef("ns", "leaving"),)  # deleted 5 s ago: waited for
+    assert dict(chosen.skipped) == {
+        PodRef("ns", "db"): drainpods.SkipKind.NOT_SELECTED,
+        PodRef("ns", "pinned"): drainpods.SkipKind.OPTED_OUT,
+        PodRef("ns", "stuck"): drainpods.SkipKind.STALLED_DELETE,  # 120 s past its deletion: not waited for
+    }
+    # the defaults: every pod kubectl drain evicts, every terminating pod waited for; the opt-out stands
+    default = drainpods.select(pods, drainpods.Options(delete_empty_dir_data=True, force=False, now=now))
+    assert set(default.evict) == {PodRef("ns", "web"), PodRef("ns", "db")}
+    assert set(default.terminating) == {PodRef("ns", "stuck"), PodRef("ns", "leaving")}
+    assert dict(default.skipped) == {PodRef("ns", "pinned"): drainpods.SkipKind.OPTED_OUT}

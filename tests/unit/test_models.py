@@ -83,6 +83,8 @@ def test_defaults_follow_the_design() -> None:
         "deleteEmptyDirData": True,
         "force": False,
         "onTimeout": "Fail",
+        "podSelector": {"matchLabels": {}, "matchExpressions": []},  # every pod kubectl evicts
+        "skipWaitForDeleteTimeoutSeconds": 0,
         "blockingPodSelector": {"matchLabels": {}, "matchExpressions": []},  # empty: off
         "onBlocked": "Skip",  # a drain that could never finish: the node is never cordoned
         "retries": 2,  # a drain blocked by a PDB is taken again, after 300 s then 600 s

@@ -97,7 +97,10 @@ def test_preflight_names_the_drain_that_could_never_finish_and_counts_it_out() -
     checked = {c.ANN_HOST_CHECK: refuses.to_json()}
     nodes = [node_view(_node(n, checked if n == "e" else {})) for n in ("a", "b", "c", "d", "e")]
     policy, drain = compat.Policy(), DrainPolicy.of(DrainSpec())
-    rows = {row.node.name: row for row in preflight_rows(nodes, policy, pods, [pdb], drain)}
+    rows = {
+        row.node.name: row
+        for row in preflight_rows(nodes, policy, pods, [pdb], drain, now=datetime(2026, 11, 25, tzinfo=UTC))
+    }
     assert rows["a"].never.startswith("shop/db-0: PodDisruptionBudget shop/db (maxUnavailable: 0)")
     # a pod without a controller: no PDB involved, and no drain option given that lets it go
     assert rows["b"].never == "shop/scratch has no controller (it would not come back); set drain.force: true"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from eventedpleg.core import compat, hostcheck
@@ -60,6 +61,8 @@ def preflight_rows(
     pdbs: Sequence[Mapping[str, Any]],
     drain: DrainPolicy,
     mode: str = KubeletConfigMode.DROP_IN_ONLY.value,
+    *,
+    now: datetime,
 ) -> list[PreflightRow]:
     """Each node's verdict, and what its drain would meet now (the checks the operator makes before the
     cordon: static pods, PodDisruptionBudgets that allow no eviction, pods no drain option lets go)."""
@@ -69,9 +72,7 @@ def preflight_rows(
     out = []
     for node in sorted(nodes, key=lambda n: (n.zone, n.name)):
         mine = on_node.get(node.name, [])
-        selection = drainpods.select(
-            mine, delete_empty_dir_data=drain.delete_empty_dir_data, force=drain.force
-        )
+        selection = drainpods.select(mine, drain.options(now))
         facts = node.facts
         if selection.mirror_pods:
             facts = compat.NodeFacts(**{**facts.__dict__, "has_mirror_pods": True})

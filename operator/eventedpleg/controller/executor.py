@@ -176,9 +176,7 @@ class _ApiAnswers:
 
     def survey_pods(self) -> PodSurvey:  # before the cordon: never reused by a drain attempt
         pods, policy = drainer.node_pods(self.api, self.node), self._policy()
-        selection = drainpods.select(
-            pods, delete_empty_dir_data=policy.delete_empty_dir_data, force=policy.force
-        )
+        selection = drainpods.select(pods, policy.options(self.executor.clock()))
         never = drainpods.never(selection, drainer.never_allowed(self.api, pods, selection.evict))
         holding = drainpods.holding(pods, policy.blocking_pods, drainer.maintenance_of(self.api, self.node))
         return PodSurvey(
@@ -192,7 +190,12 @@ class _ApiAnswers:
     def attempt_drain(self, request: AttemptDrain) -> DrainResult:
         pods, self.pods = self.pods, None
         return drainer.attempt(
-            self.api, self.node, self._policy(), force_delete=request.force_delete, pods=pods
+            self.api,
+            self.node,
+            self._policy(),
+            now=self.executor.clock(),
+            force_delete=request.force_delete,
+            pods=pods,
         )
 
     def emit(self, request: Emit) -> None:

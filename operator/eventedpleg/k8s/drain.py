@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client
@@ -97,7 +98,7 @@ def _delete(api: client.ApiClient, ref: PodRef, policy: DrainPolicy) -> None:
 
 def mirror_pods_in(pods: list[dict[str, Any]]) -> tuple[str, ...]:
     """Static pods among these (mirror pods carry kubernetes.io/config.mirror)."""
-    selection = drainpods.select(pods, delete_empty_dir_data=True, force=True)
+    selection = drainpods.select(pods, drainpods.Options(delete_empty_dir_data=True, force=True))
     return tuple(str(ref) for ref in selection.mirror_pods)
 
 
@@ -106,16 +107,13 @@ def attempt(
     node: str,
     policy: DrainPolicy,
     *,
+    now: datetime,
     force_delete: bool = False,
     pods: list[dict[str, Any]] | None = None,
 ) -> DrainResult:
     """One pass over the node's pods (`pods` when the caller has just listed them after cordoning)."""
     pods = node_pods(api, node) if pods is None else pods
-    selection = drainpods.select(
-        pods,
-        delete_empty_dir_data=policy.delete_empty_dir_data or force_delete,
-        force=policy.force or force_delete,
-    )
+    selection = drainpods.select(pods, policy.options(now, force_delete=force_delete))
     if selection.done:
         return drainpods.result(selection)
     problems: list[EvictionProblem] = []

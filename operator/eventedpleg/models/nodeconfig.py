@@ -355,6 +355,25 @@ class DrainSpec(_Model):
             "(only with the chart value `drain.allowForceDelete: true`, else the node is Failed saying so)."
         ),
     ] = OnDrainTimeout.FAIL
+    pod_selector: Annotated[
+        LabelSelector,
+        Field(
+            description="Only pods matching this selector are evicted (kubectl drain `--pod-selector`); the "
+            "others stay on the node, their containers running through the runtime and kubelet restarts. "
+            "Empty (the default): every pod kubectl drain would evict. A pod annotated "
+            "`eventedpleg.io/drain: skip` is never evicted, whatever this says."
+        ),
+    ] = LabelSelector()
+    skip_wait_for_delete_timeout_seconds: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=86400,
+            description="A pod whose deletion started more than this many seconds ago no longer holds the "
+            "drain (kubectl drain `--skip-wait-for-delete-timeout`, e.g. a pod stuck terminating on a "
+            "finalizer). 0 (the default): wait for every terminating pod.",
+        ),
+    ] = 0
     blocking_pod_selector: Annotated[
         LabelSelector,
         Field(

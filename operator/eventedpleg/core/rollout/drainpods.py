@@ -12,7 +12,8 @@ Why a pod is skipped or blocks the drain is a kind (SkipKind, Blocker), never pa
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -28,6 +29,14 @@ class SkipKind(StrEnum):
 
     DAEMONSET = "DaemonSet pod"
     MIRROR = "mirror pod"  # a static pod: the kubelet runs it from a file, eviction cannot move it
+    OPTED_OUT = "annotated eventedpleg.io/drain: skip"
+    NOT_SELECTED = "not matched by drain.podSelector"
+    STALLED_DELETE = "terminating past drain.skipWaitForDeleteTimeoutSeconds"  # kubectl's flag of that name
+
+
+# A pod annotated so is never evicted by our drains (as Cluster API's `cluster.x-k8s.io/drain: skip`).
+OPT_OUT_ANNOTATION = "eventedpleg.io/drain"
+OPT_OUT_VALUE = "skip"
 
 
 class Blocker(StrEnum):
@@ -103,7 +112,28 @@ def _controller(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def select(pods: Iterable[Mapping[str, Any]], *, delete_empty_dir_data: bool, force: bool) -> DrainSelection:
+@dataclass(frozen=True)
+class Options:
+    """What decides which pods a drain evicts, beyond kubectl's fixed filters (from DrainPolicy)."""
+
+    delete_empty_dir_data: bool
+    force: bool
+    pods: LabelSelector = field(default_factory=LabelSelector)  # only these are evicted (empty: all)
+    stalled_delete_seconds: int = 0  # a deletion older than this is not waited for (0: always)
+    now: datetime | None = None  # for stalled_delete_seconds
+
+
+def _stalled(meta: Mapping[str, Any], options: Options) -> bool:
+    if not options.stalled_delete_seconds or options.now is None:
+        return False
+    try:
+        since = datetime.fromisoformat(str(meta["deletionTimestamp"]).replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return (options.now - since).total_seconds() > options.stalled_delete_seconds
+
+
+def select(pods: Iterable[Mapping[str, Any]], options: Options) -> DrainSelection:
     evict: list[PodRef] = []
     terminating: list[PodRef] = []
     skipped: list[tuple[PodRef, SkipKind]] = []
@@ -113,19 +143,27 @@ def select(pods: Iterable[Mapping[str, Any]], *, delete_empty_dir_data: bool, fo
         phase = (pod.get("status") or {}).get("phase", "")
         finished = phase in ("Succeeded", "Failed")
         controller = _controller(pod)
+        annotations = meta.get("annotations") or {}
         if meta.get("deletionTimestamp"):
-            terminating.append(ref)
+            if _stalled(meta, options):
+                skipped.append((ref, SkipKind.STALLED_DELETE))
+            else:
+                terminating.append(ref)
         elif controller is not None and controller.get("kind") == "DaemonSet":
             skipped.append((ref, SkipKind.DAEMONSET))
-        elif MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+        elif MIRROR_ANNOTATION in annotations:
             skipped.append((ref, SkipKind.MIRROR))
+        elif annotations.get(OPT_OUT_ANNOTATION) == OPT_OUT_VALUE:
+            skipped.append((ref, SkipKind.OPTED_OUT))
+        elif not options.pods.empty and not selector.matches(options.pods, meta.get("labels") or {}):
+            skipped.append((ref, SkipKind.NOT_SELECTED))
         elif finished:
             evict.append(ref)
-        elif not delete_empty_dir_data and any(
+        elif not options.delete_empty_dir_data and any(
             "emptyDir" in v for v in (pod.get("spec") or {}).get("volumes") or []
         ):
             blocked.append((ref, Blocker.EMPTY_DIR))
-        elif controller is None and not force:
+        elif controller is None and not options.force:
             blocked.append((ref, Blocker.NO_CONTROLLER))
         else:
             evict.append(ref)

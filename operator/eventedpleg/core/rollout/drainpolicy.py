@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 
+from eventedpleg.core.rollout import drainpods
 from eventedpleg.models.nodeconfig import DrainSpec, LabelSelector, OnDrainBlocked, OnDrainTimeout
 
 
@@ -24,6 +25,8 @@ class DrainPolicy:
     delete_empty_dir_data: bool
     force: bool  # evict pods without a controller
     blocking_pods: LabelSelector  # a node running one of these is not taken (empty: off)
+    pods: LabelSelector  # only these are evicted (empty: every pod kubectl drain would evict)
+    stalled_delete_seconds: int  # a deletion older than this no longer holds the drain (0: always does)
 
     @staticmethod
     @cache
@@ -38,6 +41,8 @@ class DrainPolicy:
             delete_empty_dir_data=spec.delete_empty_dir_data,
             force=spec.force,
             blocking_pods=spec.blocking_pod_selector,
+            pods=spec.pod_selector,
+            stalled_delete_seconds=spec.skip_wait_for_delete_timeout_seconds,
         )
 
     def deadline(self, since: datetime) -> datetime | None:
@@ -51,6 +56,17 @@ class DrainPolicy:
     def backoff(self, attempt: int) -> timedelta:
         """Wait before automatic retry `attempt` (1-based): base, 2x base, 4x base..."""
         return timedelta(seconds=self.retry_backoff_seconds * 2 ** max(0, attempt - 1))
+
+    def options(self, now: datetime, *, force_delete: bool = False) -> drainpods.Options:
+        """Which pods a drain evicts now; `force_delete` (onTimeout: ForceDelete at the deadline) takes
+        emptyDir pods and pods without a controller too."""
+        return drainpods.Options(
+            delete_empty_dir_data=self.delete_empty_dir_data or force_delete,
+            force=self.force or force_delete,
+            pods=self.pods,
+            stalled_delete_seconds=self.stalled_delete_seconds,
+            now=now,
+        )
 
     def grace(self) -> int | None:
         """The eviction's or delete's grace period (None: the pod's own)."""

@@ -34,7 +34,8 @@ class SkipKind(StrEnum):
     STALLED_DELETE = "terminating past drain.skipWaitForDeleteTimeoutSeconds"  # kubectl's flag of that name
 
 
-# A pod annotated so is never evicted by our drains (as Cluster API's `cluster.x-k8s.io/drain: skip`).
+# A pod annotated so is never evicted by our drains (as Cluster API spares a pod labelled
+# `cluster.x-k8s.io/drain: skip`; ours is an annotation under our own prefix).
 OPT_OUT_ANNOTATION = "eventedpleg.io/drain"
 OPT_OUT_VALUE = "skip"
 

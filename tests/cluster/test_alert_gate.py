@@ -133,6 +133,7 @@ def test_a_firing_alert_holds_the_rollout_until_it_resolves(
             lambda: (cond := env.condition("alerts", "Paused")).get("reason") == "AlertsFiring" and cond,
             what="Paused: AlertsFiring",
         )
+        print(env.cluster.kubectl("get", "nodeconfig", "alerts", "-o", "yaml", check=True).stdout)  # for -s
         assert paused["status"] == "True"
         assert paused["message"] == "no new node while alerts firing: MaintenanceBlocker (rollout.alertGate)"
         assert env.condition("alerts", "Progressing")["reason"] == "AlertsFiring"

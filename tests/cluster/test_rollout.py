@@ -272,6 +272,7 @@ def test_a_drain_that_could_never_finish_is_reported_and_its_node_never_cordoned
     never_evictable(env, blocked)
     env.apply(nodeconfig("never", env.prefix, rollout={"paused": True, "canary": {"nodes": 0}}))
     looked = eventedpleg(env, "preflight", "--nodeconfig", "never", "-o", "wide")
+    print(looked.stdout)  # what a user sees (pytest -s or -rA)
     assert looked.returncode == 3, looked.stderr  # some selected nodes will not be taken
     row = next(line for line in looked.stdout.splitlines() if line.startswith(blocked))
     assert "never finishes" in row
@@ -437,6 +438,7 @@ def test_a_node_its_agent_would_refuse_is_never_cordoned(env: Env) -> None:
         env.core.patch_node(node, {"metadata": {"annotations": {c.ANN_HOST_CHECK: value.to_json()}}})
     env.apply(nodeconfig("host", env.prefix, rollout={"paused": True, "canary": {"nodes": 0}}))
     looked = eventedpleg(env, "preflight", "--nodeconfig", "host", "-o", "wide")
+    print(looked.stdout)  # what a user sees (pytest -s or -rA)
     assert looked.returncode == 3, looked.stderr
     row = next(line for line in looked.stdout.splitlines() if line.startswith(refused))
     assert "refuses" in row and why in row

@@ -45,10 +45,17 @@ def cleanup(cluster: LocalCluster) -> Iterator[None]:
 
 
 # Fields added to the spec since the previous CRD (the fixture), with their defaults.
-NEW_DEFAULTS = {
+EMPTY_SELECTOR: dict[str, object] = {"matchLabels": {}, "matchExpressions": []}
+NEW_DEFAULTS: dict[tuple[str, str], object] = {
     ("rollout", "stallAfterSeconds"): 1800,
+    ("rollout", "postNodeDelaySeconds"): 0,
+    ("rollout", "alertGate"): {"prometheusUrl": "", "alertNameRegexp": ".*"},
     ("drain", "retries"): 2,
     ("drain", "retryBackoffSeconds"): 300,
+    ("drain", "onBlocked"): "Skip",
+    ("drain", "podSelector"): EMPTY_SELECTOR,
+    ("drain", "skipWaitForDeleteTimeoutSeconds"): 0,
+    ("drain", "blockingPodSelector"): EMPTY_SELECTOR,
 }
 
 

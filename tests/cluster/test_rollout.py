@@ -377,14 +377,14 @@ def test_a_blocking_pod_and_a_node_maintenance_hold_their_nodes_in_service_until
     env.cluster.kubectl("apply", "-f", "-", stdin=json.dumps(claim), check=True)
     drain = {"blockingPodSelector": {"matchLabels": {"app": "backup"}}}
     env.apply(
-        nodeconfig("held", env.prefix, drain=drain, rollout={"maxUnavailable": 3, "canary": {"nodes": 0}})
+        nodeconfig("holding", env.prefix, drain=drain, rollout={"maxUnavailable": 3, "canary": {"nodes": 0}})
     )
     try:
         with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
             wait_for(lambda: env.node_states()[free] == ("Done", False), what="the free node done")
             message = wait_for(
                 lambda: (
-                    (m := env.condition("held", "Progressing").get("message", ""))
+                    (m := env.condition("holding", "Progressing").get("message", ""))
                     and busy in m
                     and maintained in m
                     and m
@@ -398,7 +398,7 @@ def test_a_blocking_pod_and_a_node_maintenance_hold_their_nodes_in_service_until
             env.cluster.kubectl("delete", "deployment", "-n", env.prefix, "backup", check=True)
             env.cluster.kubectl("delete", "nodemaintenance", f"{env.prefix}-nm", check=True)
             wait_for(
-                lambda: env.condition("held", "Ready").get("status") == "True", what="Ready", timeout=120
+                lambda: env.condition("holding", "Ready").get("status") == "True", what="Ready", timeout=120
             )
             assert set(env.node_states().values()) == {("Done", False)}, op.log()[-2000:]
     finally:

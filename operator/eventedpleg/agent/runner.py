@@ -42,6 +42,17 @@ def waiting(items: Iterable[T], idle: threading.Event | None) -> Iterator[T]:
         yield item
 
 
+def _log_failure(exc: Exception, failed: str, then: str, *, brief: str = "") -> None:
+    """An outage the API errors can name is one line per attempt (the traceback only with --verbose);
+    anything else is logged with its traceback."""
+    diagnosis = diagnose(exc)
+    if diagnosis is None:
+        log.exception("%s; %s", failed, then)
+    else:
+        log.warning("%s%s; %s", brief, diagnosis.message, then)
+        log.debug(failed, exc_info=exc)
+
+
 class HostChecks:
     """The host check (Agent.host_check) at start and then every host_check_interval_seconds, between the
     loop's steps. Its failures are logged here and go no further: a check that keeps failing must neither
@@ -59,12 +70,7 @@ class HostChecks:
             if not drive(self.agent.host_check(), self.sleep):
                 return  # an apply holds the node: check as soon as it lets go
         except Exception as exc:
-            diagnosis = diagnose(exc)
-            if diagnosis is None:
-                log.exception("host check failed; next in %.0fs", every)
-            else:  # an outage is one line per attempt; the traceback only with --verbose
-                log.warning("host check: %s; next in %.0fs", diagnosis.message, every)
-                log.debug("host check error", exc_info=exc)
+            _log_failure(exc, "host check failed", f"next in {every:.0f}s", brief="host check: ")
         self.last = clock.now()
 
 
@@ -126,10 +132,5 @@ def run(
                 host_check.when_due()
             drive(agent.check(), sleep)
         except Exception as exc:  # a bad moment of the API server must not kill the agent
-            diagnosis = diagnose(exc)
-            if diagnosis is None:
-                log.exception("agent loop error; retrying in %.0fs", ERROR_BACKOFF_SECONDS)
-            else:  # an outage is one line per attempt; the traceback only with --verbose
-                log.warning("%s; retrying in %.0fs", diagnosis.message, ERROR_BACKOFF_SECONDS)
-                log.debug("agent loop error", exc_info=exc)
+            _log_failure(exc, "agent loop error", f"retrying in {ERROR_BACKOFF_SECONDS:.0f}s")
             sleep(ERROR_BACKOFF_SECONDS)

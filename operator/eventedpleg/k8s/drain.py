@@ -31,8 +31,7 @@ def pdbs_in(api: client.ApiClient, namespaces: Sequence[str]) -> list[dict[str, 
     """The PodDisruptionBudgets of these namespaces (one LIST each: drained pods are in few of them)."""
     found: list[dict[str, Any]] = []
     for namespace in namespaces:
-        path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
-        found.extend(get_json(api, path)["items"])
+        found.extend(_list(api, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"))
     return found
 
 
@@ -72,7 +71,7 @@ def _list(api: client.ApiClient, path: str) -> list[dict[str, Any]]:
 @translated
 def all_pdbs(api: client.ApiClient) -> list[dict[str, Any]]:
     """Every PodDisruptionBudget of the cluster, for preflight."""
-    return list(get_json(api, "/apis/policy/v1/poddisruptionbudgets")["items"])
+    return _list(api, "/apis/policy/v1/poddisruptionbudgets")
 
 
 def never_allowed(api: client.ApiClient, pods: list[dict[str, Any]], evict: Sequence[PodRef]) -> list[str]:

@@ -75,9 +75,19 @@ class Rig:
         options: AgentOptions | None = None,
     ) -> str:
         config_hash = self.publish(enabled=enabled, mode=mode)
+        self.serve_then_cordon()
         self.request(config_hash, options)
         self.step()
         return config_hash
+
+    def serve_then_cordon(self) -> None:
+        """What precedes a request in production: the agent keeps a reading of the kubelet while the node
+        serves, the operator cordons it a benefit window later, and the agent reads it again then."""
+        self.api.cordon(NODE, on=False)
+        self.step()
+        self.clock.sleep(self.agent.settings.benefit_window_seconds)
+        self.api.cordon(NODE)
+        self.step()
 
     @property
     def annotations(self) -> dict[str, str]:

@@ -26,6 +26,7 @@ class FakeNode:
     runtime_version: str
     annotations: dict[str, str] = field(default_factory=dict)
     resource_version: int = 1
+    unschedulable: bool = False
 
 
 class FakeApi:
@@ -54,6 +55,12 @@ class FakeApi:
                 node.annotations[key] = value
         node.resource_version += 1
 
+    def cordon(self, name: str, *, on: bool = True) -> None:
+        """What the operator (or a human) does to spec.unschedulable."""
+        node = self.nodes[name]
+        node.unschedulable = on
+        node.resource_version += 1
+
     def view(self, name: str) -> AgentNode:
         node = self.nodes[name]
         ready_fn = self.ready.get(name)
@@ -65,6 +72,7 @@ class FakeApi:
             kubelet_version=node.kubelet_version,
             runtime_version=node.runtime_version,
             ready=ready_fn() if ready_fn else True,
+            unschedulable=node.unschedulable,
         )
 
     # --- AgentApi ---------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ agent's own interpreter, and driven directly with scripted answers (no host at a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -36,11 +37,11 @@ from eventedpleg.core.node.verify import Expectation, Outcome
 from eventedpleg.core.node.verifyloop import verify
 from eventedpleg.core.versions import parse_version
 from eventedpleg_lab.sim import profiles
-from tests.agent.conftest import NAMESPACE, RigFactory
+from tests.agent.conftest import NAMESPACE, NODE, RigFactory
 
 Step = tuple[object, ...]
-POLL = ("Wait", 5.0)  # AgentSettings.poll_seconds
-VERIFY_WINDOW = [POLL] * 7  # healthz once, then 6 polls to the 30 s minimum window
+POLL = ("Wait", 2.0)  # AgentSettings.poll_seconds
+VERIFY_WINDOW = [POLL] * 6  # healthz once, then 5 polls to the 10 s minimum window
 BENEFIT = ("Wait", 30.0)  # AgentSettings.benefit_window_seconds
 
 
@@ -68,7 +69,7 @@ def test_apply_ok_writes_restarts_the_kubelet_verifies_and_reports(make_rig: Rig
     rig = make_rig(profiles.kubeadm_containerd())
     rig.apply()
     assert acts(rig.trace) == [
-        BENEFIT,  # the window before the change
+        # No wait before the change: its window was measured while the node served (servicephase).
         ("SaveTransaction",),  # backups first
         ("NodeEvent", "Applying"),
         ("WriteFiles",),
@@ -76,15 +77,19 @@ def test_apply_ok_writes_restarts_the_kubelet_verifies_and_reports(make_rig: Rig
         ("Restart", "kubelet"),  # containerd's config did not change: no runtime restart
         ("Report", "Verifying"),
         *VERIFY_WINDOW,
-        BENEFIT,  # the window after it passed
         ("SaveApplied",),
         ("EndTransaction",),
-        ("Report", "Done"),
+        ("Report", "Done"),  # the operator gives the node back now
         ("NodeEvent", "Verified"),
+        BENEFIT,  # the window after, measured while the node serves again
+        ("PublishBenefit",),
     ]
     done = _reports(rig.trace)[-1]
-    assert done.current == rig.annotations[c.ANN_DESIRED] and done.benefit
+    assert done.current == rig.annotations[c.ANN_DESIRED]
     assert done.evidence is not None and done.evidence.result == "pass"
+    figures = json.loads(rig.annotations[c.ANN_BENEFIT])
+    assert figures["before"]["windowSeconds"] == 30.0 and figures["before"]["relists"] == 30
+    assert figures["after"]["windowSeconds"] == 30.0 and figures["after"]["relists"] == 0
 
 
 def test_failed_verification_restores_restarts_runtime_then_kubelet_and_verifies_again(
@@ -94,7 +99,6 @@ def test_failed_verification_restores_restarts_runtime_then_kubelet_and_verifies
     rig.host.faults.kubelet.fails_when_evented = True
     rig.apply()
     assert acts(rig.trace) == [
-        BENEFIT,
         ("SaveTransaction",),
         ("NodeEvent", "Applying"),
         ("WriteFiles",),
@@ -282,3 +286,26 @@ def test_after_done_heal_whose_restart_fails_reports_drift_and_counts_the_heal()
     assert report.evidence is not None and report.evidence.heal is not None
     assert report.evidence.heal.result == "fail"
     assert heals == (T0,)  # counted when it was tried
+
+
+def test_the_window_before_ends_at_the_cordon_however_long_the_drain(make_rig: RigFactory) -> None:
+    rig = make_rig(profiles.kubeadm_containerd())
+    config_hash = rig.publish(enabled=True)
+    rig.serve_then_cordon()
+    rig.clock.sleep(600)  # a long drain: none of it is in the window, and no wait is added to it
+    rig.request(config_hash)
+    del rig.trace[:]
+    rig.step()
+    assert acts(rig.trace)[0] == ("SaveTransaction",)
+    figures = json.loads(rig.annotations[c.ANN_BENEFIT])
+    assert figures["before"]["windowSeconds"] == 30.0 and figures["before"]["relists"] == 30
+
+
+def test_an_agent_that_never_saw_the_node_serve_reports_no_before_figures(make_rig: RigFactory) -> None:
+    rig = make_rig(profiles.kubeadm_containerd())
+    rig.api.cordon(NODE)  # taken while this agent was not running
+    rig.request(rig.publish(enabled=True))
+    rig.step()
+    assert rig.state == NodeState.DONE
+    figures = json.loads(rig.annotations[c.ANN_BENEFIT])
+    assert "before" not in figures and figures["after"]["relists"] == 0

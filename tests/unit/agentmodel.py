@@ -25,6 +25,7 @@ from eventedpleg.core.node.effects import (
     NodeEvent,
     Observe,
     Phase,
+    PublishBenefit,
     ReadApplied,
     ReadConfigMap,
     ReadHost,
@@ -234,6 +235,8 @@ class ModelAgent:
                 )
             case Report():
                 return write(effect.annotations(now), node.annotations.get(c.ANN_DESIRED, ""))
+            case PublishBenefit(text):
+                return write({c.ANN_BENEFIT: text}, node.annotations.get(c.ANN_DESIRED, ""))
             case NodeEvent(reason):
                 emit(reason)
             case _:

@@ -1,6 +1,7 @@
 """The node agent: acts on its own Node's annotations (protocol in eventedpleg.constants), on its own host.
 
-What it does is decided by pure phases that yield effects: apply (core.node.applyphase, with the restart and
+What it does is decided by pure phases that yield effects: readings of the kubelet while its Node serves
+(core.node.servicephase), apply (core.node.applyphase, with the restart and
 verify loop of core.node.verifyloop) when its Node asks for it, the after-Done check (core.node.donephase)
 every check interval, and the host check (core.node.hostcheckphase) at start and every host check interval
 while no apply holds the node. agent.interpreter performs the effects on the host.
@@ -13,9 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from eventedpleg.agent.interpreter import Interpreter, Work, drive
-from eventedpleg.core.node import applyphase, donephase, hostcheckphase
+from eventedpleg.core.node import applyphase, donephase, hostcheckphase, servicephase
 from eventedpleg.core.node.agentdecide import AgentAction, holds_node, next_action
 from eventedpleg.core.node.agentsettings import AgentSettings
+from eventedpleg.core.node.benefit import Reading
 from eventedpleg.core.node.effects import Effect
 from eventedpleg.core.node.host import Host
 from eventedpleg.core.node.nodeapi import AgentApi, AgentNode
@@ -30,6 +32,7 @@ class Agent:
     api: AgentApi
     settings: AgentSettings
     heals: tuple[datetime, ...] = ()
+    readings: tuple[Reading, ...] = ()  # the kubelet's counters while the node served (servicephase)
     trace: list[Effect] | None = field(default=None)  # every effect performed, when a list is given
 
     def __post_init__(self) -> None:
@@ -40,14 +43,20 @@ class Agent:
         return self.host.clock.now
 
     def on_node(self, seen: AgentNode) -> Work[None]:
-        """React to one observed version of our Node."""
-        if seen.name != self.node or next_action(seen.annotations) is not AgentAction.APPLY:
+        """React to one observed version of our Node: keep a reading of the kubelet while it serves (and when
+        it is first seen cordoned), and apply when asked."""
+        if seen.name != self.node:
+            return
+        sample = servicephase.sample(seen, self.readings, self.settings, self.clock)
+        self.readings = yield from self.interpreter.run(sample, seen)
+        if next_action(seen.annotations) is not AgentAction.APPLY:
             return
         # Decide on a fresh read: a queued watch event may predate our own last report.
         node = self.api.get_node(self.node)
         if node is None or next_action(node.annotations) is not AgentAction.APPLY:
             return
-        yield from self.interpreter.run(applyphase.apply(node, self.settings, self.clock), node)
+        phase = applyphase.apply(node, self.settings, self.clock, self.readings)
+        yield from self.interpreter.run(phase, node)
 
     def check(self) -> Work[None]:
         """After Done: drift and silent fallback (run every check_interval_seconds)."""

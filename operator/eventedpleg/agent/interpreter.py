@@ -8,7 +8,7 @@ blocking loop (agent.agent.drive) and many by one scheduler over an injected clo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -29,6 +29,7 @@ from eventedpleg.core.node.effects import (
     NodeEvent,
     Observe,
     Phase,
+    PublishBenefit,
     PublishHostCheck,
     ReadApplied,
     ReadConfigMap,
@@ -118,7 +119,9 @@ class Interpreter:
             case DropConfigBaseline():
                 self.store.drop_config_baseline()
             case Report():
-                return self._report(effect, node)
+                return self._patch(effect.annotations(self.host.clock.now()), node)
+            case PublishBenefit(text):
+                return self._patch({c.ANN_BENEFIT: text}, node)
             case PublishHostCheck(check):
                 # Unconditional, unlike Report: the key is the agent's alone and what the host allows
                 # does not depend on what the operator asks (desired-config, state).
@@ -164,9 +167,8 @@ class Interpreter:
             return str(exc)
         return None
 
-    def _report(self, report: Report, node: AgentNode) -> bool:
+    def _patch(self, changes: Mapping[str, str | None], node: AgentNode) -> bool:
         """Patch our annotations, only while desired-config is still what the phase acted on."""
-        changes = report.annotations(self.host.clock.now())
         require = {c.ANN_DESIRED: node.annotations.get(c.ANN_DESIRED, "")}
         return self.api.patch_node_annotations(self.node, changes, require=require) is not None
 

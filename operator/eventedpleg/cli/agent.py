@@ -41,10 +41,30 @@ _OPTIONS = (
         show_default=True,
         help="The operator's namespace (rendered-config ConfigMaps).",
     ),
-    click.option("--poll-seconds", default=5.0, show_default=True, type=float, hidden=True),
-    click.option("--min-window-seconds", default=30.0, show_default=True, type=float, hidden=True),
-    click.option("--check-interval-seconds", default=60.0, show_default=True, type=float, hidden=True),
-    click.option("--host-check-interval-seconds", default=300.0, show_default=True, type=float, hidden=True),
+    click.option(
+        "--poll-seconds", default=AgentSettings.poll_seconds, show_default=True, type=float, hidden=True
+    ),
+    click.option(
+        "--min-window-seconds",
+        default=AgentSettings.min_window_seconds,
+        show_default=True,
+        type=float,
+        hidden=True,
+    ),
+    click.option(
+        "--check-interval-seconds",
+        default=AgentSettings.check_interval_seconds,
+        show_default=True,
+        type=float,
+        hidden=True,
+    ),
+    click.option(
+        "--host-check-interval-seconds",
+        default=AgentSettings.host_check_interval_seconds,
+        show_default=True,
+        type=float,
+        hidden=True,
+    ),
     click.option("--once", is_flag=True, help="Handle the node's current request and check once, then exit."),
     verbose_option,
 )

@@ -8,15 +8,22 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class AgentSettings:
     namespace: str  # where the rendered-config ConfigMaps live (the operator's namespace)
-    poll_seconds: float = 5.0
-    # How long verification watches the signals before it may PASS (the 300 s vs 1 s relist contrast is
-    # visible within seconds; 30 s leaves room for a late fallback). Capped at half the verify timeout.
-    min_window_seconds: float = 30.0
+    # Verification looks this often: the node is out of service until it decides.
+    poll_seconds: float = 2.0
+    # How long verification watches the signals before it may PASS; capped at half the verify timeout. The
+    # evidence needs no more (docs/compatibility.md, "How long verification watches"): the generic PLEG
+    # relists every 1 s (genericPlegRelistPeriod, pkg/kubelet/kubelet.go), so 10 s without a relist is ten
+    # missed periods (core.node.verify.relist_mode); a runtime that cannot stream events makes the kubelet
+    # fall back at its start, after eventedPlegMaxStreamRetries = 5 failed GetContainerEvents calls made
+    # back to back (pkg/kubelet/pleg/evented.go, watchEventsChannel); a later fallback (the runtime restarted
+    # under the kubelet, k8s#129827) is the after-Done check's, every check interval.
+    min_window_seconds: float = 10.0
     check_interval_seconds: float = 60.0
     # The pre-cordon host check (core.node.hostcheckphase), at start and then this often while no apply
     # holds the node; it runs `kubelet --version` and `kubelet --help`, so not on every check.
     host_check_interval_seconds: float = 300.0
     max_heals_per_hour: int = 3
-    # The eventedpleg.io/benefit figures: relists and kubelet CPU over a window of this length before the
-    # change (steady kubelet) and again once verification passed (0 = do not measure).
+    # The eventedpleg.io/benefit figures: relists and kubelet CPU over a window of at least this length
+    # while the node still served (core.node.servicephase), and over one of this length once Done
+    # (0 = do not measure).
     benefit_window_seconds: float = 30.0

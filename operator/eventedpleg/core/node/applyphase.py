@@ -4,10 +4,15 @@ Read the hash-named ConfigMap (re-validated) -> read the host -> decide (or refu
 record exact backups -> write atomically -> restart the runtime, THEN the kubelet (k8s#129827) -> Verifying
 -> verify (version-aware, core.node.verify) -> Done, or restore the backups exactly, restart, re-verify ->
 RolledBack (Failed if even that fails, or with onFailure=Halt).
+
+The node is out of service from the cordon to Done, so nothing here waits that the evidence does not need:
+the "before" benefit window was measured while the node still served (core.node.servicephase) and the
+"after" one is measured once Done is reported (the node is given back meanwhile).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from eventedpleg import constants as c
@@ -17,6 +22,7 @@ from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.node import benefit
 from eventedpleg.core.node.agentsettings import AgentSettings
+from eventedpleg.core.node.benefit import MeasuredWindow, Reading
 from eventedpleg.core.node.effects import (
     Backup,
     DropConfigBaseline,
@@ -25,6 +31,7 @@ from eventedpleg.core.node.effects import (
     NodeEvent,
     Now,
     Phase,
+    PublishBenefit,
     ReadApplied,
     ReadConfigMap,
     ReadHost,
@@ -45,7 +52,14 @@ from eventedpleg.core.node.nodeapi import AgentNode
 from eventedpleg.core.node.promtext import Metrics
 from eventedpleg.core.node.transaction import FileCopy, Transaction, sha256
 from eventedpleg.core.node.verify import Expectation, Outcome, VerifyResult, gate_metric
-from eventedpleg.core.node.verifyloop import Restarted, failed, measure, restart_services, verify
+from eventedpleg.core.node.verifyloop import (
+    Restarted,
+    failed,
+    measure,
+    reading_now,
+    restart_services,
+    verify,
+)
 from eventedpleg.core.versions import Version, VersionError, parse_version
 from eventedpleg.models.nodeconfig import OnFailure
 
@@ -93,8 +107,11 @@ def judge(
     return decision, version
 
 
-def apply(node: AgentNode, settings: AgentSettings, clock: Now) -> Phase[None]:
-    """Request, recover, plan (or refuse), measure, begin, change, verify, then commit or fail."""
+def apply(
+    node: AgentNode, settings: AgentSettings, clock: Now, readings: Sequence[Reading] = ()
+) -> Phase[None]:
+    """Request, recover, plan (or refuse), begin, change, verify, then commit (and measure after) or fail.
+    `readings`: the kubelet's counters kept while the node served (core.node.servicephase)."""
     request = yield from _request(node, settings)
     if request is None:
         return
@@ -107,7 +124,7 @@ def apply(node: AgentNode, settings: AgentSettings, clock: Now) -> Phase[None]:
         yield from _refuse(verdict, restored=restored, version=kubelet_version(node, facts), clock=clock)
         return
     decision, version = verdict
-    before = yield from measure(settings, clock)
+    before = yield from _before(readings, settings, clock)
     txn = yield from _begin(resumed, rendered, decision, previous, clock)
     attempt = Attempt(node, options, rendered, decision, version, previous, txn)
     yield from act(NodeEvent("Applying", decision.summary))
@@ -119,7 +136,8 @@ def apply(node: AgentNode, settings: AgentSettings, clock: Now) -> Phase[None]:
             version, decision.expect, since=changed.at, timeout=timeout, settings=settings, clock=clock
         )
         if result.outcome is Outcome.PASS:
-            after = yield from measure(settings, clock)
+            yield from _commit(attempt, result)
+            after = yield from measure(settings, clock)  # the node is back in service meanwhile
             figures = benefit.document(
                 kubelet=result.kubelet,
                 enabled=rendered.enabled,
@@ -127,11 +145,21 @@ def apply(node: AgentNode, settings: AgentSettings, clock: Now) -> Phase[None]:
                 after=after,
                 narrowed=version.minor_pair >= (1, 37),
             )
-            yield from _commit(attempt, result, figures)
+            yield from act(PublishBenefit(benefit.to_annotation(figures)))
             return
         yield from _fail(attempt, result, settings, clock)
         return
     yield from _fail(attempt, changed.failure, settings, clock)
+
+
+def _before(readings: Sequence[Reading], settings: AgentSettings, clock: Now) -> Phase[MeasuredWindow | None]:
+    """The window before the change, ending when the agent saw the cordon (else now, when it did not)."""
+    if settings.benefit_window_seconds <= 0:
+        return None
+    end = benefit.closing(readings) or (yield from reading_now(clock))
+    if end is None:
+        return None
+    return benefit.before(readings, end, seconds=settings.benefit_window_seconds)
 
 
 def _reject(why: str) -> Phase[None]:
@@ -314,7 +342,7 @@ def _rollback(attempt: Attempt, settings: AgentSettings, clock: Now) -> Phase[Ve
     )
 
 
-def _commit(attempt: Attempt, result: VerifyResult, figures: dict[str, object]) -> Phase[None]:
+def _commit(attempt: Attempt, result: VerifyResult) -> Phase[None]:
     """Record what is now applied, end the transaction, and report Done."""
     plan = attempt.plan
     yield from _record_applied(attempt)
@@ -326,7 +354,6 @@ def _commit(attempt: Attempt, result: VerifyResult, figures: dict[str, object]) 
             result.reason,
             evidence,
             current=attempt.rendered.hash,
-            benefit=benefit.to_annotation(figures),
         )
     )
     message = result.reason + (f" (warnings: {'; '.join(plan.warnings)})" if plan.warnings else "")

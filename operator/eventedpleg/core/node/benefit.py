@@ -1,23 +1,34 @@
 """Before/after figures for the `eventedpleg.io/benefit` annotation, from two kubelet /metrics scrapes.
 
-Pure. A window is the delta between two scrapes of the same kubelet process:
+Pure. A window is the delta between two readings (scrapes) of the same kubelet process:
 - relists: `kubelet_pleg_relist_interval_seconds` count and sum (mean interval = sum/count; 0 relists in
   the window means the period is longer than the window, i.e. 300 s on an evented v1.36 kubelet);
 - CPU: `process_cpu_seconds_total` (component-base's process collector) over the wall-clock window, in
   millicores. That is the whole kubelet, of which relisting is one part (docs/benchmarks.md §2).
-A scrape pair that spans a kubelet restart (counters went down) gives no figures.
+A scrape pair that spans a kubelet restart (another `process_start_time_seconds`, or counters that went
+down) gives no figures.
+
+The "before" window is measured while the node still serves: the agent keeps a few readings taken while its
+Node is schedulable, and one more when it first sees the cordon (`before`), so no second of a cordoned node
+is spent on it. The "after" window is measured once the node is Done and given back.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 
 from eventedpleg.core.node.promtext import Metrics
 
 RELIST_COUNT = "kubelet_pleg_relist_interval_seconds_count"
 RELIST_SUM = "kubelet_pleg_relist_interval_seconds_sum"
 CPU = "process_cpu_seconds_total"
+STARTED = "process_start_time_seconds"
+# A window shorter than this says little (ten generic relist periods of 1 s, as in core.node.verify).
+MIN_WINDOW_SECONDS = 10.0
+KEPT_READINGS = 3
 BENEFIT_LIMIT = 1024
 NARROWED_NOTE = "1.37+: relist stays at 1 s by design, no steady-state CPU saving (k8s#139262)"
 
@@ -54,22 +65,84 @@ class MeasuredWindow:
         return f"{relist}, kubelet {self.cpu_millicores:.0f}m"
 
 
-def _delta(first: Metrics, second: Metrics, name: str) -> float | None:
-    a, b = first.value(name), second.value(name)
+@dataclass(frozen=True)
+class Reading:
+    """The counters of one /metrics scrape, when it was taken, and whether the node was in service then."""
+
+    at: datetime
+    in_service: bool  # schedulable; False for the reading taken when the agent first saw the cordon
+    started: float | None  # process_start_time_seconds: which kubelet process answered
+    relists: float | None
+    relist_sum: float | None
+    cpu_seconds: float | None
+
+
+def reading(metrics: Metrics, at: datetime, *, in_service: bool) -> Reading:
+    return Reading(
+        at,
+        in_service,
+        metrics.value(STARTED),
+        metrics.value(RELIST_COUNT),
+        metrics.value(RELIST_SUM),
+        metrics.value(CPU),
+    )
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b < a:
         return None
     return b - a
 
 
-def window(first: Metrics | None, second: Metrics | None, seconds: float) -> MeasuredWindow | None:
-    if first is None or second is None or seconds <= 0:
+def _same_process(a: Reading, b: Reading) -> bool:
+    # Unknown on either side: the counters going down still tell a restart (_delta).
+    return a.started is None or b.started is None or a.started == b.started
+
+
+def between(first: Reading, second: Reading) -> MeasuredWindow | None:
+    """The figures from `first` to `second`; None for another kubelet process or an empty window."""
+    seconds = (second.at - first.at).total_seconds()
+    if seconds <= 0 or not _same_process(first, second):
         return None
-    count = _delta(first, second, RELIST_COUNT)
-    total = _delta(first, second, RELIST_SUM)
-    cpu = _delta(first, second, CPU)
+    count = _delta(first.relists, second.relists)
+    total = _delta(first.relist_sum, second.relist_sum)
+    cpu = _delta(first.cpu_seconds, second.cpu_seconds)
     relists = None if count is None else round(count)
     interval = total / count if count and total is not None else None
     return MeasuredWindow(seconds, relists, interval, None if cpu is None else 1000.0 * cpu / seconds)
+
+
+def window(
+    first: Metrics | None, second: Metrics | None, start: datetime, end: datetime
+) -> MeasuredWindow | None:
+    if first is None or second is None:
+        return None
+    return between(reading(first, start, in_service=True), reading(second, end, in_service=True))
+
+
+def keep(readings: Sequence[Reading], new: Reading) -> tuple[Reading, ...]:
+    """The last KEPT_READINGS readings, `new` included."""
+    return (*readings, new)[-KEPT_READINGS:]
+
+
+def closing(readings: Sequence[Reading]) -> Reading | None:
+    """The reading taken when the agent first saw the node cordoned after serving, if that is the last."""
+    if len(readings) >= 2 and not readings[-1].in_service and readings[-2].in_service:
+        return readings[-1]
+    return None
+
+
+def before(readings: Sequence[Reading], end: Reading, *, seconds: float) -> MeasuredWindow | None:
+    """The window that ends at `end`: from the latest in-service reading at least `seconds` earlier, else
+    from the earliest in-service one when that still spans MIN_WINDOW_SECONDS."""
+    earlier = [r for r in readings if r.in_service and r.at < end.at and _same_process(r, end)]
+    if not earlier or seconds <= 0:
+        return None
+    long_enough = [r for r in earlier if (end.at - r.at).total_seconds() >= seconds]
+    start = long_enough[-1] if long_enough else earlier[0]
+    if (end.at - start.at).total_seconds() < min(seconds, MIN_WINDOW_SECONDS):
+        return None
+    return between(start, end)
 
 
 def document(

@@ -115,7 +115,6 @@ class Report:
     evidence: Evidence | None = None
     current: str | None = None  # set current-config to this hash
     forget_current: bool = False  # remove current-config
-    benefit: str | None = None  # the eventedpleg.io/benefit annotation
 
     def annotations(self, now: datetime) -> dict[str, str | None]:
         """The annotation changes (None removes one), written at `now`."""
@@ -131,9 +130,15 @@ class Report:
             changes[c.ANN_CURRENT] = self.current
         elif self.forget_current:
             changes[c.ANN_CURRENT] = None
-        if self.benefit is not None:
-            changes[c.ANN_BENEFIT] = self.benefit
         return changes
+
+
+@dataclass(frozen=True)
+class PublishBenefit:
+    """Set our Node's eventedpleg.io/benefit annotation (core.node.benefit), only while desired-config is
+    still what the phase acted on. Answer: whether the patch was written."""
+
+    benefit: str
 
 
 @dataclass(frozen=True)
@@ -242,6 +247,7 @@ Act = (
     | SaveConfigBaseline
     | DropConfigBaseline
     | Report
+    | PublishBenefit
     | PublishHostCheck
     | NodeEvent
 )

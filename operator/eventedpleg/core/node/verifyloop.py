@@ -148,4 +148,10 @@ def measure(settings: AgentSettings, clock: Now) -> Phase[benefit.MeasuredWindow
     start = clock()
     yield from act(Wait(seconds))
     second = yield from ask_maybe(Scrape(), Metrics)
-    return benefit.window(first, second, (clock() - start).total_seconds())
+    return benefit.window(first, second, start, clock())
+
+
+def reading_now(clock: Now) -> Phase[benefit.Reading | None]:
+    """One reading of the kubelet's counters now, taken on a node already out of service."""
+    metrics = yield from ask_maybe(Scrape(), Metrics)
+    return None if metrics is None else benefit.reading(metrics, clock(), in_service=False)

@@ -1,0 +1,110 @@
+"""The benefit windows (core.node.benefit) and when the agent takes its readings (core.node.servicephase)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from eventedpleg import constants as c
+from eventedpleg.constants import NodeState
+from eventedpleg.core.node import benefit, servicephase
+from eventedpleg.core.node.agentsettings import AgentSettings
+from eventedpleg.core.node.benefit import Reading
+from eventedpleg.core.node.effects import Scrape
+from eventedpleg.core.node.nodeapi import AgentNode
+from eventedpleg.core.node.promtext import parse_metrics
+
+T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+SETTINGS = AgentSettings(namespace="ns")  # check interval 60 s, benefit window 30 s
+
+
+def _reading(at: float, relists: float, cpu: float, *, serving: bool = True, started: float = 1.0) -> Reading:
+    return Reading(T0 + timedelta(seconds=at), serving, started, relists, relists * 1.0, cpu)
+
+
+def test_a_window_is_the_rate_between_two_readings_of_one_kubelet() -> None:
+    window = benefit.between(_reading(0, 100, 10.0), _reading(40, 140, 11.25))
+    assert window == benefit.MeasuredWindow(40.0, 40, 1.0, 31.25)
+    assert benefit.between(_reading(0, 100, 10.0), _reading(40, 5, 0.2, started=2.0)) is None  # restarted
+    assert benefit.between(_reading(0, 100, 10.0), _reading(0, 100, 10.0)) is None  # no time between
+
+
+def test_before_ends_at_the_cordon_and_starts_a_benefit_window_earlier_or_more() -> None:
+    kept = (_reading(0, 0, 0.0), _reading(60, 60, 1.875), _reading(80, 80, 2.5, serving=False))
+    end = benefit.closing(kept)
+    assert end is kept[-1]
+    # 60 s -> 80 s is 20 s, short of 30 s: the window starts at the reading before, 80 s long.
+    assert benefit.before(kept, end, seconds=30) == benefit.MeasuredWindow(80.0, 80, 1.0, 31.25)
+
+
+def test_before_takes_a_short_window_only_down_to_ten_seconds() -> None:
+    start = _reading(0, 0, 0.0)
+    assert benefit.before((start,), _reading(12, 12, 0.375), seconds=30) == benefit.MeasuredWindow(
+        12.0, 12, 1.0, 31.25
+    )
+    assert benefit.before((start,), _reading(8, 8, 0.24), seconds=30) is None  # a just-started agent
+    assert benefit.before((), _reading(8, 8, 0.24), seconds=30) is None
+
+
+def test_before_never_mixes_kubelet_processes() -> None:
+    old = _reading(0, 0, 0.0, started=1.0)  # before the last apply's kubelet restart
+    new_end = _reading(100, 3, 0.1, serving=False, started=2.0)
+    assert benefit.before((old, new_end), new_end, seconds=30) is None
+
+
+def test_closing_is_only_the_first_reading_after_serving() -> None:
+    assert benefit.closing((_reading(0, 0, 0.0),)) is None  # still serving
+    assert benefit.closing((_reading(0, 0, 0.0, serving=False),)) is None  # cordoned since the agent began
+
+
+METRICS = parse_metrics(
+    "kubelet_pleg_relist_interval_seconds_count 5\n"
+    "kubelet_pleg_relist_interval_seconds_sum 5\n"
+    "process_cpu_seconds_total 1.5\n"
+    "process_start_time_seconds 1795429906\n"
+)
+
+
+def _node(*, cordoned: bool = False, state: str = "") -> AgentNode:
+    return AgentNode("n1", unschedulable=cordoned, annotations={c.ANN_STATE: state} if state else {})
+
+
+def _sample(node: AgentNode, kept: tuple[Reading, ...], at: float) -> tuple[tuple[Reading, ...], bool]:
+    """Run the phase, answering its scrape; (the readings it returns, whether it scraped)."""
+    phase = servicephase.sample(node, kept, SETTINGS, lambda: T0 + timedelta(seconds=at))
+    scraped = False
+    try:
+        effect = next(phase)
+        assert effect == Scrape()
+        scraped = True
+        phase.send(METRICS)
+    except StopIteration as stop:
+        return stop.value, scraped
+    raise AssertionError("the phase asked for more than one scrape")
+
+
+def test_readings_are_taken_while_serving_every_check_interval_and_once_at_the_cordon() -> None:
+    kept, scraped = _sample(_node(), (), 0)
+    assert scraped and len(kept) == 1 and kept[0].in_service and kept[0].started == 1795429906
+    kept, scraped = _sample(_node(), kept, 30)
+    assert not scraped  # within the check interval
+    kept, scraped = _sample(_node(), kept, 61)
+    assert scraped and len(kept) == 2
+    kept, scraped = _sample(_node(cordoned=True), kept, 75)
+    assert scraped and not kept[-1].in_service and benefit.closing(kept) is kept[-1]
+    kept, scraped = _sample(_node(cordoned=True), kept, 200)
+    assert not scraped  # one reading at the cordon, then none while it lasts
+    kept, scraped = _sample(_node(), kept, 300)
+    assert scraped and kept[-1].in_service and len(kept) == benefit.KEPT_READINGS
+
+
+def test_no_reading_while_an_apply_holds_the_node_or_when_benefit_is_off() -> None:
+    _, scraped = _sample(_node(state=NodeState.VERIFYING.value), (), 0)
+    assert not scraped
+    phase = servicephase.sample(
+        _node(), (), AgentSettings(namespace="ns", benefit_window_seconds=0), lambda: T0
+    )
+    try:
+        next(phase)
+        raise AssertionError("scraped with benefit_window_seconds=0")
+    except StopIteration as stop:
+        assert stop.value == ()

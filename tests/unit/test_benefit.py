@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
@@ -13,6 +14,7 @@ from eventedpleg.core.node.effects import Scrape
 from eventedpleg.core.node.nodeapi import AgentNode
 from eventedpleg.core.node.promtext import parse_metrics
 
+FIXTURE = Path(__file__).parent.parent / "realnode" / "fixtures" / "kubelet-metrics-v1.36.4.txt"
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 SETTINGS = AgentSettings(namespace="ns")  # check interval 60 s, benefit window 30 s
 
@@ -74,7 +76,7 @@ def _sample(node: AgentNode, kept: tuple[Reading, ...], at: float) -> tuple[tupl
     scraped = False
     try:
         effect = next(phase)
-        assert effect == Scrape()
+        assert effect == Scrape(benefit.NAMES)
         scraped = True
         phase.send(METRICS)
     except StopIteration as stop:
@@ -108,3 +110,10 @@ def test_no_reading_while_an_apply_holds_the_node_or_when_benefit_is_off() -> No
         raise AssertionError("scraped with benefit_window_seconds=0")
     except StopIteration as stop:
         assert stop.value == ()
+
+
+def test_a_reading_parses_only_its_series_and_finds_what_a_full_parse_finds() -> None:
+    text = FIXTURE.read_text()
+    full, only = parse_metrics(text), parse_metrics(text, benefit.NAMES)
+    assert {s.name for s in only.samples} == benefit.NAMES
+    assert benefit.reading(only, T0, in_service=True) == benefit.reading(full, T0, in_service=True)

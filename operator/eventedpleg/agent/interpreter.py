@@ -145,8 +145,8 @@ class Interpreter:
                 return self.files.read_bytes(path)
             case Healthz():
                 return self.host.kubelet_get(KubeletEndpoint.HEALTHZ)
-            case Scrape():
-                return self.observer.metrics()
+            case Scrape(only):
+                return self.observer.metrics(only)
             case ReadJournal(unit, since):
                 return tuple(self.host.journal(unit, since))
             case Observe(baseline, window, since, crio):

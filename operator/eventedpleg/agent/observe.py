@@ -19,9 +19,9 @@ class Observer:
         self.api = api
         self.node = node
 
-    def metrics(self) -> Metrics | None:
+    def metrics(self, only: frozenset[str] | None = None) -> Metrics | None:
         result = self.host.kubelet_get(KubeletEndpoint.METRICS)
-        return parse_metrics(result.body) if result.ok else None
+        return parse_metrics(result.body, only) if result.ok else None
 
     def crio_pod_events(self) -> tuple[bool | None, str]:
         """The running daemon's enable_pod_events: `crio status config` (1.28+), `crio-status config` before

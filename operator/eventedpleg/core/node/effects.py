@@ -207,7 +207,10 @@ class Healthz:
 
 @dataclass(frozen=True)
 class Scrape:
-    """Answer: the kubelet's /metrics, parsed, or None when it did not answer."""
+    """Answer: the kubelet's /metrics, parsed (with `only`, just those metric names), or None when it did not
+    answer."""
+
+    only: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -75,11 +75,14 @@ def _value(text: str) -> float | None:
         return None
 
 
-def parse_metrics(text: str) -> Metrics:
+def parse_metrics(text: str, only: frozenset[str] | None = None) -> Metrics:
+    """Every sample; with `only`, the samples of those metric names (a histogram's `_count` and `_sum` are
+    names of their own), skipping the other lines before any regex runs."""
     samples: list[Sample] = []
+    prefixes = tuple(only) if only is not None else None
     for raw in text.splitlines():
         line = raw.strip()
-        if not line or line.startswith("#"):
+        if not line or line.startswith("#") or (prefixes is not None and not line.startswith(prefixes)):
             continue
         match = _SAMPLE.match(line)
         if not match:
@@ -87,6 +90,8 @@ def parse_metrics(text: str) -> Metrics:
         labels = _labels(match["labels"] or "")
         value = _value(match["value"])
         if labels is None or value is None or math.isnan(value):
+            continue
+        if only is not None and match["name"] not in only:  # a longer name with one of them as prefix
             continue
         samples.append(Sample(match["name"], labels, value))
     return Metrics(tuple(samples))

@@ -39,7 +39,7 @@ def sample(
     """The readings kept, with a new one when `due` (`node` as just observed)."""
     if not due(node, readings, settings, clock):
         return tuple(readings)
-    metrics = yield from ask_maybe(Scrape(), Metrics)
+    metrics = yield from ask_maybe(Scrape(benefit.NAMES), Metrics)
     if metrics is None:
         return tuple(readings)
     return benefit.keep(readings, benefit.reading(metrics, clock(), in_service=not node.unschedulable))

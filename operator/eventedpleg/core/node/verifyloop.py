@@ -142,16 +142,16 @@ def measure(settings: AgentSettings, clock: Now) -> Phase[benefit.MeasuredWindow
     seconds = settings.benefit_window_seconds
     if seconds <= 0:
         return None
-    first = yield from ask_maybe(Scrape(), Metrics)
+    first = yield from ask_maybe(Scrape(benefit.NAMES), Metrics)
     if first is None:
         return None
     start = clock()
     yield from act(Wait(seconds))
-    second = yield from ask_maybe(Scrape(), Metrics)
+    second = yield from ask_maybe(Scrape(benefit.NAMES), Metrics)
     return benefit.window(first, second, start, clock())
 
 
 def reading_now(clock: Now) -> Phase[benefit.Reading | None]:
     """One reading of the kubelet's counters now, taken on a node already out of service."""
-    metrics = yield from ask_maybe(Scrape(), Metrics)
+    metrics = yield from ask_maybe(Scrape(benefit.NAMES), Metrics)
     return None if metrics is None else benefit.reading(metrics, clock(), in_service=False)

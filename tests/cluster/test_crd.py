@@ -73,6 +73,7 @@ def test_minimal_nodeconfig_gets_every_default(crd: LocalCluster) -> None:
     assert spec["rollout"]["postNodeDelaySeconds"] == 0
     assert spec["rollout"]["alertGate"] == {"prometheusUrl": "", "alertNameRegexp": ".*"}  # off
     assert spec["drain"] == {
+        "mode": "CordonAndDrain",
         "timeoutSeconds": 600,
         "gracePeriodSeconds": -1,
         "deleteEmptyDirData": True,

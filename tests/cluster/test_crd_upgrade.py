@@ -56,6 +56,7 @@ NEW_DEFAULTS: dict[tuple[str, str], object] = {
     ("drain", "podSelector"): EMPTY_SELECTOR,
     ("drain", "skipWaitForDeleteTimeoutSeconds"): 0,
     ("drain", "blockingPodSelector"): EMPTY_SELECTOR,
+    ("drain", "mode"): "CordonAndDrain",
 }
 
 

@@ -188,3 +188,20 @@ def test_rows_cover_every_version_without_gaps_or_overlaps() -> None:
         for before, after in itertools.pairwise(rows):
             assert before.high == after.low
         assert all(row.source for row in rows)
+
+
+def test_in_place_only_on_supported_nodes_without_static_pods() -> None:
+    policy = compat.Policy(allow_risky=True, include_control_plane=True)
+
+    def refusal(kubelet: str, runtime: str, **facts: Any) -> str:
+        node = compat.NodeFacts("n", kubelet, runtime, **facts)
+        return compat.in_place_refusal(node, compat.verdict(node, policy))
+
+    assert refusal("v1.36.4", "containerd://2.2.9") == ""
+    assert refusal("v1.37.2", "cri-o://1.34.1") == ""
+    assert "Risky" in refusal("v1.36.4", "containerd://1.7.35")  # one event subscriber (containerd#7318)
+    assert "Risky" in refusal("v1.31.4", "containerd://2.2.9")  # no timestamp fix (k8s#127195)
+    assert "k8s#123087" in refusal("v1.36.4", "containerd://2.2.9", has_mirror_pods=True)
+    assert "k8s#123087" in refusal(
+        "v1.36.4", "containerd://2.2.9", labels={"node-role.kubernetes.io/control-plane": ""}
+    )

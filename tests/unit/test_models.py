@@ -78,6 +78,7 @@ def test_defaults_follow_the_design() -> None:
     assert api["rollout"]["canary"] == {"nodes": 1, "soakSeconds": 120}
     assert api["rollout"]["onFailure"] == "Rollback"
     assert api["drain"] == {
+        "mode": "CordonAndDrain",
         "timeoutSeconds": 600,
         "gracePeriodSeconds": -1,
         "deleteEmptyDirData": True,

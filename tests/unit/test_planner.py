@@ -737,3 +737,15 @@ def test_the_host_check_never_holds_taking_our_files_off() -> None:
     world = World(nodes, spec(eventedPleg=False))
     world.run()
     assert states(world)["node-000"] != "Skipped"
+
+
+def test_in_place_updates_safe_nodes_without_a_cordon_and_drains_the_others_first() -> None:
+    nodes = fleet(3)
+    nodes["node-002"].runtime = "containerd://1.7.35"  # Risky: drained first even with InPlace
+    world = World(nodes, spec(drain={"mode": "InPlace"}, allowRisky=True))
+    plan = world.run()
+    assert_converged_on(world, H_ON)
+    assert plan.summary.complete
+    assert {n.name: n.drains for n in nodes.values()} == {"node-000": 0, "node-001": 0, "node-002": 1}
+    assert not any(n.unschedulable for n in nodes.values())
+    assert ("node-000", "InPlace") in world.events and ("node-002", "NotInPlace") in world.events

@@ -568,3 +568,38 @@ def test_a_node_its_agent_would_refuse_is_skipped_without_a_look_or_a_cordon() -
     (write,) = writes(requests)
     assert write.unschedulable is None and write.annotations[c.ANN_REASON] == f"not cordoned: {refusal}"
     assert events(requests) == [("Warning", "Unsupported")]
+
+
+def test_in_place_asks_the_agent_without_a_cordon_or_an_eviction() -> None:
+    """spec.drain.mode: InPlace on a node where it is safe; a PDB that would block a drain does not matter."""
+    requests, end = run(cordon(in_place=True), pods_to_evict=True, never="pod a/db: PDB a/db allows none")
+    (write,) = writes(requests)
+    assert write.unschedulable is None  # spec.unschedulable is not touched
+    marks = write.annotations
+    assert (
+        marks[c.ANN_STATE] == "Applying" and marks[c.ANN_DESIRED] == "h" and marks[c.ANN_OWNER] == "cluster"
+    )
+    assert c.ANN_CORDONED_BY_US not in marks and c.ANN_WAS_UNSCHEDULABLE not in marks
+    assert (marks[c.ANN_REASON] or "").startswith("in place, not cordoned or drained")
+    assert AttemptDrain() not in requests
+    assert events(requests) == [("Normal", "InPlace")]
+    assert end == StepEnd(NodeState.APPLYING)
+
+
+def test_in_place_asked_but_unsafe_on_the_node_drains_it_first_and_says_why() -> None:
+    why = "only Supported nodes are updated in place; this one is Risky: containerd 1.7"
+    requests, end = run(cordon(drained_because=why), pods_to_evict=True)
+    first, _ = writes(requests)
+    assert first.unschedulable is True and first.annotations[c.ANN_STATE] == "Draining"
+    assert events(requests) == [("Normal", "NotInPlace"), ("Normal", "Drained")]
+    assert why in next(r.message for r in requests if isinstance(r, Emit) and r.reason == "NotInPlace")
+    assert end == StepEnd(NodeState.APPLYING)
+
+
+def test_in_place_on_a_node_whose_static_pods_appeared_since_drains_it_when_they_are_included() -> None:
+    requests, _ = run(
+        cordon(in_place=True, include_control_plane=True), survey_mirror=("kube-system/etcd-n",)
+    )
+    (write,) = writes(requests)
+    assert write.unschedulable is True and write.annotations[c.ANN_CORDONED_BY_US] == "true"
+    assert ("Normal", "NotInPlace") in events(requests)

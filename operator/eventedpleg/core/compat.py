@@ -328,6 +328,22 @@ def verdict(facts: NodeFacts, policy: Policy) -> Verdict:
     return _verdict(key, policy)
 
 
+def in_place_refusal(facts: NodeFacts, found: Verdict) -> str:
+    """Why the node must be drained first although spec.drain.mode is InPlace ("" when it need not be).
+
+    In place, the kubelet restarts under running pods with the gate newly on (or off). Known bugs make
+    that unsafe on static-pod nodes (a restarted kubelet starts their containers twice: k8s#123087, still
+    open; k8s#121349) and on the versions the matrix does not call Supported: kubelets before 1.32 lack
+    the timestamp fix (k8s#127195), 1.26-1.28 the duplicate-container fix (k8s#120942, k8s#121003), and
+    Risky runtimes have their own (containerd 1.7: one event subscriber, containerd#7318).
+    """
+    if _is_control_plane(facts) or facts.has_mirror_pods:
+        return "static pods: a kubelet restarted under them starts their containers twice (k8s#123087)"
+    if found.level is not Level.SUPPORTED:
+        return f"only Supported nodes are updated in place; this one is {found.level.value}: {found.summary}"
+    return ""
+
+
 @dataclass(frozen=True)
 class _Key:
     kubelet_version: str

@@ -79,6 +79,11 @@ class OnDrainBlocked(StrEnum):
     FAIL = "Fail"  # as Skip, but mark the node Failed (counts against maxFailedNodes)
 
 
+class DrainMode(StrEnum):
+    CORDON_AND_DRAIN = "CordonAndDrain"  # the Kubernetes documentation's order: cordon, drain, restart
+    IN_PLACE = "InPlace"  # restart under the running pods, where no known bug makes that unsafe
+
+
 class OnDelete(StrEnum):
     REVERT = "Revert"
     KEEP = "Keep"
@@ -338,6 +343,17 @@ class Rollout(_Model):
 
 class DrainSpec(_Model):
     """kubectl drain semantics (k8s.io/kubectl/pkg/drain): eviction API, PDBs respected, DaemonSets skip."""
+
+    mode: Annotated[
+        DrainMode,
+        Field(
+            description="`CordonAndDrain` (the default, as the Kubernetes documentation says): cordon and "
+            "drain before the restarts. `InPlace`: neither; the runtime and the kubelet restart under the "
+            "running pods (containers keep running through both), only on Supported nodes without static "
+            "pods (elsewhere the node is drained first and its status says why). The pods of a node whose "
+            "verification fails see a second kubelet restart for the rollback."
+        ),
+    ] = DrainMode.CORDON_AND_DRAIN
 
     timeout_seconds: Annotated[
         int, Field(ge=0, le=86400, description="How long a drain may take; 0 waits forever (like kubectl).")

@@ -32,6 +32,10 @@ class Cordon:
     autoscaler_user: frozenset[str] = frozenset()
     blocked: str = ""  # what the node says now (onBlocked: Wait); the Event is only sent when it changes
     host_refusal: str = ""  # the node's agent would refuse this change (core.hostcheck): never cordon it
+    # spec.drain.mode: InPlace. in_place: neither cordon nor drain, ask the agent at once; drained_because:
+    # why this node is drained first all the same (compat.in_place_refusal).
+    in_place: bool = False
+    drained_because: str = ""
 
 
 @dataclass(frozen=True)

@@ -296,6 +296,23 @@ def _cordon_marks(action: Cordon, clock: Clock) -> Marks:
     }
 
 
+def _in_place(action: Cordon, clock: Clock) -> Step:
+    """spec.drain.mode: InPlace on a node where that is safe: the apply request alone, no cordon, no
+    eviction; the pods stay and keep running through the runtime and kubelet restarts."""
+    what = "in place, not cordoned or drained (drain.mode: InPlace)"
+    blocked: Marks = {c.ANN_BLOCKED: None} if action.blocked else {}
+    yield Write(
+        {
+            **blocked,
+            c.ANN_OWNER: action.owner,
+            **_apply_request(action.hash, action.agent_options, clock),
+            c.ANN_REASON: f"{what}; waiting for the agent",
+        }
+    )
+    yield Emit("Normal", "InPlace", f"{what}; agent asked to apply config {action.hash}")
+    return StepEnd(NodeState.APPLYING)
+
+
 def _forced_at_timeout(policy: DrainPolicy, allow_force_delete: bool) -> bool:
     """onTimeout: ForceDelete, granted: every drain finishes at its timeout (deletes bypass PDBs and the
     drain options), so none is blocked for good."""
@@ -331,6 +348,8 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
         )
     if survey.holding:
         return (yield from _held(action.owner, survey.holding, action.blocked))
+    if action.in_place and not survey.mirror_pods:
+        return (yield from _in_place(action, clock))
     forced = _forced_at_timeout(action.drain, allow_force_delete)
     if survey.never and not forced:
         asked = action.drain.on_timeout is OnDrainTimeout.FORCE_DELETE  # but not granted here
@@ -347,6 +366,12 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
                 hint=f"; {FORCE_DELETE_DISABLED}" if asked else "",
             )
         )
+    if action.in_place or action.drained_because:  # InPlace asked, but not safe on this node
+        why = (
+            action.drained_because
+            or "static pods: a kubelet restarted under them starts their containers twice"
+        )
+        yield Emit("Normal", "NotInPlace", f"drain.mode is InPlace, but this node is drained first: {why}")
     if survey.nothing_to_evict:
         marks = _cordon_marks(action, clock) | _apply_request(action.hash, action.agent_options, clock)
         yield Write(marks, unschedulable=True)

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from eventedpleg.constants import NodeState
-from eventedpleg.core import hostcheck
+from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import window
 from eventedpleg.core.rollout.actions import Action, Cordon
 from eventedpleg.core.rollout.planner.decide import Inputs, NodeDecision
@@ -24,6 +24,7 @@ from eventedpleg.core.rollout.planner.summary import (
 )
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeView, Target
+from eventedpleg.models.nodeconfig import DrainMode
 
 MAX_ATTENTION = 50
 ALERT_RECHECK = timedelta(seconds=15)  # how often a rollout held by alerts asks Prometheus again
@@ -161,6 +162,7 @@ class _Start:
             free = node.unschedulable  # already unavailable: processing it costs no capacity
             if not free and budget < 1:
                 continue
+            in_place, drained_because = _in_place(node, self.inputs)
             self.actions.append(
                 Cordon(
                     node.name,
@@ -174,6 +176,8 @@ class _Start:
                     autoscaler_user=node.autoscaler_user,
                     blocked=node.marks.blocked,
                     host_refusal=_host_refusal(node, target, want),
+                    in_place=in_place,
+                    drained_because=drained_because,
                 )
             )
             if node.marks.blocked:  # onBlocked: Wait; the Cordon step looks again
@@ -246,6 +250,14 @@ def _host_refusal(node: NodeView, target: Target, want: str) -> str:
     if not refusal:
         return ""
     return f"{refusal} (the agent's host check at {check.at.isoformat(timespec='seconds')})"
+
+
+def _in_place(node: NodeView, inputs: Inputs) -> tuple[bool, str]:
+    """The Cordon's in_place and drained_because (spec.drain.mode: InPlace; compat.in_place_refusal)."""
+    if inputs.target.spec.drain.mode is not DrainMode.IN_PLACE:
+        return False, ""
+    refusal = compat.in_place_refusal(node.facts, compat.verdict(node.facts, inputs.policy))
+    return not refusal, refusal
 
 
 def _canaries_passed(done: Sequence[NodeView], tally: Tally, target: Target) -> bool:

@@ -5,11 +5,12 @@ Shared by `eventedpleg demo --lab` and the lab test tier."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -121,6 +122,26 @@ def install_product(lab: Lab, specs: tuple[NodeSpec, ...], log: Log | None = Non
     built = image.ImageBuilder(image.find_repo(), log=log).build(image.default_archive())
     install(lab, specs, built.archive)
     start_workload(lab)
+
+
+@contextlib.contextmanager
+def product_lab(specs: tuple[NodeSpec, ...], log: Log, timings: dict[str, float]) -> Iterator[Lab]:
+    """The lab up with `specs` and the product installed on it (`install_product`), as `eventedpleg demo
+    --lab` and the benchmarks start; taken down at the end whatever happened (what was left behind is
+    logged). `timings` gets "lab up" and "image and install", in seconds."""
+    lab = Lab(log=log)
+    try:
+        began = time.monotonic()
+        lab.up(specs)
+        timings["lab up"] = round(time.monotonic() - began, 1)
+        began = time.monotonic()
+        install_product(lab, specs, log)
+        timings["image and install"] = round(time.monotonic() - began, 1)
+        yield lab
+    finally:
+        left = lab.down()
+        if left:
+            log(f"[lab] left behind: {left}")
 
 
 def uninstall(lab: Lab, *, timeout: float = 300.0) -> None:

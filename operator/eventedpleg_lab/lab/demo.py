@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from eventedpleg.k8s.client import api_client
 from eventedpleg_lab.demo.run import watch
 from eventedpleg_lab.lab import chart, nodes
-from eventedpleg_lab.lab.lab import Lab
 from eventedpleg_lab.localcluster.build import Log
 
 
@@ -31,14 +30,9 @@ def _stderr(message: str) -> None:
 def run(options: LabDemoOptions, log: Log = _stderr) -> int:
     started = time.monotonic()
     timings: dict[str, float] = {}
-    lab = Lab(log=log)
     specs = nodes.parse(nodes.DEFAULT_SPEC)
     log("[demo] evented-pleg-operator on real nodes: kubelet, containerd, CRI-O in systemd-nspawn machines")
-    try:
-        lab.up(specs)
-        timings["lab up"] = round(time.monotonic() - started, 1)
-        chart.install_product(lab, specs, log)
-        timings["image and install"] = round(time.monotonic() - started - sum(timings.values()), 1)
+    with chart.product_lab(specs, log, timings) as lab:
         log(f"[demo] chart installed; export KUBECONFIG={lab.kubeconfig}")
         for line in chart.helm_test(lab).splitlines():
             log(f"[demo] helm test: {line}")
@@ -59,7 +53,3 @@ def run(options: LabDemoOptions, log: Log = _stderr) -> int:
             print(f"[demo] kept running: export KUBECONFIG={lab.kubeconfig}")
             input("[demo] press Enter to take the lab down ")
         return 0 if ok else 1
-    finally:
-        left = lab.down()
-        if left:
-            log(f"[demo] left behind: {left}")

@@ -16,6 +16,9 @@ test_lab_teardown.py uninstalls it."""
 from __future__ import annotations
 
 import contextlib
+import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -257,6 +260,7 @@ def test_rollout_reaches_available_on_real_nodes(installed: Lab, lab_specs: tupl
     _assert_fault_mid_drain(fault)
     conditions = chart.conditions(body)
     assert conditions.get("Available") == "True", body.get("status")
+    assert chart.missing_benefits(installed, lab_specs) == []  # published after Done, so looked for here
     assert chart.outcome_problems(lab_specs, installed.nodes(), body) == []
     # Drains evicted through the PodDisruptionBudget: never fewer Ready web pods than it allows, and the
     # pods on drained nodes were replaced by pods elsewhere.
@@ -320,3 +324,118 @@ def test_eventedpleg_false_reverts_every_node(installed: Lab, lab_specs: tuple[N
     assert _in_progress_or_half_applied(installed) == [], fault
     # Someone led after the kill: the killed process's pod, restarted by its kubelet, or the standby.
     _assert_lease_led_after(installed, fault)
+
+
+# Run by the host's Python inside a node's network namespace (nsenter -n): GET every address given, every
+# 0.2 s, until stdin closes; one line per failed request, then "requests N".
+PROBER = """
+import socket, sys, threading, time
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+count = 0
+while not stop.wait(0.2):
+    for ip in sys.argv[1:]:
+        count += 1
+        try:
+            with socket.create_connection((ip, 8080), timeout=1.0) as s:
+                s.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
+                body = s.recv(4096)
+            if b"200" not in body.split(b"\\r\\n", 1)[0]:
+                print(time.time(), ip, "answered", body[:40], flush=True)
+        except OSError as exc:
+            print(time.time(), ip, "failed", exc, flush=True)
+print("requests", count, flush=True)
+"""
+
+
+def _web_pods(lab: Lab) -> dict[str, tuple[str, str, str, int, str]]:
+    """Web pod name -> (uid, node, container ID, restart count, pod IP)."""
+    pods = chart.get_json(lab, "pods", "-n", chart.WORKLOAD_NAMESPACE, "-l", chart.WORKLOAD_SELECTOR)["items"]
+    found = {}
+    for pod in pods:
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        (status,) = pod["status"]["containerStatuses"]
+        found[pod["metadata"]["name"]] = (
+            pod["metadata"]["uid"],
+            pod["spec"]["nodeName"],
+            status["containerID"],
+            status["restartCount"],
+            pod["status"]["podIP"],
+        )
+    return found
+
+
+def _in_place(lab: Lab, evented_pleg: bool) -> str:
+    body = json.loads(chart.nodeconfig(evented_pleg))
+    body["spec"]["drain"]["mode"] = "InPlace"
+    return chart.kubectl_ok(lab, "apply", "-f", "-", stdin=json.dumps(body))
+
+
+def test_in_place_keeps_every_container_and_every_endpoint_answering(
+    installed: Lab, lab_specs: tuple[NodeSpec, ...]
+) -> None:
+    """drain.mode: InPlace, on and off again: no node is cordoned, no web pod is evicted or restarted (same
+    pod UIDs and container IDs, restart counts unchanged) and each of the web Service's endpoints answers
+    HTTP every 0.2 s throughout, asked from a node the rollout skips (there is no kube-proxy in the lab,
+    so each endpoint is asked directly; the Service's EndpointSlice never loses a ready endpoint)."""
+    done = {s.name for s in lab_specs if chart.expected_outcome(s).state == c.NodeState.DONE.value}
+    prober_node = next(s.name for s in lab_specs if s.name not in done)
+    chart.kubectl_ok(installed, "-n", chart.WORKLOAD_NAMESPACE, "expose", "deploy/web", "--port=8080")
+    before = _web_pods(installed)
+    assert {node for _, node, *_ in before.values()} & done, before  # a web pod on a node updated in place
+    init = installed.init_pid(prober_node)
+    assert init is not None
+    prober = subprocess.Popen(
+        ["nsenter", "-t", str(init), "-n", sys.executable, "-c", PROBER, *(ip for *_, ip in before.values())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    cordoned: set[str] = set()
+    least_ready = len(before)
+    stop = threading.Event()
+
+    def watch() -> None:
+        nonlocal least_ready
+        while not stop.wait(0.5):
+            with contextlib.suppress(Exception):  # an API hiccup is not a sample
+                cordoned.update(
+                    n for n, body in installed.nodes().items() if body["spec"].get("unschedulable")
+                )
+                slices = chart.get_json(installed, "endpointslices", "-n", chart.WORKLOAD_NAMESPACE)["items"]
+                ready = sum(
+                    1
+                    for s in slices
+                    for e in s.get("endpoints") or []
+                    if e.get("conditions", {}).get("ready")
+                )
+                least_ready = min(least_ready, ready)
+
+    sampler = threading.Thread(target=watch, daemon=True)
+    sampler.start()
+    try:
+        for evented_pleg in (True, False):
+            _in_place(installed, evented_pleg)
+            body = chart.wait_for(
+                "the NodeConfig to settle", lambda: chart.settled(installed), timeout=ROLLOUT_TIMEOUT
+            )
+            assert body is not None
+            assert chart.conditions(body).get("Available") == "True", body.get("status")
+            nodes = installed.nodes()
+            for name in done:
+                annotations = nodes[name]["metadata"]["annotations"]
+                assert annotations[c.ANN_STATE] == c.NodeState.DONE.value, (name, annotations)
+                assert annotations[c.ANN_REASON], name
+    finally:
+        stop.set()
+        sampler.join()
+        out, _ = prober.communicate("", timeout=30)
+        chart.kubectl_ok(installed, "-n", chart.WORKLOAD_NAMESPACE, "delete", "service", "web")
+    print(f"in place: prober from {prober_node}: {out.strip()[-400:]}; least ready endpoints {least_ready}")
+    assert cordoned == set(), cordoned
+    assert _web_pods(installed) == before  # same pods, same containers, no restart
+    failures = [line for line in out.splitlines() if not line.startswith("requests ")]
+    assert failures == [], failures
+    assert int(out.split("requests ")[-1]) > 100, out  # it asked all along
+    assert least_ready == len(before), least_ready

@@ -303,6 +303,24 @@ def outcome_problems(
     return problems
 
 
+def missing_benefits(lab: Lab, specs: tuple[NodeSpec, ...], *, timeout: float = 120.0) -> list[str]:
+    """The nodes expected Done still without eventedpleg.io/benefit after waiting up to `timeout`: an agent
+    publishes its figures one benefit window (30 s) after reporting Done, so the last node's may come
+    after Available. Empty when every one has them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = lab.nodes()
+        left = [
+            f"{s.name}: no {c.ANN_BENEFIT} {timeout:.0f}s after Available"
+            for s in specs
+            if expected_outcome(s).state == c.NodeState.DONE.value
+            and c.ANN_BENEFIT not in nodes.get(s.name, {}).get("metadata", {}).get("annotations", {})
+        ]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(2.0)
+
+
 def delete_nodeconfig(lab: Lab, *, name: str = NODECONFIG, timeout: float = 600.0) -> None:
     """Delete the NodeConfig and wait until it is gone: with onDelete: Revert the operator first takes
     its drop-ins off every node it touched, then drops the finalizer."""

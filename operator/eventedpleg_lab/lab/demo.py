@@ -40,7 +40,8 @@ def run(options: LabDemoOptions, log: Log = _stderr) -> int:
         api = api_client(str(lab.kubeconfig))
         code, _ = watch(api, chart.NODECONFIG, options.timeout, started)
         timings["rollout"] = round(time.monotonic() - started - sum(timings.values()), 1)
-        problems = chart.outcome_problems(
+        problems = chart.missing_benefits(lab, specs) if code == 0 else []
+        problems += chart.outcome_problems(
             specs, lab.nodes(), chart.get_json(lab, "nodeconfig", chart.NODECONFIG)
         )
         for problem in problems:

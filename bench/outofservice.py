@@ -11,9 +11,9 @@ every change of a node's spec.unschedulable and of its eventedpleg.io/state anno
 Per node that the rollout cordoned and that ended Done, the out-of-service time is cordon -> uncordon,
 split into
   drain    cordon -> Applying      (the operator evicts the node's pods; the web pods stop in 8 s);
-  apply    Applying -> Verifying   (the agent: its "before" benefit window, backups, the files written,
-                                    the runtime then the kubelet restarted);
-  verify   Verifying -> Done       (the agent's verification, then its "after" benefit window);
+  apply    Applying -> Verifying   (the agent: backups, the files written, the runtime then the kubelet
+                                    restarted);
+  verify   Verifying -> Done       (the agent's verification: /healthz, then its 10 s window);
   uncordon Done -> uncordon        (the operator's reaction).
 Nodes never cordoned (skipped from their Node object or by the agent's host check) are listed with their
 end state. The whole rollout is apply -> Available. One run measures one rollout of the default node set
@@ -164,7 +164,7 @@ def settled(api: Any) -> str | None:
     return next((cond for cond in ("Available", "Degraded") if now.get(cond) == "True"), None)
 
 
-def measure(lab: Lab, timeout: float) -> dict[str, Any]:
+def measure(lab: Lab, specs: tuple[nodes.NodeSpec, ...], timeout: float) -> dict[str, Any]:
     """Watch the Nodes, apply the NodeConfig, wait until it settles; every node's figures."""
     recorder = NodeRecorder()
     api = api_client(str(lab.kubeconfig))
@@ -185,6 +185,8 @@ def measure(lab: Lab, timeout: float) -> dict[str, Any]:
         time.sleep(2)  # the last events (an uncordon right before Available) reach the recorder
     finally:
         informer.close()
+    # Each agent publishes its benefit figures one window (30 s) after Done: wait for them to be read.
+    benefits_missing = chart.missing_benefits(lab, specs) if verdict == "Available" else []
     body = nodeconfigs.get(api, chart.NODECONFIG)
     listed = {n["name"]: n for n in (body.get("status") or {}).get("nodeStatuses", [])}
     found = lab.nodes()
@@ -213,6 +215,7 @@ def measure(lab: Lab, timeout: float) -> dict[str, Any]:
             for label, _, _ in SEGMENTS
         },
         "nodes": per_node,
+        "benefits_missing": benefits_missing,
     }
 
 
@@ -253,7 +256,7 @@ def main() -> int:
     timings: dict[str, float] = {}
     with chart.product_lab(specs, log, timings) as lab:
         log(f"product installed ({json.dumps(timings)}); export KUBECONFIG={lab.kubeconfig}")
-        result = measure(lab, args.timeout)
+        result = measure(lab, specs, args.timeout)
     doc = {
         "kind": "outofservice",
         "command": " ".join([".venv/bin/python", "bench/outofservice.py", *sys.argv[1:]]),

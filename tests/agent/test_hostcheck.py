@@ -19,7 +19,7 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core import hostcheck
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.hostcheck import HostCheck
-from eventedpleg.core.node.effects import PublishHostCheck, ReadHost, is_act
+from eventedpleg.core.node.effects import PublishHostCheck, ReadHost, Report, is_act
 from eventedpleg.core.node.hostcheckphase import REFRESH
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg_lab.sim import profiles
@@ -189,15 +189,17 @@ def test_the_loop_checks_at_start(make_rig: RigFactory) -> None:
     assert dict(published(rig).refusals) == CLEAN
 
 
-def test_the_loop_does_not_check_during_an_apply(make_rig: RigFactory) -> None:
+def test_at_start_a_waiting_apply_goes_first_and_the_check_follows_it(make_rig: RigFactory) -> None:
     rig = make_rig(profiles.kubeadm_containerd())
     rig.request(rig.publish(enabled=True))  # Applying when the agent starts
 
     runner.run(rig.agent, stop=lambda: False, once=True)
 
     assert rig.state == NodeState.DONE
-    assert c.ANN_HOST_CHECK not in rig.annotations
-    assert sum(isinstance(e, ReadHost) for e in rig.trace) == 1  # the apply's own look
+    looks = [i for i, e in enumerate(rig.trace) if isinstance(e, ReadHost)]
+    done = next(i for i, e in enumerate(rig.trace) if isinstance(e, Report) and e.state is NodeState.DONE)
+    assert len(looks) == 2 and looks[0] < done < looks[1]  # the apply's own look, then the check's
+    assert published(rig).refusals
 
 
 def test_a_check_held_back_by_an_apply_runs_as_soon_as_it_lets_go(make_rig: RigFactory) -> None:

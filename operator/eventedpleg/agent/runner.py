@@ -84,8 +84,8 @@ def run(
 ) -> None:
     """Until `stop()`: read the Node, act, watch it (fieldSelector metadata.name) for check_interval seconds,
     then run the after-Done check. API errors are logged and retried after a pause, never fatal. The host
-    check runs first and then every host_check_interval seconds, between the steps (never during an apply);
-    its failures are logged and never stop the rest.
+    check runs at start (after the first look at the Node) and then every host_check_interval seconds,
+    between the steps (never during an apply); its failures are logged and never stop the rest.
 
     `beats` records progress for the health endpoint: every pass, watch event and retry, and every wait
     a step asks for (a verification window is progress; a call that never returns is not).
@@ -111,8 +111,8 @@ def run(
                 log.warning("node %s not found; waiting", agent.node)
                 sleep(ERROR_BACKOFF_SECONDS)
                 continue
+            drive(agent.on_node(node), sleep)  # first: its reading of the kubelet starts the "before" window
             host_check.when_due()
-            drive(agent.on_node(node), sleep)
             if once:
                 drive(agent.check(), sleep)
                 return

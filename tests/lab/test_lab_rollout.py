@@ -432,7 +432,8 @@ def test_in_place_keeps_every_container_and_every_endpoint_answering(
         sampler.join()
         out, _ = prober.communicate("", timeout=30)
         chart.kubectl_ok(installed, "-n", chart.WORKLOAD_NAMESPACE, "delete", "service", "web")
-    print(f"in place: prober from {prober_node}: {out.strip()[-400:]}; least ready endpoints {least_ready}")
+    print(f"in place: web pods {before}; prober from {prober_node}: {out.strip()[-400:]}")
+    print(f"in place: least ready endpoints {least_ready}, nodes cordoned {sorted(cordoned)}")
     assert cordoned == set(), cordoned
     assert _web_pods(installed) == before  # same pods, same containers, no restart
     failures = [line for line in out.splitlines() if not line.startswith("requests ")]

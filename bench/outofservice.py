@@ -22,6 +22,7 @@ The lab is taken down at the end, whatever happened.
 
     .venv/bin/python bench/outofservice.py                  # bench/results/outofservice.json
     .venv/bin/python bench/outofservice.py --tag before     # outofservice-before.json as well
+    .venv/bin/python bench/outofservice.py --no-workload --tag empty   # nodes with no pod of a workload
 
 Writes bench/results/outofservice.json, the headline, rewritten by every run (`started` inside says
 when); `--tag T` writes outofservice-T.json as well, to keep a run beside the headline (a "before" for a
@@ -250,11 +251,16 @@ def main() -> int:
     parser.add_argument("--nodes", default=nodes.DEFAULT_SPEC, help="the lab's node set (eventedpleg lab up)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds for the rollout")
     parser.add_argument("--tag", default="", help="also write outofservice-<tag>.json")
+    parser.add_argument(
+        "--no-workload",
+        action="store_true",
+        help="without the web Deployment: only the operator's own pods are evicted",
+    )
     args = parser.parse_args()
     specs = nodes.parse(args.nodes)
     started = datetime.now(UTC)
     timings: dict[str, float] = {}
-    with chart.product_lab(specs, log, timings) as lab:
+    with chart.product_lab(specs, log, timings, workload=not args.no_workload) as lab:
         log(f"product installed ({json.dumps(timings)}); export KUBECONFIG={lab.kubeconfig}")
         result = measure(lab, specs, args.timeout)
     doc = {
@@ -263,7 +269,7 @@ def main() -> int:
         "started": started.isoformat(timespec="seconds"),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
-        "lab": {"nodes": args.nodes, "timings": timings},
+        "lab": {"nodes": args.nodes, "workload": not args.no_workload, "timings": timings},
         "nodeconfig": json.loads(chart.nodeconfig(True)),
         **result,
     }

@@ -116,16 +116,22 @@ def helm_test(lab: Lab, *, timeout: float = 180.0) -> str:
         raise LabError(f"{exc}\ntest pod log:\n{(logs.stdout or logs.stderr).strip()}") from exc
 
 
-def install_product(lab: Lab, specs: tuple[NodeSpec, ...], log: Log | None = None) -> None:
+def install_product(
+    lab: Lab, specs: tuple[NodeSpec, ...], log: Log | None = None, *, workload: bool = True
+) -> None:
     """What the demo and the lab tier start from: the image built from the Dockerfile (cached when its
-    inputs did not change), `install`, and the workload guarded by its PodDisruptionBudget."""
+    inputs did not change), `install`, and (unless not `workload`) the workload guarded by its
+    PodDisruptionBudget."""
     built = image.ImageBuilder(image.find_repo(), log=log).build(image.default_archive())
     install(lab, specs, built.archive)
-    start_workload(lab)
+    if workload:
+        start_workload(lab)
 
 
 @contextlib.contextmanager
-def product_lab(specs: tuple[NodeSpec, ...], log: Log, timings: dict[str, float]) -> Iterator[Lab]:
+def product_lab(
+    specs: tuple[NodeSpec, ...], log: Log, timings: dict[str, float], *, workload: bool = True
+) -> Iterator[Lab]:
     """The lab up with `specs` and the product installed on it (`install_product`), as `eventedpleg demo
     --lab` and the benchmarks start; taken down at the end whatever happened (what was left behind is
     logged). `timings` gets "lab up" and "image and install", in seconds."""
@@ -135,7 +141,7 @@ def product_lab(specs: tuple[NodeSpec, ...], log: Log, timings: dict[str, float]
         lab.up(specs)
         timings["lab up"] = round(time.monotonic() - began, 1)
         began = time.monotonic()
-        install_product(lab, specs, log)
+        install_product(lab, specs, log, workload=workload)
         timings["image and install"] = round(time.monotonic() - began, 1)
         yield lab
     finally:

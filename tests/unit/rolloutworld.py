@@ -51,6 +51,7 @@ class SimNode:
     ready: bool = True
     unschedulable: bool = False
     annotations: dict[str, str] = field(default_factory=dict)
+    created: datetime | None = None  # metadata.creationTimestamp (rollout.order: OldestFirst)
     drain_blocked_until: datetime | None = None  # a PDB keeps pods here until then
     drain_never_until: datetime | None = None  # a PDB that allows no eviction at all, until it is changed
     mirror_pods: tuple[str, ...] = ()  # static pods the kubelet runs from files
@@ -78,12 +79,14 @@ class SimNode:
             assert present == set(self.user_autoscaler) and c.ANN_AUTOSCALER_HOLD not in ann, (self.name, ann)
 
     def body(self) -> dict[str, Any]:
+        created = {"creationTimestamp": self.created.isoformat()} if self.created else {}
         return {
             "metadata": {
                 "name": self.name,
                 "labels": self.labels,
                 "annotations": dict(self.annotations),
                 "resourceVersion": str(self.rv),
+                **created,
             },
             "spec": {"unschedulable": self.unschedulable},
             "status": {

@@ -61,6 +61,55 @@ def test_zone_then_name_order() -> None:
     assert [n.name for n in order] == ["node-001", "node-003", "node-000", "node-002"]
 
 
+def taken_order(world: World) -> list[str]:
+    """Run one node at a time to the end; the nodes in the order they were cordoned."""
+    taken: list[str] = []
+    for _ in range(500):
+        result = world.tick()
+        taken += [a.node for a in result.actions if isinstance(a, Cordon) and a.node not in taken]
+        if result.summary.complete:
+            break
+    assert_converged_on(world, H_ON)
+    return taken
+
+
+def test_oldest_first_takes_nodes_by_creation_then_name_within_each_zone() -> None:
+    nodes = fleet(5)
+    ages = [3, 1, None, 1, 2]  # days before T0; node-002 has no creationTimestamp: last of its zone
+    for (name, node), age in zip(nodes.items(), ages, strict=True):
+        node.created = None if age is None else T0 - timedelta(days=age)
+        node.labels[c.LABEL_ZONE] = "b" if name == "node-004" else "a"
+    world = World(nodes, spec(rollout={"order": {"by": "OldestFirst"}}))
+    # zone a: node-000 (3 days), then node-001 and node-003 (1 day, by name), node-002 (unknown); zone b
+    assert taken_order(world) == ["node-000", "node-001", "node-003", "node-002", "node-004"]
+
+
+def test_label_order_by_value_numbers_as_numbers_unlabelled_last() -> None:
+    nodes = fleet(5)
+    ranks = ["10", None, "9", "b", "a"]
+    for (name, node), rank in zip(nodes.items(), ranks, strict=True):
+        if rank is not None:
+            node.labels["example.com/rank"] = rank
+        if name == "node-000":
+            node.labels[c.LABEL_ZONE] = "a"  # zone first: the zone-less nodes ("") go before it
+    world = World(nodes, spec(rollout={"order": {"by": "Label", "label": "example.com/rank"}}))
+    assert taken_order(world) == ["node-002", "node-004", "node-003", "node-001", "node-000"]
+
+
+def test_name_order_is_the_default_and_batches_start_in_order() -> None:
+    def zoned() -> dict[str, SimNode]:
+        nodes = fleet(4, labels={})
+        for node, zone in zip(nodes.values(), "baba", strict=True):
+            node.labels = {c.LABEL_ZONE: zone, "rank": "1"}
+        return nodes
+
+    assert spec().rollout.order.by == "Name"
+    by_label = {"by": "Label", "label": "rank"}  # every rank equal: zone, then name
+    for order in ({}, {"order": by_label}):
+        world = World(zoned(), spec(rollout={"maxUnavailable": 2, **order}))
+        assert [a.node for a in world.plan().actions] == ["node-001", "node-003"]  # zone a, by name
+
+
 def test_not_ready_nodes_count_against_the_budget() -> None:
     nodes = fleet(3)
     nodes["node-002"].ready = False
@@ -475,6 +524,10 @@ KUBELETS = ["v1.34.2", "v1.36.4", "v1.37.2", "v1.25.0", "v1.30.1"]
 RUNTIMES = ["containerd://2.1.4", "containerd://1.7.13", "cri-o://1.34.1", "containerd://1.6.20"]
 
 
+RANKS = st.sampled_from([{}, {"rank": "2"}, {"rank": "10"}, {"rank": "x"}])  # for rollout.order: Label
+ORDERS = st.sampled_from([{"by": "Name"}, {"by": "OldestFirst"}, {"by": "Label", "label": "rank"}])
+
+
 @st.composite
 def clusters(draw: st.DrawFn) -> World:
     size = draw(st.integers(1, 12))
@@ -484,7 +537,8 @@ def clusters(draw: st.DrawFn) -> World:
             name=f"n{i:02d}",
             kubelet=draw(st.sampled_from(KUBELETS)),
             runtime=draw(st.sampled_from(RUNTIMES)),
-            labels={c.LABEL_ZONE: draw(st.sampled_from(["a", "b", "c"]))},
+            labels={c.LABEL_ZONE: draw(st.sampled_from(["a", "b", "c"])), **draw(RANKS)},
+            created=draw(st.sampled_from([None, T0 - timedelta(days=2), T0 - timedelta(days=1)])),
             unschedulable=draw(st.integers(0, 4)) == 0,
             # some nodes carry an autoscaler annotation the user set: kept through the rollout (tick checks)
             annotations=draw(st.sampled_from([{}, {}, {KARPENTER: "true"}, {SCALE_DOWN: "false"}])),
@@ -496,7 +550,11 @@ def clusters(draw: st.DrawFn) -> World:
         nodes,
         spec(
             allowRisky=draw(st.booleans()),
-            rollout={"maxUnavailable": max_unavailable, "canary": {"nodes": canary, "soakSeconds": 5}},
+            rollout={
+                "maxUnavailable": max_unavailable,
+                "canary": {"nodes": canary, "soakSeconds": 5},
+                "order": draw(ORDERS),
+            },
         ),
     )
 

@@ -107,7 +107,8 @@ class NodeView:
 
     @cached_property
     def order(self) -> tuple[str, str]:
-        """The rollout order (zone, then name); cached because every pass sorts every node by it."""
+        """The default rollout order (zone, then name; nodeorder.py has the others); cached because every
+        pass sorts every node by it."""
         return (self.zone, self.name)
 
     @property
@@ -135,6 +136,7 @@ def node_view(body: Mapping[str, Any]) -> NodeView:
         os_image=str(info.get("osImage", "")),
         labels=labels,
         taint_keys=taints,
+        created=parse_time(meta.get("creationTimestamp")),
     )
     return NodeView(
         name=facts.name,

@@ -463,6 +463,30 @@ def test_oldest_first_takes_nodes_by_creation_time_not_name(env: Env) -> None:
         assert taken_in_order(env, "oldest", 3) == names
 
 
+def taints(env: Env, node: str) -> list[dict[str, str]]:
+    return [t for t in plain(env.core.read_node(node))["spec"].get("taints") or [] if "kwok" not in t["key"]]
+
+
+def test_taint_before_cordon_taints_waits_then_cordons_and_takes_only_its_own_taint_off(env: Env) -> None:
+    theirs = {"key": "eventedpleg.io/draining", "value": "ops", "effect": "NoSchedule"}
+    first, second = env.nodes([{"zone": "z"}, {"zone": "z", "taints": [theirs]}])
+    tainting = {"taintBeforeCordon": {"seconds": 6}}
+    env.apply(nodeconfig("tainting", env.prefix, drain=tainting))
+    ours = {"key": "eventedpleg.io/draining", "effect": "PreferNoSchedule"}
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+        wait_for(lambda: ours in taints(env, first), what="our taint on the first node", interval=0.1)
+        tainted = time.time()
+        assert env.node_states()[first] == (None, False), "tainted, not cordoned yet"
+        assert env.annotations(first)[c.ANN_TAINT] == ours["key"]
+        wait_for(lambda: env.node_states()[first][1], what="the first node cordoned", interval=0.1)
+        assert time.time() - tainted >= 4  # the 6 s, less the watch's and the poll's lag
+        wait_for(lambda: env.condition("tainting", "Ready").get("status") == "True", what="Ready", timeout=90)
+        assert taints(env, first) == [], op.log()[-2000:]  # ours went with the uncordon
+        assert taints(env, second) == [theirs]  # someone else's with our key: kept as it was
+        assert c.ANN_TAINT not in env.annotations(second)
+        assert "Tainted" in node_events(env, first) and "Tainted" in node_events(env, second)
+
+
 def test_a_node_its_agent_would_refuse_is_never_cordoned(env: Env) -> None:
     """The agent's host check (eventedpleg.io/host-check, as the agent writes it) says this host would be
     refused: preflight says so, and the rollout marks it Skipped with the agent's reason without a cordon."""

@@ -48,6 +48,13 @@ BAD_SPECS: list[tuple[dict[str, Any], str, str]] = [
         "label",
         "pattern",
     ),
+    (
+        {"eventedPleg": True, "drain": {"taintBeforeCordon": {"effect": "NoExecute"}}},
+        "effect",
+        "'PreferNoSchedule' or 'NoSchedule'",
+    ),
+    ({"eventedPleg": True, "drain": {"taintBeforeCordon": {"seconds": 3601}}}, "seconds", "less than"),
+    ({"eventedPleg": True, "drain": {"taintBeforeCordon": {"key": "a b"}}}, "key", "pattern"),
     ({"eventedPleg": "yes please"}, "eventedPleg", "valid boolean"),
     ({"eventedPleg": True, "rollout": {"canary": {"nodes": "two"}}}, "nodes", "valid integer"),
     ({"eventedPleg": True, "rollout": {"maxFailedNodes": 0}}, "maxFailedNodes", "greater than or equal to 1"),

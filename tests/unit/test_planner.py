@@ -525,6 +525,8 @@ RUNTIMES = ["containerd://2.1.4", "containerd://1.7.13", "cri-o://1.34.1", "cont
 
 
 RANKS = st.sampled_from([{}, {"rank": "2"}, {"rank": "10"}, {"rank": "x"}])  # for rollout.order: Label
+DRAINING = {"key": "eventedpleg.io/draining", "effect": "PreferNoSchedule"}
+TAINTING = st.sampled_from([None, None, {"seconds": 3}, {"key": "k", "value": "v", "effect": "NoSchedule"}])
 ORDERS = st.sampled_from([{"by": "Name"}, {"by": "OldestFirst"}, {"by": "Label", "label": "rank"}])
 
 
@@ -539,6 +541,8 @@ def clusters(draw: st.DrawFn) -> World:
             runtime=draw(st.sampled_from(RUNTIMES)),
             labels={c.LABEL_ZONE: draw(st.sampled_from(["a", "b", "c"])), **draw(RANKS)},
             created=draw(st.sampled_from([None, T0 - timedelta(days=2), T0 - timedelta(days=1)])),
+            # the user's taints, one with taintBeforeCordon's key: kept through the rollout (tick checks)
+            taints=draw(st.sampled_from([[], [], [DRAINING], [{"key": "gpu", "effect": "NoSchedule"}]])),
             unschedulable=draw(st.integers(0, 4)) == 0,
             # some nodes carry an autoscaler annotation the user set: kept through the rollout (tick checks)
             annotations=draw(st.sampled_from([{}, {}, {KARPENTER: "true"}, {SCALE_DOWN: "false"}])),
@@ -550,6 +554,7 @@ def clusters(draw: st.DrawFn) -> World:
         nodes,
         spec(
             allowRisky=draw(st.booleans()),
+            drain={"taintBeforeCordon": draw(TAINTING)},
             rollout={
                 "maxUnavailable": max_unavailable,
                 "canary": {"nodes": canary, "soakSeconds": 5},
@@ -697,6 +702,7 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
         "onTimeout": rng.choice(["Fail", "Skip", "ForceDelete"]),
         "retries": rng.choice([0, 1, 2]),
         "retryBackoffSeconds": 10,
+        "taintBeforeCordon": rng.choice([None, {"seconds": 5}]),
     }
     base = world.spec.model_dump(by_alias=True, mode="json")
     world.spec = spec(**{**base, "drain": drain, "verification": {"timeoutSeconds": 10}})
@@ -795,3 +801,104 @@ def test_the_host_check_never_holds_taking_our_files_off() -> None:
     world = World(nodes, spec(eventedPleg=False))
     world.run()
     assert states(world)["node-000"] != "Skipped"
+
+
+# --- drain.taintBeforeCordon ---------------------------------------------------------------------------
+
+DRAINING_KEY = "eventedpleg.io/draining"
+
+
+def our_taint(node: SimNode) -> bool:
+    return any(t["key"] == DRAINING_KEY for t in node.taints)
+
+
+def test_taint_then_cordon_after_the_seconds_then_the_taint_goes_with_the_uncordon() -> None:
+    nodes = fleet(2)
+    world = World(nodes, spec(drain={"taintBeforeCordon": {"seconds": 30}}))
+    first = world.tick()
+    assert [type(a).__name__ for a in first.actions] == ["Cordon"]
+    assert our_taint(nodes["node-000"]) and not nodes["node-000"].unschedulable
+    assert ("node-000", "Tainted") in world.events
+    waiting = world.plan()
+    assert waiting.actions == ()  # neither the cordon yet nor a second node: the tainted one holds the budget
+    assert waiting.summary.next_wake == T0 + timedelta(seconds=30)
+    assert "cordoned at" in waiting.summary.attention[0].reason
+    cordoned_at: datetime | None = None
+    for _ in range(200):
+        at = world.now
+        world.tick()
+        cordoned = world.nodes["node-000"].unschedulable  # a fresh read each tick (mypy narrows otherwise)
+        if cordoned_at is None and cordoned:
+            cordoned_at = at
+        if states(world)["node-000"] == "Done" and not cordoned:
+            break
+    assert cordoned_at == T0 + timedelta(seconds=30)  # tainted at T0, cordoned when the wait is over
+    assert not our_taint(nodes["node-000"])  # given back: untainted with the uncordon
+    assert not our_taint(nodes["node-001"])  # the next node waits for the budget, untainted
+    world.run()
+    assert_converged_on(world, H_ON)
+    assert not any(our_taint(n) or n.annotations.get(c.ANN_TAINTED_SINCE) for n in nodes.values())
+    assert sum(reason == "Tainted" for _, reason in world.events) == 2
+
+
+def test_a_taint_with_our_key_set_before_the_rollout_is_never_removed() -> None:
+    nodes = fleet(2)
+    theirs = {"key": DRAINING_KEY, "value": "ops", "effect": "NoSchedule"}
+    nodes["node-000"].taints = [theirs]
+    world = World(nodes, spec(drain={"taintBeforeCordon": {"seconds": 5}}))
+    world.run()
+    assert_converged_on(world, H_ON)
+    assert nodes["node-000"].taints == [theirs]
+    assert nodes["node-001"].taints == []
+
+
+@pytest.mark.parametrize("how", ["skip label", "deselected", "deleted, Keep"])
+def test_a_node_tainted_but_no_longer_to_be_taken_is_given_back_untainted_never_cordoned(how: str) -> None:
+    nodes = fleet(2, labels={"pool": "a"})
+    tainting = {"taintBeforeCordon": {"seconds": 60}}
+    world = World(nodes, spec(drain=tainting))
+    world.tick()
+    assert our_taint(nodes["node-000"])
+    if how == "skip label":
+        nodes["node-000"].labels[c.LABEL_SKIP] = "true"
+    elif how == "deselected":
+        world.spec = spec(drain=tainting, nodeSelector={"matchLabels": {"pool": "b"}})
+    else:
+        world.spec = spec(drain=tainting, onDelete="Keep")
+        world.deleting = True
+    world.run()
+    assert not our_taint(nodes["node-000"]) and not nodes["node-000"].annotations  # released
+    assert nodes["node-000"].drains == 0
+    assert ("node-000", "Released") in world.events
+
+
+@pytest.mark.parametrize("how", ["deselected", "deleted, Revert"])
+def test_a_tainted_node_with_our_drop_ins_to_remove_is_still_cordoned_after_its_wait(how: str) -> None:
+    """Not given back untainted: it would be chosen and tainted again, round and round."""
+    nodes = fleet(2, labels={"pool": "a"})
+    tainting = {"taintBeforeCordon": {"seconds": 20}}
+    world = World(nodes, spec(drain=tainting, rollout={"maxUnavailable": 2}))
+    world.run()
+    assert_converged_on(world, H_ON)
+    world.spec = spec(eventedPleg=False, drain=tainting)  # our drop-ins come off: each node is tainted
+    world.tick()
+    assert our_taint(nodes["node-000"])
+    if how == "deselected":
+        world.spec = spec(drain=tainting, nodeSelector={"matchLabels": {"pool": "b"}})
+    else:
+        world.deleting = True
+    world.run()
+    for node in nodes.values():
+        assert node.annotations.get(c.ANN_CURRENT) in (None, H_OFF) and not our_taint(node)
+    assert sum(reason == "Tainted" for _, reason in world.events) == 4  # two rollouts, once per node each
+
+
+def test_the_tainted_node_is_cordoned_after_its_wait_even_when_the_rollout_is_paused_meanwhile() -> None:
+    nodes = fleet(2)
+    world = World(nodes, spec(drain={"taintBeforeCordon": {"seconds": 10}}))
+    world.tick()
+    world.spec = spec(drain={"taintBeforeCordon": {"seconds": 10}}, rollout={"paused": True})
+    for _ in range(60):
+        world.tick()
+    assert states(world) == {"node-000": "Done", "node-001": None}  # started, so it finished
+    assert not our_taint(nodes["node-000"]) and not nodes["node-000"].unschedulable

@@ -385,6 +385,40 @@ class Rollout(_Model):
         return value
 
 
+class TaintEffect(StrEnum):
+    # NoExecute is not offered: it evicts pods at once, bypassing PodDisruptionBudgets and the drain.
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_SCHEDULE = "NoSchedule"
+
+
+class TaintBeforeCordon(_Model):
+    """A taint put on the node chosen `seconds` before its cordon (as MCO and kured do), so that operators
+    watching for it (e.g. a database moving its primary away) act first. Removed whenever the node is
+    given back; a taint with the same key already on the node is someone else's: left as it is."""
+
+    key: Annotated[
+        str,
+        Field(max_length=317, pattern=LABEL_KEY_RE, description="The taint's key (label key syntax)."),
+    ] = "eventedpleg.io/draining"
+    value: Annotated[
+        str,
+        Field(
+            max_length=63,
+            pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$",
+            description="The taint's value (label value syntax; may be empty).",
+        ),
+    ] = ""
+    effect: Annotated[
+        TaintEffect,
+        Field(
+            description="`PreferNoSchedule` or `NoSchedule` (the cordon that follows is NoSchedule anyway)."
+        ),
+    ] = TaintEffect.PREFER_NO_SCHEDULE
+    seconds: Annotated[
+        int, Field(ge=0, le=3600, description="How long the node carries the taint before it is cordoned.")
+    ] = 30
+
+
 class DrainSpec(_Model):
     """kubectl drain semantics (k8s.io/kubectl/pkg/drain): eviction API, PDBs respected, DaemonSets skip."""
 
@@ -444,6 +478,16 @@ class DrainSpec(_Model):
             "with `onTimeout: ForceDelete` where it is granted: such a drain finishes at its timeout."
         ),
     ] = OnDrainBlocked.SKIP
+    taint_before_cordon: Annotated[
+        TaintBeforeCordon | None,
+        Field(
+            description="Taint the node chosen `seconds` before its cordon, as MCO and kured do, so that "
+            "operators watching for the taint (e.g. a database moving its primary away) act first. The "
+            "taint goes whenever the node is given back; one with the same key that was there before is "
+            "someone else's and is left alone. `{}` takes every default "
+            "(`eventedpleg.io/draining:PreferNoSchedule`, 30 s). Absent (the default): off."
+        ),
+    ] = None
     retries: Annotated[
         int,
         Field(

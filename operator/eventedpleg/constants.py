@@ -80,6 +80,11 @@ ANN_BLOCKED: Final = f"{GROUP}/blocked"
 # agent: what its host check found before the node is taken (JSON, core.hostcheck): per kubeletConfig mode,
 # the refusal it would report if asked to turn Evented PLEG on ("" when it would go ahead)
 ANN_HOST_CHECK: Final = f"{GROUP}/host-check"
+# operator (spec.drain.taintBeforeCordon): since when the node chosen waits, tainted, for its cordon; and the
+# key of the taint we added (absent when a taint with that key was there before us: that one is not ours
+# and is never removed). Both go, with our taint, whenever the node is given back.
+ANN_TAINTED_SINCE: Final = f"{GROUP}/tainted-since"
+ANN_TAINT: Final = f"{GROUP}/taint"
 
 # Autoscaler annotations that keep a node while it is ours (from our cordon until we give it back), so
 # that no autoscaler reclaims an empty node mid-drain or mid-restart. Written in the same patch as our
@@ -118,6 +123,8 @@ NODE_ANNOTATIONS: Final = (
     ANN_DRAIN_TIMEOUTS,
     ANN_BLOCKED,
     ANN_HOST_CHECK,
+    ANN_TAINTED_SINCE,
+    ANN_TAINT,
 )
 
 # A node labelled with this (any value but "false") is never touched; status lists it as Skipped.

@@ -11,7 +11,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 
@@ -76,6 +76,8 @@ def _type(schema: dict[str, Any], defs: dict[str, Any]) -> str:
 
 
 def _default(value: Any) -> str:
+    if value is None:
+        return "absent"
     if isinstance(value, BaseModel):
         return "`{}`"
     if hasattr(value, "value"):
@@ -101,7 +103,18 @@ def _fields(model: type[BaseModel], prefix: str) -> list[tuple[str, str, str, st
         prop = schema["properties"][alias]
         default = "required" if field.is_required() else _default(field.default)
         out.append((path, _type(prop, defs), default, field.description or ""))
+        optional = _optional_model(annotation)
+        if optional is not None:  # an object that is off when absent: its row, then its fields
+            out += _fields(optional, f"{path}.")
     return out
+
+
+def _optional_model(annotation: Any) -> type[BaseModel] | None:
+    """X for an `X | None` field whose X is a model."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+        return args[0]
+    return None
 
 
 def reference_table() -> str:

@@ -306,6 +306,8 @@ def test_agent_policy_names_every_operator_owned_key(default: Rendered) -> None:
         c.ANN_AUTOSCALER_HOLD,
         c.ANN_DRAIN_TIMEOUTS,
         c.ANN_BLOCKED,
+        c.ANN_TAINTED_SINCE,
+        c.ANN_TAINT,  # the operator's policy lets it remove the taint this names: never the agent's say
     }
     assert set(listed) == operator_only
     agent_writes = {

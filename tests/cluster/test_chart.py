@@ -312,11 +312,23 @@ def test_operator_may_change_only_cordon_and_its_annotations(release: Release) -
     annotations = release.get("node", node)["metadata"]["annotations"]
     assert all(annotations[a.split("=")[0]] == a.split("=")[1] for a in allowed)
     release.kubectl("annotate", "node", node, "karpenter.sh/do-not-disrupt-", kubeconfig=kubeconfig)
+    # drain.taintBeforeCordon: its own taint, the key eventedpleg.io/taint names, on and off again
+    release.kubectl("annotate", "node", node, f"{c.ANN_TAINT}=example.com/mine", kubeconfig=kubeconfig)
+    release.kubectl("taint", "node", node, "example.com/mine=x:PreferNoSchedule", kubeconfig=kubeconfig)
+    assert {"key": "example.com/mine", "value": "x", "effect": "PreferNoSchedule"} in release.get(
+        "node", node
+    )["spec"]["taints"]
+    denied = release.cluster.kubectl(
+        "taint", "node", node, "example.com/mine:NoExecute", kubeconfig=kubeconfig
+    )
+    assert denied.returncode != 0 and "only its own taint" in denied.stderr, denied.stderr  # never evicts
+    release.kubectl("taint", "node", node, "example.com/mine:PreferNoSchedule-", kubeconfig=kubeconfig)
+    release.kubectl("annotate", "node", node, f"{c.ANN_TAINT}-", kubeconfig=kubeconfig)
     release.kubectl("uncordon", node, kubeconfig=kubeconfig)
     assert not release.get("node", node)["spec"].get("unschedulable", False)
     for args, because in (
         (("label", "node", node, "steer=here"), "may not change a Node's labels"),
-        (("taint", "node", node, "steer=here:NoSchedule"), "may change only spec.unschedulable"),
+        (("taint", "node", node, "steer=here:NoSchedule"), "may add or remove only its own taint"),
         (("annotate", "node", node, "example.com/other=1"), "may change only eventedpleg.io/*"),
     ):
         done = release.cluster.kubectl(*args, kubeconfig=kubeconfig)

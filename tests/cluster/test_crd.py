@@ -71,6 +71,7 @@ def test_minimal_nodeconfig_gets_every_default(crd: LocalCluster) -> None:
     assert spec["rollout"]["window"] == {"days": [], "start": "", "end": "", "timeZone": "UTC"}
     assert spec["rollout"]["stallAfterSeconds"] == 1800
     assert spec["rollout"]["postNodeDelaySeconds"] == 0
+    assert spec["rollout"]["order"] == {"by": "Name", "label": ""}
     assert spec["rollout"]["alertGate"] == {"prometheusUrl": "", "alertNameRegexp": ".*"}  # off
     assert spec["drain"] == {
         "mode": "CordonAndDrain",

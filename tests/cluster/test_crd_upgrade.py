@@ -50,6 +50,7 @@ NEW_DEFAULTS: dict[tuple[str, str], object] = {
     ("rollout", "stallAfterSeconds"): 1800,
     ("rollout", "postNodeDelaySeconds"): 0,
     ("rollout", "alertGate"): {"prometheusUrl": "", "alertNameRegexp": ".*"},
+    ("rollout", "order"): {"by": "Name", "label": ""},
     ("drain", "retries"): 2,
     ("drain", "retryBackoffSeconds"): 300,
     ("drain", "onBlocked"): "Skip",

@@ -56,7 +56,8 @@ class Env:
         fakes = []
         for i, extra in enumerate(specs):
             labels = {"rollout-test": self.prefix, **extra.pop("labels", {})}
-            fakes.append(FakeNode(name=f"{self.prefix}-{i:02d}", labels=labels, zone=f"z{i % 2}", **extra))
+            extra.setdefault("zone", f"z{i % 2}")
+            fakes.append(FakeNode(name=f"{self.prefix}-{i:02d}", labels=labels, **extra))
         return self.cluster.add_nodes(fakes)
 
     def apply(self, body: dict[str, Any]) -> None:
@@ -425,6 +426,65 @@ def test_post_node_delay_holds_the_next_node_and_says_until_when(env: Env) -> No
         assert started - datetime.fromisoformat(done_at).timestamp() >= 20
         wait_for(lambda: env.condition("spaced", "Ready").get("status") == "True", what="Ready", timeout=60)
         assert op.log()
+
+
+def taken_in_order(env: Env, name: str, count: int) -> list[str]:
+    """The nodes in the order the rollout took them (first seen with a state), once it is Ready."""
+    taken: list[str] = []
+
+    def all_taken() -> bool:
+        taken.extend(n for n, (state, _) in sorted(env.node_states().items()) if state and n not in taken)
+        return len(taken) == count
+
+    wait_for(all_taken, interval=0.1, what="every node taken", timeout=120)
+    wait_for(lambda: env.condition(name, "Ready").get("status") == "True", what="Ready", timeout=60)
+    return taken
+
+
+def test_nodes_are_taken_by_label_value_then_unlabelled_last(env: Env) -> None:
+    rank = "example.com/rollout-rank"
+    names = env.nodes([{"zone": "z", "labels": {rank: r}} for r in ("10", "2", "1")] + [{"zone": "z"}])
+    order = {"by": "Label", "label": rank}
+    env.apply(nodeconfig("ranked", env.prefix, rollout={"canary": {"nodes": 0}, "order": order}))
+    with operator_running(env.cluster, NS, env.tmp), ProtocolAgents(env.api, env.prefix):
+        assert taken_in_order(env, "ranked", 4) == [names[2], names[1], names[0], names[3]]
+
+
+def test_oldest_first_takes_nodes_by_creation_time_not_name(env: Env) -> None:
+    names = []
+    for i in (2, 1, 0):  # created newest name first; creationTimestamp has a resolution of one second
+        names += env.cluster.add_nodes(
+            [FakeNode(name=f"{env.prefix}-{i:02d}", labels={"rollout-test": env.prefix}, zone="z")]
+        )
+        time.sleep(1.1)
+    oldest = {"canary": {"nodes": 0}, "order": {"by": "OldestFirst"}}
+    env.apply(nodeconfig("oldest", env.prefix, rollout=oldest))
+    with operator_running(env.cluster, NS, env.tmp), ProtocolAgents(env.api, env.prefix):
+        assert taken_in_order(env, "oldest", 3) == names
+
+
+def taints(env: Env, node: str) -> list[dict[str, str]]:
+    return [t for t in plain(env.core.read_node(node))["spec"].get("taints") or [] if "kwok" not in t["key"]]
+
+
+def test_taint_before_cordon_taints_waits_then_cordons_and_takes_only_its_own_taint_off(env: Env) -> None:
+    theirs = {"key": "eventedpleg.io/draining", "value": "ops", "effect": "NoSchedule"}
+    first, second = env.nodes([{"zone": "z"}, {"zone": "z", "taints": [theirs]}])
+    tainting = {"taintBeforeCordon": {"seconds": 6}}
+    env.apply(nodeconfig("tainting", env.prefix, drain=tainting))
+    ours = {"key": "eventedpleg.io/draining", "effect": "PreferNoSchedule"}
+    with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
+        wait_for(lambda: ours in taints(env, first), what="our taint on the first node", interval=0.1)
+        tainted = time.time()
+        assert env.node_states()[first] == (None, False), "tainted, not cordoned yet"
+        assert env.annotations(first)[c.ANN_TAINT] == ours["key"]
+        wait_for(lambda: env.node_states()[first][1], what="the first node cordoned", interval=0.1)
+        assert time.time() - tainted >= 4  # the 6 s, less the watch's and the poll's lag
+        wait_for(lambda: env.condition("tainting", "Ready").get("status") == "True", what="Ready", timeout=90)
+        assert taints(env, first) == [], op.log()[-2000:]  # ours went with the uncordon
+        assert taints(env, second) == [theirs]  # someone else's with our key: kept as it was
+        assert c.ANN_TAINT not in env.annotations(second)
+        assert "Tainted" in node_events(env, first) and "Tainted" in node_events(env, second)
 
 
 def test_a_node_its_agent_would_refuse_is_never_cordoned(env: Env) -> None:

@@ -51,6 +51,8 @@ class SimNode:
     ready: bool = True
     unschedulable: bool = False
     annotations: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+    created: datetime | None = None  # metadata.creationTimestamp (rollout.order: OldestFirst)
     drain_blocked_until: datetime | None = None  # a PDB keeps pods here until then
     drain_never_until: datetime | None = None  # a PDB that allows no eviction at all, until it is changed
     mirror_pods: tuple[str, ...] = ()  # static pods the kubelet runs from files
@@ -63,6 +65,17 @@ class SimNode:
     # Autoscaler annotations the user set before any rollout (World takes them at its start): they must
     # survive it unchanged.
     user_autoscaler: dict[str, str] = field(default_factory=dict)
+    user_taints: list[dict[str, str]] = field(default_factory=list)  # likewise, the taints set before
+
+    def check_taints(self) -> None:
+        """The user's taints stay as they were; ours (drain.taintBeforeCordon) is on exactly while its mark
+        says so, and only with the mark of the wait-then-cordon."""
+        assert all(t in self.taints for t in self.user_taints), (self.name, self.taints)
+        ours = self.annotations.get(c.ANN_TAINT)
+        added = [t for t in self.taints if t not in self.user_taints]
+        assert [t["key"] for t in added] == ([ours] if ours else []), (self.name, self.taints, ours)
+        if ours:
+            assert c.ANN_TAINTED_SINCE in self.annotations, (self.name, self.annotations)
 
     def check_autoscaler_hold(self) -> None:
         """While our cordon is on, every autoscaler key is set (ours "true", the user's as they were);
@@ -78,14 +91,16 @@ class SimNode:
             assert present == set(self.user_autoscaler) and c.ANN_AUTOSCALER_HOLD not in ann, (self.name, ann)
 
     def body(self) -> dict[str, Any]:
+        created = {"creationTimestamp": self.created.isoformat()} if self.created else {}
         return {
             "metadata": {
                 "name": self.name,
                 "labels": self.labels,
                 "annotations": dict(self.annotations),
                 "resourceVersion": str(self.rv),
+                **created,
             },
-            "spec": {"unschedulable": self.unschedulable},
+            "spec": {"unschedulable": self.unschedulable, "taints": [dict(t) for t in self.taints]},
             "status": {
                 "nodeInfo": {"kubeletVersion": self.kubelet, "containerRuntimeVersion": self.runtime},
                 "conditions": [{"type": "Ready", "status": "True" if self.ready else "False"}],
@@ -113,6 +128,7 @@ class World:
             node.user_autoscaler = {
                 k: v for k, v in node.annotations.items() if k in c.AUTOSCALER_ANNOTATIONS
             }
+            node.user_taints = [dict(t) for t in node.taints]
 
     @property
     def target(self) -> Target:
@@ -154,6 +170,8 @@ class World:
                 node.annotations[key] = value
         if write.unschedulable is not None:
             node.unschedulable = write.unschedulable
+        if write.taints is not None:
+            node.taints = [t.to_api() for t in write.taints]
         node.rv += 1
 
     def _blocked(self, node: SimNode) -> bool:
@@ -228,7 +246,8 @@ class World:
             held = [
                 n
                 for n in self.nodes.values()
-                if n.annotations.get(c.ANN_CORDONED_BY_US) and n.annotations.get(c.ANN_STATE) != "Failed"
+                if (n.annotations.get(c.ANN_CORDONED_BY_US) or n.annotations.get(c.ANN_TAINTED_SINCE))
+                and n.annotations.get(c.ANN_STATE) != "Failed"
             ]
             assert not held, result
         for action in result.actions:
@@ -239,6 +258,7 @@ class World:
         self.agents()
         for node in self.nodes.values():
             node.check_autoscaler_hold()  # after crashes between writes too
+            node.check_taints()
         self.history.append((self.now, self.unavailable()))
         self.now += timedelta(seconds=seconds)
         return result

@@ -61,6 +61,55 @@ def test_zone_then_name_order() -> None:
     assert [n.name for n in order] == ["node-001", "node-003", "node-000", "node-002"]
 
 
+def taken_order(world: World) -> list[str]:
+    """Run one node at a time to the end; the nodes in the order they were cordoned."""
+    taken: list[str] = []
+    for _ in range(500):
+        result = world.tick()
+        taken += [a.node for a in result.actions if isinstance(a, Cordon) and a.node not in taken]
+        if result.summary.complete:
+            break
+    assert_converged_on(world, H_ON)
+    return taken
+
+
+def test_oldest_first_takes_nodes_by_creation_then_name_within_each_zone() -> None:
+    nodes = fleet(5)
+    ages = [3, 1, None, 1, 2]  # days before T0; node-002 has no creationTimestamp: last of its zone
+    for (name, node), age in zip(nodes.items(), ages, strict=True):
+        node.created = None if age is None else T0 - timedelta(days=age)
+        node.labels[c.LABEL_ZONE] = "b" if name == "node-004" else "a"
+    world = World(nodes, spec(rollout={"order": {"by": "OldestFirst"}}))
+    # zone a: node-000 (3 days), then node-001 and node-003 (1 day, by name), node-002 (unknown); zone b
+    assert taken_order(world) == ["node-000", "node-001", "node-003", "node-002", "node-004"]
+
+
+def test_label_order_by_value_numbers_as_numbers_unlabelled_last() -> None:
+    nodes = fleet(5)
+    ranks = ["10", None, "9", "b", "a"]
+    for (name, node), rank in zip(nodes.items(), ranks, strict=True):
+        if rank is not None:
+            node.labels["example.com/rank"] = rank
+        if name == "node-000":
+            node.labels[c.LABEL_ZONE] = "a"  # zone first: the zone-less nodes ("") go before it
+    world = World(nodes, spec(rollout={"order": {"by": "Label", "label": "example.com/rank"}}))
+    assert taken_order(world) == ["node-002", "node-004", "node-003", "node-001", "node-000"]
+
+
+def test_name_order_is_the_default_and_batches_start_in_order() -> None:
+    def zoned() -> dict[str, SimNode]:
+        nodes = fleet(4, labels={})
+        for node, zone in zip(nodes.values(), "baba", strict=True):
+            node.labels = {c.LABEL_ZONE: zone, "rank": "1"}
+        return nodes
+
+    assert spec().rollout.order.by == "Name"
+    by_label = {"by": "Label", "label": "rank"}  # every rank equal: zone, then name
+    for order in ({}, {"order": by_label}):
+        world = World(zoned(), spec(rollout={"maxUnavailable": 2, **order}))
+        assert [a.node for a in world.plan().actions] == ["node-001", "node-003"]  # zone a, by name
+
+
 def test_not_ready_nodes_count_against_the_budget() -> None:
     nodes = fleet(3)
     nodes["node-002"].ready = False
@@ -475,6 +524,12 @@ KUBELETS = ["v1.34.2", "v1.36.4", "v1.37.2", "v1.25.0", "v1.30.1"]
 RUNTIMES = ["containerd://2.1.4", "containerd://1.7.13", "cri-o://1.34.1", "containerd://1.6.20"]
 
 
+RANKS = st.sampled_from([{}, {"rank": "2"}, {"rank": "10"}, {"rank": "x"}])  # for rollout.order: Label
+DRAINING = {"key": "eventedpleg.io/draining", "effect": "PreferNoSchedule"}
+TAINTING = st.sampled_from([None, None, {"seconds": 3}, {"key": "k", "value": "v", "effect": "NoSchedule"}])
+ORDERS = st.sampled_from([{"by": "Name"}, {"by": "OldestFirst"}, {"by": "Label", "label": "rank"}])
+
+
 @st.composite
 def clusters(draw: st.DrawFn) -> World:
     size = draw(st.integers(1, 12))
@@ -484,7 +539,10 @@ def clusters(draw: st.DrawFn) -> World:
             name=f"n{i:02d}",
             kubelet=draw(st.sampled_from(KUBELETS)),
             runtime=draw(st.sampled_from(RUNTIMES)),
-            labels={c.LABEL_ZONE: draw(st.sampled_from(["a", "b", "c"]))},
+            labels={c.LABEL_ZONE: draw(st.sampled_from(["a", "b", "c"])), **draw(RANKS)},
+            created=draw(st.sampled_from([None, T0 - timedelta(days=2), T0 - timedelta(days=1)])),
+            # the user's taints, one with taintBeforeCordon's key: kept through the rollout (tick checks)
+            taints=draw(st.sampled_from([[], [], [DRAINING], [{"key": "gpu", "effect": "NoSchedule"}]])),
             unschedulable=draw(st.integers(0, 4)) == 0,
             # some nodes carry an autoscaler annotation the user set: kept through the rollout (tick checks)
             annotations=draw(st.sampled_from([{}, {}, {KARPENTER: "true"}, {SCALE_DOWN: "false"}])),
@@ -496,7 +554,12 @@ def clusters(draw: st.DrawFn) -> World:
         nodes,
         spec(
             allowRisky=draw(st.booleans()),
-            rollout={"maxUnavailable": max_unavailable, "canary": {"nodes": canary, "soakSeconds": 5}},
+            drain={"taintBeforeCordon": draw(TAINTING)},
+            rollout={
+                "maxUnavailable": max_unavailable,
+                "canary": {"nodes": canary, "soakSeconds": 5},
+                "order": draw(ORDERS),
+            },
         ),
     )
 
@@ -639,6 +702,7 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
         "onTimeout": rng.choice(["Fail", "Skip", "ForceDelete"]),
         "retries": rng.choice([0, 1, 2]),
         "retryBackoffSeconds": 10,
+        "taintBeforeCordon": rng.choice([None, {"seconds": 5}]),
     }
     base = world.spec.model_dump(by_alias=True, mode="json")
     world.spec = spec(**{**base, "drain": drain, "verification": {"timeoutSeconds": 10}})
@@ -749,3 +813,104 @@ def test_in_place_updates_safe_nodes_without_a_cordon_and_drains_the_others_firs
     assert {n.name: n.drains for n in nodes.values()} == {"node-000": 0, "node-001": 0, "node-002": 1}
     assert not any(n.unschedulable for n in nodes.values())
     assert ("node-000", "InPlace") in world.events and ("node-002", "NotInPlace") in world.events
+
+
+# --- drain.taintBeforeCordon ---------------------------------------------------------------------------
+
+DRAINING_KEY = "eventedpleg.io/draining"
+
+
+def our_taint(node: SimNode) -> bool:
+    return any(t["key"] == DRAINING_KEY for t in node.taints)
+
+
+def test_taint_then_cordon_after_the_seconds_then_the_taint_goes_with_the_uncordon() -> None:
+    nodes = fleet(2)
+    world = World(nodes, spec(drain={"taintBeforeCordon": {"seconds": 30}}))
+    first = world.tick()
+    assert [type(a).__name__ for a in first.actions] == ["Cordon"]
+    assert our_taint(nodes["node-000"]) and not nodes["node-000"].unschedulable
+    assert ("node-000", "Tainted") in world.events
+    waiting = world.plan()
+    assert waiting.actions == ()  # neither the cordon yet nor a second node: the tainted one holds the budget
+    assert waiting.summary.next_wake == T0 + timedelta(seconds=30)
+    assert "cordoned at" in waiting.summary.attention[0].reason
+    cordoned_at: datetime | None = None
+    for _ in range(200):
+        at = world.now
+        world.tick()
+        cordoned = world.nodes["node-000"].unschedulable  # a fresh read each tick (mypy narrows otherwise)
+        if cordoned_at is None and cordoned:
+            cordoned_at = at
+        if states(world)["node-000"] == "Done" and not cordoned:
+            break
+    assert cordoned_at == T0 + timedelta(seconds=30)  # tainted at T0, cordoned when the wait is over
+    assert not our_taint(nodes["node-000"])  # given back: untainted with the uncordon
+    assert not our_taint(nodes["node-001"])  # the next node waits for the budget, untainted
+    world.run()
+    assert_converged_on(world, H_ON)
+    assert not any(our_taint(n) or n.annotations.get(c.ANN_TAINTED_SINCE) for n in nodes.values())
+    assert sum(reason == "Tainted" for _, reason in world.events) == 2
+
+
+def test_a_taint_with_our_key_set_before_the_rollout_is_never_removed() -> None:
+    nodes = fleet(2)
+    theirs = {"key": DRAINING_KEY, "value": "ops", "effect": "NoSchedule"}
+    nodes["node-000"].taints = [theirs]
+    world = World(nodes, spec(drain={"taintBeforeCordon": {"seconds": 5}}))
+    world.run()
+    assert_converged_on(world, H_ON)
+    assert nodes["node-000"].taints == [theirs]
+    assert nodes["node-001"].taints == []
+
+
+@pytest.mark.parametrize("how", ["skip label", "deselected", "deleted, Keep"])
+def test_a_node_tainted_but_no_longer_to_be_taken_is_given_back_untainted_never_cordoned(how: str) -> None:
+    nodes = fleet(2, labels={"pool": "a"})
+    tainting = {"taintBeforeCordon": {"seconds": 60}}
+    world = World(nodes, spec(drain=tainting))
+    world.tick()
+    assert our_taint(nodes["node-000"])
+    if how == "skip label":
+        nodes["node-000"].labels[c.LABEL_SKIP] = "true"
+    elif how == "deselected":
+        world.spec = spec(drain=tainting, nodeSelector={"matchLabels": {"pool": "b"}})
+    else:
+        world.spec = spec(drain=tainting, onDelete="Keep")
+        world.deleting = True
+    world.run()
+    assert not our_taint(nodes["node-000"]) and not nodes["node-000"].annotations  # released
+    assert nodes["node-000"].drains == 0
+    assert ("node-000", "Released") in world.events
+
+
+@pytest.mark.parametrize("how", ["deselected", "deleted, Revert"])
+def test_a_tainted_node_with_our_drop_ins_to_remove_is_still_cordoned_after_its_wait(how: str) -> None:
+    """Not given back untainted: it would be chosen and tainted again, round and round."""
+    nodes = fleet(2, labels={"pool": "a"})
+    tainting = {"taintBeforeCordon": {"seconds": 20}}
+    world = World(nodes, spec(drain=tainting, rollout={"maxUnavailable": 2}))
+    world.run()
+    assert_converged_on(world, H_ON)
+    world.spec = spec(eventedPleg=False, drain=tainting)  # our drop-ins come off: each node is tainted
+    world.tick()
+    assert our_taint(nodes["node-000"])
+    if how == "deselected":
+        world.spec = spec(drain=tainting, nodeSelector={"matchLabels": {"pool": "b"}})
+    else:
+        world.deleting = True
+    world.run()
+    for node in nodes.values():
+        assert node.annotations.get(c.ANN_CURRENT) in (None, H_OFF) and not our_taint(node)
+    assert sum(reason == "Tainted" for _, reason in world.events) == 4  # two rollouts, once per node each
+
+
+def test_the_tainted_node_is_cordoned_after_its_wait_even_when_the_rollout_is_paused_meanwhile() -> None:
+    nodes = fleet(2)
+    world = World(nodes, spec(drain={"taintBeforeCordon": {"seconds": 10}}))
+    world.tick()
+    world.spec = spec(drain={"taintBeforeCordon": {"seconds": 10}}, rollout={"paused": True})
+    for _ in range(60):
+        world.tick()
+    assert states(world) == {"node-000": "Done", "node-001": None}  # started, so it finished
+    assert not our_taint(nodes["node-000"]) and not nodes["node-000"].unschedulable

@@ -25,6 +25,7 @@ from eventedpleg.core.rollout.steppolicy import (
     SurveyPods,
     Write,
 )
+from eventedpleg.core.rollout.taints import NodeTaints, Taint
 from eventedpleg.models.nodeconfig import DrainSpec, LabelSelector, OnDrainBlocked, OnDrainTimeout
 from tests.unit.rolloutworld import T0, World, fleet, spec
 
@@ -603,3 +604,91 @@ def test_in_place_on_a_node_whose_static_pods_appeared_since_drains_it_when_they
     (write,) = writes(requests)
     assert write.unschedulable is True and write.annotations[c.ANN_CORDONED_BY_US] == "true"
     assert ("Normal", "NotInPlace") in events(requests)
+
+
+# --- drain.taintBeforeCordon ---------------------------------------------------------------------------
+
+OURS = Taint("eventedpleg.io/draining")
+GPU = Taint("gpu", "a100", "NoSchedule")
+TAINTING = replace(POLICY, taint=OURS, taint_seconds=30)
+TAINTED = NodeTaints((GPU, OURS), ours=OURS.key, since=T0)  # ours on, with someone else's
+
+
+def test_the_node_chosen_is_tainted_not_cordoned_and_keeps_the_taints_of_others() -> None:
+    requests, end = run(cordon(drain=TAINTING, taints=NodeTaints((GPU,))), pods_to_evict=True)
+    (write,) = writes(requests)
+    assert write.taints == (GPU, OURS) and write.unschedulable is None
+    assert write.annotations[c.ANN_TAINT] == OURS.key
+    assert write.annotations[c.ANN_TAINTED_SINCE] == T0.isoformat(timespec="seconds")
+    assert events(requests) == [("Normal", "Tainted")]
+    assert end == StepEnd()  # not in progress yet: the planner cordons it once the 30 s are over
+
+
+def test_after_the_wait_the_cordon_keeps_our_taint_on() -> None:
+    requests, end = run(cordon(drain=TAINTING, taints=TAINTED), pods_to_evict=True)
+    take = writes(requests)[0]
+    assert take.unschedulable is True and take.taints is None  # the taint stays while the node is ours
+    assert c.ANN_TAINT not in take.annotations
+    assert end.transition is NodeState.APPLYING
+
+
+def test_a_taint_with_our_key_set_before_us_is_kept_and_never_marked_ours() -> None:
+    theirs = Taint(OURS.key, "maintenance", "NoSchedule")
+    requests, _ = run(cordon(drain=TAINTING, taints=NodeTaints((theirs,))), pods_to_evict=True)
+    (write,) = writes(requests)
+    assert write.taints is None  # the list is not touched
+    assert write.annotations[c.ANN_TAINT] is None and c.ANN_TAINTED_SINCE in write.annotations
+    # given back later: their taint stays (nothing of ours to take off)
+    back = NodeTaints((theirs,), ours="", since=T0)
+    (give,) = writes(run(Uncordon("n", "1", was_unschedulable=False, taints=back))[0])
+    assert give.taints is None and give.annotations[c.ANN_TAINTED_SINCE] is None
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        Uncordon("n", "1", was_unschedulable=False, taints=TAINTED),
+        Release("n", "1", keep_current=True, uncordon=True, was_unschedulable=False, taints=TAINTED),
+        drain(deadline_reached=True, taints=TAINTED),
+        drain(cordoned=False, taints=TAINTED),  # uncordoned by someone else mid-drain
+    ],
+    ids=["uncordon", "release", "drain-timeout", "uncordoned-by-others"],
+)
+def test_every_give_back_takes_our_taint_off_and_only_ours(action: Action) -> None:
+    stuck = DrainResult(False, "PDB blocks eviction", frozenset({Blocker.EVICTION_REFUSED}))
+    (write,) = [w for w in writes(run(action, drain=stuck)[0]) if w.taints is not None]
+    assert write.taints == (GPU,)
+    assert write.annotations[c.ANN_TAINT] is None and write.annotations[c.ANN_TAINTED_SINCE] is None
+
+
+@pytest.mark.parametrize("why", ["host refusal", "static pods", "never", "holding"])
+def test_a_node_not_taken_after_its_wait_loses_our_taint(why: str) -> None:
+    action = cordon(drain=TAINTING, taints=TAINTED, host_refusal="no" if why == "host refusal" else "")
+
+    class Holding(Recorded):
+        def survey_pods(self) -> PodSurvey:
+            self.requests.append(SurveyPods())
+            return PodSurvey((), nothing_to_evict=False, holding="blocking pod default/backup")
+
+    if why == "holding":
+        answers = Holding((), (), True, DrainResult(True))
+        steppolicy.run(steppolicy.step(action, clock=lambda: T0, nodeconfig="cluster"), answers)
+        requests = answers.requests
+    else:
+        mirror = ("kube-system/etcd-n",) if why == "static pods" else ()
+        requests, _ = run(action, mirror=mirror, never=NEVER if why == "never" else "")
+    (write,) = writes(requests)
+    assert write.taints == (GPU,) and write.unschedulable is None  # never cordoned
+    assert write.annotations[c.ANN_TAINT] is None and write.annotations[c.ANN_TAINTED_SINCE] is None
+
+
+def test_in_place_puts_no_taint_on_and_takes_ours_off() -> None:
+    """No eviction comes, so nothing to warn of: no taint; one of ours from before (the mode changed
+    during its wait) goes in the same write as the apply request."""
+    requests, _ = run(cordon(in_place=True, drain=TAINTING, taints=NodeTaints((GPU,))), pods_to_evict=True)
+    (write,) = writes(requests)
+    assert write.taints is None and write.annotations[c.ANN_STATE] == "Applying"
+    requests, _ = run(cordon(in_place=True, drain=TAINTING, taints=TAINTED), pods_to_evict=True)
+    (write,) = writes(requests)
+    assert write.taints == (GPU,) and write.unschedulable is None
+    assert write.annotations[c.ANN_TAINT] is None and write.annotations[c.ANN_STATE] == "Applying"

@@ -9,7 +9,7 @@ next pass plans again from fresh data. That, plus idempotent steps, is what lets
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,12 +31,14 @@ CONFLICT_RETRIES = 4
 
 def relied_on(view: NodeView) -> tuple[object, ...]:
     """What a rollout step depends on: our annotations, the cordon, the labels, which autoscaler keys are
-    set (a Cordon keeps the user's), not status."""
+    set (a Cordon keeps the user's), not status; last, the taints, which only a write of them relies on
+    (see `patch`)."""
     return (
         view.marks,
         view.unschedulable,
         tuple(sorted(view.labels.items())),
         tuple(sorted(view.autoscaler_present)),
+        view.taints,
     )
 
 
@@ -93,24 +95,26 @@ class Executor:
         self,
         node: str,
         rv: str,
-        annotations: Mapping[str, str | None],
-        unschedulable: bool | None,
+        request: Write,
         relied: dict[str, tuple[object, ...]],
     ) -> dict[str, Any]:
         """A merge patch conditional on `rv`. On 409, if what the step relies on (our annotations, the
         cordon, the labels) is unchanged at the new version, the same write is retried at that version:
-        kubelets and kwok bump a Node's resourceVersion with every status heartbeat."""
+        kubelets and kwok bump a Node's resourceVersion with every status heartbeat. Only a write of
+        spec.taints (it gives the whole list back) relies on the taints: the node lifecycle controller adds
+        and removes node.kubernetes.io/unschedulable right after our cordon and uncordon."""
+        upto = None if request.taints is not None else -1  # relied_on's taints are its last part
         for _ in range(CONFLICT_RETRIES):
             try:
                 body = patch_node(
                     self.api,
                     node,
-                    node_patch(annotations=annotations, unschedulable=unschedulable, resource_version=rv),
+                    _node_patch(request, rv),
                 )
             except Conflict:
                 before = relied.get(rv)
                 fresh = node_view(get_node(self.api, node))
-                if before is None or relied_on(fresh) != before:
+                if before is None or relied_on(fresh)[:upto] != before[:upto]:
                     raise  # something we rely on changed: the next pass plans again
                 rv = fresh.resource_version
                 relied[rv] = before
@@ -163,9 +167,7 @@ class _ApiAnswers:
         self.pods: list[dict[str, Any]] | None = None  # listed for the static-pod check, reused by the drain
 
     def write(self, request: Write) -> None:
-        self.body = self.executor.patch(
-            self.node, self.rv, request.annotations, request.unschedulable, self.relied
-        )
+        self.body = self.executor.patch(self.node, self.rv, request, self.relied)
         self.rv = str(self.body["metadata"]["resourceVersion"])
         self.uid = str(self.body["metadata"].get("uid", self.uid))
 
@@ -202,3 +204,13 @@ class _ApiAnswers:
         self.executor.recorder.emit(
             node_ref(self.node, self.uid), request.kind, request.reason, request.message
         )
+
+
+def _node_patch(request: Write, rv: str) -> dict[str, Any]:
+    taints = None if request.taints is None else [t.to_api() for t in request.taints]
+    return node_patch(
+        annotations=request.annotations,
+        unschedulable=request.unschedulable,
+        resource_version=rv,
+        taints=taints,
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
 
@@ -251,6 +252,7 @@ class NodeFacts:
     labels: Mapping[str, str] = field(default_factory=dict)
     taint_keys: tuple[str, ...] = ()
     has_mirror_pods: bool = False
+    created: datetime | None = None  # metadata.creationTimestamp (spec.rollout.order: OldestFirst)
 
 
 @dataclass(frozen=True)

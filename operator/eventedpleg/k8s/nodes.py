@@ -7,7 +7,7 @@ was read; that is how a step planned on stale data is refused (the caller plans 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -31,16 +31,22 @@ def node_patch(
     annotations: Mapping[str, str | None] | None = None,
     unschedulable: bool | None = None,
     resource_version: str | None = None,
+    taints: Sequence[Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """The merge-patch body; an annotation set to None is removed."""
+    """The merge-patch body; an annotation set to None is removed; `taints` replaces the whole list."""
     meta: dict[str, Any] = {}
     if annotations:
         meta["annotations"] = dict(annotations)
     if resource_version:
         meta["resourceVersion"] = resource_version
     body: dict[str, Any] = {"metadata": meta} if meta else {}
+    spec: dict[str, Any] = {}
     if unschedulable is not None:
-        body["spec"] = {"unschedulable": unschedulable}
+        spec["unschedulable"] = unschedulable
+    if taints is not None:
+        spec["taints"] = [dict(t) for t in taints]
+    if spec:
+        body["spec"] = spec
     return body
 
 

@@ -24,6 +24,12 @@ CEL_KEY = "x-kubernetes-validations"
 PERCENT_RE = re.compile(r"^(100|[1-9][0-9]?)%$")
 HHMM_RE = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
 MAX_NODE_STATUSES = 50
+# A label key as Kubernetes validates it: an optional DNS-subdomain prefix and "/", then a name of at most
+# 63 characters (alphanumerics, "-", "_", "." inside). RE2 and Python read it alike.
+LABEL_KEY_RE = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 
 
 def cel(*rules: tuple[str, str]) -> dict[str, Any]:
@@ -273,6 +279,48 @@ class AlertGate(_Model):
         return value
 
 
+class OrderBy(StrEnum):
+    NAME = "Name"
+    OLDEST_FIRST = "OldestFirst"
+    LABEL = "Label"
+
+
+ORDER_LABEL_RULE = "rollout.order.label is required with by: Label, and only then"
+
+
+class RolloutOrder(
+    _Model,
+    json_schema_extra=cel(
+        ("(self.by == 'Label') == (has(self.label) && self.label != '')", ORDER_LABEL_RULE)
+    ),
+):
+    """Which nodes are taken first within each zone (zones go one after the other, by zone label)."""
+
+    by: Annotated[
+        OrderBy,
+        Field(
+            description="The order nodes are taken in within each zone (zones go one after the other, "
+            "so a batch stays in one zone): `Name`; `OldestFirst`: by the Node's creationTimestamp; "
+            "`Label`: by the value of the node label `label` (values of digits only compare as numbers), "
+            "nodes without it last. Ties go by name."
+        ),
+    ] = OrderBy.NAME
+    label: Annotated[
+        str,
+        Field(
+            max_length=317,
+            pattern=f"{LABEL_KEY_RE}|^$",
+            description="With `by: Label` (and only then): the label key, e.g. `example.com/rollout-rank`.",
+        ),
+    ] = ""
+
+    @model_validator(mode="after")
+    def _label_with_label_order(self) -> RolloutOrder:
+        if (self.by is OrderBy.LABEL) != (self.label != ""):
+            raise ValueError(ORDER_LABEL_RULE)
+        return self
+
+
 IntOrPercent = Annotated[
     int | str,
     Field(
@@ -287,7 +335,7 @@ IntOrPercent = Annotated[
 
 
 class Rollout(_Model):
-    """How nodes are taken: batch size, canaries, pause, failure budget and maintenance window."""
+    """How nodes are taken: batch size, order, canaries, pause, failure budget and maintenance window."""
 
     max_unavailable: Annotated[
         IntOrPercent,
@@ -297,6 +345,7 @@ class Rollout(_Model):
         ),
     ] = 1
     canary: Canary = Canary()
+    order: RolloutOrder = RolloutOrder()
     paused: Annotated[bool, Field(description="No new node starts; nodes in progress finish.")] = False
     max_failed_nodes: Annotated[
         int, Field(ge=1, le=100000, description="Halt (Degraded) once this many nodes failed or rolled back.")
@@ -339,6 +388,40 @@ class Rollout(_Model):
         if not PERCENT_RE.match(value):
             raise ValueError(f"{value!r} is not a percentage from 1% to 100%")
         return value
+
+
+class TaintEffect(StrEnum):
+    # NoExecute is not offered: it evicts pods at once, bypassing PodDisruptionBudgets and the drain.
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_SCHEDULE = "NoSchedule"
+
+
+class TaintBeforeCordon(_Model):
+    """A taint put on the node chosen `seconds` before its cordon (as MCO and kured do), so that operators
+    watching for it (e.g. a database moving its primary away) act first. Removed whenever the node is
+    given back; a taint with the same key already on the node is someone else's: left as it is."""
+
+    key: Annotated[
+        str,
+        Field(max_length=317, pattern=LABEL_KEY_RE, description="The taint's key (label key syntax)."),
+    ] = "eventedpleg.io/draining"
+    value: Annotated[
+        str,
+        Field(
+            max_length=63,
+            pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$",
+            description="The taint's value (label value syntax; may be empty).",
+        ),
+    ] = ""
+    effect: Annotated[
+        TaintEffect,
+        Field(
+            description="`PreferNoSchedule` or `NoSchedule` (the cordon that follows is NoSchedule anyway)."
+        ),
+    ] = TaintEffect.PREFER_NO_SCHEDULE
+    seconds: Annotated[
+        int, Field(ge=0, le=3600, description="How long the node carries the taint before it is cordoned.")
+    ] = 30
 
 
 class DrainSpec(_Model):
@@ -411,6 +494,16 @@ class DrainSpec(_Model):
             "with `onTimeout: ForceDelete` where it is granted: such a drain finishes at its timeout."
         ),
     ] = OnDrainBlocked.SKIP
+    taint_before_cordon: Annotated[
+        TaintBeforeCordon | None,
+        Field(
+            description="Taint the node chosen `seconds` before its cordon, as MCO and kured do, so that "
+            "operators watching for the taint (e.g. a database moving its primary away) act first. The "
+            "taint goes whenever the node is given back; one with the same key that was there before is "
+            "someone else's and is left alone. `{}` takes every default "
+            "(`eventedpleg.io/draining:PreferNoSchedule`, 30 s). Absent (the default): off."
+        ),
+    ] = None
     retries: Annotated[
         int,
         Field(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.taints import NO_TAINTS, NodeTaints
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,9 @@ class Cordon:
     autoscaler_user: frozenset[str] = frozenset()
     blocked: str = ""  # what the node says now (onBlocked: Wait); the Event is only sent when it changes
     host_refusal: str = ""  # the node's agent would refuse this change (core.hostcheck): never cordon it
+    # drain.taintBeforeCordon: a node not tainted yet gets the taint instead of the cordon (the planner
+    # cordons it once the wait is over); a node not taken after all loses our taint again.
+    taints: NodeTaints = NO_TAINTS
     # spec.drain.mode: InPlace. in_place: neither cordon nor drain, ask the agent at once; drained_because:
     # why this node is drained first all the same (compat.in_place_refusal).
     in_place: bool = False
@@ -56,6 +60,7 @@ class Drain:
     autoscaler_hold: tuple[str, ...] = ()  # removed when a timed-out drain gives the node back
     drain_timeouts: int = 0  # earlier drains of this node that timed out in a row
     cordoned: bool = True  # the node is still cordoned (valid, like the rest, by the rv precondition)
+    taints: NodeTaints = NO_TAINTS  # our taint (taintBeforeCordon) goes when the node is given back
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class Uncordon:
     resource_version: str
     was_unschedulable: bool
     autoscaler_hold: tuple[str, ...] = ()  # the autoscaler keys our cordon added: removed with it
+    taints: NodeTaints = NO_TAINTS  # our taint (taintBeforeCordon) goes with it
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,7 @@ class Release:
     uncordon: bool
     was_unschedulable: bool
     autoscaler_hold: tuple[str, ...] = ()  # the autoscaler keys our cordon added: removed with ours
+    taints: NodeTaints = NO_TAINTS  # our taint (taintBeforeCordon) goes too
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from functools import cache
 
 from eventedpleg.core.rollout import drainpods
+from eventedpleg.core.rollout.taints import Taint
 from eventedpleg.models.nodeconfig import DrainSpec, LabelSelector, OnDrainBlocked, OnDrainTimeout
 
 
@@ -27,10 +28,13 @@ class DrainPolicy:
     blocking_pods: LabelSelector  # a node running one of these is not taken (empty: off)
     pods: LabelSelector  # only these are evicted (empty: every pod kubectl drain would evict)
     stalled_delete_seconds: int  # a deletion older than this no longer holds the drain (0: always does)
+    taint: Taint | None = None  # put on the node chosen, `taint_seconds` before its cordon (None: off)
+    taint_seconds: int = 0
 
     @staticmethod
     @cache
     def of(spec: DrainSpec) -> DrainPolicy:
+        before = spec.taint_before_cordon
         return DrainPolicy(
             timeout_seconds=spec.timeout_seconds,
             on_timeout=spec.on_timeout,
@@ -43,7 +47,13 @@ class DrainPolicy:
             blocking_pods=spec.blocking_pod_selector,
             pods=spec.pod_selector,
             stalled_delete_seconds=spec.skip_wait_for_delete_timeout_seconds,
+            taint=None if before is None else Taint(before.key, before.value, before.effect.value),
+            taint_seconds=0 if before is None else before.seconds,
         )
+
+    def cordon_at(self, tainted_since: datetime) -> datetime:
+        """When a node tainted at `tainted_since` is cordoned (at once, once the taint is turned off)."""
+        return tainted_since + timedelta(seconds=self.taint_seconds)
 
     def deadline(self, since: datetime) -> datetime | None:
         """When a drain that started at `since` times out (None: never)."""

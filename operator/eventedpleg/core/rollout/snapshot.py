@@ -12,6 +12,7 @@ from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.compat import NodeFacts
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.taints import NodeTaints, Taint, taints_of
 from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec
 
 IN_PROGRESS = frozenset({NodeState.DRAINING, NodeState.APPLYING, NodeState.VERIFYING})
@@ -47,6 +48,13 @@ class NodeMarks:
     drain_timeouts: int = 0  # drains of this node that timed out in a row
     blocked: str = ""  # why the node is left in service (spec.drain.onBlocked: Wait)
     host_check: str = ""  # the agent's pre-cordon verdict, raw (core.hostcheck parses it when needed)
+    tainted_since: datetime | None = None  # chosen and tainted, waiting for its cordon (taintBeforeCordon)
+    taint: str = ""  # the key of the taint we added ("" when none of ours is on)
+
+    @property
+    def waiting_for_cordon(self) -> bool:
+        """Chosen and tainted (drain.taintBeforeCordon), not cordoned yet."""
+        return self.tainted_since is not None and not self.cordoned_by_us
 
     @classmethod
     def parse(cls, annotations: Mapping[str, str]) -> NodeMarks:
@@ -68,6 +76,8 @@ class NodeMarks:
             drain_timeouts=_count(annotations.get(c.ANN_DRAIN_TIMEOUTS, "")),
             blocked=annotations.get(c.ANN_BLOCKED, ""),
             host_check=annotations.get(c.ANN_HOST_CHECK, ""),
+            tainted_since=parse_time(annotations.get(c.ANN_TAINTED_SINCE)),
+            taint=annotations.get(c.ANN_TAINT, ""),
         )
 
 
@@ -91,11 +101,16 @@ class NodeView:
     resource_version: str = ""
     autoscaler_present: frozenset[str] = frozenset()  # autoscaler keys on the node, whoever set them
     uid: str = ""  # for Events: `kubectl describe node` shows only those whose involvedObject.uid matches
+    taints: tuple[Taint, ...] = ()  # whole, as a write of spec.taints must give them back
 
     @property
     def autoscaler_user(self) -> frozenset[str]:
         """Autoscaler keys present that our cordon did not add: the user's, never touched."""
         return self.autoscaler_present - set(self.marks.autoscaler_hold)
+
+    @property
+    def our_taints(self) -> NodeTaints:
+        return NodeTaints(self.taints, self.marks.taint, self.marks.tainted_since)
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -107,7 +122,8 @@ class NodeView:
 
     @cached_property
     def order(self) -> tuple[str, str]:
-        """The rollout order (zone, then name); cached because every pass sorts every node by it."""
+        """The default rollout order (zone, then name; nodeorder.py has the others); cached because every
+        pass sorts every node by it."""
         return (self.zone, self.name)
 
     @property
@@ -124,7 +140,7 @@ def node_view(body: Mapping[str, Any]) -> NodeView:
     info = status.get("nodeInfo") or {}
     conditions = status.get("conditions") or []
     ready = any(cond.get("type") == "Ready" and cond.get("status") == "True" for cond in conditions)
-    taints = tuple(str(t.get("key", "")) for t in spec.get("taints") or [])
+    taints = taints_of(spec.get("taints"))
     labels = dict(meta.get("labels") or {})
     annotations = meta.get("annotations") or {}
     facts = NodeFacts(
@@ -134,7 +150,8 @@ def node_view(body: Mapping[str, Any]) -> NodeView:
         operating_system=str(info.get("operatingSystem", "linux")),
         os_image=str(info.get("osImage", "")),
         labels=labels,
-        taint_keys=taints,
+        taint_keys=tuple(t.key for t in taints),
+        created=parse_time(meta.get("creationTimestamp")),
     )
     return NodeView(
         name=facts.name,
@@ -145,6 +162,7 @@ def node_view(body: Mapping[str, Any]) -> NodeView:
         resource_version=str(meta.get("resourceVersion", "")),
         autoscaler_present=frozenset(key for key in c.AUTOSCALER_ANNOTATIONS if key in annotations),
         uid=str(meta.get("uid", "")),
+        taints=taints,
     )
 
 

@@ -32,6 +32,7 @@ from eventedpleg.core.rollout.actions import (
 )
 from eventedpleg.core.rollout.drainpods import NEEDS_ATTENTION, DrainResult
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.taints import NodeTaints, Taint
 from eventedpleg.models.nodeconfig import OnDrainBlocked, OnDrainTimeout
 
 MAX_NAMED_STATIC_PODS = 3
@@ -43,6 +44,7 @@ class Write:
 
     annotations: Mapping[str, str | None]  # None removes the key
     unschedulable: bool | None = None  # None leaves spec.unschedulable alone
+    taints: tuple[Taint, ...] | None = None  # the whole of spec.taints; None leaves them alone
 
 
 @dataclass(frozen=True)
@@ -178,9 +180,20 @@ def _hold(user: frozenset[str]) -> tuple[tuple[str, ...], dict[str, str | None]]
     return hold, marks
 
 
-def _give_back(hold: tuple[str, ...]) -> dict[str, str | None]:
-    """Drop our cordon mark and exactly the autoscaler keys our cordon added (the user's stay)."""
-    return {c.ANN_CORDONED_BY_US: None, c.ANN_AUTOSCALER_HOLD: None, **dict.fromkeys(hold)}
+def _give_back(hold: tuple[str, ...], taints: NodeTaints) -> dict[str, str | None]:
+    """Drop our cordon mark, exactly the autoscaler keys our cordon added (the user's stay) and our taint's
+    marks (the Write takes the taint itself off: `taints.without_ours()`)."""
+    return {
+        c.ANN_CORDONED_BY_US: None,
+        c.ANN_AUTOSCALER_HOLD: None,
+        **dict.fromkeys(hold),
+        **_untaint(taints),
+    }
+
+
+def _untaint(taints: NodeTaints) -> Marks:
+    """The marks of our taint (drain.taintBeforeCordon) removed, when there are any."""
+    return {c.ANN_TAINTED_SINCE: None, c.ANN_TAINT: None} if taints.marked else {}
 
 
 def _mirror_pods(answer: Answer) -> tuple[str, ...]:
@@ -208,25 +221,30 @@ def _static_pod_skip(
     *,
     marks: Mapping[str, str | None],
     unschedulable: bool | None,
+    taints: tuple[Taint, ...] | None,
 ) -> Generator[Request, Answer, StepEnd]:
-    """Mark the node Skipped, with `marks` (giving the node back when we cordoned it): EventedPLEG
-    duplicates static pods' containers."""
+    """Mark the node Skipped, with `marks` and `taints` (giving the node back when we took it):
+    EventedPLEG duplicates static pods' containers."""
     reason = (
         f"runs static pods ({', '.join(mirror[:MAX_NAMED_STATIC_PODS])}): EventedPLEG starts duplicate "
         "containers for them (k8s#121349, #123087); set includeControlPlane: true to opt in"
     )
     yield Write(
-        {**marks, c.ANN_DESIRED: node_hash, **_state(NodeState.SKIPPED, reason, clock)}, unschedulable
+        {**marks, c.ANN_DESIRED: node_hash, **_state(NodeState.SKIPPED, reason, clock)}, unschedulable, taints
     )
     yield Emit("Warning", "Skipped", reason)
     return StepEnd(NodeState.SKIPPED)
 
 
-def _held(owner: str, holding: str, was_blocked: str) -> Generator[Request, Answer, StepEnd]:
+def _held(
+    owner: str, holding: str, was_blocked: str, taints: NodeTaints
+) -> Generator[Request, Answer, StepEnd]:
     """Something holds the node for now (a blocking pod, another maintenance owner): not taken, left in
-    service, looked at again; said once per cause, not once per look."""
-    if holding != was_blocked:
-        yield Write({c.ANN_OWNER: owner, c.ANN_BLOCKED: holding})
+    service (our taint off), looked at again; said once per cause, not once per look."""
+    if holding != was_blocked or taints.marked:
+        yield Write(
+            {c.ANN_OWNER: owner, c.ANN_BLOCKED: holding, **_untaint(taints)}, taints=taints.without_ours()
+        )
         yield Emit("Normal", "NodeHeld", f"not cordoned, waiting: {holding}")
     return StepEnd(drain_retry=True)
 
@@ -240,17 +258,20 @@ def _blocked(
     marks: Marks,
     taken: bool,
     unschedulable: bool | None,
+    taints: NodeTaints,
     was_blocked: str = "",
     hint: str = "",
 ) -> Generator[Request, Answer, StepEnd]:
     """A drain that can never finish as things are (spec.drain.onBlocked): the node is not taken, or, if
     `taken`, given back at once with `marks` (our cordon off) -- never held until the drain timeout for
-    nothing. Before the cordon `marks` only claim the node (owner)."""
+    nothing. Before the cordon `marks` only claim the node (owner). Either way our taint goes (`taints`)."""
     given = "given back" if taken else "not cordoned"
+    off = taints.without_ours()
+    marks = {**marks, **_untaint(taints)}
     if policy is OnDrainBlocked.WAIT:  # in service, as if never taken: taken once the blocker is gone
-        if taken or never != was_blocked:  # the Event once per blocker, not once per look
+        if taken or never != was_blocked or taints.marked:  # the Event once per blocker, not per look
             gone: Marks = {c.ANN_STATE: None, c.ANN_STATE_SINCE: None, c.ANN_REASON: None} if taken else {}
-            yield Write({**marks, **gone, c.ANN_BLOCKED: never}, unschedulable)
+            yield Write({**marks, **gone, c.ANN_BLOCKED: never}, unschedulable, off)
             yield Emit("Warning", "DrainBlocked", f"{given}, waiting (drain.onBlocked: Wait): {never}")
         return StepEnd(drain_retry=True)
     state = NodeState.SKIPPED if policy is OnDrainBlocked.SKIP else NodeState.FAILED
@@ -258,6 +279,7 @@ def _blocked(
     yield Write(
         {**marks, c.ANN_DESIRED: node_hash, c.ANN_BLOCKED: None, **_state(state, reason, clock)},
         unschedulable,
+        off,
     )
     yield Emit("Warning", "DrainBlocked", reason)
     return StepEnd(state)
@@ -301,13 +323,16 @@ def _in_place(action: Cordon, clock: Clock) -> Step:
     eviction; the pods stay and keep running through the runtime and kubelet restarts."""
     what = "in place, not cordoned or drained (drain.mode: InPlace)"
     blocked: Marks = {c.ANN_BLOCKED: None} if action.blocked else {}
+    taints = action.taints  # ours, should the mode have changed after a taint
     yield Write(
         {
             **blocked,
+            **_untaint(taints),
             c.ANN_OWNER: action.owner,
             **_apply_request(action.hash, action.agent_options, clock),
             c.ANN_REASON: f"{what}; waiting for the agent",
-        }
+        },
+        taints=taints.without_ours() if taints.marked else None,
     )
     yield Emit("Normal", "InPlace", f"{what}; agent asked to apply config {action.hash}")
     return StepEnd(NodeState.APPLYING)
@@ -327,28 +352,36 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     kubectl's own list-after-cordon: a pod bound before the scheduler saw the cordon is evicted then
     (PodDisruptionBudgets respected) and a Warning names it. A node running static pods is marked Skipped
     without being cordoned at all, and so is a node whose agent said it would refuse the change."""
+    taints = action.taints  # ours comes off again on every way out before the cordon
     if action.host_refusal:  # known without asking the API anything
         reason = f"not cordoned: {action.host_refusal}"
         yield Write(
             {
                 c.ANN_OWNER: action.owner,
                 c.ANN_DESIRED: action.hash,
+                **_untaint(taints),
                 **_state(NodeState.SKIPPED, reason, clock),
-            }
+            },
+            taints=taints.without_ours(),
         )
         yield Emit("Warning", "Unsupported", reason)
         return StepEnd(NodeState.SKIPPED)
     survey = _survey((yield SurveyPods()))
     if survey.mirror_pods and not action.include_control_plane:
-        ours = {c.ANN_OWNER: action.owner}
+        ours = {c.ANN_OWNER: action.owner, **_untaint(taints)}
         return (
             yield from _static_pod_skip(
-                action.hash, survey.mirror_pods, clock, marks=ours, unschedulable=None
+                action.hash,
+                survey.mirror_pods,
+                clock,
+                marks=ours,
+                unschedulable=None,
+                taints=taints.without_ours(),
             )
         )
     if survey.holding:
-        return (yield from _held(action.owner, survey.holding, action.blocked))
-    if action.in_place and not survey.mirror_pods:
+        return (yield from _held(action.owner, survey.holding, action.blocked, taints))
+    if action.in_place and not survey.mirror_pods:  # no eviction ahead: no taint to warn of one either
         return (yield from _in_place(action, clock))
     forced = _forced_at_timeout(action.drain, allow_force_delete)
     if survey.never and not forced:
@@ -362,10 +395,13 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
                 marks={c.ANN_OWNER: action.owner},
                 taken=False,
                 unschedulable=None,
+                taints=taints,
                 was_blocked=action.blocked,
                 hint=f"; {FORCE_DELETE_DISABLED}" if asked else "",
             )
         )
+    if action.drain.taint is not None and taints.since is None:
+        return (yield from _taint(action, action.drain.taint, clock))
     if action.in_place or action.drained_because:  # InPlace asked, but not safe on this node
         why = (
             action.drained_because
@@ -384,10 +420,15 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     yield Write(_cordon_marks(action, clock), unschedulable=True)
     mirror = _mirror_pods((yield FindMirrorPods()))
     if mirror and not action.include_control_plane:  # a static pod appeared since the survey
-        back = _give_back(_hold(action.autoscaler_user)[0])
+        back = _give_back(_hold(action.autoscaler_user)[0], taints)
         return (
             yield from _static_pod_skip(
-                action.hash, mirror, clock, marks=back, unschedulable=action.was_unschedulable
+                action.hash,
+                mirror,
+                clock,
+                marks=back,
+                unschedulable=action.was_unschedulable,
+                taints=taints.without_ours(),
             )
         )
     result = _drain_result((yield AttemptDrain()))
@@ -401,9 +442,10 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
                 result.never,
                 clock,
                 node_hash=action.hash,
-                marks=_give_back(_hold(action.autoscaler_user)[0]),
+                marks=_give_back(_hold(action.autoscaler_user)[0], taints),
                 taken=True,
                 unschedulable=action.was_unschedulable,
+                taints=taints,
             )
         )
     yield Write({c.ANN_REASON: result.waiting})
@@ -419,17 +461,22 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
         reason = (
             "uncordoned by someone else while we drained it: not changed; `eventedpleg retry` takes it again"
         )
-        marks = {**_give_back(action.autoscaler_hold), c.ANN_DESIRED: action.hash}
-        yield Write({**marks, **_state(NodeState.FAILED, reason, clock)})
+        marks = {**_give_back(action.autoscaler_hold, action.taints), c.ANN_DESIRED: action.hash}
+        yield Write({**marks, **_state(NodeState.FAILED, reason, clock)}, taints=action.taints.without_ours())
         yield Emit("Warning", "UncordonedByOthers", reason)
         return StepEnd(NodeState.FAILED)
     mirror = _mirror_pods((yield FindMirrorPods()))
     if mirror and not action.include_control_plane:
         # The Cordon step that took the node ended before its static-pod check (conflict or crash).
-        back = _give_back(action.autoscaler_hold)
+        back = _give_back(action.autoscaler_hold, action.taints)
         return (
             yield from _static_pod_skip(
-                action.hash, mirror, clock, marks=back, unschedulable=action.was_unschedulable
+                action.hash,
+                mirror,
+                clock,
+                marks=back,
+                unschedulable=action.was_unschedulable,
+                taints=action.taints.without_ours(),
             )
         )
     policy = action.drain
@@ -446,9 +493,10 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
                 result.never,
                 clock,
                 node_hash=action.hash,
-                marks=_give_back(action.autoscaler_hold),
+                marks=_give_back(action.autoscaler_hold, action.taints),
                 taken=True,
                 unschedulable=action.was_unschedulable,
+                taints=action.taints,
             )
         )
     if action.deadline_reached and not force:
@@ -466,11 +514,11 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
         # Give the node back: a timed-out drain must never leave our cordon behind.
         marks = {
             c.ANN_DESIRED: action.hash,
-            **_give_back(action.autoscaler_hold),
+            **_give_back(action.autoscaler_hold, action.taints),
             **timeouts,
             **_state(state, reason, clock),
         }
-        yield Write(marks, unschedulable=action.was_unschedulable)
+        yield Write(marks, action.was_unschedulable, action.taints.without_ours())
         yield Emit("Warning", "DrainTimeout", reason)
         return StepEnd(state)
     if result.waiting != action.reason:
@@ -482,7 +530,11 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
 
 
 def _uncordon(action: Uncordon) -> Step:
-    yield Write(_give_back(action.autoscaler_hold), unschedulable=action.was_unschedulable)
+    yield Write(
+        _give_back(action.autoscaler_hold, action.taints),
+        action.was_unschedulable,
+        action.taints.without_ours(),
+    )
     if action.was_unschedulable:  # never say Uncordoned about a node that stays cordoned
         yield Emit(
             "Normal", "KeptCordoned", "node given back, still cordoned: it was cordoned before the rollout"
@@ -503,11 +555,33 @@ def _release(action: Release, nodeconfig: str) -> Step:
         key: None for key in c.NODE_ANNOTATIONS if not (action.keep_current and key == c.ANN_CURRENT)
     }
     drop.update(dict.fromkeys(action.autoscaler_hold))
-    yield Write(drop, unschedulable=action.was_unschedulable if action.uncordon else None)
+    unschedulable = action.was_unschedulable if action.uncordon else None
+    yield Write(drop, unschedulable, action.taints.without_ours())
     undone = ""
     if action.uncordon:  # say what happened to the cordon: undone, or the one from before kept
         undone = "; still cordoned: it was before the rollout" if action.was_unschedulable else "; uncordoned"
     yield Emit("Normal", "Released", f"no longer managed by NodeConfig {nodeconfig}{undone}")
+    return StepEnd()
+
+
+def _taint(action: Cordon, taint: Taint, clock: Clock) -> Step:
+    """drain.taintBeforeCordon: the node chosen gets the taint now, and its cordon once the wait is over
+    (the planner wakes then). A taint with that key already on the node is someone else's: it is kept
+    and never marked ours, so it is never removed; the node waits all the same."""
+    added = action.taints.with_taint(taint)
+    blocked: Marks = {c.ANN_BLOCKED: None} if action.blocked else {}  # no longer waiting
+    marks: Marks = {
+        **blocked,
+        c.ANN_OWNER: action.owner,
+        c.ANN_TAINTED_SINCE: clock().isoformat(timespec="seconds"),
+        c.ANN_TAINT: taint.key if added is not None else None,
+    }
+    yield Write(marks, taints=added)
+    then = f"cordoned in {action.drain.taint_seconds}s (drain.taintBeforeCordon)"
+    if added is None:
+        yield Emit("Normal", "Tainted", f"already tainted {taint.key} by someone else, kept as it is; {then}")
+    else:
+        yield Emit("Normal", "Tainted", f"tainted {taint}; {then}")
     return StepEnd()
 
 

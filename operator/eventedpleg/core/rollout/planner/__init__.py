@@ -19,7 +19,8 @@ Rules, in the order they apply:
 - Gates on *starting* a node: halted (failures >= maxFailedNodes, or any failure before the canaries have
   passed: a canary exists to stop the rest), paused, outside the window, canary soak. A node already
   started always finishes, so no gate ever leaves a node cordoned.
-- Order: zone, then name (zone by zone limits the blast radius, as MCO does).
+- Order: zone, then spec.rollout.order within the zone (name by default; nodeorder.py), then name: zone
+  by zone limits the blast radius, as MCO does.
 
 `plan` (plan.py) decides every node: the reference. A caller that plans again and again may pass a
 `SelectionMemo` (selection decided only for nodes whose facts changed) or a `PassMemo` (memo.py: the

@@ -9,13 +9,14 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from eventedpleg.constants import NodeState
-from eventedpleg.core import compat
-from eventedpleg.core.rollout import retry
+from eventedpleg.core import compat, hostcheck
+from eventedpleg.core.rollout import actions, retry
 from eventedpleg.core.rollout.actions import Action, Drain, MarkFailed, Release, SetAgentOptions, Uncordon
 from eventedpleg.core.rollout.planner.selection import Selection, skip_reason
 from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, OwnerConflict
 from eventedpleg.core.rollout.planner.tally import Tally, tally_of
 from eventedpleg.core.rollout.snapshot import AGENT_PHASE, IN_PROGRESS, NodeView, Target
+from eventedpleg.models.nodeconfig import DrainMode
 
 # The agent gets the verification timeout plus this much for restarts and reporting before we give up.
 AGENT_GRACE = timedelta(seconds=120)
@@ -131,7 +132,9 @@ class _Decider:
         self.count("owned", ours)
         if (selection.selected or ours) and _unavailable(node, target):
             self.count("unavailable")
-            if not (ours and (marks.state in IN_PROGRESS or marks.cordoned_by_us)):
+            if not (
+                ours and (marks.state in IN_PROGRESS or marks.cordoned_by_us or marks.waiting_for_cordon)
+            ):
                 self.foreign += (HeldNode(node.name, "NotReady" if not node.ready else "cordoned"),)
         if selection.selected:
             self.count("total")
@@ -158,6 +161,9 @@ class _Decider:
                 self.act(_release(node, keep_current=True))  # onDelete: Keep stops before the agent
             else:
                 self.act(self._step(want))
+            return
+        if ours and marks.waiting_for_cordon:
+            self._tainted()
             return
         give_back = ours and marks.cordoned_by_us
         if ours and retry.requested(node, target.retry):  # `eventedpleg retry`: not a failure any more
@@ -223,10 +229,38 @@ class _Decider:
         self.candidate = self.want
         return True
 
+    def _tainted(self) -> None:
+        """A selected, eligible node we chose and tainted: in progress."""
+        self.count("in_flight")
+        self.count("updating")
+        if self.target.deleting and not self.target.reverting:
+            self.act(_release(self.node, keep_current=True))  # onDelete: Keep stops before the cordon too
+        else:
+            self._before_cordon(self.want)
+
+    def _before_cordon(self, want: str) -> None:
+        """A node chosen and tainted (drain.taintBeforeCordon): it was started, so it is cordoned once its
+        wait is over whatever the gates say now, as a node in progress finishes. A node that is not to be
+        taken after all loses our taint with the write that gives it back (Release, Uncordon), never in a
+        write of its own: a node untainted and then taken again would be tainted again, round and round."""
+        node, marks, target = self.node, self.node.marks, self.target
+        assert marks.tainted_since is not None  # waiting_for_cordon
+        due = target.drain.cordon_at(marks.tainted_since)
+        if self.now < due:
+            self.wakes += (due,)
+            at = due.isoformat(timespec="seconds")
+            self.note(NodeState.PENDING, f"tainted (drain.taintBeforeCordon); cordoned at {at}")
+        elif not node.ready:
+            self.note(NodeState.PENDING, "tainted; waiting: node is NotReady")
+        else:
+            self.note(NodeState.PENDING, "tainted; cordoning")
+            self.act(cordon(node, target, want, self.inputs.policy))
+
     def _let_go(self) -> None:
         """A node we hold but should no longer manage (deselected, ineligible, skip-labelled, conflict)."""
         node, marks, target = self.node, self.node.marks, self.target
-        if marks.state in IN_PROGRESS or (marks.cordoned_by_us and marks.state is not NodeState.FAILED):
+        held = marks.cordoned_by_us and marks.state is not NodeState.FAILED
+        if marks.state in IN_PROGRESS or held or marks.waiting_for_cordon:
             self.count("in_flight")  # not complete while we still hold it
         if marks.state in AGENT_PHASE:  # never pull a node out from under the agent
             self.act(self._step(marks.desired))
@@ -238,6 +272,8 @@ class _Decider:
             self.act(self._step(target.hash_off))
         elif marks.cordoned_by_us:
             self.act(_uncordon(node))
+        elif marks.waiting_for_cordon:  # started: taken for our drop-ins to come off after its wait
+            self._before_cordon(target.hash_off)
         else:
             self.candidate = target.hash_off  # our drop-ins come off the same safe way
 
@@ -282,7 +318,8 @@ def _converged(node: NodeView, want: str, hash_off: str) -> bool:
 
 
 def _unavailable(node: NodeView, target: Target) -> bool:
-    in_our_hands = node.marks.owner == target.name and node.marks.state in IN_PROGRESS
+    marks = node.marks
+    in_our_hands = marks.owner == target.name and (marks.state in IN_PROGRESS or marks.waiting_for_cordon)
     return not node.ready or node.unschedulable or in_our_hands
 
 
@@ -294,13 +331,58 @@ def _release(node: NodeView, keep_current: bool) -> Release:
         uncordon=node.marks.cordoned_by_us,
         was_unschedulable=node.marks.was_unschedulable,
         autoscaler_hold=node.marks.autoscaler_hold,
+        taints=node.our_taints,
     )
 
 
 def _uncordon(node: NodeView) -> Uncordon:
+    marks = node.marks
     return Uncordon(
-        node.name, node.resource_version, node.marks.was_unschedulable, node.marks.autoscaler_hold
+        node.name, node.resource_version, marks.was_unschedulable, marks.autoscaler_hold, node.our_taints
     )
+
+
+def cordon(node: NodeView, target: Target, want: str, policy: compat.Policy) -> actions.Cordon:
+    """Take the node (the gates start it; a node tainted before its cordon comes back here)."""
+    in_place, drained_because = _in_place(node, target, policy)
+    return actions.Cordon(
+        node.name,
+        node.resource_version,
+        target.name,
+        want,
+        target.spec.include_control_plane,
+        was_unschedulable=node.unschedulable,
+        agent_options=target.agent_options,
+        drain=target.drain,
+        autoscaler_user=node.autoscaler_user,
+        blocked=node.marks.blocked,
+        host_refusal=_host_refusal(node, target, want),
+        taints=node.our_taints,
+        in_place=in_place,
+        drained_because=drained_because,
+    )
+
+
+def _in_place(node: NodeView, target: Target, policy: compat.Policy) -> tuple[bool, str]:
+    """The Cordon's in_place and drained_because (spec.drain.mode: InPlace; compat.in_place_refusal)."""
+    if target.spec.drain.mode is not DrainMode.IN_PLACE:
+        return False, ""
+    refusal = compat.in_place_refusal(node.facts, compat.verdict(node.facts, policy))
+    return not refusal, refusal
+
+
+def _host_refusal(node: NodeView, target: Target, want: str) -> str:
+    """What the node's agent said it would refuse, before anything is taken (turning on only: taking our
+    files off is never refused); "" when it would go ahead or has not said."""
+    if want != target.hash_on or not target.spec.evented_pleg or not node.marks.host_check:
+        return ""
+    check = hostcheck.parse(node.marks.host_check)
+    if check is None:
+        return ""
+    refusal = check.refusal(target.spec.kubelet_config.value)
+    if not refusal:
+        return ""
+    return f"{refusal} (the agent's host check at {check.at.isoformat(timespec='seconds')})"
 
 
 def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool) -> Drain:
@@ -317,6 +399,7 @@ def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool)
         autoscaler_hold=node.marks.autoscaler_hold,
         drain_timeouts=node.marks.drain_timeouts,
         cordoned=node.unschedulable,
+        taints=node.our_taints,
     )
 
 

@@ -9,10 +9,9 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from eventedpleg.constants import NodeState
-from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import window
-from eventedpleg.core.rollout.actions import Action, Cordon
-from eventedpleg.core.rollout.planner.decide import Inputs, NodeDecision
+from eventedpleg.core.rollout.actions import Action
+from eventedpleg.core.rollout.planner.decide import Inputs, NodeDecision, cordon
 from eventedpleg.core.rollout.planner.summary import (
     HeldNode,
     NodeNote,
@@ -24,7 +23,6 @@ from eventedpleg.core.rollout.planner.summary import (
 )
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeView, Target
-from eventedpleg.models.nodeconfig import DrainMode
 
 MAX_ATTENTION = 50
 ALERT_RECHECK = timedelta(seconds=15)  # how often a rollout held by alerts asks Prometheus again
@@ -162,24 +160,7 @@ class _Start:
             free = node.unschedulable  # already unavailable: processing it costs no capacity
             if not free and budget < 1:
                 continue
-            in_place, drained_because = _in_place(node, self.inputs)
-            self.actions.append(
-                Cordon(
-                    node.name,
-                    node.resource_version,
-                    target.name,
-                    want,
-                    spec.include_control_plane,
-                    was_unschedulable=node.unschedulable,
-                    agent_options=target.agent_options,
-                    drain=target.drain,
-                    autoscaler_user=node.autoscaler_user,
-                    blocked=node.marks.blocked,
-                    host_refusal=_host_refusal(node, target, want),
-                    in_place=in_place,
-                    drained_because=drained_because,
-                )
-            )
+            self.actions.append(cordon(node, target, want, self.inputs.policy))
             if node.marks.blocked:  # onBlocked: Wait; the Cordon step looks again
                 blocked.append(f"{node.name}: {node.marks.blocked}")
                 self.notes.append(
@@ -236,28 +217,6 @@ class _Start:
         until = ends[needed - 1]
         self.wakes.append(until)
         return f"canary soaking until {until.isoformat(timespec='seconds')}", 0
-
-
-def _host_refusal(node: NodeView, target: Target, want: str) -> str:
-    """What the node's agent said it would refuse, before anything is taken (turning on only: taking our
-    files off is never refused); "" when it would go ahead or has not said."""
-    if want != target.hash_on or not target.spec.evented_pleg or not node.marks.host_check:
-        return ""
-    check = hostcheck.parse(node.marks.host_check)
-    if check is None:
-        return ""
-    refusal = check.refusal(target.spec.kubelet_config.value)
-    if not refusal:
-        return ""
-    return f"{refusal} (the agent's host check at {check.at.isoformat(timespec='seconds')})"
-
-
-def _in_place(node: NodeView, inputs: Inputs) -> tuple[bool, str]:
-    """The Cordon's in_place and drained_because (spec.drain.mode: InPlace; compat.in_place_refusal)."""
-    if inputs.target.spec.drain.mode is not DrainMode.IN_PLACE:
-        return False, ""
-    refusal = compat.in_place_refusal(node.facts, compat.verdict(node.facts, inputs.policy))
-    return not refusal, refusal
 
 
 def _canaries_passed(done: Sequence[NodeView], tally: Tally, target: Target) -> bool:

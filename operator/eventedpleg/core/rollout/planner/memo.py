@@ -7,16 +7,18 @@ same as plan.py's without a memo (tests/unit/test_planner.py checks every pass o
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from eventedpleg.core import compat
+from eventedpleg.core.rollout.nodeorder import OrderKey, order_key
 from eventedpleg.core.rollout.planner.decide import Inputs, NodeDecision, decide
 from eventedpleg.core.rollout.planner.gates import Candidate, finish
 from eventedpleg.core.rollout.planner.selection import SelectionMemo
 from eventedpleg.core.rollout.planner.summary import Plan
 from eventedpleg.core.rollout.planner.tally import EMPTY
 from eventedpleg.core.rollout.snapshot import NodeView, Target
+from eventedpleg.models.nodeconfig import RolloutOrder
 
 
 class PassMemo:
@@ -25,6 +27,7 @@ class PassMemo:
     def __init__(self) -> None:
         self.selection = SelectionMemo()
         self._inputs: tuple[Target, compat.Policy, str] | None = None
+        self._order: Callable[[NodeView], OrderKey] = order_key(RolloutOrder())
         self._reset()
 
     def _reset(self) -> None:
@@ -32,7 +35,7 @@ class PassMemo:
         self._tally = EMPTY
         self._noteworthy: dict[str, NodeDecision] = {}
         self._ordered: list[NodeDecision] | None = None  # _noteworthy in rollout order, until it changes
-        self._pool = _Pool()
+        self._pool = _Pool(self._order)
         self._done: dict[str, NodeView] = {}
         # When kept decisions expire: (until, name) for those valid until a deadline (an entry is stale
         # once the decision was replaced), and the names of those valid for one pass only.
@@ -51,6 +54,7 @@ class PassMemo:
         key = (inputs.target, inputs.policy, inputs.want)
         if key != self._inputs:
             self._inputs = key
+            self._order = order_key(inputs.target.spec.rollout.order)
             self._reset()
             changed = None
         views = nodes if isinstance(nodes, list) else list(nodes)
@@ -60,7 +64,7 @@ class PassMemo:
         else:
             self._catch_up(changed, inputs)
         if self._ordered is None:
-            self._ordered = sorted(self._noteworthy.values(), key=_order)
+            self._ordered = sorted(self._noteworthy.values(), key=lambda d: self._order(d.node))
         return finish(inputs, self._tally, self._ordered, list(self._done.values()), self._pool)
 
     def _scan(self, views: list[NodeView], inputs: Inputs) -> None:
@@ -133,7 +137,8 @@ class PassMemo:
 class _Pool:
     """The candidates: those that cost budget to start, and the NotReady or already cordoned ones."""
 
-    def __init__(self) -> None:
+    def __init__(self, order: Callable[[NodeView], OrderKey]) -> None:
+        self.order = order
         self.waiting: dict[str, Candidate] = {}
         self.special: dict[str, Candidate] = {}
 
@@ -152,14 +157,9 @@ class _Pool:
         nothing (no action, no note): only the first `budget` of them are walked, with every NotReady or
         already cordoned one. With a limit, the walk may stop at any candidate: all of them, in order."""
         if room is not None:
-            return sorted([*self.waiting.values(), *self.special.values()], key=_candidate_order)
-        first = heapq.nsmallest(max(0, budget), self.waiting.values(), key=_candidate_order)
-        return sorted([*first, *self.special.values()], key=_candidate_order)
+            return sorted([*self.waiting.values(), *self.special.values()], key=self._candidate_order)
+        first = heapq.nsmallest(max(0, budget), self.waiting.values(), key=self._candidate_order)
+        return sorted([*first, *self.special.values()], key=self._candidate_order)
 
-
-def _order(decision: NodeDecision) -> tuple[str, str]:
-    return decision.node.order
-
-
-def _candidate_order(candidate: Candidate) -> tuple[str, str]:
-    return candidate[0].order
+    def _candidate_order(self, candidate: Candidate) -> OrderKey:
+        return self.order(candidate[0])

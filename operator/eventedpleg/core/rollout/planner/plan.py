@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from eventedpleg.core import compat
+from eventedpleg.core.rollout.nodeorder import order_key
 from eventedpleg.core.rollout.planner.decide import Inputs, decide
 from eventedpleg.core.rollout.planner.gates import Candidate, finish
 from eventedpleg.core.rollout.planner.memo import PassMemo
@@ -47,7 +48,7 @@ def plan(
     inputs = inputs_for(target, now)
     if isinstance(memo, PassMemo):
         return memo.plan(nodes, inputs, changed)
-    ordered = sorted(nodes, key=lambda n: n.order)
+    ordered = sorted(nodes, key=order_key(target.spec.rollout.order))
     if memo is not None:
         memo.begin(target, inputs.policy, len(ordered))
     pick = memo.select if memo is not None else select

@@ -58,6 +58,7 @@ NEW_DEFAULTS: dict[tuple[str, str], object] = {
     ("drain", "skipWaitForDeleteTimeoutSeconds"): 0,
     ("drain", "blockingPodSelector"): EMPTY_SELECTOR,
     ("drain", "mode"): "CordonAndDrain",
+    ("rollout", "takeCordonedNodes"): False,
 }
 
 

@@ -1032,9 +1032,9 @@ def test_autoscalers_leave_our_nodes_alone_and_the_users_values_stay(env: Env) -
 
 
 def test_a_budget_held_by_an_administrators_cordon_is_named_then_stalled(env: Env) -> None:
-    """An administrator's cordon under maxUnavailable 1: the node is processed and stays cordoned, then
-    it holds the budget. Status names it, the NodeConfig reports Stalled with what to do (after
-    stallAfterSeconds, 0 here), and an uncordon lets the rollout finish."""
+    """An administrator's cordon under maxUnavailable 1: the node is not taken (another maintenance may
+    own it) and holds the budget. Status names it, the NodeConfig reports Stalled with what to do (after
+    stallAfterSeconds, 0 here), and an uncordon lets the rollout take it and finish."""
     cordoned, *rest = env.nodes([{}, {}, {}])
     env.core.patch_node(cordoned, {"spec": {"unschedulable": True}})
     env.apply(nodeconfig("held", env.prefix, rollout={"canary": {"nodes": 0}, "stallAfterSeconds": 0}))
@@ -1049,7 +1049,9 @@ def test_a_budget_held_by_an_administrators_cordon_is_named_then_stalled(env: En
         status = env.nc("held")["status"]
         assert status["budgetHeldBy"] == [f"{cordoned} (cordoned)"] and status["budgetHeldSince"]
         assert env.condition("held", "Ready")["status"] == "False"
-        assert env.node_states()[cordoned] == ("Done", True)  # processed, the cordon kept
+        assert env.node_states()[cordoned] == (None, True)  # not taken: someone else's cordon
+        listed = {n["name"]: n for n in status["nodeStatuses"]}
+        assert listed[cordoned]["reason"].startswith("waiting, not taken: cordoned by someone else")
         assert [env.node_states()[n][0] for n in rest] == [None, None]  # it still counts
         events = env.cluster.kubectl(
             "get", "events", "-n", "default", "--field-selector", "involvedObject.name=held", check=True
@@ -1058,6 +1060,7 @@ def test_a_budget_held_by_an_administrators_cordon_is_named_then_stalled(env: En
         env.cluster.kubectl("uncordon", cordoned, check=True)
         wait_for(lambda: env.condition("held", "Ready").get("status") == "True", what="Ready", timeout=90)
         assert "budgetHeldBy" not in env.nc("held")["status"] or not env.nc("held")["status"]["budgetHeldBy"]
+        assert env.node_states()[cordoned] == ("Done", False)
 
 
 def eventedpleg(env: Env, *args: str) -> subprocess.CompletedProcess[str]:

@@ -119,10 +119,28 @@ def test_not_ready_nodes_count_against_the_budget() -> None:
     assert "1 of 3 node(s) unavailable" in result.summary.waiting
 
 
-def test_pre_cordoned_node_is_processed_for_free_and_stays_cordoned() -> None:
+def test_a_node_someone_else_cordoned_is_not_taken_until_uncordoned() -> None:
+    """Another maintenance may own it (issue: a cordon that is not ours): it waits, named, and still
+    counts against the budget; once uncordoned it is taken like any other."""
     nodes = fleet(3)
     nodes["node-000"].unschedulable = True
     world = World(nodes, spec(rollout={"maxUnavailable": 2}))
+    for _ in range(50):
+        result = world.tick()
+    assert states(world) == {"node-000": None, "node-001": "Done", "node-002": "Done"}
+    (note,) = [n for n in result.summary.attention if n.name == "node-000"]
+    assert note.reason.startswith("waiting, not taken: cordoned by someone else")
+    assert max(u for _, u in world.history) == 2  # node-000 plus one of ours at a time
+    nodes["node-000"].unschedulable = False
+    world.run()
+    assert_converged_on(world, H_ON)
+    assert nodes["node-000"].drains == 1
+
+
+def test_pre_cordoned_node_is_processed_for_free_and_stays_cordoned_when_allowed() -> None:
+    nodes = fleet(3)
+    nodes["node-000"].unschedulable = True
+    world = World(nodes, spec(rollout={"maxUnavailable": 2, "takeCordonedNodes": True}))
     assert {a.node for a in world.plan().actions} == {"node-000", "node-001"}  # node-000 costs nothing
     world.run()
     assert_converged_on(world, H_ON)
@@ -136,7 +154,7 @@ def test_an_administrators_cordon_uses_up_the_budget() -> None:
     nothing else starts."""
     nodes = fleet(3)
     nodes["node-000"].unschedulable = True
-    world = World(nodes, spec())
+    world = World(nodes, spec(rollout={"takeCordonedNodes": True}))
     for _ in range(50):
         result = world.tick()
     assert states(world) == {"node-000": "Done", "node-001": None, "node-002": None}
@@ -559,6 +577,7 @@ def clusters(draw: st.DrawFn) -> World:
                 "maxUnavailable": max_unavailable,
                 "canary": {"nodes": canary, "soakSeconds": 5},
                 "order": draw(ORDERS),
+                "takeCordonedNodes": draw(st.booleans()),
             },
         ),
     )
@@ -603,8 +622,12 @@ def test_random_clusters_converge_within_budget_despite_crashes(world: World, se
     allowed = planner.max_unavailable(world.spec.rollout.max_unavailable, len(world.nodes))
     final = world.run(drop=random.Random(seed))
     assert max(u for _, u in world.history) <= max(allowed, external)
-    if external < allowed:
-        assert final.summary.complete, final.summary
+    if world.spec.rollout.take_cordoned_nodes:
+        if external < allowed:
+            assert final.summary.complete, final.summary
+    else:  # someone else's cordon: never taken
+        for name in originally_cordoned:
+            assert world.nodes[name].drains == 0 and c.ANN_STATE not in world.nodes[name].annotations, name
     for name, node in world.nodes.items():
         assert node.unschedulable == (name in originally_cordoned), name  # nobody left cordoned by us
         assert node.drains <= 1, name  # no Done node is drained again
@@ -622,7 +645,8 @@ def test_every_interrupted_prefix_replans_to_the_same_end_state() -> None:
         nodes["node-004"].kubelet = "v1.25.0"
         nodes["node-001"].annotations[KARPENTER] = "true"  # the user's: kept, never removed by us
         nodes["node-003"].annotations[SCALE_DOWN] = "false"
-        return World(nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 1, "soakSeconds": 3}}))
+        rollout = {"maxUnavailable": 2, "canary": {"nodes": 1, "soakSeconds": 3}, "takeCordonedNodes": True}
+        return World(nodes, spec(rollout=rollout))
 
     reference = make()
     reference.run()

@@ -55,7 +55,9 @@ def test_a_failed_node_we_left_cordoned_is_given_back_then_taken_again_despite_c
         nodes = fleet(3)
         nodes["node-001"].unschedulable = True  # an administrator's cordon: kept throughout
         nodes["node-001"].agent_silent = True  # no agent answers: Failed, kept cordoned for a human
-        world = World(nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+        world = World(
+            nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 0}, "takeCordonedNodes": True})
+        )
         world.run()
         failed = nodes["node-001"].annotations
         assert failed[c.ANN_STATE] == "Failed" and failed[c.ANN_CORDONED_BY_US] == "true"

@@ -381,7 +381,9 @@ def test_autoscaler_hold_through_a_rollout_with_crashes_between_writes() -> None
         nodes["node-000"].annotations[KARPENTER] = "false"  # the user's, any value
         nodes["node-002"].unschedulable = True  # cordoned before: kept cordoned, hold still removed
         nodes["node-003"].drain_blocked_until = T0.replace(second=15)
-        world = World(nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+        world = World(
+            nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 0}, "takeCordonedNodes": True})
+        )
         held_mid_rollout, rng = False, random.Random(seed)
         for _ in range(600):
             world.tick(drop=rng)

@@ -365,6 +365,15 @@ class Rollout(_Model):
             "as rancher's system-upgrade-controller does: time for alerts and workloads to settle.",
         ),
     ] = 0
+    take_cordoned_nodes: Annotated[
+        bool,
+        Field(
+            description="Also take a node someone else cordoned: it is updated without taking more of "
+            "`maxUnavailable` (it already counts) and stays cordoned afterwards. Default `false`: such a "
+            "node may be in another tool's or a person's maintenance, so it is not taken until it is "
+            "uncordoned, and the status says so."
+        ),
+    ] = False
     stall_after_seconds: Annotated[
         int,
         Field(

@@ -29,6 +29,12 @@ ALERT_RECHECK = timedelta(seconds=15)  # how often a rollout held by alerts asks
 Candidate = tuple[NodeView, str]  # a node that may start, and the hash it should get
 
 
+HELD_BY_CORDON = (
+    "waiting, not taken: cordoned by someone else (another maintenance may own it); uncordon it, or set "
+    "rollout.takeCordonedNodes: true"
+)
+
+
 class Candidates(Protocol):
     def __bool__(self) -> bool: ...
 
@@ -153,6 +159,12 @@ class _Start:
                     NodeNote(
                         node.name, NodeState.PENDING, "waiting: node is NotReady", marks.since, marks.evidence
                     )
+                )
+                continue
+            if node.unschedulable and not spec.rollout.take_cordoned_nodes:  # someone else's maintenance
+                marks = node.marks
+                self.notes.append(
+                    NodeNote(node.name, NodeState.PENDING, HELD_BY_CORDON, marks.since, marks.evidence)
                 )
                 continue
             if room is not None and started >= room:

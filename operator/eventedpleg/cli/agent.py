@@ -29,6 +29,14 @@ from eventedpleg.core.node.host import Host
 from eventedpleg.k8s.agentapi import KubeAgentApi
 from eventedpleg.k8s.client import api_client
 
+# How the agent paces itself (AgentSettings), hidden: the defaults are the product's, tests shorten them.
+_PACING = {
+    "poll-seconds": AgentSettings.poll_seconds,
+    "min-window-seconds": AgentSettings.min_window_seconds,
+    "check-interval-seconds": AgentSettings.check_interval_seconds,
+    "host-check-interval-seconds": AgentSettings.host_check_interval_seconds,
+}
+
 _OPTIONS = (
     click.option(
         "--node", envvar="NODE_NAME", required=True, help="This node's name (downward API spec.nodeName)."
@@ -41,29 +49,9 @@ _OPTIONS = (
         show_default=True,
         help="The operator's namespace (rendered-config ConfigMaps).",
     ),
-    click.option(
-        "--poll-seconds", default=AgentSettings.poll_seconds, show_default=True, type=float, hidden=True
-    ),
-    click.option(
-        "--min-window-seconds",
-        default=AgentSettings.min_window_seconds,
-        show_default=True,
-        type=float,
-        hidden=True,
-    ),
-    click.option(
-        "--check-interval-seconds",
-        default=AgentSettings.check_interval_seconds,
-        show_default=True,
-        type=float,
-        hidden=True,
-    ),
-    click.option(
-        "--host-check-interval-seconds",
-        default=AgentSettings.host_check_interval_seconds,
-        show_default=True,
-        type=float,
-        hidden=True,
+    *(
+        click.option(f"--{name}", default=default, show_default=True, type=float, hidden=True)
+        for name, default in _PACING.items()
     ),
     click.option("--once", is_flag=True, help="Handle the node's current request and check once, then exit."),
     verbose_option,

@@ -47,7 +47,7 @@ class SimulatedAgents:
     api: Any  # kubernetes ApiClient for the agents
     root: Path
     namespace: str
-    # Short windows so a demo finishes in a minute; the DaemonSet uses the agent's defaults (30 s, 60 s).
+    # Short windows so a demo finishes in a minute; the DaemonSet uses the agent's defaults (10 s, 60 s).
     poll_seconds: float = 1.0
     min_window_seconds: float = 3.0
     check_interval_seconds: float = 10.0

@@ -31,8 +31,10 @@ import pytest
 from eventedpleg import constants as c
 from eventedpleg_lab import image
 from eventedpleg_lab.demo.harness import NAMESPACE
+from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import chart, machine
 from eventedpleg_lab.lab.lab import Lab, LabError
+from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
 from eventedpleg_lab.lab.nodes import NodeSpec
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -440,3 +442,82 @@ def test_in_place_keeps_every_container_and_every_endpoint_answering(
     assert failures == [], failures
     assert int(out.split("requests ")[-1]) > 100, out  # it asked all along
     assert least_ready == len(before), least_ready
+
+
+def _pinned_database(node: str) -> str:
+    """One replica on `node` under a PodDisruptionBudget with maxUnavailable: 0: no eviction is ever
+    allowed while it stands, so a drain of that node could never finish."""
+    labels = {"app": "db"}
+    pod_spec = {
+        "nodeSelector": {"kubernetes.io/hostname": node},
+        "terminationGracePeriodSeconds": 1,
+        "containers": [
+            {
+                "name": "db",
+                "image": BUSYBOX_IMAGE,
+                "imagePullPolicy": "Never",
+                "command": ["sh", "-c", 'trap "exit 0" TERM; while true; do sleep 1; done'],
+            }
+        ],
+    }
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "db", "namespace": chart.WORKLOAD_NAMESPACE},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": labels}},
+    }
+    items = [
+        workloads.deployment("db", chart.WORKLOAD_NAMESPACE, replicas=1, pod_spec=pod_spec, labels=labels)
+    ]
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [*items, budget]})
+
+
+def test_a_node_whose_drain_could_never_finish_is_reported_and_never_cordoned(
+    installed: Lab, lab_specs: tuple[NodeSpec, ...]
+) -> None:
+    """A Deployment on one node with a PodDisruptionBudget of maxUnavailable: 0: with the default
+    drain.onBlocked (Skip) that node is reported by pod and PDB name and Skipped without a cordon; the
+    other nodes are Done."""
+    done = [s.name for s in lab_specs if chart.expected_outcome(s).state == c.NodeState.DONE.value]
+    pinned = done[0]
+    chart.kubectl_ok(installed, "apply", "-f", "-", stdin=_pinned_database(pinned))
+    try:
+        chart.kubectl_ok(installed, "-n", chart.WORKLOAD_NAMESPACE, "rollout", "status", "deploy/db",
+            "--timeout=120s", timeout=150)  # fmt: skip
+        chart.wait_for(  # the disruption controller has counted the pod: the budget says 0 allowed
+            "the db PDB's status",
+            lambda: (
+                chart.get_json(installed, "pdb", "db", "-n", chart.WORKLOAD_NAMESPACE)
+                .get("status", {})
+                .get("currentHealthy")
+            ),
+            timeout=60,
+        )
+        cordoned: set[str] = set()
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.wait(0.5):
+                with contextlib.suppress(Exception):  # an API hiccup is not a sample
+                    nodes = installed.nodes()
+                    cordoned.update(n for n, body in nodes.items() if body["spec"].get("unschedulable"))
+
+        sampler = threading.Thread(target=watch, daemon=True)
+        sampler.start()
+        try:
+            body, _, _ = _rollout(installed, evented_pleg=True)
+        finally:
+            stop.set()
+            sampler.join()
+        assert chart.conditions(body).get("Available") == "True", body.get("status")
+        annotations = installed.nodes()[pinned]["metadata"]["annotations"]
+        reason = annotations[c.ANN_REASON]
+        print(f"{pinned}: {annotations[c.ANN_STATE]}: {reason}")
+        assert annotations[c.ANN_STATE] == c.NodeState.SKIPPED.value, annotations
+        assert reason.startswith("not cordoned") and f"{chart.WORKLOAD_NAMESPACE}/db" in reason, reason
+        assert pinned not in cordoned, cordoned  # never taken, not even for a moment
+        for name in done[1:]:
+            assert installed.nodes()[name]["metadata"]["annotations"][c.ANN_STATE] == "Done", name
+    finally:
+        chart.kubectl_ok(installed, "-n", chart.WORKLOAD_NAMESPACE, "delete", "deploy/db", "pdb/db",
+            "--wait=true", timeout=120)  # fmt: skip

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -493,6 +494,23 @@ def test_a_node_whose_drain_could_never_finish_is_reported_and_never_cordoned(
             ),
             timeout=60,
         )
+        # What a user sees first: preflight, with the rollout paused (the lab's NodeConfig turning it on).
+        paused = json.loads(chart.nodeconfig(True))
+        paused["spec"]["rollout"]["paused"] = True
+        chart.kubectl_ok(installed, "apply", "-f", "-", stdin=json.dumps(paused))
+        env = {**os.environ, "KUBECONFIG": str(installed.kubeconfig)}
+        preflight = [sys.executable, "-m", "eventedpleg", "preflight", "--nodeconfig", chart.NODECONFIG]
+        looked = subprocess.run([*preflight, "-o", "wide"], capture_output=True, text=True, timeout=120,
+            check=False, env=env)  # fmt: skip
+        print(looked.stdout)
+        assert looked.returncode == 3, looked.stderr  # some selected nodes will not be taken
+        rows = json.loads(subprocess.run([*preflight, "-o", "json"], capture_output=True, text=True,
+            timeout=120, check=True, env=env).stdout)  # fmt: skip
+        never = {r["node"]: r["drain"]["neverFinishes"] for r in rows if r["drain"]["neverFinishes"]}
+        assert list(never) == [pinned] and f"{chart.WORKLOAD_NAMESPACE}/db" in never[pinned], never
+        refused = {r["node"] for r in rows if r["host"] and r["host"]["refusal"]}  # the agents' host checks
+        assert {s.name for s in lab_specs if s.admin_pod_events_off} <= refused, rows
+        assert not refused & set(done), rows
         cordoned: set[str] = set()
         stop = threading.Event()
 

@@ -504,8 +504,11 @@ def test_a_node_whose_drain_could_never_finish_is_reported_and_never_cordoned(
             check=False, env=env)  # fmt: skip
         print(looked.stdout)
         assert looked.returncode == 3, looked.stderr  # some selected nodes will not be taken
-        rows = json.loads(subprocess.run([*preflight, "-o", "json"], capture_output=True, text=True,
-            timeout=120, check=True, env=env).stdout)  # fmt: skip
+        rows = json.loads(
+            subprocess.run(
+                [*preflight, "-o", "json"], capture_output=True, text=True, timeout=120, check=False, env=env
+            ).stdout
+        )  # fmt: skip (exit 3 again: the output is the same)
         never = {r["node"]: r["drain"]["neverFinishes"] for r in rows if r["drain"]["neverFinishes"]}
         assert list(never) == [pinned] and f"{chart.WORKLOAD_NAMESPACE}/db" in never[pinned], never
         refused = {r["node"] for r in rows if r["host"] and r["host"]["refusal"]}  # the agents' host checks

@@ -330,6 +330,11 @@ def verdict(facts: NodeFacts, policy: Policy) -> Verdict:
     return _verdict(key, policy)
 
 
+IN_PLACE_STATIC_PODS = (
+    "static pods: a kubelet restarted under them starts their containers twice (k8s#123087)"
+)
+
+
 def in_place_refusal(facts: NodeFacts, found: Verdict) -> str:
     """Why the node must be drained first although spec.drain.mode is InPlace ("" when it need not be).
 
@@ -340,7 +345,7 @@ def in_place_refusal(facts: NodeFacts, found: Verdict) -> str:
     Risky runtimes have their own (containerd 1.7: one event subscriber, containerd#7318).
     """
     if _is_control_plane(facts) or facts.has_mirror_pods:
-        return "static pods: a kubelet restarted under them starts their containers twice (k8s#123087)"
+        return IN_PLACE_STATIC_PODS
     if found.level is not Level.SUPPORTED:
         return f"only Supported nodes are updated in place; this one is {found.level.value}: {found.summary}"
     return ""

@@ -116,14 +116,6 @@ def between(first: Reading, second: Reading) -> MeasuredWindow | None:
     return MeasuredWindow(seconds, relists, interval, None if cpu is None else 1000.0 * cpu / seconds)
 
 
-def window(
-    first: Metrics | None, second: Metrics | None, start: datetime, end: datetime
-) -> MeasuredWindow | None:
-    if first is None or second is None:
-        return None
-    return between(reading(first, start, in_service=True), reading(second, end, in_service=True))
-
-
 def keep(readings: Sequence[Reading], new: Reading) -> tuple[Reading, ...]:
     """The last KEPT_READINGS readings, `new` included."""
     return (*readings, new)[-KEPT_READINGS:]

@@ -138,20 +138,19 @@ def verify(
 
 
 def measure(settings: AgentSettings, clock: Now) -> Phase[benefit.MeasuredWindow | None]:
-    """Relists and kubelet CPU over benefit_window_seconds (two /metrics scrapes)."""
+    """Relists and kubelet CPU over benefit_window_seconds (two readings of /metrics)."""
     seconds = settings.benefit_window_seconds
     if seconds <= 0:
         return None
-    first = yield from ask_maybe(Scrape(benefit.NAMES), Metrics)
+    first = yield from reading_now(clock)
     if first is None:
         return None
-    start = clock()
     yield from act(Wait(seconds))
-    second = yield from ask_maybe(Scrape(benefit.NAMES), Metrics)
-    return benefit.window(first, second, start, clock())
+    second = yield from reading_now(clock)
+    return None if second is None else benefit.between(first, second)
 
 
 def reading_now(clock: Now) -> Phase[benefit.Reading | None]:
-    """One reading of the kubelet's counters now, taken on a node already out of service."""
+    """One reading of the kubelet's counters now (not a serving node's: see core.node.servicephase)."""
     metrics = yield from ask_maybe(Scrape(benefit.NAMES), Metrics)
     return None if metrics is None else benefit.reading(metrics, clock(), in_service=False)

@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
+from eventedpleg.core import compat
 from eventedpleg.core.rollout.actions import (
     Action,
     Cordon,
@@ -403,10 +404,7 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     if action.drain.taint is not None and taints.since is None:
         return (yield from _taint(action, action.drain.taint, clock))
     if action.in_place or action.drained_because:  # InPlace asked, but not safe on this node
-        why = (
-            action.drained_because
-            or "static pods: a kubelet restarted under them starts their containers twice"
-        )
+        why = action.drained_because or compat.IN_PLACE_STATIC_PODS
         yield Emit("Normal", "NotInPlace", f"drain.mode is InPlace, but this node is drained first: {why}")
     if survey.nothing_to_evict:
         marks = _cordon_marks(action, clock) | _apply_request(action.hash, action.agent_options, clock)

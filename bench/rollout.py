@@ -209,6 +209,26 @@ def cpu_by_role(
     return {role: round(seconds * 1000 / n, 2) for role, seconds in roles.most_common()}
 
 
+def gc_totals(names_file: Path) -> dict[str, list[float]]:
+    """The operator's cyclic garbage collections so far, per generation: how many, and their CPU seconds
+    (written beside the thread names by bench/threadnames/sitecustomize.py)."""
+    try:
+        doc = json.loads(names_file.with_name(names_file.name + ".gc").read_text())
+    except (OSError, ValueError):
+        return {"collections": [0, 0, 0], "cpu_s": [0.0, 0.0, 0.0]}
+    return {"collections": list(doc["collections"]), "cpu_s": list(doc["cpu_s"])}
+
+
+def gc_per_node(before: dict[str, list[float]], after: dict[str, list[float]], n: int) -> dict[str, Any]:
+    """Collections of generation 0, 1, 2 during the rollout and their CPU in ms per node update."""
+    return {
+        "collections": [int(a - b) for a, b in zip(after["collections"], before["collections"], strict=True)],
+        "cpu_ms_per_node": [
+            round((a - b) * 1000 / n, 2) for a, b in zip(after["cpu_s"], before["cpu_s"], strict=True)
+        ],
+    }
+
+
 def audit_events(path: Path) -> list[dict[str, Any]]:
     events = []
     for line in path.read_text().splitlines():
@@ -291,6 +311,7 @@ def run_one(  # noqa: PLR0915 - one linear script: start, measure, roll out, col
         }
         cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         threads_before = thread_cpu(op.pid)
+        gc_before = gc_totals(names_file)
         killed_cpu, kills = 0.0, 0  # CPU of operator processes SIGKILLed during the run
         spy = start_profile(op.pid, profile) if profile else None
         with agents, Unavailability(api) as unavailable:
@@ -317,6 +338,7 @@ def run_one(  # noqa: PLR0915 - one linear script: start, measure, roll out, col
             peaks = dict(unavailable.peak)
         cpu = {name: round(cpu_seconds(pid) - cpu_before[name], 2) for name, pid in pids.items()}
         threads_after = thread_cpu(op.pid)
+        gc_after = gc_totals(names_file)
         by_role = {} if kills else cpu_by_role(threads_before, threads_after, names_file, cpu["operator"], n)
         cpu["operator"] = round(cpu["operator"] + killed_cpu, 2)
         if spy is not None:
@@ -337,6 +359,8 @@ def run_one(  # noqa: PLR0915 - one linear script: start, measure, roll out, col
             "cpu_floor_ratio": round(floor / result["ideal_s"], 3),
             "operator_cpu_ms_per_node": round(cpu["operator"] * 1000 / n, 2),
             "operator_cpu_ms_per_node_by_thread": by_role,
+            # Cyclic GC inside those threads' figures (one operator process only: not with --kill-every).
+            "operator_gc": {} if kills else gc_per_node(gc_before, gc_after, n),
             "apiserver_cpu_ms_per_node": round(cpu["kube-apiserver"] * 1000 / n, 2),
             "load_avg_1m_mean": round(statistics.fmean(loads), 2),
             "load_avg_1m_max": round(max(loads), 2),
@@ -532,13 +556,15 @@ def main() -> int:
                 )
             summary = {k: v for k, v in runs[-1].items() if k not in ("curve", "full_list_uris")}
             print(json.dumps(summary, indent=2), flush=True)
-        result = summarise(runs)
-        for out in {RESULTS / f"{headline}.json", RESULTS / f"{name}.json"}:
-            out.write_text(as_json(result))
-            try:
-                plot(result, out.with_suffix(".png"))
-            except ImportError:
-                print("[bench] matplotlib missing (pip install -e '.[bench]'): no plot", file=sys.stderr)
+            # Written after every run (`repeats` says how many are in): a series stopped early keeps the
+            # runs it finished.
+            result = summarise(runs)
+            for out in {RESULTS / f"{headline}.json", RESULTS / f"{name}.json"}:
+                out.write_text(as_json(result))
+                try:
+                    plot(result, out.with_suffix(".png"))
+                except ImportError:
+                    print("[bench] matplotlib missing (pip install -e '.[bench]'): no plot", file=sys.stderr)
         print(json.dumps({k: result[k] for k in ("nodes", "repeats", "median", "spread")}, indent=2))
     return 0
 

@@ -9,6 +9,7 @@ from eventedpleg.constants import NodeState
 from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
 from eventedpleg.core.rollout.actions import Cordon
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.models.nodeconfig import DrainSpec
 
 
@@ -68,9 +69,21 @@ def test_a_cordon_in_flight_counts_at_once_and_events_wait_for_its_write() -> No
     assert not cache.observe("MODIFIED", _node("a", 6))
     assert cache.snapshot()[0].unschedulable
 
-    written = _node("a", 7, unschedulable=True)
+    written = node_view(_node("a", 7, unschedulable=True))  # the step reads its write's answer once
     cache.settle("a", written, None)
     assert cache.views["a"].resource_version == "7" and cache.views["a"].unschedulable
+
+
+def test_a_step_write_is_taken_like_its_event_and_its_echo_is_not_taken_again() -> None:
+    cache = NodeCache()
+    cache.observe("ADDED", _node("a", 5))
+    facts = cache.views["a"].facts
+    written = node_view(_node("a", 6, unschedulable=True))
+    assert cache.written(written)
+    assert cache.views["a"].unschedulable and cache.views["a"].facts is facts  # facts kept, as for events
+    assert not cache.observe("MODIFIED", _node("a", 6, unschedulable=True))  # the watch's echo
+    assert not cache.written(node_view(_node("a", 4)))  # older than the cache
+    assert cache.views["a"].resource_version == "6"
 
 
 def test_a_failed_cordon_puts_the_old_view_back_then_any_newer_event() -> None:

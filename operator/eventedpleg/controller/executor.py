@@ -49,7 +49,7 @@ class StepResult:
     transition: str = ""  # the node state written, if any
     error: str = ""
     drain_retry: bool = False
-    node_body: dict[str, Any] | None = None  # the node after our last write: the cache takes it at once
+    node: NodeView | None = None  # the node after our last write: the cache takes it at once
 
 
 class Executor:
@@ -97,12 +97,13 @@ class Executor:
         rv: str,
         request: Write,
         relied: dict[str, tuple[object, ...]],
-    ) -> dict[str, Any]:
-        """A merge patch conditional on `rv`. On 409, if what the step relies on (our annotations, the
-        cordon, the labels) is unchanged at the new version, the same write is retried at that version:
-        kubelets and kwok bump a Node's resourceVersion with every status heartbeat. Only a write of
-        spec.taints (it gives the whole list back) relies on the taints: the node lifecycle controller adds
-        and removes node.kubernetes.io/unschedulable right after our cordon and uncordon."""
+    ) -> NodeView:
+        """A merge patch conditional on `rv`; returns the node as the write left it. On 409, if what the
+        step relies on (our annotations, the cordon, the labels) is unchanged at the new version, the same
+        write is retried at that version: kubelets and kwok bump a Node's resourceVersion with every status
+        heartbeat. Only a write of spec.taints (it gives the whole list back) relies on the taints: the node
+        lifecycle controller adds and removes node.kubernetes.io/unschedulable right after our cordon and
+        uncordon."""
         upto = None if request.taints is not None else -1  # relied_on's taints are its last part
         for _ in range(CONFLICT_RETRIES):
             try:
@@ -119,8 +120,9 @@ class Executor:
                 rv = fresh.resource_version
                 relied[rv] = before
                 continue
-            relied[str(body["metadata"]["resourceVersion"])] = relied_on(node_view(body))
-            return body
+            written = node_view(body)  # read once: for what the step relies on, and for the cache
+            relied[written.resource_version] = relied_on(written)
+            return written
         raise Conflict(409, "Conflict", f"node {node} kept changing")
 
     def _apply(
@@ -145,7 +147,7 @@ class Executor:
             applied=True,
             transition=end.transition or "",
             drain_retry=end.drain_retry,
-            node_body=answers.body,
+            node=answers.written,
         )
 
 
@@ -163,13 +165,13 @@ class _ApiAnswers:
     ) -> None:
         self.executor, self.api, self.node, self.rv = executor, executor.api, node, rv
         self.drain, self.relied, self.uid = drain, relied, uid
-        self.body: dict[str, Any] | None = None  # the node after the step's last write
+        self.written: NodeView | None = None  # the node after the step's last write
         self.pods: list[dict[str, Any]] | None = None  # listed for the static-pod check, reused by the drain
 
     def write(self, request: Write) -> None:
-        self.body = self.executor.patch(self.node, self.rv, request, self.relied)
-        self.rv = str(self.body["metadata"]["resourceVersion"])
-        self.uid = str(self.body["metadata"].get("uid", self.uid))
+        self.written = self.executor.patch(self.node, self.rv, request, self.relied)
+        self.rv = self.written.resource_version
+        self.uid = self.written.uid or self.uid
 
     def _policy(self) -> DrainPolicy:
         if self.drain is None:

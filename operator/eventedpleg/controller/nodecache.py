@@ -21,6 +21,13 @@ def _rv(body: Mapping[str, Any]) -> int:
         return 0
 
 
+def _view_rv(view: NodeView) -> int:
+    try:
+        return int(view.resource_version or 0)
+    except ValueError:
+        return 0
+
+
 @dataclass
 class NodeCache:
     """Node name -> NodeView, newest resourceVersion wins; plus the nodes with a step in flight (`busy`).
@@ -32,7 +39,8 @@ class NodeCache:
 
     views: dict[str, NodeView] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
-    held: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)  # assumed node -> newest event
+    # assumed node -> the newest event's body (or our own write's view, see `written`) while it is held
+    held: dict[str, Mapping[str, Any] | NodeView | None] = field(default_factory=dict)
     busy: set[str] = field(default_factory=set)  # nodes with a step in flight: no second step for them
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Per reader of `changes` (a NodeConfig's rollout loop): the nodes whose view changed since it last read.
@@ -57,14 +65,32 @@ class NodeCache:
                 return False
             return self._apply(name, event_type, body)
 
+    def written(self, view: NodeView) -> bool:
+        """Our own write's answer, as the step already read it (node_view of the body the write returned):
+        taken like a MODIFIED event of that body, without reading the body again."""
+        with self.lock:
+            if view.name in self.held:
+                self.held[view.name] = view
+                return False
+            return self._take_view(view.name, view)
+
+    def _take_view(self, name: str, view: NodeView) -> bool:
+        rv = _view_rv(view)
+        return False if self._stale(name, rv) else self._take(name, rv, view)
+
     def _apply(self, name: str, event_type: str | None, body: Mapping[str, Any]) -> bool:
         if event_type == "DELETED":
             self._drop(name)
             return True
         rv = _rv(body)
-        if rv and rv <= self.versions.get(name, 0) and name in self.views:
+        if self._stale(name, rv):
             return False  # older than what we have, or the watch's echo of a write we already took
-        view = node_view(body)
+        return self._take(name, rv, node_view(body))
+
+    def _stale(self, name: str, rv: int) -> bool:
+        return bool(rv) and rv <= self.versions.get(name, 0) and name in self.views
+
+    def _take(self, name: str, rv: int, view: NodeView) -> bool:
         old = self.views.get(name)
         if old is not None and old.facts == view.facts:
             # Keep the very object: a pass's selection memo then knows the node at a glance (`is`).
@@ -101,15 +127,18 @@ class NodeCache:
             self.held.setdefault(name, None)
             self._set(name, view)
 
-    def settle(self, name: str, written: Mapping[str, Any] | None, fallback: NodeView | None) -> None:
-        """The step is over: take our write's result (or put the old view back), then any newer event."""
+    def settle(self, name: str, written: NodeView | None, fallback: NodeView | None) -> None:
+        """The step is over: take our write's result (the node as our last write returned it, see
+        `written`), or put the old view back; then any newer event."""
         with self.lock:
             newest = self.held.pop(name, None)
             if written is not None:
-                self._apply(name, "MODIFIED", written)
+                self._take_view(name, written)
             elif fallback is not None:
                 self._set(name, fallback)
-            if newest is not None:
+            if isinstance(newest, NodeView):
+                self._take_view(name, newest)
+            elif newest is not None:
                 self._apply(name, "MODIFIED", newest)
 
     def retain(self, names: set[str]) -> None:

@@ -89,9 +89,9 @@ class StepRunner:
         self.metrics.steps.labels(type(action).__name__).observe(time.monotonic() - started)
         if isinstance(action, Cordon):
             # Nothing written (a failure, or a node left in service: onBlocked Wait): the old view back.
-            self.nodes.settle(action.node, outcome.node_body, before if outcome.node_body is None else None)
-        elif outcome.node_body is not None:
-            self.nodes.observe("MODIFIED", outcome.node_body)
+            self.nodes.settle(action.node, outcome.node, before if outcome.node is None else None)
+        elif outcome.node is not None:
+            self.nodes.written(outcome.node)
         if outcome.error == "conflict":
             self.metrics.conflicts.inc()
         if outcome.drain_retry:

@@ -80,6 +80,9 @@ DEFAULT_SPEC = ",".join(
         "lab-c37:1.37:containerd-2.2",
         "lab-c16:1.36:containerd-1.6",
         "lab-crio-off:1.36:crio-1.34:admin-pod-events-off",
+        # Joined by the real kubeadm, laid out as kubeadm's packages lay a node out (no --config-dir).
+        "lab-k22:1.36:containerd-2.2:kubeadm",
+        "lab-k17:1.36:containerd-1.7:kubeadm",  # containerd 1.7: Risky, skipped without allowRisky
     )
 )
 

@@ -333,7 +333,7 @@ def test_containerd_17_with_allow_risky_is_done_and_measured(
         pytest.skip("no containerd 1.7 node in this lab's node set")
     version = installed.nodes()[node]["status"]["nodeInfo"]["containerRuntimeVersion"]
     _print(f"{node}: containerRuntimeVersion", version)
-    assert version.startswith("containerd://v1.7.")
+    assert version.startswith("containerd://1.7.")
     annotations = _roll(installed, node, True, allow_risky=True)
     assert annotations[c.ANN_STATE] == c.NodeState.DONE.value, annotations.get(c.ANN_REASON)
     assert chart.missing_benefits(installed, tuple(s for s in lab_specs if s.name == node)) == []
@@ -392,7 +392,7 @@ def test_containerd_17_second_event_subscriber(installed: Lab, lab_specs: tuple[
         assert late, (
             f"no pod was late with a second subscriber: the matrix's Risky row would be wrong ({shared})"
         )
-        facts = compat.NodeFacts(node, kubelet_version="v1.36.4", runtime_version="containerd://v1.7.35")
+        facts = compat.NodeFacts(node, kubelet_version="v1.36.4", runtime_version="containerd://1.7.35")
         assert compat.verdict(facts, compat.Policy()).level is compat.Level.RISKY
     finally:
         chart.delete_nodeconfig(installed, name=NAME)

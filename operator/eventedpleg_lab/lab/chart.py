@@ -170,8 +170,12 @@ def pod_node(lab: Lab, namespace: str, name: str) -> str | None:
 
 
 def workload() -> str:
-    """A Deployment of small web servers with a PodDisruptionBudget: the drain must evict, never delete."""
+    """A Deployment of small web servers with a PodDisruptionBudget: the drain must evict, never delete.
+    Its pods run, as the operator's do, only on nodes the rollout drains (OPERATOR_HOST_LABEL): with three
+    nodes that are never drained in the default set (lab-c16, lab-crio-off, lab-k17) all three replicas
+    could otherwise sit on them, and no drain would ever evict one (seen on the lab)."""
     pod_spec = {
+        "nodeSelector": {OPERATOR_HOST_LABEL: "true"},
         "terminationGracePeriodSeconds": WORKLOAD_STOP_SECONDS + 10,
         "containers": [
             {

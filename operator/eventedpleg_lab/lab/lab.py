@@ -48,6 +48,7 @@ APISERVER_ARGS = (
 KUBEADM_APISERVER_ARGS = ("--enable-bootstrap-token-auth=true",)
 KUBEADM_CONTROLLER_MANAGER_ARGS = ("--controllers=*,bootstrapsigner,tokencleaner",)
 KUBEADM_DIR = "kubeadm"
+JOIN_TIMEOUT = 360.0  # seconds; one demo run on a loaded machine (load 8 on 2 cores) hit an earlier 180 s
 
 
 def _stderr(message: str) -> None:
@@ -229,10 +230,21 @@ class Lab:
             raise LabError(f"{spec.name}: containerd not active after {timeout:.0f}s; cannot kubeadm join")
         assert init is not None
         argv = kubeadm.join_argv()
-        done = machine.nsenter(init, argv, timeout=timeout)
-        (self.node_dir(spec.name) / "kubeadm-join.log").write_text(
-            f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}"
-        )
+        log_file = self.node_dir(spec.name) / "kubeadm-join.log"
+        try:
+            # kubeadm's own waits are longer (kubelet health 4 min, TLS bootstrap 5 min): give it those.
+            done = machine.nsenter(init, argv, timeout=JOIN_TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            output = "".join(_text(part) for part in (exc.stdout, exc.stderr))
+            journal = machine.nsenter(
+                init, ["journalctl", "-u", "kubelet", "-n", "30", "--no-pager", "-o", "cat"]
+            )
+            log_file.write_text(f"$ {' '.join(argv)}\n{output}\n--- kubelet journal\n{journal.stdout}")
+            raise LabError(
+                f"{spec.name}: kubeadm join still running after {JOIN_TIMEOUT:.0f}s:\n{output[-1200:]}\n"
+                f"kubelet journal:\n{journal.stdout[-1500:]}"
+            ) from None
+        log_file.write_text(f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}")
         if done.returncode != 0:
             raise LabError(
                 f"{spec.name}: kubeadm join failed (exit {done.returncode}):\n"
@@ -458,6 +470,10 @@ class Lab:
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / STATE_FILE).unlink()
         return left
+
+
+def _text(data: str | bytes | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
 
 
 def node_ready(node: dict[str, Any]) -> bool:

@@ -4,7 +4,7 @@ nodes running real kubelets and real containerd / CRI-O (eventedpleg_lab.lab, `e
 Needs Linux and root. A cold first run builds what is not cached (the rootfs ~4 min, CRI-O ~3 min plus a
 1.4 GB module download, and the real-node rig's kubelets and containerd 2.2 if missing), so run it after
 `eventedpleg cluster build` and `eventedpleg realnode build`. $EVENTEDPLEG_LAB_NODES replaces the node set
-(the `--nodes` syntax of `eventedpleg lab up`); the default is the issue's five nodes.
+(the `--nodes` syntax of `eventedpleg lab up`); the default is nodes.DEFAULT_SPEC.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 KUBELET_VERSIONS = {"1.36": "v1.36.4", "1.37": "v1.37.2"}
 RUNTIME_VERSIONS = {
     LabRuntime.CONTAINERD_22: "containerd://2.2.9",  # seen on the real Node (the build stamps v2.2.9)
+    LabRuntime.CONTAINERD_17: "containerd://1.7.35",  # seen on the real Node (the build stamps v1.7.35)
     LabRuntime.CONTAINERD_16: "containerd://1.6.20",
     LabRuntime.CRIO_134: "cri-o://1.34.0",
 }

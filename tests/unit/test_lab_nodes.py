@@ -2,29 +2,36 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+from eventedpleg_lab.lab import kubeadm
 from eventedpleg_lab.lab import nodefiles as nf
 from eventedpleg_lab.lab.nodes import DEFAULT_SPEC, LabRuntime, SpecError, parse
+from eventedpleg_lab.localcluster import pki
+from eventedpleg_lab.sim import profiles
 
 
 def test_default_node_set_covers_the_issue_cases() -> None:
     specs = parse(DEFAULT_SPEC)
-    cases = {(s.kubelet, s.runtime, s.admin_pod_events_off) for s in specs}
+    cases = {(s.kubelet, s.runtime, s.admin_pod_events_off, s.kubeadm) for s in specs}
     assert cases == {
-        ("1.36", LabRuntime.CONTAINERD_22, False),
-        ("1.36", LabRuntime.CRIO_134, False),
-        ("1.37", LabRuntime.CONTAINERD_22, False),
-        ("1.36", LabRuntime.CONTAINERD_16, False),
-        ("1.36", LabRuntime.CRIO_134, True),
+        ("1.36", LabRuntime.CONTAINERD_22, False, False),
+        ("1.36", LabRuntime.CRIO_134, False, False),
+        ("1.37", LabRuntime.CONTAINERD_22, False, False),
+        ("1.36", LabRuntime.CONTAINERD_16, False, False),
+        ("1.36", LabRuntime.CRIO_134, True, False),
+        ("1.36", LabRuntime.CONTAINERD_22, False, True),
+        ("1.36", LabRuntime.CONTAINERD_17, False, True),
     }
-    assert [s.index for s in specs] == [1, 2, 3, 4, 5]
-    assert len({s.ip for s in specs}) == len({s.pod_subnet for s in specs}) == 5
+    assert [s.index for s in specs] == [1, 2, 3, 4, 5, 6, 7]
+    assert len({s.ip for s in specs}) == len({s.pod_subnet for s in specs}) == 7
     assert specs[0].ip == "172.16.77.11" and specs[0].pod_subnet == "10.244.1.0/24"
     assert parse(",".join(s.to_text() for s in specs)) == specs
 
@@ -36,6 +43,10 @@ def test_default_node_set_covers_the_issue_cases() -> None:
         "a:1.35:containerd-2.2",
         "a:1.36:docker",
         "a:1.36:containerd-2.2:admin-pod-events-off",  # the option is CRI-O's
+        "a:1.36:crio-1.34:kubeadm",  # kubeadm nodes run containerd
+        "a:1.36:containerd-1.6:kubeadm",
+        "a:1.37:containerd-2.2:kubeadm",  # kubeadm v1.36 joins kubelets up to its own minor
+        "a:1.36:containerd-2.2:other",
         "a:1.36:containerd-2.2,a:1.37:containerd-2.2",
         "Upper:1.36:containerd-2.2",
         "a:1.36",
@@ -107,3 +118,58 @@ def test_runc_wrapper_clamps_what_this_machine_cannot_grant(tmp_path: Path) -> N
     else:
         assert edited["process"]["capabilities"]["bounding"] == ["CAP_CHOWN", "CAP_SYS_ADMIN"]
         assert edited["process"]["capabilities"]["effective"] == []
+
+
+def test_kubeadm_nodes_are_laid_out_as_the_packages_lay_them_out() -> None:
+    specs = parse("k:1.36:containerd-2.2:kubeadm,s:1.36:containerd-1.7:kubeadm,p:1.36:containerd-1.7")
+    k, s, p = specs
+    assert k.kubeadm and s.kubeadm and not p.kubeadm and s.runtime is LabRuntime.CONTAINERD_17
+    assert parse(",".join(x.to_text() for x in specs)) == specs
+    boot = kubeadm.Bootstrap("172.16.77.1:6443", "abcdef.0123456789abcdef", "sha256:" + "0" * 64)
+    with pytest.raises(ValueError, match="join configuration"):
+        nf.node_files(k, specs, api_port=6443, machine_id="0" * 32)
+    files = nf.node_files(
+        k, specs, api_port=6443, machine_id="0" * 32, join_config=kubeadm.join_config(k, boot)
+    )
+    # The packages' files, the simulated kubeadm host's text: one source.
+    assert files["/usr/lib/systemd/system/kubelet.service"].text == profiles.KUBELET_SERVICE
+    dropin = files["/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf"].text
+    assert "EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env" in dropin
+    assert "ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS" in dropin and "--config-dir" not in dropin
+    assert files["/etc/default/kubelet"].text == "KUBELET_EXTRA_ARGS=\n"
+    # Nothing of the lab's own kubelet: kubeadm join writes config.yaml, kubelet.conf and ca.crt.
+    assert not {
+        "/etc/kubernetes/kubelet.yaml",
+        nf.KUBELET_KUBECONFIG,
+        "/etc/systemd/system/kubelet.service",
+    } & set(files)
+    links = nf.node_links(k)
+    assert links["/etc/systemd/system/multi-user.target.wants/kubelet.service"] == profiles.KUBELET_UNIT
+    join = yaml.safe_load(files[nf.JOIN_CONFIG].text)
+    assert join["kind"] == "JoinConfiguration" and files[nf.JOIN_CONFIG].mode == 0o600
+    assert join["discovery"]["bootstrapToken"]["caCertHashes"] == [boot.ca_cert_hash]
+    assert join["nodeRegistration"]["kubeletExtraArgs"] == [{"name": "node-ip", "value": k.ip}]
+    assert "SystemVerification" in join["nodeRegistration"]["ignorePreflightErrors"]
+    # containerd 1.7: built into /usr/local/bin, the CRI plugin's version-2 configuration.
+    c17 = nf.node_files(s, specs, api_port=6443, machine_id="1" * 32, join_config="x")
+    assert "ExecStart=/usr/local/bin/containerd " in c17["/etc/systemd/system/containerd.service"].text
+    assert 'plugins."io.containerd.grpc.v1.cri"' in c17["/etc/containerd/config.toml"].text
+
+
+def test_kubeadm_init_configuration_and_ca_hash(tmp_path: Path) -> None:
+    token = kubeadm.new_token()
+    assert re.fullmatch(r"[a-z0-9]{6}\.[a-z0-9]{16}", token)
+    init, cluster, kubelet = yaml.safe_load_all(kubeadm.init_config(6443, token))
+    assert init["bootstrapTokens"][0]["token"] == token
+    assert init["bootstrapTokens"][0]["groups"] == ["system:bootstrappers:kubeadm:default-node-token"]
+    assert cluster["kubernetesVersion"] == "v1.36.4" and cluster["controlPlaneEndpoint"] == "172.16.77.1:6443"
+    assert "certificatesDir" not in cluster  # the default: the kubelets' clientCAFile is /etc/kubernetes/pki
+    assert kubelet["kind"] == "KubeletConfiguration" and "containerRuntimeEndpoint" not in kubelet
+    assert kubelet["featureGates"] == kubeadm.SITE_FEATURE_GATES and kubelet["failCgroupV1"] is False
+    ca = pki.create(tmp_path).ca_crt
+    # As `openssl x509 -pubkey | openssl pkey -pubin -outform der | sha256sum` (kubeadm's documented recipe).
+    der = subprocess.run(
+        f"openssl x509 -in {ca} -pubkey -noout | openssl pkey -pubin -outform der",
+        shell=True, capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    assert kubeadm.ca_cert_hash(ca.read_bytes()) == "sha256:" + hashlib.sha256(der).hexdigest()

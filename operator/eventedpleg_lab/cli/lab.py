@@ -66,7 +66,7 @@ def build_cmd(spec: str) -> None:
     "spec",
     default=nodes.DEFAULT_SPEC,
     show_default=True,
-    help="Comma-separated NAME:KUBELET:RUNTIME[:admin-pod-events-off].",
+    help="Comma-separated NAME:KUBELET:RUNTIME[:admin-pod-events-off|:kubeadm].",
 )
 @click.option(
     "--timeout", default=300.0, show_default=True, help="Seconds to wait for the nodes to be Ready."

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventedpleg_lab.lab import assets, machine
+from eventedpleg_lab.lab import assets, kubeadm, machine
 from eventedpleg_lab.lab import nodefiles as nf
-from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec, parse
+from eventedpleg_lab.lab.nodes import GATEWAY, LabRuntime, NodeSpec, parse
 from eventedpleg_lab.localcluster import build, pki
 from eventedpleg_lab.localcluster import cluster as lc
 from eventedpleg_lab.localcluster.build import Log
@@ -41,6 +41,14 @@ APISERVER_ARGS = (
     "--enable-admission-plugins=NodeRestriction",
     "--kubelet-preferred-address-types=InternalIP",  # logs/exec: node names do not resolve here
 )
+# With kubeadm nodes: bootstrap tokens authenticate (kubeadm's own apiserver manifest sets this), and
+# kube-controller-manager runs the two controllers kubeadm's manifest adds to the default set:
+# bootstrapsigner (signs cluster-info) and tokencleaner (KK/cmd/kubeadm/app/phases/controlplane/manifests.go).
+# csrapproving and csrsigning are on by default; the cluster's CA signs (--cluster-signing-*-file).
+KUBEADM_APISERVER_ARGS = ("--enable-bootstrap-token-auth=true",)
+KUBEADM_CONTROLLER_MANAGER_ARGS = ("--controllers=*,bootstrapsigner,tokencleaner",)
+KUBEADM_DIR = "kubeadm"
+JOIN_TIMEOUT = 360.0  # seconds; one demo run on a loaded machine (load 8 on 2 cores) hit an earlier 180 s
 
 
 def _stderr(message: str) -> None:
@@ -111,6 +119,10 @@ class Lab:
         bins.crictl = build.ensure_component(build.CRICTL, log=self.log)["crictl"]
         if any(s.runtime is LabRuntime.CONTAINERD_22 for s in specs):
             bins.containerd = build.ensure_component(build.CONTAINERD, log=self.log)
+        if any(s.runtime is LabRuntime.CONTAINERD_17 for s in specs):
+            build.ensure_component(build.CONTAINERD_17, log=self.log)
+        if any(s.kubeadm for s in specs):
+            build.ensure_component(build.KUBEADM_136, log=self.log)
         if any(s.runtime.is_crio for s in specs):
             assets.ensure_crio(self.log)
         return bins
@@ -135,16 +147,25 @@ class Lab:
         try:
             machine.bridge_up(specs)
             t1 = time.monotonic()
+            joining = any(s.kubeadm for s in specs)
             cluster = lc.LocalCluster(
-                self.cluster_dir, log=self.log, detach=True, apiserver_args=APISERVER_ARGS
+                self.cluster_dir,
+                log=self.log,
+                detach=True,
+                apiserver_args=APISERVER_ARGS + (KUBEADM_APISERVER_ARGS if joining else ()),
+                controller_manager_args=KUBEADM_CONTROLLER_MANAGER_ARGS if joining else (),
+                apiserver_ips=(GATEWAY,),  # kubeadm's discovery dials it without a TLS server name
             )
             cluster.start()
             state.api_port = cluster.ports["apiserver"]
             timings["control-plane"] = round(time.monotonic() - t1, 1)
             self._save(state)
+            boot = self._kubeadm_init(state.api_port) if joining else None
+            if joining:
+                timings["kubeadm-init"] = round(time.monotonic() - t1 - timings["control-plane"], 1)
             t2 = time.monotonic()
             with ThreadPoolExecutor(max_workers=3) as pool:
-                list(pool.map(lambda s: self._write_node(s, specs, state.api_port, bins), specs))
+                list(pool.map(lambda s: self._write_node(s, specs, state.api_port, bins, boot), specs))
             timings["rootfs-unpack"] = round(time.monotonic() - t2, 1)
             t3 = time.monotonic()
             for spec in specs:
@@ -153,6 +174,9 @@ class Lab:
                     spec, node_dir / "rootfs", node_dir / "boot.log"
                 ).nspawn_pid
                 self._save(state)
+            if joining:
+                with ThreadPoolExecutor(max_workers=3) as pool:
+                    list(pool.map(lambda s: self._join(s, timings, t3), [s for s in specs if s.kubeadm]))
             self.wait_ready(specs, timeout=timeout, timings=timings, since=t3)
             timings["up"] = round(time.monotonic() - t0, 1)
             state.timings = timings
@@ -163,8 +187,79 @@ class Lab:
             raise
         return state
 
+    # --- kubeadm --------------------------------------------------------------------------------------------
+
+    def _kubeadm_init(self, api_port: int) -> kubeadm.Bootstrap:
+        """What `kubeadm init` leaves for joining nodes, made by the real kubeadm's init phases."""
+        cluster_pki = pki.Pki(self.cluster_dir / "pki")
+
+        def signed(token_id: str) -> bool:
+            done = self.kubectl("get", "configmap", "cluster-info", "-n", "kube-public", "-o", "json")
+            return done.returncode == 0 and f"jws-kubeconfig-{token_id}" in json.loads(done.stdout).get(
+                "data", {}
+            )
+
+        return kubeadm.prepare_control_plane(
+            build.component_dir(build.KUBEADM_136) / "kubeadm",
+            self.directory / KUBEADM_DIR,
+            api_port=api_port,
+            ca_crt=cluster_pki.ca_crt,
+            admin_crt=cluster_pki.admin_crt,
+            admin_key=cluster_pki.admin_key,
+            log=self.log,
+            signed=signed,
+        )
+
+    def _join(
+        self, spec: NodeSpec, timings: dict[str, float], since: float, *, timeout: float = 180.0
+    ) -> None:
+        """`kubeadm join` inside the node once its containerd runs (the kubelet crash-loops until then, as
+        a freshly installed package's does). Its output goes to nodes/<name>/kubeadm-join.log."""
+        deadline = time.monotonic() + timeout
+        init = None
+        while time.monotonic() < deadline:
+            init = self.init_pid(spec.name)
+            if (
+                init is not None
+                and machine.nsenter(init, ["systemctl", "is-active", "containerd"], timeout=20).stdout.strip()
+                == "active"
+            ):
+                break
+            time.sleep(1)
+        else:
+            raise LabError(f"{spec.name}: containerd not active after {timeout:.0f}s; cannot kubeadm join")
+        assert init is not None
+        argv = kubeadm.join_argv()
+        log_file = self.node_dir(spec.name) / "kubeadm-join.log"
+        try:
+            # kubeadm's own waits are longer (kubelet health 4 min, TLS bootstrap 5 min): give it those.
+            done = machine.nsenter(init, argv, timeout=JOIN_TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            output = "".join(_text(part) for part in (exc.stdout, exc.stderr))
+            journal = machine.nsenter(
+                init, ["journalctl", "-u", "kubelet", "-n", "30", "--no-pager", "-o", "cat"]
+            )
+            log_file.write_text(f"$ {' '.join(argv)}\n{output}\n--- kubelet journal\n{journal.stdout}")
+            raise LabError(
+                f"{spec.name}: kubeadm join still running after {JOIN_TIMEOUT:.0f}s:\n{output[-1200:]}\n"
+                f"kubelet journal:\n{journal.stdout[-1500:]}"
+            ) from None
+        log_file.write_text(f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}")
+        if done.returncode != 0:
+            raise LabError(
+                f"{spec.name}: kubeadm join failed (exit {done.returncode}):\n"
+                f"{(done.stdout + done.stderr)[-1500:]}"
+            )
+        timings[f"joined:{spec.name}"] = round(time.monotonic() - since, 1)
+        self.log(f"[lab] {spec.name}: kubeadm join done after {timings[f'joined:{spec.name}']}s")
+
     def _write_node(
-        self, spec: NodeSpec, specs: tuple[NodeSpec, ...], api_port: int, bins: rig.RigBinaries
+        self,
+        spec: NodeSpec,
+        specs: tuple[NodeSpec, ...],
+        api_port: int,
+        bins: rig.RigBinaries,
+        boot: kubeadm.Bootstrap | None = None,
     ) -> None:
         node_dir = self.node_dir(spec.name)
         shutil.rmtree(node_dir, ignore_errors=True)
@@ -172,7 +267,8 @@ class Lab:
         root.mkdir(parents=True)
         # GNU tar: faster than tarfile on ~1 GB and keeps owners, modes, device nodes and xattrs as made.
         subprocess.run(["tar", "-C", str(root), "-xf", str(assets.rootfs_tar())], check=True)
-        files = nf.node_files(spec, specs, api_port=api_port, machine_id=uuid.uuid4().hex)
+        join = kubeadm.join_config(spec, boot) if spec.kubeadm and boot is not None else None
+        files = nf.node_files(spec, specs, api_port=api_port, machine_id=uuid.uuid4().hex, join_config=join)
         for node_path, item in files.items():
             target = root / node_path.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -183,18 +279,29 @@ class Lab:
             link.parent.mkdir(parents=True, exist_ok=True)
             link.unlink(missing_ok=True)
             link.symlink_to(dest)
-        binaries: dict[str, Path] = {"kubelet": bins.kubelet[spec.kubelet]}
+        binaries: dict[str, Path] = {} if spec.kubeadm else {"kubelet": bins.kubelet[spec.kubelet]}
         if bins.crictl is not None:
             binaries["crictl"] = bins.crictl
         if spec.runtime is LabRuntime.CONTAINERD_22:
             binaries.update(bins.containerd)
+        if spec.runtime is LabRuntime.CONTAINERD_17:
+            binaries.update(
+                {b: build.component_dir(build.CONTAINERD_17) / b for b in build.CONTAINERD_17.binaries}
+            )
         if spec.runtime.is_crio:
             binaries.update({b: assets.crio_dir() / b for b in ("crio", "pinns")})
         for name, source in binaries.items():
             shutil.copy2(source, root / "usr/local/bin" / name)
+        if spec.kubeadm:  # where the kubelet and kubeadm Debian packages install them
+            shutil.copy2(bins.kubelet[spec.kubelet], root / nf.KUBEADM_KUBELET.lstrip("/"))
+            shutil.copy2(
+                build.component_dir(build.KUBEADM_136) / "kubeadm", root / nf.KUBEADM_BIN.lstrip("/")
+            )
         (root / nf.IMAGE_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
         for name, archive in assets.ensure_images().items():
             shutil.copy2(archive, root / nf.IMAGE_DIR.lstrip("/") / f"{name}.tar")
+        if spec.kubeadm:  # kubeadm join writes ca.crt, bootstrap-kubelet.conf; the kubelet its own cert
+            return
         pki_dir = root / nf.PKI_DIR.lstrip("/")
         pki_dir.mkdir(parents=True, exist_ok=True)
         cluster_pki = pki.Pki(self.cluster_dir / "pki")
@@ -363,6 +470,10 @@ class Lab:
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / STATE_FILE).unlink()
         return left
+
+
+def _text(data: str | bytes | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
 
 
 def node_ready(node: dict[str, Any]) -> bool:

@@ -14,6 +14,7 @@ import yaml
 from eventedpleg_lab.lab.nodes import GATEWAY, MAX_NODES, LabRuntime, NodeSpec
 from eventedpleg_lab.realnode.config import kubelet_base
 from eventedpleg_lab.realnode.images import IDLE_IMAGE, PAUSE_IMAGE
+from eventedpleg_lab.sim import profiles
 
 BUSYBOX_IMAGE = "example.local/busybox:1"
 # The archive names the lab copies into /opt/lab/images, and the reference each is stored under.
@@ -22,6 +23,7 @@ IMAGE_DIR = "/opt/lab/images"
 SERVICE_IP = "10.0.0.1"  # the `kubernetes` Service; no kube-proxy here, each node DNATs it (see below)
 PKI_DIR = "/etc/kubernetes/pki"
 KUBELET_KUBECONFIG = "/etc/kubernetes/kubelet.kubeconfig"
+JOIN_CONFIG = "/root/kubeadm-join.yaml"  # a kubeadm node's `kubeadm join --config`
 CRIO_ADMIN_DROPIN = "/etc/crio/crio.conf.d/99-zz-site-policy.conf"
 
 
@@ -198,6 +200,18 @@ WantedBy=multi-user.target
 """
 
 
+# A kubeadm node's kubelet is where the Debian packages put it; the lab's own nodes run /usr/local/bin's.
+KUBEADM_KUBELET = "/usr/bin/kubelet"
+KUBEADM_BIN = "/usr/bin/kubeadm"
+
+
+def kubeadm_package_files() -> dict[str, str]:
+    """kubelet.service, 10-kubeadm.conf and /etc/default/kubelet exactly as the kubelet and kubeadm Debian
+    packages of pkgs.k8s.io install them: the simulated kubeadm host's text (sim/profiles.py
+    kubeadm_default, docs/compatibility.md §3), one source for both."""
+    return profiles.package_files(profiles.kubeadm_default())
+
+
 def containerd_config(spec: NodeSpec) -> str:
     if spec.runtime is LabRuntime.CONTAINERD_22:
         return f"""\
@@ -234,8 +248,10 @@ version = 2
 
 
 def containerd_unit(spec: NodeSpec) -> str:
+    # Built from Go modules into /usr/local/bin (2.2, 1.7); Debian's 1.6 in /usr/bin. The unit's PATH puts
+    # /usr/local/bin first, so the matching shim and ctr are found.
     binary = (
-        "/usr/local/bin/containerd" if spec.runtime is LabRuntime.CONTAINERD_22 else "/usr/bin/containerd"
+        "/usr/bin/containerd" if spec.runtime is LabRuntime.CONTAINERD_16 else "/usr/local/bin/containerd"
     )
     # $$ is systemd's escape for $.
     imports = f'for i in {IMAGE_DIR}/*.tar; do ctr -n k8s.io images import "$$i" || exit 1; done'
@@ -330,21 +346,34 @@ MASKED = (
 
 
 def node_files(
-    spec: NodeSpec, nodes: tuple[NodeSpec, ...], *, api_port: int, machine_id: str
+    spec: NodeSpec,
+    nodes: tuple[NodeSpec, ...],
+    *,
+    api_port: int,
+    machine_id: str,
+    join_config: str | None = None,
 ) -> dict[str, NodeFile]:
-    """Node path -> file. Symlinks (unit enablement, masks) are in `node_links`."""
+    """Node path -> file. Symlinks (unit enablement, masks) are in `node_links`. A kubeadm node gets the
+    packages' kubelet unit files and `join_config` (kubeadm join writes the rest); the others the lab's
+    own kubelet unit, configuration and credentials."""
     assert len(nodes) <= MAX_NODES
     files = {
         "/etc/hostname": NodeFile(spec.name + "\n"),
         "/etc/machine-id": NodeFile(machine_id + "\n"),
         "/usr/local/bin/lab-entrypoint": NodeFile(ENTRYPOINT, 0o755),
-        "/etc/kubernetes/kubelet.yaml": NodeFile(kubelet_config(spec)),
-        KUBELET_KUBECONFIG: NodeFile(kubelet_kubeconfig(api_port), 0o600),
         "/etc/cni/net.d/10-lab.conflist": NodeFile(cni_config(spec)),
         "/etc/lab/kubernetes-service.nft": NodeFile(service_nat(api_port)),
         "/etc/systemd/system/lab-net.service": NodeFile(net_unit(spec, nodes)),
-        "/etc/systemd/system/kubelet.service": NodeFile(kubelet_unit(spec)),
     }
+    if spec.kubeadm:
+        if join_config is None:
+            raise ValueError(f"{spec.name}: a kubeadm node needs its join configuration")
+        files.update({path: NodeFile(text) for path, text in kubeadm_package_files().items()})
+        files[JOIN_CONFIG] = NodeFile(join_config, 0o600)
+    else:
+        files["/etc/kubernetes/kubelet.yaml"] = NodeFile(kubelet_config(spec))
+        files[KUBELET_KUBECONFIG] = NodeFile(kubelet_kubeconfig(api_port), 0o600)
+        files["/etc/systemd/system/kubelet.service"] = NodeFile(kubelet_unit(spec))
     if spec.runtime.is_crio:
         files["/etc/crio/crio.conf"] = NodeFile(CRIO_CONFIG)
         files["/etc/containers/storage.conf"] = NodeFile(STORAGE_CONF)
@@ -366,6 +395,8 @@ def node_links(spec: NodeSpec) -> dict[str, str]:
         f"{wants}/{u}": f"/etc/systemd/system/{u}"
         for u in ("lab-net.service", "kubelet.service", runtime_unit)
     }
+    if spec.kubeadm:  # the kubelet package's postinst: `systemctl enable kubelet` (its unit is in /usr/lib)
+        links[f"{wants}/kubelet.service"] = profiles.KUBELET_UNIT
     masked = (*MASKED, "containerd.service") if spec.runtime.is_crio else MASKED
     links.update({f"/etc/systemd/system/{u}": "/dev/null" for u in masked})
     return links

@@ -21,12 +21,19 @@ CGROUP_PREFIX = "eplab-"
 
 class LabRuntime(StrEnum):
     CONTAINERD_22 = "containerd-2.2"  # built from Go modules (the real-node rig's build)
+    CONTAINERD_17 = "containerd-1.7"  # built from Go modules: one event subscriber (containerd#7318)
     CONTAINERD_16 = "containerd-1.6"  # Debian bookworm's package: no GetContainerEvents
     CRIO_134 = "crio-1.34"  # built from Go modules; conmon and runc from Debian
 
     @property
     def is_crio(self) -> bool:
         return self is LabRuntime.CRIO_134
+
+
+# The options a node may carry (the spec's fourth field), and which runtimes each fits.
+ADMIN_POD_EVENTS_OFF = "admin-pod-events-off"  # CRI-O: a site drop-in forcing pod events off
+KUBEADM = "kubeadm"  # joined with `kubeadm join`, laid out as kubeadm's Debian packages lay a node out
+KUBEADM_RUNTIMES = (LabRuntime.CONTAINERD_22, LabRuntime.CONTAINERD_17)
 
 
 KUBELETS = ("1.36", "1.37")
@@ -40,6 +47,9 @@ class NodeSpec:
     runtime: LabRuntime
     # CRI-O only: an administrator's own drop-in, later in crio.conf.d than ours, forcing pod events off.
     admin_pod_events_off: bool = False
+    # Joined by the real `kubeadm join` (the kubelet unit and 10-kubeadm.conf from the packages, config.yaml
+    # and kubeadm-flags.env written by kubeadm, no --config-dir) instead of the lab's own kubelet unit.
+    kubeadm: bool = False
 
     @property
     def ip(self) -> str:
@@ -58,7 +68,8 @@ class NodeSpec:
         return CGROUP_PREFIX + self.name
 
     def to_text(self) -> str:
-        tail = ":admin-pod-events-off" if self.admin_pod_events_off else ""
+        tail = f":{ADMIN_POD_EVENTS_OFF}" if self.admin_pod_events_off else ""
+        tail += f":{KUBEADM}" if self.kubeadm else ""
         return f"{self.name}:{self.kubelet}:{self.runtime.value}{tail}"
 
 
@@ -69,6 +80,9 @@ DEFAULT_SPEC = ",".join(
         "lab-c37:1.37:containerd-2.2",
         "lab-c16:1.36:containerd-1.6",
         "lab-crio-off:1.36:crio-1.34:admin-pod-events-off",
+        # Joined by the real kubeadm, laid out as kubeadm's packages lay a node out (no --config-dir).
+        "lab-k22:1.36:containerd-2.2:kubeadm",
+        "lab-k17:1.36:containerd-1.7:kubeadm",  # containerd 1.7: Risky, skipped without allowRisky
     )
 )
 
@@ -77,13 +91,16 @@ class SpecError(ValueError):
     pass
 
 
+SPEC_SYNTAX = f"NAME:KUBELET:RUNTIME[:{ADMIN_POD_EVENTS_OFF}|:{KUBEADM}]"
+
+
 def parse(text: str) -> tuple[NodeSpec, ...]:
-    """`NAME:KUBELET:RUNTIME[:admin-pod-events-off]`, comma-separated; indexes follow the order."""
+    """`NAME:KUBELET:RUNTIME[:admin-pod-events-off|:kubeadm]`, comma-separated; indexes follow the order."""
     nodes: list[NodeSpec] = []
     for index, item in enumerate((part.strip() for part in text.split(",") if part.strip()), start=1):
         fields = item.split(":")
         if len(fields) not in (3, 4):
-            raise SpecError(f"{item!r}: want NAME:KUBELET:RUNTIME[:admin-pod-events-off]")
+            raise SpecError(f"{item!r}: want {SPEC_SYNTAX}")
         name, kubelet, runtime = fields[:3]
         extra = fields[3] if len(fields) == 4 else ""
         if not name or not all(ch.isalnum() or ch == "-" for ch in name) or name != name.lower():
@@ -96,9 +113,23 @@ def parse(text: str) -> tuple[NodeSpec, ...]:
             raise SpecError(
                 f"{item!r}: runtime must be one of {', '.join(r.value for r in LabRuntime)}"
             ) from None
-        if extra not in ("", "admin-pod-events-off") or (extra and not rt.is_crio):
-            raise SpecError(f"{item!r}: the only option is admin-pod-events-off, for a CRI-O node")
-        nodes.append(NodeSpec(name, index, kubelet, rt, admin_pod_events_off=bool(extra)))
+        if extra == ADMIN_POD_EVENTS_OFF and not rt.is_crio:
+            raise SpecError(f"{item!r}: {ADMIN_POD_EVENTS_OFF} is for a CRI-O node")
+        if extra == KUBEADM and (rt not in KUBEADM_RUNTIMES or kubelet != "1.36"):
+            runtimes = ", ".join(r.value for r in KUBEADM_RUNTIMES)
+            raise SpecError(f"{item!r}: {KUBEADM} is for a kubelet 1.36 node on {runtimes}")
+        if extra not in ("", ADMIN_POD_EVENTS_OFF, KUBEADM):
+            raise SpecError(f"{item!r}: the options are {ADMIN_POD_EVENTS_OFF} (CRI-O) and {KUBEADM}")
+        nodes.append(
+            NodeSpec(
+                name,
+                index,
+                kubelet,
+                rt,
+                admin_pod_events_off=extra == ADMIN_POD_EVENTS_OFF,
+                kubeadm=extra == KUBEADM,
+            )
+        )
     if not nodes:
         raise SpecError("no nodes")
     if len(nodes) > MAX_NODES:

@@ -90,6 +90,14 @@ KUBELET_137 = Component("kubelet", "v1.37.2", ("kubelet",), "~10 minutes (~15 wi
 CONTAINERD = Component("containerd", "v2.2.9", ("containerd", "containerd-shim-runc-v2", "ctr"), "~4 minutes")
 CRICTL = Component("crictl", "v1.36.0", ("crictl",), "~1 minute")
 NODE_COMPONENTS = (KUBELET_136, KUBELET_137, CONTAINERD, CRICTL)
+# The lab's kubeadm-joined nodes (docs/lab.md): kubeadm from the same k8s.io/kubernetes module and version
+# as their kubelet; containerd 1.7 (the most deployed line, one event subscriber: containerd#7318). Its
+# go.mod has an `exclude`, which `go install pkg@version` refuses, so it is built as the main module from a
+# writable copy of the module (as CRI-O is).
+KUBEADM_136 = Component("kubeadm", K8S_VERSION, ("kubeadm",), "~5 minutes (kubelet's modules cached)")
+CONTAINERD_17 = Component(
+    "containerd", "v1.7.35", ("containerd", "containerd-shim-runc-v2", "ctr"), "~5 minutes"
+)
 # Release tooling (hack/release.sh, hack/test.sh): actionlint checks the release workflow; syft writes the
 # image's SBOM. Both with `go install`, like kwok and helm.
 ACTIONLINT = Component("actionlint", "v1.7.12", ("actionlint",), "~1 minute")
@@ -330,7 +338,7 @@ def _build(comp: Component, log: Log) -> None:
     )
     start = time.monotonic()
     with _ticker(comp, log):
-        _BUILDERS[comp.name](comp, src, staging, logfile)
+        _BUILDERS.get(comp.key, _BUILDERS[comp.name])(comp, src, staging, logfile)
     for binary in comp.binaries:
         if not _executable(staging / binary):
             raise BuildError(f"{comp.key}: the build produced no {binary}; see {logfile}")
@@ -477,6 +485,27 @@ def _build_containerd(comp: Component, src: Path, out: Path, logfile: Path) -> N
     _install(cmds[0], comp.version, ld, out=out, src=src, logfile=logfile, more=cmds[1:], tags=tags)
 
 
+def _build_containerd_17(comp: Component, src: Path, out: Path, logfile: Path) -> None:
+    # github.com/containerd/containerd (no /v2) v1.7.x: `exclude github.com/mitchellh/osext ...` in its go.mod
+    # makes `go install @version` fail, so build inside a writable copy of the module, with its go.sum.
+    # CGO_ENABLED=0 as for 2.2: no_btrfs leaves out the cgo-only btrfs snapshotter, as its Makefile's
+    # BUILDTAGS do on hosts without btrfs headers.
+    info = _download_json(f"github.com/containerd/containerd@{comp.version}", cwd=src, logfile=logfile)
+    tree = src / "tree"
+    shutil.rmtree(tree, ignore_errors=True)
+    shutil.copytree(info["Dir"], tree)
+    subprocess.run(["chmod", "-R", "u+w", str(tree)], check=True)
+    mod = "github.com/containerd/containerd"
+    ld = ["-s", "-w", f"-X {mod}/version.Version={comp.version}"]
+    tags = "urfave_cli_no_docs,no_btrfs"
+    _run(
+        ["build", "-trimpath", f"-ldflags={' '.join(ld)}", f"-tags={tags}", "-o", f"{out}/",
+         *(f"./cmd/{b}" for b in comp.binaries)],
+        cwd=tree,
+        logfile=logfile,
+    )  # fmt: skip
+
+
 def _build_crictl(comp: Component, src: Path, out: Path, logfile: Path) -> None:
     # Not `go install pkg@version`: that also reads the module's version list to report deprecations, which
     # our module proxy refuses for cri-tools (403); `go get` of the exact version in a wrapper does not.
@@ -517,7 +546,9 @@ _BUILDERS: dict[str, Callable[[Component, Path, Path, Path], None]] = {
     "kubernetes": _build_kubernetes,
     # The same staging-replace wrapper builds a kubelet (its binaries name the cmd/ packages).
     "kubelet": _build_kubernetes,
+    "kubeadm": _build_kubernetes,
     "containerd": _build_containerd,
+    CONTAINERD_17.key: _build_containerd_17,  # by key: another module than containerd 2.x's
     "crictl": _build_crictl,
     "kwok": _build_kwok,
     "helm": _build_helm,

@@ -77,6 +77,10 @@ class LocalCluster:
     timeout: float = 120.0
     # More kube-apiserver flags, e.g. an audit policy for the rollout benchmark's request counts.
     apiserver_args: tuple[str, ...] = ()
+    controller_manager_args: tuple[str, ...] = ()
+    # More IP addresses in the apiserver's serving certificate (the lab's bridge address, which kubeadm's
+    # discovery connects to without a TLS server name).
+    apiserver_ips: tuple[str, ...] = ()
     ports: dict[str, int] = field(default_factory=dict)
     procs: list[_Proc] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
@@ -110,7 +114,7 @@ class LocalCluster:
         (self.directory / "logs").mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         try:
-            pki.create(self.pki.directory)
+            pki.create(self.pki.directory, extra_ips=self.apiserver_ips)
             self.ports = _free_ports(
                 "etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok"
             )
@@ -272,6 +276,7 @@ class LocalCluster:
                 f"--cluster-signing-cert-file={self.pki.ca_crt}",
                 f"--cluster-signing-key-file={self.pki.ca_key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
+                *self.controller_manager_args,
             ],
         )
         self._wait_http(

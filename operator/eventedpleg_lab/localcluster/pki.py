@@ -138,8 +138,9 @@ def _write_cert(path: Path, cert: x509.Certificate) -> None:
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
-def create(directory: Path) -> Pki:
-    """A CA, the apiserver's serving cert, an admin client cert (group system:masters) and the SA key pair."""
+def create(directory: Path, *, extra_ips: tuple[str, ...] = ()) -> Pki:
+    """A CA, the apiserver's serving cert (127.0.0.1, the `kubernetes` Service and names, `extra_ips`), an
+    admin client cert (group system:masters) and the SA key pair."""
     directory.mkdir(parents=True, exist_ok=True)
     pki = Pki(directory)
 
@@ -152,6 +153,7 @@ def create(directory: Path) -> Pki:
     sans: list[x509.GeneralName] = [
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.IPAddress(ipaddress.ip_address(SERVICE_IP)),
+        *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in extra_ips),
         x509.DNSName("localhost"),
         *(
             x509.DNSName(n)

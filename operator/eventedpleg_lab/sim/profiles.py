@@ -299,29 +299,38 @@ def kubelet_config(profile: HostProfile) -> dict[str, Any]:
     return doc
 
 
-def layout(profile: HostProfile, root: Path) -> None:
-    """Write the node's files under `root` (an empty directory)."""
-    if profile.distribution == "k3s":
-        _layout_k3s(root)
-        return
+KUBELET_UNIT = "/usr/lib/systemd/system/kubelet.service"
+
+
+def package_files(profile: HostProfile) -> dict[str, str]:
+    """What the kubelet and kubeadm packages install for the kubelet: kubelet.service, its 10-kubeadm.conf
+    drop-in and the administrator's /etc/default/kubelet (host path -> text). The lab's kubeadm nodes are
+    laid out from these too (eventedpleg_lab/lab/nodefiles.py)."""
     extra_env = "".join(f'Environment="{k}={v}"\n' for k, v in profile.unit_environment.items())
-    _write(root, "/usr/lib/systemd/system/kubelet.service", KUBELET_SERVICE)
-    _write(
-        root,
-        f"{profile.unit_dropin_dir}/10-kubeadm.conf",
-        KUBEADM_DROPIN.format(
+    user_args = profile.user_args()
+    # With nothing to add, the file is the package's own (kubernetes/release templates/latest/kubelet/kubelet.env).
+    extra = _env_line("KUBELET_EXTRA_ARGS", " ".join(user_args)) if user_args else "KUBELET_EXTRA_ARGS=\n"
+    return {
+        KUBELET_UNIT: KUBELET_SERVICE,
+        f"{profile.unit_dropin_dir}/10-kubeadm.conf": KUBEADM_DROPIN.format(
             kubeconfig_args=KUBECONFIG_ARGS,
             config=KUBEADM_CONFIG,
             extra_environment=extra_env,
             kubeadm_flags=KUBEADM_FLAGS,
             extra_args_file=profile.extra_args_file,
         ),
-    )
+        profile.extra_args_file: extra,
+    }
+
+
+def layout(profile: HostProfile, root: Path) -> None:
+    """Write the node's files under `root` (an empty directory)."""
+    if profile.distribution == "k3s":
+        _layout_k3s(root)
+        return
+    for path, text in package_files(profile).items():
+        _write(root, path, text)
     _write(root, KUBEADM_FLAGS, _env_line("KUBELET_KUBEADM_ARGS", " ".join(profile.kubeadm_args())))
-    user_args = profile.user_args()
-    # With nothing to add, the file is the package's own (kubernetes/release templates/latest/kubelet/kubelet.env).
-    extra = _env_line("KUBELET_EXTRA_ARGS", " ".join(user_args)) if user_args else "KUBELET_EXTRA_ARGS=\n"
-    _write(root, profile.extra_args_file, extra)
     if profile.node_local_cri_socket:  # WriteInstanceConfigToDisk: fmt "containerRuntimeEndpoint: %q\n"
         _write(root, INSTANCE_CONFIG, f'containerRuntimeEndpoint: "{profile.runtime_endpoint}"\n')
     _write(root, KUBEADM_CONFIG, yaml.safe_dump(kubelet_config(profile), sort_keys=False))

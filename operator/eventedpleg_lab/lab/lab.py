@@ -26,7 +26,7 @@ from typing import Any
 
 from eventedpleg_lab.lab import assets, machine
 from eventedpleg_lab.lab import nodefiles as nf
-from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec, parse
+from eventedpleg_lab.lab.nodes import REGISTRY, LabRuntime, NodeSpec, parse
 from eventedpleg_lab.localcluster import build, pki
 from eventedpleg_lab.localcluster import cluster as lc
 from eventedpleg_lab.localcluster.build import Log
@@ -136,7 +136,11 @@ class Lab:
             machine.bridge_up(specs)
             t1 = time.monotonic()
             cluster = lc.LocalCluster(
-                self.cluster_dir, log=self.log, detach=True, apiserver_args=APISERVER_ARGS
+                self.cluster_dir,
+                log=self.log,
+                detach=True,
+                apiserver_args=APISERVER_ARGS,
+                registry_address=REGISTRY,
             )
             cluster.start()
             state.api_port = cluster.ports["apiserver"]

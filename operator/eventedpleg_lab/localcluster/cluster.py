@@ -77,6 +77,9 @@ class LocalCluster:
     timeout: float = 120.0
     # More kube-apiserver flags, e.g. an audit policy for the rollout benchmark's request counts.
     apiserver_args: tuple[str, ...] = ()
+    # HOST:PORT: also serve an OCI registry there (`crane registry serve`, blobs under registry/), as the
+    # lab does on its bridge so its nodes pull the product's image and helm pulls its chart.
+    registry_address: str = ""
     ports: dict[str, int] = field(default_factory=dict)
     procs: list[_Proc] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
@@ -123,6 +126,8 @@ class LocalCluster:
             self._start_controller_manager()
             self._start_scheduler()
             self._start_kwok()
+            if self.registry_address:
+                self._start_registry()
             self._mark("ready", started)
             self._save_state()
         except BaseException:
@@ -337,6 +342,18 @@ class LocalCluster:
         self._wait_http("kwok", f"http://127.0.0.1:{self.ports['kwok']}/healthz", lambda body: b"ok" in body)
         self._mark("kwok", t0)
 
+    def _start_registry(self) -> None:
+        t0 = time.monotonic()
+        crane = build.ensure_component(build.CRANE, log=self.log)["crane"]
+        disk = self.directory / "registry"
+        disk.mkdir(exist_ok=True)
+        self._spawn(
+            "registry",
+            [str(crane), "registry", "serve", f"--address={self.registry_address}", f"--disk={disk}"],
+        )
+        self._wait_http("registry", f"http://{self.registry_address}/v2/", lambda body: True)
+        self._mark("registry", t0)
+
     # --- plumbing ---------------------------------------------------------------------------------------
 
     def _mark(self, what: str, since: float) -> None:
@@ -491,6 +508,7 @@ STATE_ENTRIES = (
     "apiserver-certs",
     "kcm-certs",
     "scheduler-certs",
+    "registry",
 )
 
 

@@ -1,7 +1,8 @@
 """The product on real nodes, installed as an administrator installs it: the image built from the
-Dockerfile and imported into each node's runtime, the CRD applied, the chart installed with helm. The
-operator and agent pods run on the lab's nodes and the agent uses the production host path (nsenter into
-the node's systemd, systemctl, journalctl, the kubelet's /metrics). Then a NodeConfig rolls out to
+Dockerfile and pushed with the packaged chart to the lab's registry, the chart installed from there with
+`helm install oci://` and the image pinned by digest. The operator and agent pods run on the lab's nodes
+and the agent uses the production host path (nsenter into the node's systemd, systemctl, journalctl, the
+kubelet's /metrics). Then a NodeConfig rolls out to
 Available while a Deployment guarded by a PodDisruptionBudget keeps serving, CRI-O gets its drop-in;
 every node ends as docs/compatibility.md says; `eventedPleg: false` takes every drop-in away again.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -28,15 +30,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from eventedpleg import constants as c
 from eventedpleg_lab import image
-from eventedpleg_lab.demo.harness import NAMESPACE
+from eventedpleg_lab.demo.harness import NAMESPACE, chart_dir
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import chart, machine
 from eventedpleg_lab.lab.lab import Lab, LabError
 from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
-from eventedpleg_lab.lab.nodes import NodeSpec
+from eventedpleg_lab.lab.nodes import REGISTRY, NodeSpec
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -247,9 +250,14 @@ def test_the_chart_runs_on_the_real_nodes(installed: Lab, lab_specs: tuple[NodeS
     assert sorted(p["spec"]["nodeName"] for p in agents) == sorted(s.name for s in lab_specs)
     operators = chart.get_json(installed, "pods", "-n", NAMESPACE)["items"]
     assert len(operators) == 2
+    # Installed from the lab's registry with the image pinned by digest: each node pulled exactly it.
+    ref = agents[0]["spec"]["containers"][0]["image"]
+    assert ref.startswith(f"{REGISTRY}/{image.NAME}@sha256:"), ref
+    digest = ref.split("@", 1)[1]
     for pod in (*agents, *operators):
         assert pod["status"]["phase"] == "Running", pod["metadata"]["name"]
-        assert pod["spec"]["containers"][0]["image"] == image.TAG
+        assert pod["spec"]["containers"][0]["image"] == ref
+        assert pod["status"]["containerStatuses"][0]["imageID"].endswith(digest), pod["status"]
     holder = chart.lease_holder(installed)
     assert holder in {p["metadata"]["name"] for p in operators}
 
@@ -542,3 +550,108 @@ def test_a_node_whose_drain_could_never_finish_is_reported_and_never_cordoned(
     finally:
         chart.kubectl_ok(installed, "-n", chart.WORKLOAD_NAMESPACE, "delete", "deploy/db", "pdb/db",
             "--wait=true", timeout=120)  # fmt: skip
+
+
+# The field the next chart version's CRD gains in test_helm_upgrade_mid_rollout (a string, no default).
+NEXT_FIELD = "upgradeNote"
+
+
+def _next_chart(directory: Path, version: str) -> Path:
+    """The chart as the next release ships it: version `version` (same appVersion and image) and a CRD
+    whose spec gained NEXT_FIELD."""
+    source = chart_dir()
+    copy = directory / source.name
+    shutil.copytree(source, copy)
+    meta = yaml.safe_load((copy / "Chart.yaml").read_text())
+    meta["version"] = version
+    (copy / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    crd_file = copy / "files" / "crds" / "nodeconfig.yaml"
+    crd = yaml.safe_load(crd_file.read_text())
+    (served,) = crd["spec"]["versions"]
+    spec = served["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["properties"][NEXT_FIELD] = {"type": "string", "description": "Gained by the next chart version."}
+    crd_file.write_text(yaml.safe_dump(crd, sort_keys=False))
+    return copy
+
+
+def test_helm_upgrade_mid_rollout_keeps_the_rollout_and_the_nodeconfig(
+    installed: Lab, lab_specs: tuple[NodeSpec, ...], tmp_path: Path
+) -> None:
+    """`helm upgrade` from the lab's registry to the next chart version, whose CRD gained a field, while
+    a node is in a step of the rollout (the revert of the last test's): the operator's and every agent's
+    pods are replaced (the chart's version label is in their templates), the rollout still converges
+    with no node taken twice, the NodeConfig keeps its spec, and the API server accepts the new field.
+    The image stays the same digest: the operator this test runs knows no `upgradeNote`, so the field
+    is checked by a server-side dry run, not stored."""
+    meta = ("get", "metadata", chart.RELEASE, "-n", NAMESPACE, "-o", "json")
+    current = json.loads(chart.helm(installed, *meta))
+    nxt = semver_next(current["version"])
+    reference = chart.push_chart(installed, _next_chart(tmp_path, nxt), tmp_path)
+    before = chart.get_json(installed, "nodeconfig", chart.NODECONFIG)
+    states: dict[str, list[str]] = {}
+    upgraded: list[str] = []  # "node state: helm's output", once
+    in_step = {c.NodeState.DRAINING.value, c.NodeState.APPLYING.value, c.NodeState.VERIFYING.value}
+    stop = threading.Event()
+
+    def sample() -> None:  # each node's state sequence (repeats folded); the upgrade once a node is in a step
+        while not stop.wait(0.5):
+            try:
+                nodes = installed.nodes()
+            except Exception:  # an API hiccup is not a sample
+                continue
+            for name, node in nodes.items():
+                state = node["metadata"].get("annotations", {}).get(c.ANN_STATE, "-")
+                seen = states.setdefault(name, [])
+                if not seen or seen[-1] != state:
+                    seen.append(state)
+                if state in in_step and not upgraded:
+                    out = chart.helm(installed, "upgrade", chart.RELEASE, reference, f"--version={nxt}",
+                        "--plain-http", "-n", NAMESPACE, "--reuse-values")  # fmt: skip
+                    upgraded.append(f"{name} {state}: {out.strip()}")
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        body, watch, _ = _rollout(installed, evented_pleg=False)
+    finally:
+        stop.set()
+        sampler.join()
+    print(f"helm upgrade while {upgraded}")
+    print("\n".join(f"{name}: {' -> '.join(seq)}" for name, seq in sorted(states.items())))
+    assert upgraded and "has been upgraded" in upgraded[0], upgraded
+    assert chart.conditions(body).get("Available") == "True", body.get("status")
+    assert watch.min_ready >= chart.WORKLOAD_MIN_AVAILABLE, watch.min_ready
+    assert _in_progress_or_half_applied(installed) == []
+    for name, seq in states.items():  # the upgrade neither lost a node nor had one taken twice
+        assert seq.count(c.NodeState.DRAINING.value) <= 1, (name, seq)
+    for spec in lab_specs:
+        assert chart.on_node(installed, spec.name, "cat", KUBELET_DROPIN) == "", spec.name
+    # The release is the next version, and once its pods are rolled every pod runs its templates.
+    now = json.loads(chart.helm(installed, *meta))
+    assert (now["version"], now["revision"]) == (nxt, current["revision"] + 1), now
+    for kind, namespace in (("deployments", NAMESPACE), ("daemonsets", chart.AGENT_NAMESPACE)):
+        for item in chart.get_json(installed, kind, "-n", namespace)["items"]:
+            what = f"{kind}/{item['metadata']['name']}"
+            chart.kubectl_ok(installed, "-n", namespace, "rollout", "status", what, "--timeout=300s",
+                timeout=330)  # fmt: skip
+    for namespace in (NAMESPACE, chart.AGENT_NAMESPACE):
+        for pod in chart.get_json(installed, "pods", "-n", namespace)["items"]:
+            if pod["metadata"].get("deletionTimestamp") is None:
+                assert pod["metadata"]["labels"]["helm.sh/chart"] == f"{chart_dir().name}-{nxt}", pod[
+                    "metadata"
+                ]
+    # The NodeConfig kept its uid and its spec (only eventedPleg changed, by the revert).
+    after = chart.get_json(installed, "nodeconfig", chart.NODECONFIG)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert {**before["spec"], "eventedPleg": False} == after["spec"], (before["spec"], after["spec"])
+    # The served CRD has the new field: a server-side dry run keeps it (an unknown field would be pruned).
+    with_field = {k: after[k] for k in ("apiVersion", "kind")}
+    with_field |= {"metadata": {"name": chart.NODECONFIG}, "spec": {**after["spec"], NEXT_FIELD: "next"}}
+    dry = json.loads(chart.kubectl_ok(installed, "apply", "--dry-run=server", "-o", "json", "-f", "-",
+        stdin=json.dumps(with_field)))  # fmt: skip
+    assert dry["spec"][NEXT_FIELD] == "next", dry["spec"]
+
+
+def semver_next(version: str) -> str:
+    major, minor, patch = version.split("-", 1)[0].split(".")
+    return f"{major}.{minor}.{int(patch) + 1}"

@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import yaml
 
 from eventedpleg_lab.lab import kubeadm
 from eventedpleg_lab.lab import nodefiles as nf
-from eventedpleg_lab.lab.nodes import DEFAULT_SPEC, LabRuntime, SpecError, parse
+from eventedpleg_lab.lab.nodes import DEFAULT_SPEC, REGISTRY, LabRuntime, SpecError, parse
 from eventedpleg_lab.localcluster import pki
 from eventedpleg_lab.sim import profiles
 
@@ -94,6 +95,23 @@ def test_node_files_join_the_cluster_with_the_node_identity() -> None:
     debian = nf.node_files(c, specs, api_port=6443, machine_id="3" * 32)
     assert "version = 2" in debian["/etc/containerd/config.toml"].text
     assert "ExecStart=/usr/bin/containerd " in debian["/etc/systemd/system/containerd.service"].text
+
+
+def test_every_node_pulls_from_the_labs_registry_over_plain_http() -> None:
+    specs = parse("a:1.36:containerd-2.2,b:1.36:crio-1.34,c:1.36:containerd-1.6")
+    a, b, c = (nf.node_files(s, specs, api_port=1, machine_id="0" * 32) for s in specs)
+    hosts_toml = f"{nf.CONTAINERD_CERTS_D}/{REGISTRY}/hosts.toml"
+    v3 = tomllib.loads(a["/etc/containerd/config.toml"].text)["plugins"]
+    assert v3["io.containerd.cri.v1.images"]["registry"]["config_path"] == nf.CONTAINERD_CERTS_D
+    v2 = tomllib.loads(c["/etc/containerd/config.toml"].text)["plugins"]
+    assert v2["io.containerd.grpc.v1.cri"]["registry"]["config_path"] == nf.CONTAINERD_CERTS_D
+    for files in (a, c):
+        hosts = tomllib.loads(files[hosts_toml].text)
+        assert hosts["server"] == f"http://{REGISTRY}" == "http://172.16.77.1:5000"
+        assert hosts["host"][f"http://{REGISTRY}"]["capabilities"] == ["pull", "resolve"]
+    assert hosts_toml not in b
+    (registry,) = tomllib.loads(b["/etc/containers/registries.conf.d/50-lab-registry.conf"].text)["registry"]
+    assert registry == {"location": REGISTRY, "insecure": True}
 
 
 def test_runc_wrapper_clamps_what_this_machine_cannot_grant(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
-"""The product on the lab as a cluster administrator installs and runs it: the image imported into every
-node's runtime (no registry), the CRD with `kubectl apply`, the chart with `helm install`, a workload
-guarded by a PodDisruptionBudget, a NodeConfig; and what each lab node must end as (`outcome_problems`).
+"""The product on the lab as a cluster administrator installs and runs it: the image and the packaged chart
+pushed to the lab's OCI registry, the chart installed from there with `helm install oci://` and the image
+pinned by digest (every node pulls it), a workload guarded by a PodDisruptionBudget, a NodeConfig; and
+what each lab node must end as (`outcome_problems`).
 Shared by `eventedpleg demo --lab` and the lab test tier."""
 
 from __future__ import annotations
@@ -9,12 +10,14 @@ import contextlib
 import json
 import shutil
 import subprocess
+import tarfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from eventedpleg import __version__
 from eventedpleg import constants as c
 from eventedpleg_lab import image
 from eventedpleg_lab.demo.harness import NAMESPACE, chart_dir
@@ -22,7 +25,7 @@ from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import machine
 from eventedpleg_lab.lab.lab import Lab, LabError
 from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
-from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec
+from eventedpleg_lab.lab.nodes import REGISTRY, LabRuntime, NodeSpec
 from eventedpleg_lab.localcluster import build
 from eventedpleg_lab.localcluster.build import Log
 
@@ -75,32 +78,85 @@ def wait_for(what: str, check: Callable[[], T], *, timeout: float, interval: flo
     return last
 
 
-def install(
-    lab: Lab,
-    specs: tuple[NodeSpec, ...],
-    archive: Path,
-    *,
-    ref: str = image.TAG,
-    timeout: float = 300.0,
-) -> None:
-    """Import `archive` into every node, `helm install` the chart, packaged as a release packages it, with
-    that image (pullPolicy Never: nothing is pulled; the chart installs the CRD) and wait until the operator
-    and every agent pod are Ready."""
-    lab.load_image(archive, ref)
-    package_dir = lab.directory / "chart"
-    shutil.rmtree(package_dir, ignore_errors=True)
-    package_dir.mkdir(parents=True)
-    helm(lab, "package", str(chart_dir()), "-d", str(package_dir))
-    (package,) = package_dir.glob(f"{chart_dir().name}-*.tgz")
+@dataclass(frozen=True)
+class Published:
+    """What `publish` put into the lab's registry, as a release publishes it."""
+
+    image: str  # REGISTRY/evented-pleg-operator@sha256:...
+    chart: str  # oci://REGISTRY/charts/evented-pleg-operator
+    version: str  # the chart's version
+
+    @property
+    def repository(self) -> str:
+        return self.image.split("@", 1)[0]
+
+    @property
+    def digest(self) -> str:
+        return self.image.split("@", 1)[1]
+
+
+def archive_digest(archive: Path) -> str:
+    """The manifest digest inside an OCI archive (its index.json's one manifest)."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("index.json")
+        if member is None:
+            raise LabError(f"{archive}: no index.json")
+        manifests = json.load(member).get("manifests", [])
+    if len(manifests) != 1:
+        raise LabError(f"{archive}: {len(manifests)} manifests in index.json, expected one image")
+    digest: str = manifests[0]["digest"]
+    return digest
+
+
+def publish(lab: Lab, archive: Path, *, version: str = __version__) -> Published:
+    """Push the image (by digest) and the chart (`helm package`, `helm push`) into the lab's registry, as
+    hack/release.sh's artifacts are pushed to a public one."""
+    crane = build.ensure_component(build.CRANE)["crane"]
+    work = lab.directory / "publish"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "layout").mkdir(parents=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(work / "layout", filter="data")
+    refs = work / "image-refs"
+    repository = f"{REGISTRY}/{image.NAME}"
+    argv = [str(crane), "push", "--insecure", str(work / "layout"), f"{repository}:{version}"]
+    done = subprocess.run(
+        [*argv, f"--image-refs={refs}"], capture_output=True, text=True, timeout=300, check=False
+    )
+    if done.returncode != 0:
+        raise LabError(f"crane push: {(done.stderr or done.stdout).strip()[-800:]}")
+    pushed = refs.read_text().strip()
+    want = archive_digest(archive)
+    if pushed != f"{repository}@{want}":
+        raise LabError(f"crane push gave {pushed}, the archive holds {want}")
+    return Published(pushed, push_chart(lab, chart_dir(), work), version)
+
+
+def push_chart(lab: Lab, source: Path, work: Path) -> str:
+    """`helm package` the chart in `source` into `work` and `helm push` it to the lab's registry; returns
+    the chart's oci:// reference (its version is the one in source/Chart.yaml)."""
+    for old in work.glob(f"{source.name}-*.tgz"):
+        old.unlink()
+    helm(lab, "package", str(source), "-d", str(work))
+    (package,) = work.glob(f"{source.name}-*.tgz")
+    helm(lab, "push", str(package), f"oci://{REGISTRY}/charts", "--plain-http")
+    return f"oci://{REGISTRY}/charts/{source.name}"
+
+
+def install(lab: Lab, specs: tuple[NodeSpec, ...], published: Published, *, timeout: float = 300.0) -> str:
+    """`helm install` the chart from the lab's registry with the image pinned by digest (every node pulls
+    it from the registry; the chart installs the CRD) and wait until the operator and every agent pod are
+    Ready. Returns helm's output."""
     for spec in specs:
         if expected_outcome(spec).state == c.NodeState.DONE.value:
             kubectl_ok(lab, "label", "node", spec.name, f"{OPERATOR_HOST_LABEL}=true", "--overwrite")
-    repository, tag = ref.rsplit(":", 1)
-    helm(lab, "install", RELEASE, str(package), "-n", NAMESPACE, "--create-namespace",
-         f"--set=image.repository={repository}", f"--set=image.tag={tag}", "--set=image.pullPolicy=Never",
+    out = helm(lab, "install", RELEASE, published.chart, f"--version={published.version}", "--plain-http",
+         "-n", NAMESPACE, "--create-namespace",
+         f"--set=image.repository={published.repository}", f"--set=image.digest={published.digest}",
          f"--set-string=operator.nodeSelector.{OPERATOR_HOST_LABEL.replace('.', chr(92) + '.')}=true",
          "--wait", f"--timeout={int(timeout)}s", timeout=timeout + 30)  # fmt: skip
     kubectl_ok(lab, "wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s")
+    return out
 
 
 def helm_test(lab: Lab, *, timeout: float = 180.0) -> str:
@@ -123,7 +179,14 @@ def install_product(
     inputs did not change), `install`, and (unless not `workload`) the workload guarded by its
     PodDisruptionBudget."""
     built = image.ImageBuilder(image.find_repo(), log=log).build(image.default_archive())
-    install(lab, specs, built.archive)
+    published = publish(lab, built.archive)
+    if log is not None:
+        log(f"[lab] pushed {published.image} and the chart {published.chart}:{published.version}")
+        log(
+            f"[lab] helm install {RELEASE} {published.chart} --version {published.version} "
+            f"--set image.repository={published.repository} --set image.digest={published.digest}"
+        )
+    install(lab, specs, published)
     if workload:
         start_workload(lab)
 

@@ -1,8 +1,9 @@
 """`eventedpleg demo --lab`: the main job on real nodes. The lab comes up (systemd-nspawn nodes running
-real kubelets, containerd and CRI-O), the image is built from the Dockerfile and imported into every node,
-the chart is installed with helm, a Deployment guarded by a PodDisruptionBudget runs, and a NodeConfig rolls
-out live. Exit 0 only when the NodeConfig is Available and every node ended as expected
-(chart.expected_outcome); then the lab is taken down."""
+real kubelets, containerd and CRI-O), the image is built from the Dockerfile and pushed with the packaged
+chart to the lab's registry, the chart is installed from there with helm (each node pulls the image by
+digest), a Deployment guarded by a PodDisruptionBudget runs, and a NodeConfig rolls out live. Exit 0
+only when the NodeConfig is Available and every node ended as expected (chart.expected_outcome); then the
+lab is taken down."""
 
 from __future__ import annotations
 

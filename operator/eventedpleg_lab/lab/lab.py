@@ -26,7 +26,7 @@ from typing import Any
 
 from eventedpleg_lab.lab import assets, kubeadm, machine
 from eventedpleg_lab.lab import nodefiles as nf
-from eventedpleg_lab.lab.nodes import GATEWAY, LabRuntime, NodeSpec, parse
+from eventedpleg_lab.lab.nodes import GATEWAY, REGISTRY, LabRuntime, NodeSpec, parse
 from eventedpleg_lab.localcluster import build, pki
 from eventedpleg_lab.localcluster import cluster as lc
 from eventedpleg_lab.localcluster.build import Log
@@ -155,6 +155,7 @@ class Lab:
                 apiserver_args=APISERVER_ARGS + (KUBEADM_APISERVER_ARGS if joining else ()),
                 controller_manager_args=KUBEADM_CONTROLLER_MANAGER_ARGS if joining else (),
                 apiserver_ips=(GATEWAY,),  # kubeadm's discovery dials it without a TLS server name
+                registry_address=REGISTRY,
             )
             cluster.start()
             state.api_port = cluster.ports["apiserver"]

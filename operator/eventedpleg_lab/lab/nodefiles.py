@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from eventedpleg_lab.lab.nodes import GATEWAY, MAX_NODES, LabRuntime, NodeSpec
+from eventedpleg_lab.lab.nodes import GATEWAY, MAX_NODES, REGISTRY, LabRuntime, NodeSpec
 from eventedpleg_lab.realnode.config import kubelet_base
 from eventedpleg_lab.realnode.images import IDLE_IMAGE, PAUSE_IMAGE
 from eventedpleg_lab.sim import profiles
@@ -212,6 +212,23 @@ def kubeadm_package_files() -> dict[str, str]:
     return profiles.package_files(profiles.kubeadm_default())
 
 
+# Pulling from the lab's registry, as a cluster administrator points nodes at a private registry:
+# containerd reads <config_path>/<host:port>/hosts.toml (containerd docs/hosts.md; `config_path` since 1.5,
+# in the CRI images plugin in config version 3); CRI-O reads containers-registries.conf.d(5) drop-ins.
+# The registry speaks plain HTTP on the bridge, so both are told so.
+CONTAINERD_CERTS_D = "/etc/containerd/certs.d"
+CONTAINERD_HOSTS_TOML = f"""\
+server = "http://{REGISTRY}"
+[host."http://{REGISTRY}"]
+  capabilities = ["pull", "resolve"]
+"""
+CRIO_REGISTRY_CONF = f"""\
+[[registry]]
+location = "{REGISTRY}"
+insecure = true
+"""
+
+
 def containerd_config(spec: NodeSpec) -> str:
     if spec.runtime is LabRuntime.CONTAINERD_22:
         return f"""\
@@ -228,6 +245,8 @@ version = 3
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ['/usr/lib/cni']
     conf_dir = '/etc/cni/net.d'
+[plugins.'io.containerd.cri.v1.images'.registry]
+  config_path = '{CONTAINERD_CERTS_D}'
 """
     return f"""\
 version = 2
@@ -244,6 +263,8 @@ version = 2
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "/etc/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{CONTAINERD_CERTS_D}"
 """
 
 
@@ -379,10 +400,12 @@ def node_files(
         files["/etc/containers/storage.conf"] = NodeFile(STORAGE_CONF)
         files["/etc/systemd/system/crio.service"] = NodeFile(crio_unit())
         files["/usr/local/bin/runc-lab"] = NodeFile(RUNC_WRAPPER, 0o755)
+        files["/etc/containers/registries.conf.d/50-lab-registry.conf"] = NodeFile(CRIO_REGISTRY_CONF)
         if spec.admin_pod_events_off:
             files[CRIO_ADMIN_DROPIN] = NodeFile(CRIO_ADMIN_POLICY)
     else:
         files["/etc/containerd/config.toml"] = NodeFile(containerd_config(spec))
+        files[f"{CONTAINERD_CERTS_D}/{REGISTRY}/hosts.toml"] = NodeFile(CONTAINERD_HOSTS_TOML)
         files["/etc/systemd/system/containerd.service"] = NodeFile(containerd_unit(spec))
     return files
 

@@ -16,6 +16,9 @@ GATEWAY = "172.16.77.1"
 NODE_NET = ipaddress.IPv4Network("172.16.77.0/24")
 POD_NET = ipaddress.IPv4Network("10.244.0.0/16")
 MAX_NODES = 9
+# The lab's OCI registry (`crane registry serve`), on the host's bridge address: plain HTTP, reachable from
+# every node and only from the machine itself.
+REGISTRY = f"{GATEWAY}:5000"
 CGROUP_PREFIX = "eplab-"
 
 

@@ -103,6 +103,9 @@ CONTAINERD_17 = Component(
 ACTIONLINT = Component("actionlint", "v1.7.12", ("actionlint",), "~1 minute")
 SYFT = Component("syft", "v1.57.1", ("syft",), "~10 minutes and ~3 GB of RAM (a ~1 GB module download)")
 RELEASE_TOOLS = (ACTIONLINT, SYFT)
+# The lab's OCI registry (docs/lab.md): `crane registry serve` on the bridge address; `crane push` puts the
+# image built from the Dockerfile into it by digest, as a release pushes it to a public registry.
+CRANE = Component("crane", "v0.22.1", ("crane",), "~1 minute")
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 # The tests' kstatus reader: ../kstatus/main.go around sigs.k8s.io/cli-utils/pkg/kstatus/status (what Flux
@@ -540,6 +543,13 @@ def _build_syft(comp: Component, src: Path, out: Path, logfile: Path) -> None:
     _install("github.com/anchore/syft/cmd/syft", comp.version, ld, out=out, src=src, logfile=logfile)
 
 
+def _build_crane(comp: Component, src: Path, out: Path, logfile: Path) -> None:
+    # As the module's release build (cmd/crane/cmd/version.go): the version `crane version` prints.
+    ld = [f"-X github.com/google/go-containerregistry/cmd/crane/cmd.Version={comp.version}"]
+    pkg = "github.com/google/go-containerregistry/cmd/crane"
+    _install(pkg, comp.version, ld, out=out, src=src, logfile=logfile)
+
+
 _BUILDERS: dict[str, Callable[[Component, Path, Path, Path], None]] = {
     "kstatus": _build_kstatus,
     "etcd": _build_etcd,
@@ -554,6 +564,7 @@ _BUILDERS: dict[str, Callable[[Component, Path, Path, Path], None]] = {
     "helm": _build_helm,
     "actionlint": _build_actionlint,
     "syft": _build_syft,
+    "crane": _build_crane,
 }
 
 

@@ -81,6 +81,9 @@ class LocalCluster:
     # More IP addresses in the apiserver's serving certificate (the lab's bridge address, which kubeadm's
     # discovery connects to without a TLS server name).
     apiserver_ips: tuple[str, ...] = ()
+    # HOST:PORT: also serve an OCI registry there (`crane registry serve`, blobs under registry/), as the
+    # lab does on its bridge so its nodes pull the product's image and helm pulls its chart.
+    registry_address: str = ""
     ports: dict[str, int] = field(default_factory=dict)
     procs: list[_Proc] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
@@ -127,6 +130,8 @@ class LocalCluster:
             self._start_controller_manager()
             self._start_scheduler()
             self._start_kwok()
+            if self.registry_address:
+                self._start_registry()
             self._mark("ready", started)
             self._save_state()
         except BaseException:
@@ -342,6 +347,18 @@ class LocalCluster:
         self._wait_http("kwok", f"http://127.0.0.1:{self.ports['kwok']}/healthz", lambda body: b"ok" in body)
         self._mark("kwok", t0)
 
+    def _start_registry(self) -> None:
+        t0 = time.monotonic()
+        crane = build.ensure_component(build.CRANE, log=self.log)["crane"]
+        disk = self.directory / "registry"
+        disk.mkdir(exist_ok=True)
+        self._spawn(
+            "registry",
+            [str(crane), "registry", "serve", f"--address={self.registry_address}", f"--disk={disk}"],
+        )
+        self._wait_http("registry", f"http://{self.registry_address}/v2/", lambda body: True)
+        self._mark("registry", t0)
+
     # --- plumbing ---------------------------------------------------------------------------------------
 
     def _mark(self, what: str, since: float) -> None:
@@ -496,6 +513,7 @@ STATE_ENTRIES = (
     "apiserver-certs",
     "kcm-certs",
     "scheduler-certs",
+    "registry",
 )
 
 

@@ -13,7 +13,7 @@ from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.node import benefit
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import node_view
-from eventedpleg.models.nodeconfig import DrainSpec, OnDrainBlocked
+from eventedpleg.models.nodeconfig import DrainSpec, OnDrainBlocked, OrderBy, RolloutOrder
 
 HASH = "0123456789"
 
@@ -117,3 +117,39 @@ def test_preflight_names_the_drain_that_could_never_finish_and_counts_it_out() -
     assert "nothing to evict" in table.splitlines()[4]
     assert table.splitlines()[5].split()[6:8] == ["refuses", "nothing"]  # HOST, DRAIN
     assert "1 of them refused by their agent's host check: not cordoned, marked Skipped" in table
+
+
+def test_status_and_preflight_list_nodes_in_the_order_the_rollout_takes_them() -> None:
+    rank = "example.com/rank"
+
+    def labelled(name: str, value: str, created: str) -> dict[str, Any]:
+        body = _node(name, {c.ANN_OWNER: "cluster", c.ANN_STATE: "Pending"})
+        body["metadata"]["labels"] = {rank: value}
+        body["metadata"]["creationTimestamp"] = created
+        return body
+
+    nodes = [
+        node_view(labelled("a", "10", "2026-01-03T00:00:00Z")),
+        node_view(labelled("b", "9", "2026-01-01T00:00:00Z")),
+        node_view(labelled("c", "1", "2026-01-02T00:00:00Z")),
+    ]
+    by_label = {"eventedPleg": True, "rollout": {"order": {"by": "Label", "label": rank}}}
+    text = status_view({"metadata": {"name": "cluster"}, "spec": by_label, "status": {}}, nodes)
+    assert [line.split()[0] for line in text.splitlines() if line[:2] in ("a ", "b ", "c ")] == [
+        "c",
+        "b",
+        "a",
+    ]
+    # Unreadable or absent: by name, as the operator's default.
+    broken = {"eventedPleg": True, "rollout": {"order": {"by": "Nonsense"}}}
+    text = status_view({"metadata": {"name": "cluster"}, "spec": broken, "status": {}}, nodes)
+    assert [line.split()[0] for line in text.splitlines() if line[:2] in ("a ", "b ", "c ")] == [
+        "a",
+        "b",
+        "c",
+    ]
+    policy, drain, now = compat.Policy(), DrainPolicy.of(DrainSpec()), datetime(2026, 11, 25, tzinfo=UTC)
+    oldest = RolloutOrder(by=OrderBy.OLDEST_FIRST)
+    rows = preflight_rows(nodes, policy, [], [], drain, now=now, order=oldest)
+    assert [row.node.name for row in rows] == ["b", "c", "a"]
+    assert [row.node.name for row in preflight_rows(nodes, policy, [], [], drain, now=now)] == ["a", "b", "c"]

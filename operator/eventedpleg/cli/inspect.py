@@ -90,7 +90,8 @@ def preflight(
         chosen = [n for n in all_nodes if selector.matches(spec.node_selector, n.labels)]
     drain = DrainPolicy.of(spec.drain if spec is not None else DrainSpec())
     mode = (spec.kubelet_config if spec is not None else KubeletConfigMode.DROP_IN_ONLY).value
-    rows = views.preflight_rows(chosen, policy, pods, pdbs, drain, mode, now=datetime.now(UTC))
+    order = spec.rollout.order if spec is not None else None
+    rows = views.preflight_rows(chosen, policy, pods, pdbs, drain, mode, now=datetime.now(UTC), order=order)
     click.echo(
         views.preflight_json(rows, policy)
         if output == "json"

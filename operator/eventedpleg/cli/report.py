@@ -8,11 +8,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import budgets, drainpods
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.nodeorder import order_key
 from eventedpleg.core.rollout.snapshot import NodeView
-from eventedpleg.models.nodeconfig import KubeletConfigMode, OnDrainBlocked
+from eventedpleg.models.nodeconfig import KubeletConfigMode, OnDrainBlocked, RolloutOrder
 
 MAX_REASON = 90
 
@@ -63,14 +66,16 @@ def preflight_rows(
     mode: str = KubeletConfigMode.DROP_IN_ONLY.value,
     *,
     now: datetime,
+    order: RolloutOrder | None = None,
 ) -> list[PreflightRow]:
     """Each node's verdict, and what its drain would meet now (the checks the operator makes before the
-    cordon: static pods, PodDisruptionBudgets that allow no eviction, pods no drain option lets go)."""
+    cordon: static pods, PodDisruptionBudgets that allow no eviction, pods no drain option lets go), in the
+    order the rollout takes the nodes (`order`: spec.rollout.order)."""
     on_node: dict[str, list[Mapping[str, Any]]] = {}
     for pod in pods:
         on_node.setdefault(str((pod.get("spec") or {}).get("nodeName", "")), []).append(pod)
     out = []
-    for node in sorted(nodes, key=lambda n: (n.zone, n.name)):
+    for node in sorted(nodes, key=order_key(order or RolloutOrder())):
         mine = on_node.get(node.name, [])
         selection = drainpods.select(mine, drain.options(now))
         facts = node.facts
@@ -189,8 +194,17 @@ def benefit_text(text: str) -> str:
     return str(data.get("summary") or "") if isinstance(data, dict) else ""
 
 
+def _order(spec: Mapping[str, Any]) -> RolloutOrder:
+    """spec.rollout.order as the API server stored it (the default when absent or not readable)."""
+    try:
+        return RolloutOrder.model_validate((spec.get("rollout") or {}).get("order") or {})
+    except ValidationError:
+        return RolloutOrder()
+
+
 def status_view(nodeconfig: Mapping[str, Any], nodes: Sequence[NodeView], *, now_text: str = "") -> str:
-    """What `eventedpleg status` and the demo print: conditions, counts, nodes in our hands."""
+    """What `eventedpleg status` and the demo print: conditions, counts, nodes in our hands (in the order
+    the rollout takes them)."""
     name = nodeconfig["metadata"]["name"]
     spec = nodeconfig.get("spec") or {}
     status = nodeconfig.get("status") or {}
@@ -209,7 +223,7 @@ def status_view(nodeconfig: Mapping[str, Any], nodes: Sequence[NodeView], *, now
             lines.append(f"  {kind:<12} {cond.get('status', '?'):<6} {cond.get('reason', '')}{message}")
     notes = {n["name"]: n for n in status.get("nodeStatuses") or []}
     rows = []
-    for node in sorted(nodes, key=lambda n: (n.zone, n.name)):
+    for node in sorted(nodes, key=order_key(_order(spec))):
         marks = node.marks
         note = notes.get(node.name, {})
         state = marks.state.value if marks.state and marks.owner == name else note.get("state", "")

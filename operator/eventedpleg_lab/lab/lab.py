@@ -125,6 +125,7 @@ class Lab:
             build.ensure_component(build.KUBEADM_136, log=self.log)
         if any(s.runtime.is_crio for s in specs):
             assets.ensure_crio(self.log)
+        build.ensure_component(build.CRANE, log=self.log)  # the lab registry, started with the control plane
         return bins
 
     # --- up ---------------------------------------------------------------------------------------------

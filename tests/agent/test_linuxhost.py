@@ -40,6 +40,20 @@ def test_linux_host_finds_the_kubelet_in_proc(tmp_path: Path) -> None:
     found = LinuxHost(Path("/"), proc=proc, nsenter=False).kubelet_process()
     assert found is not None
     assert found.pid == 812
+
+    # A kubelet of a nested machine (kind, systemd-nspawn) is listed too, with a PID namespace of its own:
+    # not this host's, wherever /proc lists it.
+    nested = proc / "700"
+    nested.mkdir()
+    (nested / "cmdline").write_bytes(b"/usr/local/bin/kubelet\0--config=/etc/kubernetes/kubelet.yaml\0")
+    (nested / "environ").write_bytes(b"")
+    for pid, ns in ((1, "pid:[4026531836]"), (812, "pid:[4026531836]"), (700, "pid:[4026532999]")):
+        (proc / str(pid) / "ns").mkdir()
+        (proc / str(pid) / "ns" / "pid").symlink_to(ns)
+    host = LinuxHost(Path("/"), proc=proc, nsenter=False)
+    assert (found := host.kubelet_process()) is not None and found.pid == 812
+    (proc / "812" / "cmdline").write_bytes(b"/sbin/other\0")
+    assert host.kubelet_process() is None  # the nested one alone is not this host's kubelet
     assert found.argv == ("/usr/bin/kubelet", "--config=/var/lib/kubelet/config.yaml", "--config-dir=/d")
     assert found.environ == {"A": "1"}
     assert found.started_at is not None and found.started_at.timestamp() > 1700000000

@@ -101,12 +101,18 @@ class LinuxHost:
         return CommandResult(args, done.returncode, done.stdout, done.stderr)
 
     def kubelet_process(self) -> KubeletProcess | None:
+        """The kubelet of this host: a process named kubelet in host PID 1's PID namespace. A kubelet in a
+        nested one (a kind node, a systemd-nspawn machine) is also listed in /proc, but it is not ours."""
+        # PID 1's, or where that link cannot be read, the agent's own (it runs in the host's: hostPID).
+        host_ns = _pid_namespace(self._proc / "1") or _pid_namespace(self._proc / "self")
         for entry in self._proc.iterdir():
             if not entry.name.isdigit():
                 continue
             try:
                 argv = parse_cmdline((entry / "cmdline").read_bytes())
                 if not argv or Path(argv[0]).name != "kubelet":
+                    continue
+                if host_ns is not None and _pid_namespace(entry) not in (None, host_ns):
                     continue
                 environ = parse_environ((entry / "environ").read_bytes())
             except OSError:
@@ -155,3 +161,11 @@ class LinuxHost:
             return HttpResult(exc.code, error=str(exc))
         except (urllib.error.URLError, OSError) as exc:
             return HttpResult(0, error=str(exc))
+
+
+def _pid_namespace(entry: Path) -> str | None:
+    """/proc/<pid>/ns/pid's link text (e.g. pid:[4026531836]); None where it cannot be read."""
+    try:
+        return str((entry / "ns" / "pid").readlink())
+    except OSError:
+        return None

@@ -14,18 +14,20 @@ from eventedpleg.core.rollout.actions import Cordon
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
 
 
-def _rv(body: Mapping[str, Any]) -> int:
+def _rv_number(value: str | int | None) -> int:
+    """A resourceVersion as a number (0 when absent or not one): what the cache orders versions by."""
     try:
-        return int((body.get("metadata") or {}).get("resourceVersion", 0))
+        return int(value or 0)
     except (TypeError, ValueError):
         return 0
 
 
+def _rv(body: Mapping[str, Any]) -> int:
+    return _rv_number((body.get("metadata") or {}).get("resourceVersion"))
+
+
 def _view_rv(view: NodeView) -> int:
-    try:
-        return int(view.resource_version or 0)
-    except ValueError:
-        return 0
+    return _rv_number(view.resource_version)
 
 
 @dataclass

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -123,6 +123,24 @@ def _web_pod_nodes(lab: Lab) -> set[str]:
     """The nodes any web pod is on, Ready, terminating or neither."""
     pods = chart.get_json(lab, "pods", "-n", chart.WORKLOAD_NAMESPACE, "-l", chart.WORKLOAD_SELECTOR)["items"]
     return {str(p["spec"]["nodeName"]) for p in pods if p["spec"].get("nodeName")}
+
+
+@contextlib.contextmanager
+def _sampling(sample: Callable[[], None]) -> Iterator[None]:
+    """Call `sample` every 0.5 s in a thread of its own while the block runs."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(0.5):
+            sample()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _rollout(lab: Lab, evented_pleg: bool, act: Act | None = None) -> tuple[dict[str, Any], Watch, Fault]:
@@ -409,42 +427,32 @@ def test_in_place_keeps_every_container_and_every_endpoint_answering(
     )
     cordoned: set[str] = set()
     least_ready = len(before)
-    stop = threading.Event()
 
-    def watch() -> None:
+    def sample() -> None:
         nonlocal least_ready
-        while not stop.wait(0.5):
-            with contextlib.suppress(Exception):  # an API hiccup is not a sample
-                cordoned.update(
-                    n for n, body in installed.nodes().items() if body["spec"].get("unschedulable")
-                )
-                slices = chart.get_json(installed, "endpointslices", "-n", chart.WORKLOAD_NAMESPACE)["items"]
-                ready = sum(
-                    1
-                    for s in slices
-                    for e in s.get("endpoints") or []
-                    if e.get("conditions", {}).get("ready")
-                )
-                least_ready = min(least_ready, ready)
-
-    sampler = threading.Thread(target=watch, daemon=True)
-    sampler.start()
-    try:
-        for evented_pleg in (True, False):
-            _in_place(installed, evented_pleg)
-            body = chart.wait_for(
-                "the NodeConfig to settle", lambda: chart.settled(installed), timeout=ROLLOUT_TIMEOUT
+        with contextlib.suppress(Exception):  # an API hiccup is not a sample
+            cordoned.update(n for n, body in installed.nodes().items() if body["spec"].get("unschedulable"))
+            slices = chart.get_json(installed, "endpointslices", "-n", chart.WORKLOAD_NAMESPACE)["items"]
+            ready = sum(
+                1 for s in slices for e in s.get("endpoints") or [] if e.get("conditions", {}).get("ready")
             )
-            assert body is not None
-            assert chart.conditions(body).get("Available") == "True", body.get("status")
-            nodes = installed.nodes()
-            for name in done:
-                annotations = nodes[name]["metadata"]["annotations"]
-                assert annotations[c.ANN_STATE] == c.NodeState.DONE.value, (name, annotations)
-                assert annotations[c.ANN_REASON], name
+            least_ready = min(least_ready, ready)
+
+    try:
+        with _sampling(sample):
+            for evented_pleg in (True, False):
+                _in_place(installed, evented_pleg)
+                body = chart.wait_for(
+                    "the NodeConfig to settle", lambda: chart.settled(installed), timeout=ROLLOUT_TIMEOUT
+                )
+                assert body is not None
+                assert chart.conditions(body).get("Available") == "True", body.get("status")
+                nodes = installed.nodes()
+                for name in done:
+                    annotations = nodes[name]["metadata"]["annotations"]
+                    assert annotations[c.ANN_STATE] == c.NodeState.DONE.value, (name, annotations)
+                    assert annotations[c.ANN_REASON], name
     finally:
-        stop.set()
-        sampler.join()
         out, _ = prober.communicate("", timeout=30)
         chart.kubectl_ok(installed, "-n", chart.WORKLOAD_NAMESPACE, "delete", "service", "web")
     print(f"in place: web pods {before}; prober from {prober_node}: {out.strip()[-400:]}")
@@ -527,21 +535,14 @@ def test_a_node_whose_drain_could_never_finish_is_reported_and_never_cordoned(
         assert {s.name for s in lab_specs if s.admin_pod_events_off} <= refused, rows
         assert not refused & set(done), rows
         cordoned: set[str] = set()
-        stop = threading.Event()
 
-        def watch() -> None:
-            while not stop.wait(0.5):
-                with contextlib.suppress(Exception):  # an API hiccup is not a sample
-                    nodes = installed.nodes()
-                    cordoned.update(n for n, body in nodes.items() if body["spec"].get("unschedulable"))
+        def sample() -> None:
+            with contextlib.suppress(Exception):  # an API hiccup is not a sample
+                nodes = installed.nodes()
+                cordoned.update(n for n, body in nodes.items() if body["spec"].get("unschedulable"))
 
-        sampler = threading.Thread(target=watch, daemon=True)
-        sampler.start()
-        try:
+        with _sampling(sample):
             body, _, _ = _rollout(installed, evented_pleg=True)
-        finally:
-            stop.set()
-            sampler.join()
         assert chart.conditions(body).get("Available") == "True", body.get("status")
         annotations = installed.nodes()[pinned]["metadata"]["annotations"]
         reason = annotations[c.ANN_REASON]
@@ -595,31 +596,24 @@ def test_helm_upgrade_mid_rollout_keeps_the_rollout_and_the_nodeconfig(
     states: dict[str, list[str]] = {}
     upgraded: list[str] = []  # "node state: helm's output", once
     in_step = {c.NodeState.DRAINING.value, c.NodeState.APPLYING.value, c.NodeState.VERIFYING.value}
-    stop = threading.Event()
 
     def sample() -> None:  # each node's state sequence (repeats folded); the upgrade once a node is in a step
-        while not stop.wait(0.5):
-            try:
-                nodes = installed.nodes()
-            except Exception:  # an API hiccup is not a sample
-                continue
-            for name, node in nodes.items():
-                state = node["metadata"].get("annotations", {}).get(c.ANN_STATE, "-")
-                seen = states.setdefault(name, [])
-                if not seen or seen[-1] != state:
-                    seen.append(state)
-                if state in in_step and not upgraded:
-                    out = chart.helm(installed, "upgrade", chart.RELEASE, reference, f"--version={nxt}",
-                        "--plain-http", "-n", NAMESPACE, "--reuse-values")  # fmt: skip
-                    upgraded.append(f"{name} {state}: {out.strip()}")
+        try:
+            nodes = installed.nodes()
+        except Exception:  # an API hiccup is not a sample
+            return
+        for name, node in nodes.items():
+            state = node["metadata"].get("annotations", {}).get(c.ANN_STATE, "-")
+            seen = states.setdefault(name, [])
+            if not seen or seen[-1] != state:
+                seen.append(state)
+            if state in in_step and not upgraded:
+                out = chart.helm(installed, "upgrade", chart.RELEASE, reference, f"--version={nxt}",
+                    "--plain-http", "-n", NAMESPACE, "--reuse-values")  # fmt: skip
+                upgraded.append(f"{name} {state}: {out.strip()}")
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
+    with _sampling(sample):
         body, watch, _ = _rollout(installed, evented_pleg=False)
-    finally:
-        stop.set()
-        sampler.join()
     print(f"helm upgrade while {upgraded}")
     print("\n".join(f"{name}: {' -> '.join(seq)}" for name, seq in sorted(states.items())))
     assert upgraded and "has been upgraded" in upgraded[0], upgraded

@@ -21,9 +21,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from eventedpleg.core.node.promtext import Metrics
+from eventedpleg.core.node.verify import RELIST_COUNT, RELIST_SUM
 
-RELIST_COUNT = "kubelet_pleg_relist_interval_seconds_count"
-RELIST_SUM = "kubelet_pleg_relist_interval_seconds_sum"
 CPU = "process_cpu_seconds_total"
 STARTED = "process_start_time_seconds"
 # What a benefit reading needs of /metrics: four series of a body of ~130 KB on an idle v1.36 kubelet,

@@ -31,6 +31,16 @@ from tests.agent.test_effects import SETTINGS, T0, ScriptedHost, acts
 
 GATE = 'kubernetes_feature_enabled{name="EventedPLEG",stage="ALPHA"} 1'
 CONFIG = "/var/lib/kubelet/config.yaml"
+CRICTL_PS = (
+    "Run",
+    "crictl",
+    "--runtime-endpoint",
+    missedevents.DEFAULT_ENDPOINT,
+    "ps",
+    "-q",
+    "--state",
+    "running",
+)
 
 
 @pytest.mark.parametrize(
@@ -131,27 +141,9 @@ def _crictl_runs(host: ScriptedHost) -> list[tuple[str, ...]]:
 def test_a_missed_exit_on_containerd_17_fails_the_node_and_says_what_to_do() -> None:
     steps, host = _play([(4, ["a", "b", "c"]), (4, ["a", "b", "c"])])
     assert steps == [
-        (
-            "Run",
-            "crictl",
-            "--runtime-endpoint",
-            missedevents.DEFAULT_ENDPOINT,
-            "ps",
-            "-q",
-            "--state",
-            "running",
-        ),
+        CRICTL_PS,
         ("Wait", missedevents.SETTLE_SECONDS),
-        (
-            "Run",
-            "crictl",
-            "--runtime-endpoint",
-            missedevents.DEFAULT_ENDPOINT,
-            "ps",
-            "-q",
-            "--state",
-            "running",
-        ),
+        CRICTL_PS,
         ("Report", "Failed"),
         ("NodeEvent", "EventsMissed"),
     ]

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
-from eventedpleg_lab import image
+from eventedpleg_lab import image, periodic
 from eventedpleg_lab.demo.harness import NAMESPACE, chart_dir
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import chart, machine
@@ -123,24 +123,6 @@ def _web_pod_nodes(lab: Lab) -> set[str]:
     """The nodes any web pod is on, Ready, terminating or neither."""
     pods = chart.get_json(lab, "pods", "-n", chart.WORKLOAD_NAMESPACE, "-l", chart.WORKLOAD_SELECTOR)["items"]
     return {str(p["spec"]["nodeName"]) for p in pods if p["spec"].get("nodeName")}
-
-
-@contextlib.contextmanager
-def _sampling(sample: Callable[[], None]) -> Iterator[None]:
-    """Call `sample` every 0.5 s in a thread of its own while the block runs."""
-    stop = threading.Event()
-
-    def loop() -> None:
-        while not stop.wait(0.5):
-            sample()
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def _rollout(lab: Lab, evented_pleg: bool, act: Act | None = None) -> tuple[dict[str, Any], Watch, Fault]:
@@ -439,7 +421,7 @@ def test_in_place_keeps_every_container_and_every_endpoint_answering(
             least_ready = min(least_ready, ready)
 
     try:
-        with _sampling(sample):
+        with periodic.every(0.5, sample):
             for evented_pleg in (True, False):
                 _in_place(installed, evented_pleg)
                 body = chart.wait_for(
@@ -541,7 +523,7 @@ def test_a_node_whose_drain_could_never_finish_is_reported_and_never_cordoned(
                 nodes = installed.nodes()
                 cordoned.update(n for n, body in nodes.items() if body["spec"].get("unschedulable"))
 
-        with _sampling(sample):
+        with periodic.every(0.5, sample):
             body, _, _ = _rollout(installed, evented_pleg=True)
         assert chart.conditions(body).get("Available") == "True", body.get("status")
         annotations = installed.nodes()[pinned]["metadata"]["annotations"]
@@ -612,7 +594,7 @@ def test_helm_upgrade_mid_rollout_keeps_the_rollout_and_the_nodeconfig(
                     "--plain-http", "-n", NAMESPACE, "--reuse-values")  # fmt: skip
                 upgraded.append(f"{name} {state}: {out.strip()}")
 
-    with _sampling(sample):
+    with periodic.every(0.5, sample):
         body, watch, _ = _rollout(installed, evented_pleg=False)
     print(f"helm upgrade while {upgraded}")
     print("\n".join(f"{name}: {' -> '.join(seq)}" for name, seq in sorted(states.items())))

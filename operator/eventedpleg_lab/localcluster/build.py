@@ -31,13 +31,14 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from eventedpleg_lab import periodic
 
 # Pins. k8s v1.36.5 cannot be used: `go mod download` fails with "verifying go.mod: ... sum.golang.org/lookup
 # ... 404" (the checksum database has no entry for it), so v1.36.4 is the newest that verifies.
@@ -305,23 +306,12 @@ def _ldflags_version(pkgs: Iterable[str], values: dict[str, str]) -> list[str]:
     return [f"-X {pkg}.{var}={val}" for pkg in pkgs for var, val in values.items()]
 
 
-@contextlib.contextmanager
-def _ticker(comp: Component, log: Log, every: float = 30.0) -> Iterator[None]:
+def _ticker(comp: Component, log: Log, every: float = 30.0) -> contextlib.AbstractContextManager[None]:
     """Print elapsed time while a long build runs, so nobody thinks it hangs."""
     start = time.monotonic()
-    done = threading.Event()
-
-    def tick() -> None:
-        while not done.wait(every):
-            log(f"[build]   {comp.key}: still building, {time.monotonic() - start:.0f}s elapsed")
-
-    thread = threading.Thread(target=tick, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
+    return periodic.every(
+        every, lambda: log(f"[build]   {comp.key}: still building, {time.monotonic() - start:.0f}s elapsed")
+    )
 
 
 def _build(comp: Component, log: Log) -> None:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from eventedpleg import constants as c
@@ -40,6 +42,8 @@ def test_down_leaves_nothing_behind(lab: Lab, lab_specs: tuple[NodeSpec, ...]) -
     state = lab.state()
     assert state is not None
     pids = list(state.pids.values())
+    limit = (Path("/proc/sys") / machine.INOTIFY_INSTANCES).read_text().strip()
+    assert int(limit) >= 256 + machine.INOTIFY_PER_NODE * len(state.specs), limit  # room beside the nodes
     left = lab.down()
     assert left == []
     assert lab.state() is None

@@ -145,7 +145,11 @@ class Lab:
             nspawn_run_existed=machine.NSPAWN_RUN.exists(),
         )
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._save(state)  # from here on `down` restores the sysctls read above
         try:
+            raised = machine.raise_inotify_instances(len(specs))
+            if raised:
+                self.log(f"[lab] {raised}")
             machine.bridge_up(specs)
             t1 = time.monotonic()
             joining = any(s.kubeadm for s in specs)

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eventedpleg.core import compat
 from eventedpleg.core.node.effects import Phase, Run, Scrape, Wait, act, ask, ask_maybe
 from eventedpleg.core.node.host import CommandResult
 from eventedpleg.core.node.promtext import Metrics
-from eventedpleg.core.versions import RuntimeVersion, Version
+from eventedpleg.core.versions import RuntimeKind, RuntimeVersion, Version
 
 RUNNING_GAUGE = "kubelet_running_containers"
 # The kubelet's default --container-runtime-endpoint (kubelet config defaults, 1.27+).
@@ -33,9 +32,21 @@ DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
 SETTLE_SECONDS = 10.0
 
 
+def one_consumer(runtime: RuntimeVersion | None) -> bool:
+    """Runtimes that give each container event to one consumer only (docs/compatibility.md §2, §5)."""
+    if runtime is None or runtime.version is None:
+        return False
+    v = runtime.version
+    if runtime.kind is RuntimeKind.CONTAINERD:
+        return (1, 7) <= v.minor_pair < (2, 0)  # containerd#7318; 2.0 broadcasts (containerd#9661)
+    if runtime.kind is RuntimeKind.CRIO:
+        return (1, 26) <= v.minor_pair < (1, 28)  # cri-o#6838
+    return False
+
+
 def applies(kubelet: Version, runtime: RuntimeVersion | None) -> bool:
     """Worth checking: events can be taken away, and a missed one makes pods late (kubelet <= 1.36)."""
-    return kubelet.minor_pair < (1, 37) and compat.one_event_consumer(runtime)
+    return kubelet.minor_pair < (1, 37) and one_consumer(runtime)
 
 
 @dataclass(frozen=True)

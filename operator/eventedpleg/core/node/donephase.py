@@ -11,7 +11,7 @@ from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
-from eventedpleg.core.node import kubeletconfig, kubeletflags, kubeletlog, missedevents
+from eventedpleg.core.node import kubeletconfig, kubeletlog
 from eventedpleg.core.node.agentsettings import AgentSettings
 from eventedpleg.core.node.applyphase import node_version
 from eventedpleg.core.node.effects import (
@@ -34,7 +34,7 @@ from eventedpleg.core.node.promtext import Metrics
 from eventedpleg.core.node.transaction import sha256
 from eventedpleg.core.node.verify import Expectation, Outcome, fallen_back, gate_metric
 from eventedpleg.core.node.verifyloop import KUBELET_UNIT, journal, restart_services, verify
-from eventedpleg.core.versions import RuntimeKind, Version, VersionError, parse_runtime
+from eventedpleg.core.versions import RuntimeKind, VersionError, parse_runtime
 
 Heals = tuple[datetime, ...]  # when the agent healed a fallback (the last hour's count against the budget)
 
@@ -72,44 +72,6 @@ def _drifted(reason: str, evidence: Evidence) -> Phase[None]:
     yield from act(Report(NodeState.DRIFTED, reason, evidence, forget_current=True))
 
 
-def _runtime_endpoint(proc: KubeletProcess) -> Phase[str]:
-    """The kubelet's own: its flag, else containerRuntimeEndpoint in its --config, else the default."""
-    flags = kubeletflags.parse_flags(proc.argv)
-    if flags.container_runtime_endpoint:
-        return flags.container_runtime_endpoint
-    data = (yield from ask_maybe(ReadFile(flags.config), bytes)) if flags.config else None
-    try:
-        doc = kubeletconfig.load(data.decode(), where=flags.config or "") if data is not None else {}
-    except (UnicodeDecodeError, kubeletconfig.KubeletConfigError):
-        doc = {}
-    endpoint = doc.get("containerRuntimeEndpoint")
-    return endpoint if isinstance(endpoint, str) and endpoint else missedevents.DEFAULT_ENDPOINT
-
-
-def _missed_events(node: AgentNode, version: Version, proc: KubeletProcess) -> Phase[None]:
-    """On a runtime that gives each event to one consumer: Failed (the rollout halts) once the kubelet's
-    count of running containers shows events it never got (core.node.missedevents)."""
-    try:
-        runtime = parse_runtime(node.runtime_version)
-    except VersionError:
-        return
-    if not missedevents.applies(version, runtime):
-        return
-    endpoint = yield from _runtime_endpoint(proc)
-    found = yield from missedevents.check(endpoint)
-    if found is None:
-        return
-    reason = (
-        f"the kubelet misses container events: {found}. {runtime} gives each event to one consumer, so "
-        "another consumer of its event stream (`crictl events`, a monitoring agent) takes them and pods "
-        "are seen starting and ending up to 300 s late (containerd#7318, cri-o#6838). Stop that consumer "
-        "or upgrade the runtime, then `eventedpleg retry`; or leave the node out of spec.nodeSelector (its "
-        "drop-ins come off the safe way)"
-    )
-    yield from act(Report(NodeState.FAILED, reason, Evidence(result="fail", error=found)))
-    yield from act(NodeEvent("EventsMissed", reason, warning=True))
-
-
 def after_done(node: AgentNode, heals: Heals, settings: AgentSettings, clock: Now) -> Phase[Heals]:
     """Look at a Done node once; returns the heals of the last hour (this one included)."""
     desired = node.annotations[c.ANN_DESIRED]
@@ -137,15 +99,7 @@ def after_done(node: AgentNode, heals: Heals, settings: AgentSettings, clock: No
         yield from act(NodeEvent("Drift", reason, warning=True))
         return heals
     if why is None:
-        yield from _missed_events(node, version, proc)
         return heals
-    return (yield from _heal(node, why, heals, version, settings, clock))
-
-
-def _heal(
-    node: AgentNode, why: str, heals: Heals, version: Version, settings: AgentSettings, clock: Now
-) -> Phase[Heals]:
-    """A silent fallback: restart the kubelet when agent-options allow and the hourly budget is not spent."""
     try:
         options = AgentOptions.from_json(node.annotations.get(c.ANN_AGENT_OPTIONS))
     except AgentOptionsError:

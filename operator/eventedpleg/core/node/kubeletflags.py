@@ -38,9 +38,7 @@ EXTRA_ARGS_ENV_FILES: tuple[str, ...] = ("/etc/default/kubelet", "/etc/sysconfig
 DROPIN_ALPHA_ENV = "KUBELET_CONFIG_DROPIN_DIR_ALPHA"
 
 _VAR = re.compile(r"\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|\$(?P<plain>[A-Za-z_][A-Za-z0-9_]*)")
-_VALUE_FLAGS = frozenset(
-    {"config", "config-dir", "container-runtime-endpoint", "feature-gates", "pod-manifest-path", "v"}
-)
+_VALUE_FLAGS = frozenset({"config", "config-dir", "feature-gates", "pod-manifest-path", "v"})
 
 
 def parse_cmdline(raw: bytes) -> tuple[str, ...]:
@@ -181,7 +179,6 @@ class KubeletFlags:
     config_dir: str | None = None
     pod_manifest_path: str | None = None
     verbosity: int | None = None
-    container_runtime_endpoint: str | None = None
     feature_gates: tuple[FeatureGateFlag, ...] = ()
 
     @property
@@ -204,8 +201,7 @@ def parse_gate_list(text: str) -> dict[str, bool]:
 
 
 def parse_flags(argv: Sequence[str]) -> KubeletFlags:
-    """--config, --config-dir, --feature-gates (repeatable), --pod-manifest-path, --v and
-    --container-runtime-endpoint from a kubelet argv.
+    """--config, --config-dir, --feature-gates (repeatable), --pod-manifest-path and --v from a kubelet argv.
 
     pflag accepts `--name=value` and `--name value`, and underscores in names.
     """
@@ -242,7 +238,6 @@ def parse_flags(argv: Sequence[str]) -> KubeletFlags:
         config_dir=values.get("config-dir") or None,
         pod_manifest_path=values.get("pod-manifest-path") or None,
         verbosity=verbosity,
-        container_runtime_endpoint=values.get("container-runtime-endpoint") or None,
         feature_gates=tuple(gates),
     )
 

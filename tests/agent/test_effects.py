@@ -250,8 +250,10 @@ def _effects_of_after_done(
     options: AgentOptions, heals: tuple[datetime, ...] = ()
 ) -> tuple[list[Step], object]:
     host = ScriptedHost(_fallen_back)
-    heals_now = host.play(donephase.after_done(_done_node(options), heals, SETTINGS, host.clock))
-    return acts(host.effects), heals_now
+    memory = donephase.DoneMemory(heals=heals)
+    kept = host.play(donephase.after_done(_done_node(options), memory, SETTINGS, host.clock))
+    assert isinstance(kept, donephase.DoneMemory)
+    return acts(host.effects), kept.heals
 
 
 def _reports(effects: list[Effect]) -> list[Report]:
@@ -273,7 +275,9 @@ def test_after_done_heal_budget_spent_is_drift_without_a_restart() -> None:
 
 def test_after_done_heal_whose_restart_fails_reports_drift_and_counts_the_heal() -> None:
     host = ScriptedHost(_fallen_back)
-    heals = host.play(donephase.after_done(_done_node(AgentOptions()), (), SETTINGS, host.clock))
+    memory = donephase.DoneMemory()
+    kept = host.play(donephase.after_done(_done_node(AgentOptions()), memory, SETTINGS, host.clock))
+    assert isinstance(kept, donephase.DoneMemory)
     assert acts(host.effects) == [
         ("NodeEvent", "FallbackDetected"),
         ("Wait", 1.0),
@@ -285,7 +289,7 @@ def test_after_done_heal_whose_restart_fails_reports_drift_and_counts_the_heal()
     assert report.forget_current  # so the operator re-applies
     assert report.evidence is not None and report.evidence.heal is not None
     assert report.evidence.heal.result == "fail"
-    assert heals == (T0,)  # counted when it was tried
+    assert kept.heals == (T0,)  # counted when it was tried
 
 
 def test_the_window_before_ends_at_the_cordon_however_long_the_drain(make_rig: RigFactory) -> None:

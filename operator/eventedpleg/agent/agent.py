@@ -31,7 +31,7 @@ class Agent:
     host: Host
     api: AgentApi
     settings: AgentSettings
-    heals: tuple[datetime, ...] = ()
+    done: donephase.DoneMemory = field(default_factory=donephase.DoneMemory)
     readings: tuple[Reading, ...] = ()  # the kubelet's counters while the node served (servicephase)
     trace: list[Effect] | None = field(default=None)  # every effect performed, when a list is given
 
@@ -59,12 +59,12 @@ class Agent:
         yield from self.interpreter.run(phase, node)
 
     def check(self) -> Work[None]:
-        """After Done: drift and silent fallback (run every check_interval_seconds)."""
+        """After Done: drift, silent fallback, another event consumer (run every check_interval_seconds)."""
         node = self.api.get_node(self.node)
         if node is None or next_action(node.annotations) is not AgentAction.WATCH:
             return
-        phase = donephase.after_done(node, self.heals, self.settings, self.clock)
-        self.heals = yield from self.interpreter.run(phase, node)
+        phase = donephase.after_done(node, self.done, self.settings, self.clock)
+        self.done = yield from self.interpreter.run(phase, node)
 
     def host_check(self) -> Work[bool]:
         """Publish what an apply would decide on this host now (run every host_check_interval_seconds);

@@ -35,6 +35,7 @@ _PACING = {
     "min-window-seconds": AgentSettings.min_window_seconds,
     "check-interval-seconds": AgentSettings.check_interval_seconds,
     "host-check-interval-seconds": AgentSettings.host_check_interval_seconds,
+    "event-consumer-wait-seconds": AgentSettings.event_consumer_wait_seconds,
 }
 
 _OPTIONS = (
@@ -52,6 +53,14 @@ _OPTIONS = (
     *(
         click.option(f"--{name}", default=default, show_default=True, type=float, hidden=True)
         for name, default in _PACING.items()
+    ),
+    click.option(
+        "--event-consumer-check-seconds",
+        default=AgentSettings.event_consumer_check_seconds,
+        show_default=True,
+        type=float,
+        help="On containerd 1.7 with kubelet <= 1.36, look this often after Done for a second consumer of "
+        "the runtime's event stream (it makes containerd log a goroutine dump); 0 = never.",
     ),
     click.option("--once", is_flag=True, help="Handle the node's current request and check once, then exit."),
     verbose_option,
@@ -82,6 +91,8 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
         min_window_seconds: float,
         check_interval_seconds: float,
         host_check_interval_seconds: float,
+        event_consumer_wait_seconds: float,
+        event_consumer_check_seconds: float,
         once: bool,
         verbose: bool,
         **own: Any,
@@ -92,6 +103,8 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
             min_window_seconds=min_window_seconds,
             check_interval_seconds=check_interval_seconds,
             host_check_interval_seconds=host_check_interval_seconds,
+            event_consumer_check_seconds=event_consumer_check_seconds,
+            event_consumer_wait_seconds=event_consumer_wait_seconds,
         )
         command(AgentProcess(node, kubeconfig, settings, once, verbose), **own)
 

@@ -49,6 +49,9 @@ class Row:
     level: Level
     reason: str
     source: str
+    one_event_consumer: bool = (
+        False  # each container event goes to one consumer only (core.node.missedevents)
+    )
 
     def matches(self, version: Version) -> bool:
         triple = (version.major, version.minor, version.patch)
@@ -180,6 +183,7 @@ CONTAINERD_ROWS: tuple[Row, ...] = (
         "containerd {v} has a single event subscriber: any other consumer (e.g. `crictl events`) takes "
         "events away from the kubelet (containerd#7318); upgrade to 2.0.3 or later",
         "containerd#7318; docs/compatibility.md §2, §5",
+        one_event_consumer=True,
     ),
     Row(
         "containerd",
@@ -216,6 +220,7 @@ CRIO_ROWS: tuple[Row, ...] = (
         Level.RISKY,
         "CRI-O {v} delivers events to one consumer only (broadcast since 1.28, cri-o#6838)",
         "cri-o#6838; docs/compatibility.md §2, §5",
+        one_event_consumer=True,
     ),
     Row(
         "cri-o",
@@ -295,6 +300,14 @@ def _row_for(rows: tuple[Row, ...], version: Version) -> Row:
         if row.matches(version):
             return row
     raise AssertionError(f"matrix has a gap at {version}")  # rows cover 0.0.0 to infinity
+
+
+def one_event_consumer(runtime: RuntimeVersion | None) -> bool:
+    """Whether the matrix's row for this runtime says each container event goes to one consumer only."""
+    if runtime is None or runtime.version is None or runtime.kind is RuntimeKind.OTHER:
+        return False
+    rows = CRIO_ROWS if runtime.kind is RuntimeKind.CRIO else CONTAINERD_ROWS
+    return _row_for(rows, runtime.version).one_event_consumer
 
 
 CONTROL_PLANE_KEYS = (c.LABEL_CONTROL_PLANE, c.LABEL_MASTER_LEGACY)

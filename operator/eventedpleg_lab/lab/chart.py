@@ -43,6 +43,9 @@ WORKLOAD_STOP_SECONDS = 8
 # The operator's pods go only where the rollout will drain: the leader's node is drained, so a leader is
 # evicted by its own node's drain and the other replica has to take over through the Lease.
 OPERATOR_HOST_LABEL = f"lab.{c.GROUP}/operator-host"
+# The agent's look for a second event consumer on the containerd 1.7 node (core.node.eventconsumers) at
+# every after-Done check (60 s) rather than hourly, so the lab test sees it within minutes.
+EVENT_CONSUMER_CHECK_SECONDS = 60
 
 T = TypeVar("T")
 
@@ -154,6 +157,7 @@ def install(lab: Lab, specs: tuple[NodeSpec, ...], published: Published, *, time
          "-n", NAMESPACE, "--create-namespace",
          f"--set=image.repository={published.repository}", f"--set=image.digest={published.digest}",
          f"--set-string=operator.nodeSelector.{OPERATOR_HOST_LABEL.replace('.', chr(92) + '.')}=true",
+         f"--set=agent.eventConsumerCheckSeconds={EVENT_CONSUMER_CHECK_SECONDS}",
          "--wait", f"--timeout={int(timeout)}s", timeout=timeout + 30)  # fmt: skip
     kubectl_ok(lab, "wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s")
     return out

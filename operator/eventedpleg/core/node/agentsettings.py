@@ -23,6 +23,12 @@ class AgentSettings:
     # holds the node; it runs `kubelet --version` and `kubelet --help`, so not on every check.
     host_check_interval_seconds: float = 300.0
     max_heals_per_hour: int = 3
+    # After Done on containerd 1.7 with kubelet <= 1.36, look this often for a second consumer of the
+    # runtime's event stream (core.node.eventconsumers; 0 = never). Each look makes containerd dump its
+    # goroutine stacks into its log, so not on every check; the first look is at the first check after Done.
+    event_consumer_check_seconds: float = 3600.0
+    # How long one look waits for the kubelet to receive the events it needs to judge by.
+    event_consumer_wait_seconds: float = 30.0
     # The eventedpleg.io/benefit figures: relists and kubelet CPU over a window of at least this length
     # while the node still served (core.node.servicephase), and over one of this length once Done
     # (0 = do not measure).

@@ -1,17 +1,19 @@
 """After Done, every check interval: drift (our files changed or removed, the gate off in the running
 kubelet) and silent fallback to generic PLEG (k8s#129827), healed by a kubelet restart when agent-options
-allow and the hourly heal budget is not spent. A phase that yields effects (core.node.effects). Pure.
+allow and the hourly heal budget is not spent; on containerd 1.7, now and then, a second consumer of the
+runtime's event stream (core.node.eventconsumers). A phase that yields effects (core.node.effects). Pure.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
-from eventedpleg.core.node import kubeletconfig, kubeletlog
+from eventedpleg.core.node import eventconsumers, kubeletconfig, kubeletlog
 from eventedpleg.core.node.agentsettings import AgentSettings
 from eventedpleg.core.node.applyphase import node_version
 from eventedpleg.core.node.effects import (
@@ -34,9 +36,15 @@ from eventedpleg.core.node.promtext import Metrics
 from eventedpleg.core.node.transaction import sha256
 from eventedpleg.core.node.verify import Expectation, Outcome, fallen_back, gate_metric
 from eventedpleg.core.node.verifyloop import KUBELET_UNIT, journal, restart_services, verify
-from eventedpleg.core.versions import RuntimeKind, VersionError, parse_runtime
+from eventedpleg.core.versions import RuntimeKind, Version, VersionError, parse_runtime
 
-Heals = tuple[datetime, ...]  # when the agent healed a fallback (the last hour's count against the budget)
+
+@dataclass(frozen=True)
+class DoneMemory:
+    """What the agent keeps between after-Done checks."""
+
+    heals: tuple[datetime, ...] = ()  # when it healed a fallback (the last hour's count against the budget)
+    consumers_checked: datetime | None = None  # its last look for another event consumer
 
 
 def _is_crio(node: AgentNode) -> bool:
@@ -72,8 +80,37 @@ def _drifted(reason: str, evidence: Evidence) -> Phase[None]:
     yield from act(Report(NodeState.DRIFTED, reason, evidence, forget_current=True))
 
 
-def after_done(node: AgentNode, heals: Heals, settings: AgentSettings, clock: Now) -> Phase[Heals]:
-    """Look at a Done node once; returns the heals of the last hour (this one included)."""
+def _event_consumers(
+    node: AgentNode, version: Version, memory: DoneMemory, settings: AgentSettings, clock: Now
+) -> Phase[DoneMemory]:
+    """containerd 1.7 with a second consumer of its event stream: Failed (the rollout halts), and why."""
+    try:
+        runtime = parse_runtime(node.runtime_version)
+    except VersionError:
+        return memory
+    if not eventconsumers.applies(version, runtime):
+        return memory
+    if not eventconsumers.due(memory.consumers_checked, settings, clock()):
+        return memory
+    memory = replace(memory, consumers_checked=clock())
+    found = yield from eventconsumers.check(settings, clock)
+    if found is None:
+        return memory
+    reason = (
+        f"the kubelet misses container events: {found}. {runtime} gives each event to one consumer only, so "
+        "the other consumer (`crictl events`, a monitoring agent) takes events from the kubelet, which sees "
+        "those pods start and end only at its relist, up to 300 s late (containerd#7318). Stop that "
+        "consumer or upgrade containerd to 2.0.3+, then `eventedpleg retry`; or leave the node out of "
+        "spec.nodeSelector (its drop-ins come off the safe way)"
+    )
+    yield from act(Report(NodeState.FAILED, reason, Evidence(result="fail", error=str(found))))
+    yield from act(NodeEvent("EventsMissed", reason, warning=True))
+    return memory
+
+
+def after_done(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clock: Now) -> Phase[DoneMemory]:
+    """Look at a Done node once; returns what to keep for the next look (the last hour's heals, this one
+    included)."""
     desired = node.annotations[c.ANN_DESIRED]
     managed = yield from ask(ReadApplied(), ManagedState)
     drift = yield from _drift(managed, desired)
@@ -81,14 +118,14 @@ def after_done(node: AgentNode, heals: Heals, settings: AgentSettings, clock: No
         reason = f"drift: {drift}"
         yield from _drifted(reason, Evidence(result="drift", drift=drift))
         yield from act(NodeEvent("Drift", reason, warning=True))
-        return heals
+        return memory
     if not managed.enabled:
-        return heals
+        return memory
     proc = yield from ask_maybe(FindKubelet(), KubeletProcess)
     metrics = yield from ask_maybe(Scrape(), Metrics)
     version = node_version(node)
     if proc is None or metrics is None or version is None:
-        return heals  # kubelet down or restarting: the Node's Ready condition tells that story
+        return memory  # kubelet down or restarting: the Node's Ready condition tells that story
     since = proc.started_at or (clock() - timedelta(hours=1))
     log = kubeletlog.scan(list((yield from journal(KUBELET_UNIT, since))))
     gate_on, gate_text = gate_metric(metrics)
@@ -97,20 +134,20 @@ def after_done(node: AgentNode, heals: Heals, settings: AgentSettings, clock: No
         reason = f"drift: the running kubelet has EventedPLEG off ({gate_text})"
         yield from _drifted(reason, Evidence(result="drift", drift=gate_text))
         yield from act(NodeEvent("Drift", reason, warning=True))
-        return heals
+        return memory
     if why is None:
-        return heals
+        return (yield from _event_consumers(node, version, memory, settings, clock))
     try:
         options = AgentOptions.from_json(node.annotations.get(c.ANN_AGENT_OPTIONS))
     except AgentOptionsError:
         options = AgentOptions()
-    heals = tuple(t for t in heals if clock() - t < timedelta(hours=1))
+    heals = tuple(t for t in memory.heals if clock() - t < timedelta(hours=1))
     if not options.heal_fallback or len(heals) >= settings.max_heals_per_hour:
         cause = "healFallback is off" if not options.heal_fallback else "too many heals in the last hour"
         reason = f"fell back to generic PLEG ({why}); not healed: {cause}"
         yield from _drifted(reason, Evidence(fallback=why))
         yield from act(NodeEvent("FallbackDetected", reason, warning=True))
-        return heals
+        return replace(memory, heals=heals)
     heals = (*heals, clock())
     message = f"fell back to generic PLEG ({why}); restarting the kubelet"
     yield from act(NodeEvent("FallbackDetected", message, warning=True))
@@ -133,4 +170,4 @@ def after_done(node: AgentNode, heals: Heals, settings: AgentSettings, clock: No
         reason = f"fell back to generic PLEG ({why}); kubelet restart did not heal it: {result.reason}"
         yield from _drifted(reason, evidence)
         yield from act(NodeEvent("FallbackNotHealed", reason, warning=True))
-    return heals
+    return replace(memory, heals=heals)

@@ -4,7 +4,6 @@ agent's own interpreter, and driven directly with scripted answers (no host at a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from eventedpleg import constants as c
@@ -18,7 +17,6 @@ from eventedpleg.core.node.effects import (
     FindKubelet,
     Healthz,
     NodeEvent,
-    Phase,
     ReadApplied,
     ReadFile,
     ReadJournal,
@@ -38,6 +36,7 @@ from eventedpleg.core.node.verifyloop import verify
 from eventedpleg.core.versions import parse_version
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NAMESPACE, NODE, RigFactory
+from tests.agent.scripted import ScriptedHost
 
 Step = tuple[object, ...]
 POLL = ("Wait", 2.0)  # AgentSettings.poll_seconds
@@ -163,35 +162,6 @@ SETTINGS = AgentSettings(namespace=NAMESPACE)
 V134 = parse_version("v1.34.2")
 
 
-class ScriptedHost:
-    """Answers looks and commands from a function (Waits move the time, Reports are written, Events
-    emitted), keeping every effect."""
-
-    def __init__(self, answer: Callable[[Effect], EffectAnswer]) -> None:
-        self.answer = answer
-        self.now = T0
-        self.effects: list[Effect] = []
-
-    def clock(self) -> datetime:
-        return self.now
-
-    def play(self, phase: Phase[object]) -> object:
-        reply: EffectAnswer = None
-        while True:
-            try:
-                effect = phase.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            self.effects.append(effect)
-            if isinstance(effect, Wait):
-                self.now += timedelta(seconds=effect.seconds)
-                reply = None
-            elif isinstance(effect, NodeEvent | Report):
-                reply = isinstance(effect, Report) or None  # every report is written
-            else:
-                reply = self.answer(effect)
-
-
 def test_verify_fails_at_once_on_a_kubelet_startup_error_that_systemd_confirms() -> None:
     line = 'E1102 12:00:01 run.go:72] "command failed" err="unrecognized feature gate: EventedPLEG"'
 
@@ -205,7 +175,7 @@ def test_verify_fails_at_once_on_a_kubelet_startup_error_that_systemd_confirms()
                 return CommandResult(effect.argv, 3, stdout="failed\n")
         raise AssertionError(effect)
 
-    host = ScriptedHost(answer)
+    host = ScriptedHost(answer, T0)
     result = host.play(
         verify(
             V134, Expectation.enabled(crio=False), since=T0, timeout=300, settings=SETTINGS, clock=host.clock
@@ -249,7 +219,7 @@ def _done_node(options: AgentOptions) -> AgentNode:
 def _effects_of_after_done(
     options: AgentOptions, heals: tuple[datetime, ...] = ()
 ) -> tuple[list[Step], object]:
-    host = ScriptedHost(_fallen_back)
+    host = ScriptedHost(_fallen_back, T0)
     memory = donephase.DoneMemory(heals=heals)
     kept = host.play(donephase.after_done(_done_node(options), memory, SETTINGS, host.clock))
     assert isinstance(kept, donephase.DoneMemory)
@@ -274,7 +244,7 @@ def test_after_done_heal_budget_spent_is_drift_without_a_restart() -> None:
 
 
 def test_after_done_heal_whose_restart_fails_reports_drift_and_counts_the_heal() -> None:
-    host = ScriptedHost(_fallen_back)
+    host = ScriptedHost(_fallen_back, T0)
     memory = donephase.DoneMemory()
     kept = host.play(donephase.after_done(_done_node(AgentOptions()), memory, SETTINGS, host.clock))
     assert isinstance(kept, donephase.DoneMemory)

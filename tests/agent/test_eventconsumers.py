@@ -23,7 +23,6 @@ from eventedpleg.core.node.effects import (
     EffectAnswer,
     FindKubelet,
     NodeEvent,
-    Phase,
     ReadApplied,
     ReadJournal,
     Report,
@@ -37,6 +36,7 @@ from eventedpleg.core.node.nodeapi import AgentNode
 from eventedpleg.core.node.promtext import parse_metrics
 from eventedpleg.core.node.verify import CONN_LATENCY_COUNT
 from eventedpleg.core.versions import parse_runtime, parse_version
+from tests.agent.scripted import ScriptedHost
 
 DUMP = (
     Path(__file__).parent.parent / "realnode" / "fixtures" / "containerd-1.7.35-goroutines.txt"
@@ -68,19 +68,15 @@ def test_the_real_dump_shows_three_streams_and_the_rest_of_containerd_is_not_cou
     assert eventconsumers.subscribers("goroutine 1 [running]:\nmain.main()\n") == frozenset()
 
 
-class Containerd:
+class Containerd(ScriptedHost):
     """A host whose containerd dumps `dumps` in turn and whose kubelet counts `events` in turn."""
 
     def __init__(self, dumps: list[tuple[int, ...]], events: list[int]) -> None:
+        super().__init__(self.containerd, T0)
         self.dumps, self.events = list(dumps), list(events)
-        self.now = T0
-        self.effects: list[Effect] = []
         self.signalled = 0
 
-    def clock(self) -> datetime:
-        return self.now
-
-    def answer(self, effect: Effect) -> EffectAnswer:
+    def containerd(self, effect: Effect) -> EffectAnswer:
         match effect:
             case Run(("systemctl", "show", "--property=MainPID", "--value", "containerd")):
                 return CommandResult(effect.argv, 0, f"{PID}\n")
@@ -95,22 +91,6 @@ class Containerd:
                 value = self.events.pop(0) if len(self.events) > 1 else self.events[0]
                 return parse_metrics(f"{CONN_LATENCY_COUNT} {value}\n")
         raise AssertionError(effect)
-
-    def play(self, phase: Phase[object]) -> object:
-        reply: EffectAnswer = None
-        while True:
-            try:
-                effect = phase.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            self.effects.append(effect)
-            if isinstance(effect, Wait):
-                self.now += timedelta(seconds=effect.seconds)
-                reply = None
-            elif isinstance(effect, Report | NodeEvent):
-                reply = isinstance(effect, Report) or None
-            else:
-                reply = self.answer(effect)
 
 
 def _check(host: Containerd) -> object:
@@ -176,7 +156,7 @@ def test_no_verdict_without_a_containerd_service(answer: CommandResult) -> None:
 
 def test_no_verdict_when_containerd_never_says_where_it_wrote_the_dump() -> None:
     host = Containerd([(40, 77)], [100])
-    host.answer = _without_journal(host.answer)  # type: ignore[method-assign,assignment]
+    host.answer = _without_journal(host.containerd)
     assert _check(host) is None
     assert not any(isinstance(e, Run) and e.argv[0] == "cat" for e in host.effects)
     assert sum(e.seconds for e in host.effects if isinstance(e, Wait)) == eventconsumers.DUMP_WAIT_SECONDS
@@ -218,7 +198,11 @@ def _done_node(runtime: str = "containerd://1.7.35") -> AgentNode:
 class DoneHost(Containerd):
     """A healthy Done node (nothing drifted, no fallback) on containerd 1.7."""
 
-    def answer(self, effect: Effect) -> EffectAnswer:
+    def __init__(self, dumps: list[tuple[int, ...]], events: list[int]) -> None:
+        super().__init__(dumps, events)
+        self.answer = self.done_node
+
+    def done_node(self, effect: Effect) -> EffectAnswer:
         match effect:
             case ReadApplied():
                 return ManagedState(hash="h1", enabled=True)
@@ -228,7 +212,7 @@ class DoneHost(Containerd):
                 return parse_metrics('kubernetes_feature_enabled{name="EventedPLEG",stage="ALPHA"} 1\n')
             case ReadJournal("kubelet"):
                 return ()
-        return super().answer(effect)
+        return self.containerd(effect)
 
 
 def test_after_done_a_second_consumer_fails_the_node_with_what_to_do_and_a_warning_on_the_node() -> None:

@@ -114,13 +114,13 @@ def test_a_live_second_consumer_keeps_its_stream_while_the_kubelet_gets_events()
 
 def test_a_gone_clients_stream_ends_once_handed_an_event_so_it_is_not_a_finding() -> None:
     # goroutine 373 waits with no client (the fixture's); two events later it has failed its send and ended.
-    host = Containerd([(40, 373), (40,)], [100, 102])
+    host = Containerd([(40, 373), (40,)], [100, 103])
     assert _check(host) is None
 
 
 def test_a_new_stream_in_the_second_dump_alone_is_not_judged() -> None:
     # A consumer that connected after the first dump may be gone before its first event: next look.
-    host = Containerd([(40, 373), (40, 90)], [100, 102])
+    host = Containerd([(40, 373), (40, 90)], [100, 103])
     assert _check(host) is None
 
 
@@ -132,6 +132,12 @@ def test_no_verdict_without_events_to_judge_by() -> None:
         e.seconds for e in host.effects if isinstance(e, Wait) and e.seconds == SETTINGS.poll_seconds
     )
     assert waited == SETTINGS.event_consumer_wait_seconds
+
+
+def test_two_kubelet_events_are_not_enough_one_may_have_been_counted_late() -> None:
+    host = Containerd([(40, 77)], [100, 102])
+    assert _check(host) is None
+    assert host.signalled == 1
 
 
 def test_no_verdict_when_the_kubelet_restarted_between_the_dumps() -> None:
@@ -216,7 +222,7 @@ class DoneHost(Containerd):
 
 
 def test_after_done_a_second_consumer_fails_the_node_with_what_to_do_and_a_warning_on_the_node() -> None:
-    host = DoneHost([(40, 77), (40, 77)], [100, 102])
+    host = DoneHost([(40, 77), (40, 77)], [100, 103])
     memory = host.play(donephase.after_done(_done_node(), donephase.DoneMemory(), SETTINGS, host.clock))
     assert memory == donephase.DoneMemory(consumers_checked=T0)
     reports = [e for e in host.effects if isinstance(e, Report)]
@@ -229,11 +235,11 @@ def test_after_done_a_second_consumer_fails_the_node_with_what_to_do_and_a_warni
 
 
 def test_after_done_the_look_waits_for_its_interval_and_other_runtimes_are_not_looked_at() -> None:
-    host = DoneHost([(40, 77), (40, 77)], [100, 102])
+    host = DoneHost([(40, 77), (40, 77)], [100, 103])
     recent = donephase.DoneMemory(consumers_checked=T0 - timedelta(minutes=10))
     assert host.play(donephase.after_done(_done_node(), recent, SETTINGS, host.clock)) == recent
     assert host.signalled == 0
-    host = DoneHost([(40, 77), (40, 77)], [100, 102])
+    host = DoneHost([(40, 77), (40, 77)], [100, 103])
     memory = donephase.DoneMemory()
     node = _done_node("containerd://2.2.0")
     assert host.play(donephase.after_done(node, memory, SETTINGS, host.clock)) == memory

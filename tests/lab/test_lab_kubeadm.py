@@ -14,9 +14,10 @@ feature gates of the site's own), no --config-dir. On such a node:
   the node Done with the gate still on.
 
 containerd 1.7 (Risky: one event subscriber, containerd#7318): with allowRisky the node is Done and its
-benefit measured; then `crictl events` is left running on the node and short pods are started: the test
-prints how many of their containers' events the second subscriber took, how long the kubelet took to see
-those pods finish, and what the agent's checks said.
+benefit measured; short pods with the kubelet alone leave it Done; then `crictl events` is left running on
+the node and short pods are started: the test prints how many of their containers' events the second
+subscriber took and how long the kubelet took to see those pods finish, and the agent must report the node
+Failed (core.node.eventconsumers) with an EventsMissed Warning on the Node.
 
 Each test uses its own NodeConfig and deletes it (onDelete: Revert), so later modules start from clean
 nodes. The tests run in order."""

@@ -41,7 +41,9 @@ SUBSCRIBER_FRAME = ".(*criService).GetContainerEvents("  # pkg/cri/server and pk
 _GOROUTINE = re.compile(r"^goroutine (\d+) \[", re.MULTILINE)
 _WRITTEN = re.compile(r"goroutine stack dump written to (\S+?)\"?$")
 DUMP_WAIT_SECONDS = 10.0  # for containerd to log where it wrote the dump
-EVENTS_NEEDED = 2  # kubelet events between the dumps (see the module's docstring)
+# Kubelet events between the dumps: two hand every goroutine waiting at the first dump one (the module's
+# docstring); one more for an event the kubelet got just before the first dump and counted after it.
+EVENTS_NEEDED = 3
 SETTLE_SECONDS = 2.0  # after them, for a gone client's goroutine to fail its send and end
 
 

@@ -5,6 +5,7 @@ table of routes on a daemon thread. The operator serves /metrics, /healthz and /
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,8 +15,22 @@ TEXT = "text/plain"
 Reply = tuple[int, bytes, str]
 
 
+class _SharedPortServer(ThreadingHTTPServer):
+    """Binds with SO_REUSEPORT, so a second process can listen on the same port (the agent's old and new
+    pods on one node's network while the DaemonSet surges: agent.hostlock)."""
+
+    def server_bind(self) -> None:
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        super().server_bind()
+
+
 def start(
-    routes: Mapping[str, Callable[[], Reply]], port: int, host: str, *, thread: str
+    routes: Mapping[str, Callable[[], Reply]],
+    port: int,
+    host: str,
+    *,
+    thread: str,
+    shared_port: bool = False,
 ) -> ThreadingHTTPServer:
     """Serve GET requests whose path starts with a route's prefix (404 otherwise) until shut down."""
 
@@ -32,6 +47,6 @@ def start(
         def log_message(self, *_: object) -> None:
             return  # probes every few seconds would flood the log
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = (_SharedPortServer if shared_port else ThreadingHTTPServer)((host, port), Handler)
     threading.Thread(target=server.serve_forever, name=thread, daemon=True).start()
     return server

@@ -77,7 +77,7 @@ CASES: dict[str, dict[str, Any]] = {
         "agent.nodeSelector": {"eventedpleg.io/managed": "true"},
         "agent.tolerations": [KWOK_TOLERATION],
         "agent.priorityClassName": "",
-        "agent.updateStrategy": {"maxUnavailable": 5},
+        "agent.updateStrategy": {"maxSurge": 0, "maxUnavailable": 5},
         "imagePullSecrets": [{"name": "registry"}],
     },
     # An image imported straight into each node's runtime (`eventedpleg lab image`), no registry to pull from.
@@ -355,9 +355,10 @@ def test_agent_daemonset_has_the_host(default: Rendered) -> None:
     assert pod["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert pod["priorityClassName"] == "system-node-critical"
     assert pod["serviceAccountName"] == AGENT
+    # Surge, so an image the nodes cannot pull leaves the old agents running (agent/hostlock.py).
     assert ds["spec"]["updateStrategy"] == {
         "type": "RollingUpdate",
-        "rollingUpdate": {"maxUnavailable": "10%"},
+        "rollingUpdate": {"maxSurge": "10%", "maxUnavailable": 0},
     }
     assert pod["tolerations"] == [{"operator": "Exists"}]
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
@@ -400,9 +401,11 @@ def test_agent_argv_is_accepted_by_the_cli(default: Rendered) -> None:
 
 def test_agent_probes_use_its_health_endpoint(default: Rendered) -> None:
     container = _container(default.find("DaemonSet", AGENT))
-    assert container["ports"] == [{"name": "health", "containerPort": 9441, "protocol": "TCP"}]
+    # No ports entry: on hostNetwork a containerPort is a hostPort, and the scheduler (NodePorts) would
+    # keep the surge pod off the node its old pod still holds the port on.
+    assert "ports" not in container
     for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": 9441}
     # The probe must tolerate a quiet watch (60 s) plus its read timeout before restarting the agent.
     liveness = container["livenessProbe"]
     assert liveness["periodSeconds"] * liveness["failureThreshold"] >= 60
@@ -453,7 +456,7 @@ def test_values_reach_the_objects() -> None:
     assert pod["tolerations"] == [KWOK_TOLERATION]
     assert "priorityClassName" not in pod
     assert pod["imagePullSecrets"] == [{"name": "registry"}]
-    assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == 5
+    assert ds["spec"]["updateStrategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 5}
     deploy = rendered.find("Deployment", "epo-operator")
     op_pod = deploy["spec"]["template"]["spec"]
     assert (
@@ -499,8 +502,8 @@ BAD_VALUES = [
     ({"image.digest": "latest"}, "/image/digest", "does not match pattern"),
     ({"agent.namespace": "Agents_NS"}, "/agent/namespace", "does not match pattern"),
     ({"agent.createNamespace": "yes"}, "/agent/createNamespace", "want boolean"),
-    ({"agent.updateStrategy": {"maxUnavailable": 0}}, "/agent/updateStrategy/maxUnavailable", "oneOf"),
-    ({"agent.updateStrategy": {"maxUnavailable": "150%"}}, "/agent/updateStrategy/maxUnavailable", "oneOf"),
+    ({"agent.updateStrategy": {"maxUnavailable": -1}}, "/agent/updateStrategy/maxUnavailable", "oneOf"),
+    ({"agent.updateStrategy": {"maxSurge": "150%"}}, "/agent/updateStrategy/maxSurge", "oneOf"),
     ({"agent.tolerations": [{"operator": "Sometimes"}]}, "/agent/tolerations/0/operator", "one of"),
     ({"agent.resources": {"requests": {"cpu": "lots"}}}, "/agent/resources/requests/cpu", "pattern"),
     ({"serviceMonitor": {"enabled": "true"}}, "/serviceMonitor/enabled", "want boolean"),
@@ -516,6 +519,13 @@ def test_schema_rejects_bad_values(values: dict[str, Any], path: str, message: s
     assert done.returncode != 0, f"accepted {values}"
     assert "values don't meet the specifications of the schema" in done.stderr
     assert f"at '{path}" in done.stderr and message in done.stderr, done.stderr
+
+
+def test_agent_update_strategy_that_could_never_roll_is_refused() -> None:
+    done = template({"agent.updateStrategy": {"maxSurge": "0%", "maxUnavailable": 0}})
+    assert done.returncode != 0
+    assert "agent.updateStrategy: maxSurge and maxUnavailable cannot both be 0" in done.stderr
+    assert template({"agent.updateStrategy": {"maxSurge": 0, "maxUnavailable": 1}}).returncode == 0
 
 
 def test_agent_namespace_must_differ_from_the_release_namespace() -> None:

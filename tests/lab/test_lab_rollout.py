@@ -20,10 +20,11 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +41,7 @@ from eventedpleg_lab.lab import chart, machine
 from eventedpleg_lab.lab.lab import Lab, LabError
 from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
 from eventedpleg_lab.lab.nodes import REGISTRY, NodeSpec
+from eventedpleg_lab.localcluster import cluster as lc
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -635,3 +637,109 @@ def test_helm_upgrade_mid_rollout_keeps_the_rollout_and_the_nodeconfig(
 def semver_next(version: str) -> str:
     major, minor, patch = version.split("-", 1)[0].split(".")
     return f"{major}.{minor}.{int(patch) + 1}"
+
+
+@contextlib.contextmanager
+def _registry_unreachable(lab: Lab) -> Iterator[int]:
+    """The lab's registry process stopped (SIGSTOP): connections are accepted by the kernel and never
+    answered, as with a registry behind a dead proxy. Continued on the way out."""
+    pid = lc.running_pids(lab.cluster_dir)["registry"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield pid
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def _pods(lab: Lab) -> dict[str, dict[str, Any]]:
+    """uid -> pod, of the operator's and the agents' namespaces."""
+    found: dict[str, dict[str, Any]] = {}
+    for namespace in (NAMESPACE, chart.AGENT_NAMESPACE):
+        for pod in chart.get_json(lab, "pods", "-n", namespace)["items"]:
+            found[pod["metadata"]["uid"]] = pod
+    return found
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(cond["type"] == "Ready" and cond["status"] == "True" for cond in conditions)
+
+
+def test_helm_upgrade_while_the_registry_is_unreachable_keeps_the_old_pods_and_the_rollout(
+    installed: Lab, lab_specs: tuple[NodeSpec, ...]
+) -> None:
+    """`helm upgrade` (chart from disk) to an image the nodes cannot pull, with the registry unreachable,
+    while a node is in a step of a rollout: the old operator and agent pods keep running (the Deployment
+    and the agent DaemonSet both surge: the old pod goes only once its replacement is Ready), the new pods
+    wait on their image, and the rollout completes with no node taken twice. Then the registry is back and
+    `helm rollback` returns the release to the old image."""
+    before = {uid: pod for uid, pod in _pods(installed).items() if _ready(pod)}
+    revision = json.loads(
+        chart.helm(installed, "get", "metadata", chart.RELEASE, "-n", NAMESPACE, "-o", "json")
+    )["revision"]
+    unpullable = "sha256:" + "e" * 64
+    states: dict[str, list[str]] = {}
+    upgraded: list[str] = []
+    in_step = {c.NodeState.DRAINING.value, c.NodeState.APPLYING.value, c.NodeState.VERIFYING.value}
+
+    def sample() -> None:
+        try:
+            nodes = installed.nodes()
+        except Exception:  # an API hiccup is not a sample
+            return
+        for name, node in nodes.items():
+            state = node["metadata"].get("annotations", {}).get(c.ANN_STATE, "-")
+            seen = states.setdefault(name, [])
+            if not seen or seen[-1] != state:
+                seen.append(state)
+            if state in in_step and not upgraded:
+                out = chart.helm(installed, "upgrade", chart.RELEASE, str(chart_dir()), "-n", NAMESPACE,
+                    "--reuse-values", f"--set=image.digest={unpullable}")  # fmt: skip
+                upgraded.append(f"{name} {state}: {out.strip()}")
+
+    with _registry_unreachable(installed):
+        with periodic.every(0.5, sample):
+            body, watch, _ = _rollout(installed, evented_pleg=True)
+        after = _pods(installed)
+    print(f"helm upgrade while {upgraded}")
+    print("\n".join(f"{name}: {' -> '.join(seq)}" for name, seq in sorted(states.items())))
+    waiting = {
+        pod["metadata"]["name"]: [
+            (s.get("state", {}).get("waiting") or {}).get("reason")
+            for s in pod["status"].get("containerStatuses", [])
+        ]
+        for uid, pod in after.items()
+        if uid not in before
+    }
+    print(f"new pods while the registry was unreachable: {waiting}")
+    assert upgraded and "has been upgraded" in upgraded[0], upgraded
+    assert chart.conditions(body).get("Available") == "True", body.get("status")
+    assert watch.min_ready >= chart.WORKLOAD_MIN_AVAILABLE, watch.min_ready
+    assert _in_progress_or_half_applied(installed) == []
+    for name, seq in states.items():  # the upgrade neither lost a node nor had one taken twice
+        assert seq.count(c.NodeState.DRAINING.value) <= 1, (name, seq)
+    # Every pod that ran before still runs, Ready, and no new one is Ready (none could pull its image).
+    gone = sorted(
+        pod["metadata"]["name"] for uid, pod in before.items() if uid not in after or not _ready(after[uid])
+    )
+    assert gone == [], gone
+    assert waiting, "the upgrade made no new pod"
+    assert not any(_ready(after[uid]) for uid in after if uid not in before), waiting
+    for spec in lab_specs:
+        expected = chart.expected_outcome(spec).state
+        assert installed.nodes()[spec.name]["metadata"]["annotations"].get(c.ANN_STATE) == expected, spec.name
+    # The registry is back: `helm rollback` returns to the old image; every pod is again the old one.
+    chart.helm(installed, "rollback", chart.RELEASE, str(revision), "-n", NAMESPACE, "--wait",
+        "--timeout=300s", timeout=330)  # fmt: skip
+    for kind, namespace in (("deployments", NAMESPACE), ("daemonsets", chart.AGENT_NAMESPACE)):
+        for item in chart.get_json(installed, kind, "-n", namespace)["items"]:
+            what = f"{kind}/{item['metadata']['name']}"
+            chart.kubectl_ok(installed, "-n", namespace, "rollout", "status", what, "--timeout=300s",
+                timeout=330)  # fmt: skip
+    images = {
+        s["imageID"].rsplit("@", 1)[-1]
+        for pod in _pods(installed).values()
+        if pod["metadata"].get("deletionTimestamp") is None
+        for s in pod["status"].get("containerStatuses", [])
+    }
+    assert unpullable not in images and len(images) == 1, images

@@ -23,4 +23,7 @@ def serve(beats: Heartbeats, stale_seconds: float, port: int, host: str = "0.0.0
         result = beats.health(limits)
         return 200 if result.ok else 503, result.message.encode(), TEXT
 
-    return probeserver.start({"/healthz": health, "/readyz": health}, port, host, thread="health")
+    # Shared: while the DaemonSet surges, the old and the new agent both listen on the node's port, and
+    # either may answer the kubelet's probe; each is healthy while its loop (or its wait) moves.
+    routes = {"/healthz": health, "/readyz": health}
+    return probeserver.start(routes, port, host, thread="health", shared_port=True)

@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from eventedpleg import constants as c
-from eventedpleg.agent import health, runner
+from eventedpleg.agent import health, hostlock, runner
 from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.agent.linuxhost import LinuxHost
 from eventedpleg.cli.failures import verbose_option
@@ -117,8 +117,8 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
 def run_agent(
     process: AgentProcess, host: Host, *, health_port: int = 0, health_stale_seconds: float = 180.0
 ) -> None:
-    """Run the agent on `host` until SIGTERM/SIGINT (or one pass with `once`); with `health_port`, serve
-    /healthz from the loop's heartbeat."""
+    """Run the agent on `host` until SIGTERM/SIGINT (or one pass with `once`), once no other agent holds the
+    host (agent.hostlock); with `health_port`, serve /healthz from the loop's heartbeat."""
     logging.basicConfig(
         level=logging.DEBUG if process.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -136,7 +136,13 @@ def run_agent(
     beats = Heartbeats(time.monotonic)
     server = health.serve(beats, health_stale_seconds, health_port) if health_port else None
     try:
-        with api_client(process.kubeconfig) as client:
+        with (
+            hostlock.held(host.root, stop=stopping.is_set, waiting=lambda: beats.beat(health.LOOP)) as ours,
+            api_client(process.kubeconfig) as client,
+        ):
+            if not ours:
+                logging.getLogger(__name__).info("stopped by signal while another agent held the host")
+                return
             the_agent = Agent(process.node, host, KubeAgentApi(client, host=process.node), process.settings)
             try:
                 runner.run(the_agent, stop=stopping.is_set, once=process.once, beats=beats, idle=idle)

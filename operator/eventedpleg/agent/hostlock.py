@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -27,12 +28,16 @@ def held(
     path = root / LOCK_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    told = False
     try:
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if not told:
+                    told = True
+                    logging.getLogger(__name__).info("another agent holds %s: waiting for it to exit", path)
                 if stop():
                     yield False
                     return

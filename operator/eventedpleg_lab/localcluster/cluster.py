@@ -26,7 +26,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Self
@@ -484,6 +484,44 @@ def running_pids(directory: Path) -> dict[str, int]:
     if state is None:
         return {}
     return {p["name"]: p["pid"] for p in state["processes"] if _is_ours(p["pid"], p["argv"])}
+
+
+@contextlib.contextmanager
+def component_down(directory: Path, name: str, *, ready_url: str = "") -> Iterator[int]:
+    """Stop one recorded component (SIGTERM, as `stop` does) and start it again with the same command on
+    the way out, detached like the first; the state file records its new PID. For fault tests (the lab's
+    registry down: connections refused). Yields the stopped PID; with `ready_url`, waits until a GET of
+    it answers again (any status)."""
+    state = load_state(directory)
+    entry = next((p for p in (state or {}).get("processes", []) if p["name"] == name), None)
+    if state is None or entry is None or not _is_ours(entry["pid"], entry["argv"]):
+        raise RuntimeError(f"no running {name} recorded in {directory}")
+    _terminate(_Proc(name, entry["pid"], entry["argv"]))
+    try:
+        yield entry["pid"]
+    finally:
+        with (Path(directory) / "logs" / f"{name}.log").open("ab") as out:
+            popen = subprocess.Popen(
+                entry["argv"],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=directory,
+                start_new_session=True,
+            )
+        entry["pid"] = popen.pid
+        tmp = Path(directory) / f"{STATE_FILE}.tmp"
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(Path(directory) / STATE_FILE)
+        deadline = time.monotonic() + 30
+        while ready_url and time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(ready_url, timeout=2).close()  # noqa: S310 - the lab's own address
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                time.sleep(0.2)
 
 
 def stop(directory: Path) -> list[str]:

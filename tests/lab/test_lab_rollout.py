@@ -646,10 +646,13 @@ def _registry_unreachable(lab: Lab) -> Iterator[int]:
 
 
 def _pods(lab: Lab) -> dict[str, dict[str, Any]]:
-    """uid -> pod, of the operator's and the agents' namespaces."""
+    """uid -> pod, of the operator's Deployment and the agent DaemonSet (not `helm test`'s)."""
     found: dict[str, dict[str, Any]] = {}
     for namespace in (NAMESPACE, chart.AGENT_NAMESPACE):
-        for pod in chart.get_json(lab, "pods", "-n", namespace)["items"]:
+        listed = chart.get_json(
+            lab, "pods", "-n", namespace, "-l", "app.kubernetes.io/component in (operator,agent)"
+        )
+        for pod in listed["items"]:
             found[pod["metadata"]["uid"]] = pod
     return found
 
@@ -743,10 +746,8 @@ def test_helm_upgrade_while_the_registry_is_unreachable_keeps_the_old_pods_and_t
             what = f"{kind}/{item['metadata']['name']}"
             chart.kubectl_ok(installed, "-n", namespace, "rollout", "status", what, "--timeout=300s",
                 timeout=330)  # fmt: skip
-    images = {
-        status["imageID"].rsplit("@", 1)[-1]
-        for pod in _pods(installed).values()
-        if pod["metadata"].get("deletionTimestamp") is None
-        for status in pod["status"].get("containerStatuses", [])
-    }
-    assert unpullable not in images and len(images) == 1, images
+    # (Pod specs, not statuses: CRI-O reports the image's ID where containerd reports its repo digest.)
+    pods = [p for p in _pods(installed).values() if p["metadata"].get("deletionTimestamp") is None]
+    images = {container["image"] for pod in pods for container in pod["spec"]["containers"]}
+    assert len(images) == 1 and not next(iter(images)).endswith(unpullable), images
+    assert all(_ready(pod) for pod in pods), [p["metadata"]["name"] for p in pods if not _ready(p)]

@@ -544,6 +544,32 @@ def test_a_node_whose_drain_could_never_finish_is_reported_and_never_cordoned(
 NEXT_FIELD = "upgradeNote"
 
 
+@dataclass
+class _UpgradeInAStep:
+    """Sampled every 0.5 s during a rollout: each node's state sequence (repeats folded), and `helm *argv`
+    run once, as soon as a node is in a step (Draining, Applying, Verifying)."""
+
+    lab: Lab
+    argv: tuple[str, ...]
+    states: dict[str, list[str]] = field(default_factory=dict)
+    upgraded: list[str] = field(default_factory=list)  # "node state: helm's first line", once
+
+    def sample(self) -> None:
+        in_step = {c.NodeState.DRAINING.value, c.NodeState.APPLYING.value, c.NodeState.VERIFYING.value}
+        try:
+            nodes = self.lab.nodes()
+        except Exception:  # an API hiccup is not a sample
+            return
+        for name, node in nodes.items():
+            state = node["metadata"].get("annotations", {}).get(c.ANN_STATE, "-")
+            seen = self.states.setdefault(name, [])
+            if not seen or seen[-1] != state:
+                seen.append(state)
+            if state in in_step and not self.upgraded:
+                out = chart.helm(self.lab, *self.argv)
+                self.upgraded.append(f"{name} {state}: {out.strip().splitlines()[0]}")
+
+
 def _next_chart(directory: Path, version: str) -> Path:
     """The chart as the next release ships it: version `version` (same appVersion and image) and a CRD
     whose spec gained NEXT_FIELD."""
@@ -576,26 +602,10 @@ def test_helm_upgrade_mid_rollout_keeps_the_rollout_and_the_nodeconfig(
     nxt = semver_next(current["version"])
     reference = chart.push_chart(installed, _next_chart(tmp_path, nxt), tmp_path)
     before = chart.get_json(installed, "nodeconfig", chart.NODECONFIG)
-    states: dict[str, list[str]] = {}
-    upgraded: list[str] = []  # "node state: helm's output", once
-    in_step = {c.NodeState.DRAINING.value, c.NodeState.APPLYING.value, c.NodeState.VERIFYING.value}
-
-    def sample() -> None:  # each node's state sequence (repeats folded); the upgrade once a node is in a step
-        try:
-            nodes = installed.nodes()
-        except Exception:  # an API hiccup is not a sample
-            return
-        for name, node in nodes.items():
-            state = node["metadata"].get("annotations", {}).get(c.ANN_STATE, "-")
-            seen = states.setdefault(name, [])
-            if not seen or seen[-1] != state:
-                seen.append(state)
-            if state in in_step and not upgraded:
-                out = chart.helm(installed, "upgrade", chart.RELEASE, reference, f"--version={nxt}",
-                    "--plain-http", "-n", NAMESPACE, "--reuse-values")  # fmt: skip
-                upgraded.append(f"{name} {state}: {out.strip()}")
-
-    with periodic.every(0.5, sample):
+    upgrade = _UpgradeInAStep(installed, ("upgrade", chart.RELEASE, reference, f"--version={nxt}",
+        "--plain-http", "-n", NAMESPACE, "--reuse-values"))  # fmt: skip
+    states, upgraded = upgrade.states, upgrade.upgraded
+    with periodic.every(0.5, upgrade.sample):
         body, watch, _ = _rollout(installed, evented_pleg=False)
     print(f"helm upgrade while {upgraded}")
     print("\n".join(f"{name}: {' -> '.join(seq)}" for name, seq in sorted(states.items())))
@@ -684,28 +694,13 @@ def test_helm_upgrade_while_the_registry_is_unreachable_keeps_the_old_pods_and_t
     meta = ("get", "metadata", chart.RELEASE, "-n", NAMESPACE, "-o", "json")
     revision = json.loads(chart.helm(installed, *meta))["revision"]
     unpullable = "sha256:" + "e" * 64
-    states: dict[str, list[str]] = {}
-    upgraded: list[str] = []
-    in_step = {c.NodeState.DRAINING.value, c.NodeState.APPLYING.value, c.NodeState.VERIFYING.value}
-
-    def sample() -> None:
-        try:
-            nodes = installed.nodes()
-        except Exception:  # an API hiccup is not a sample
-            return
-        for name, node in nodes.items():
-            state = node["metadata"].get("annotations", {}).get(c.ANN_STATE, "-")
-            seen = states.setdefault(name, [])
-            if not seen or seen[-1] != state:
-                seen.append(state)
-            if state in in_step and not upgraded:
-                out = chart.helm(installed, "upgrade", chart.RELEASE, str(chart_dir()), "-n", NAMESPACE,
-                    "--reuse-values", f"--set=image.digest={unpullable}")  # fmt: skip
-                upgraded.append(f"{name} {state}: {out.strip().splitlines()[0]}")
+    upgrade = _UpgradeInAStep(installed, ("upgrade", chart.RELEASE, str(chart_dir()), "-n", NAMESPACE,
+        "--reuse-values", f"--set=image.digest={unpullable}"))  # fmt: skip
+    states, upgraded = upgrade.states, upgrade.upgraded
 
     try:
         with _registry_unreachable(installed):
-            with periodic.every(0.5, sample):
+            with periodic.every(0.5, upgrade.sample):
                 body, watch, _ = _rollout(installed, evented_pleg=True)
             after = [p for p in _pods(installed).values() if p["metadata"].get("deletionTimestamp") is None]
     finally:

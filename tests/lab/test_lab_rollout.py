@@ -719,9 +719,10 @@ def test_helm_upgrade_while_the_registry_is_unreachable_keeps_the_old_pods_and_t
     assert chart.conditions(body).get("Available") == "True", body.get("status")
     assert watch.min_ready >= chart.WORKLOAD_MIN_AVAILABLE, watch.min_ready
     assert _in_progress_or_half_applied(installed) == []
-    assert chart.outcome_problems(lab_specs, installed.nodes(), body) == []
     for name, seq in states.items():  # the upgrade neither lost a node nor had one taken twice
         assert seq.count(c.NodeState.DRAINING.value) <= 1, (name, seq)
+        assert c.NodeState.DRAINING.value not in seq or seq[-1] == c.NodeState.DONE.value, (name, seq)
+    assert any(c.NodeState.DRAINING.value in seq for seq in states.values()), states
     # As many Ready pods of the old templates as before, in each namespace; none of the new ones Ready.
     for namespace in (NAMESPACE, chart.AGENT_NAMESPACE):
         was = [p for p in before if p["metadata"]["namespace"] == namespace]

@@ -569,6 +569,16 @@ class _UpgradeInAStep:
                 out = chart.helm(self.lab, *self.argv)
                 self.upgraded.append(f"{name} {state}: {out.strip().splitlines()[0]}")
 
+    def assert_converged(self, body: dict[str, Any], watch: Watch) -> None:
+        """helm upgraded mid-step, and the rollout still reached Available with the PDB kept, nothing left
+        in a step, and no node drained twice."""
+        assert self.upgraded and "has been upgraded" in self.upgraded[0], self.upgraded
+        assert chart.conditions(body).get("Available") == "True", body.get("status")
+        assert watch.min_ready >= chart.WORKLOAD_MIN_AVAILABLE, watch.min_ready
+        assert _in_progress_or_half_applied(self.lab) == []
+        for name, seq in self.states.items():  # the upgrade neither lost a node nor had one taken twice
+            assert seq.count(c.NodeState.DRAINING.value) <= 1, (name, seq)
+
 
 def _next_chart(directory: Path, version: str) -> Path:
     """The chart as the next release ships it: version `version` (same appVersion and image) and a CRD
@@ -609,12 +619,7 @@ def test_helm_upgrade_mid_rollout_keeps_the_rollout_and_the_nodeconfig(
         body, watch, _ = _rollout(installed, evented_pleg=False)
     print(f"helm upgrade while {upgraded}")
     print("\n".join(f"{name}: {' -> '.join(seq)}" for name, seq in sorted(states.items())))
-    assert upgraded and "has been upgraded" in upgraded[0], upgraded
-    assert chart.conditions(body).get("Available") == "True", body.get("status")
-    assert watch.min_ready >= chart.WORKLOAD_MIN_AVAILABLE, watch.min_ready
-    assert _in_progress_or_half_applied(installed) == []
-    for name, seq in states.items():  # the upgrade neither lost a node nor had one taken twice
-        assert seq.count(c.NodeState.DRAINING.value) <= 1, (name, seq)
+    upgrade.assert_converged(body, watch)
     for spec in lab_specs:
         assert chart.on_node(installed, spec.name, "cat", KUBELET_DROPIN) == "", spec.name
     # The release is the next version, and once its pods are rolled every pod runs its templates.
@@ -715,12 +720,8 @@ def test_helm_upgrade_while_the_registry_is_unreachable_keeps_the_old_pods_and_t
         if _template(pod) not in old
     }
     print(f"pods of the new templates while the registry was unreachable: {new}")
-    assert upgraded and "has been upgraded" in upgraded[0], upgraded
-    assert chart.conditions(body).get("Available") == "True", body.get("status")
-    assert watch.min_ready >= chart.WORKLOAD_MIN_AVAILABLE, watch.min_ready
-    assert _in_progress_or_half_applied(installed) == []
-    for name, seq in states.items():  # the upgrade neither lost a node nor had one taken twice
-        assert seq.count(c.NodeState.DRAINING.value) <= 1, (name, seq)
+    upgrade.assert_converged(body, watch)
+    for name, seq in states.items():
         assert c.NodeState.DRAINING.value not in seq or seq[-1] == c.NodeState.DONE.value, (name, seq)
     assert any(c.NodeState.DRAINING.value in seq for seq in states.values()), states
     # As many Ready pods of the old templates as before, in each namespace; none of the new ones Ready.

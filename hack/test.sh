@@ -42,8 +42,8 @@ if [ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ]; then
   eventedpleg realnode build
   step "lab nodes (bookworm rootfs, systemd-nspawn, CRI-O v1.34 from Go modules; cached after the first build)"
   eventedpleg lab build
-  step "the image, daemonless (mmdebstrap base, buildah; rebuilt only when an input changed)"
-  eventedpleg lab image
+  step "the release (hack/release.sh: wheel, chart, image daemonless, SBOM; what the lab installs)"
+  python -m eventedpleg_lab.release build
 else
   echo "not root on Linux: the tests against a real kubelet, the lab and the image will be SKIPPED"
 fi

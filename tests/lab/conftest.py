@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from eventedpleg_lab import image, release
 from eventedpleg_lab.lab import chart, nodes
 from eventedpleg_lab.lab.lab import Lab
 from tests.tierskip import TierSkips
@@ -52,9 +53,16 @@ def lab(tmp_path_factory: pytest.TempPathFactory, lab_specs: tuple[nodes.NodeSpe
 
 
 @pytest.fixture(scope="session")
-def installed(lab: Lab, lab_specs: tuple[nodes.NodeSpec, ...]) -> Lab:
-    """The product installed on the lab as an administrator installs it: the image built from the
-    Dockerfile (cached when its inputs did not change) and imported into every node, the CRD, `helm
-    install`; plus a Deployment guarded by a PodDisruptionBudget. test_lab_teardown.py uninstalls it."""
-    chart.install_product(lab, lab_specs)
+def released() -> release.Release:
+    """hack/release.sh's files for this tree (wheel, chart package, image archive, SBOM, SHA256SUMS)."""
+    return release.ensure(image.find_repo())
+
+
+@pytest.fixture(scope="session")
+def installed(lab: Lab, lab_specs: tuple[nodes.NodeSpec, ...], released: release.Release) -> Lab:
+    """The product installed on the lab as an administrator installs it: the release's image archive and
+    chart package pushed to the lab's registry, `helm install oci://...` with the image pinned by digest
+    (every node pulls it); plus a Deployment guarded by a PodDisruptionBudget. test_lab_teardown.py
+    uninstalls it."""
+    chart.install_product(lab, lab_specs, files=released)
     return lab

@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
-from eventedpleg_lab import image, periodic
+from eventedpleg_lab import image, periodic, release
 from eventedpleg_lab.demo.harness import NAMESPACE, chart_dir
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import chart, machine
@@ -306,6 +306,39 @@ def test_rollout_reaches_available_on_real_nodes(installed: Lab, lab_specs: tupl
     # (Whether a later leader is also evicted by a drain here depends on where the force-deleted pod's
     # replacement lands and which replica wins the Lease; test_lab_resilience.py evicts a leader by the
     # drain of its own node on purpose.)
+
+
+def test_the_released_cli_installed_with_pipx_reads_the_rollout(
+    installed: Lab, lab_specs: tuple[NodeSpec, ...], released: release.Release, tmp_path: Path
+) -> None:
+    """The release's wheel installed as the README says (`pipx install`: a venv of its own, no repository,
+    no lab package, no Go) and its `eventedpleg status` reading the rollout above from the lab: Available,
+    every node in its expected state, exit code 0."""
+    env = {**os.environ, "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "bin"),
+           "PIPX_MAN_DIR": str(tmp_path / "man"), "PIPX_DEFAULT_PYTHON": sys.executable}  # fmt: skip
+    env.pop("VIRTUAL_ENV", None)
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+                              timeout=600)  # fmt: skip
+
+    done = run(sys.executable, "-m", "pipx", "install", str(released.wheel))
+    assert done.returncode == 0, done.stdout + done.stderr
+    venv_python = tmp_path / "pipx" / "venvs" / "evented-pleg-operator" / "bin" / "python"
+    where = run(str(venv_python), "-c", "import importlib.util as u, eventedpleg as e; "
+                "print(e.__file__, e.__version__, u.find_spec('eventedpleg_lab'))")  # fmt: skip
+    assert where.returncode == 0, where.stderr
+    module, version, lab_package = where.stdout.split()
+    assert module.startswith(str(tmp_path / "pipx")), module  # the wheel's copy, not this checkout
+    assert (version, lab_package) == (released.version, "None")
+    status = run(str(tmp_path / "bin" / "eventedpleg"), "status", "--kubeconfig", str(installed.kubeconfig))
+    print(status.stdout)
+    assert status.returncode == 0, status.stdout + status.stderr
+    lines = status.stdout.splitlines()
+    assert any(line.split()[:2] == ["Available", "True"] for line in lines if line.strip()), status.stdout
+    rows = {line.split()[0]: line for line in lines if line.strip()}
+    for spec in lab_specs:
+        assert chart.expected_outcome(spec).state in rows.get(spec.name, ""), (spec.name, status.stdout)
 
 
 def test_the_crio_node_runs_with_pod_events(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> None:

@@ -4,6 +4,7 @@ the chart's version and appVersion, and the Dockerfile's image label; and `set` 
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -63,3 +64,34 @@ def test_sums_are_what_sha256sum_checks(tmp_path: Path) -> None:
     (tmp_path / "b.whl").write_bytes(b"tampered")
     tampered = subprocess.run(["sha256sum", "-c", "--quiet", sums.name], cwd=tmp_path, check=False)
     assert tampered.returncode == 1
+
+
+def _release_files(directory: Path, *, digest: str = "sha256:" + "ab" * 32) -> None:
+    directory.mkdir()
+    (directory / "a.whl").write_bytes(b"wheel")
+    image = {"name": "localhost/evented-pleg-operator:0.1.0", "digest": digest, "platforms": []}
+    (directory / "release.json").write_text(
+        f'{{"version": "0.1.0", "revision": "abc", "created": "x", "image": {json.dumps(image)}}}'
+    )
+    release.write_sums(directory)
+
+
+def test_a_release_is_read_only_when_every_checksum_verifies(tmp_path: Path) -> None:
+    _release_files(tmp_path / "r")
+    found = release.read_release(tmp_path / "r")
+    assert (found.version, found.revision, found.image_digest) == ("0.1.0", "abc", "sha256:" + "ab" * 32)
+    assert found.archive == tmp_path / "r" / "evented-pleg-operator-0.1.0.oci.tar"
+    (tmp_path / "r" / "a.whl").write_bytes(b"changed")
+    (tmp_path / "r" / "stray").write_text("")
+    with pytest.raises(release.ReleaseError) as refused:
+        release.read_release(tmp_path / "r")
+    assert "a.whl: checksum does not match SHA256SUMS" in str(refused.value)
+    assert "stray: not in SHA256SUMS" in str(refused.value)
+    (tmp_path / "r" / "a.whl").unlink()
+    assert "a.whl: missing" in release.sum_problems(tmp_path / "r")
+
+
+def test_a_release_without_its_image_is_not_one_the_lab_can_install(tmp_path: Path) -> None:
+    _release_files(tmp_path / "r", digest="")
+    with pytest.raises(release.ReleaseError, match=r"without its image \(hack/release.sh --no-image\)"):
+        release.read_release(tmp_path / "r")

@@ -1,8 +1,8 @@
-"""The product on the lab as a cluster administrator installs and runs it: the image and the packaged chart
-pushed to the lab's OCI registry, the chart installed from there with `helm install oci://` and the image
-pinned by digest (every node pulls it), a workload guarded by a PodDisruptionBudget, a NodeConfig; and
-what each lab node must end as (`outcome_problems`).
-Shared by `eventedpleg demo --lab` and the lab test tier."""
+"""The product on the lab as a cluster administrator installs and runs it: hack/release.sh's image
+archive and chart package pushed to the lab's OCI registry, the chart installed from there with `helm
+install oci://` and the image pinned by digest (every node pulls it), a workload guarded by a
+PodDisruptionBudget, a NodeConfig; and what each lab node must end as (`outcome_problems`). Shared by
+`eventedpleg demo --lab` and the lab test tier."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from eventedpleg import __version__
 from eventedpleg import constants as c
-from eventedpleg_lab import image
+from eventedpleg_lab import image, release
 from eventedpleg_lab.demo.harness import NAMESPACE, chart_dir
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import machine
@@ -98,41 +97,37 @@ class Published:
         return self.image.split("@", 1)[1]
 
 
-def archive_digest(archive: Path) -> str:
-    """The manifest digest inside an OCI archive (its index.json's one manifest)."""
-    with tarfile.open(archive) as tar:
-        member = tar.extractfile("index.json")
-        if member is None:
-            raise LabError(f"{archive}: no index.json")
-        manifests = json.load(member).get("manifests", [])
-    if len(manifests) != 1:
-        raise LabError(f"{archive}: {len(manifests)} manifests in index.json, expected one image")
-    digest: str = manifests[0]["digest"]
-    return digest
-
-
-def publish(lab: Lab, archive: Path, *, version: str = __version__) -> Published:
-    """Push the image (by digest) and the chart (`helm package`, `helm push`) into the lab's registry, as
-    hack/release.sh's artifacts are pushed to a public one."""
+def publish(lab: Lab, files: release.Release) -> Published:
+    """Push hack/release.sh's files into the lab's registry as a release publishes them to a public one:
+    the image archive by digest (the digest release.json names) and the chart package as packaged, once
+    their checksums verify (`sha256sum -c SHA256SUMS`, as a user checks a download)."""
+    problems = release.sum_problems(files.directory)
+    if problems:
+        raise LabError(f"{files.directory}: {'; '.join(problems)}")
     crane = build.ensure_component(build.CRANE)["crane"]
     work = lab.directory / "publish"
     shutil.rmtree(work, ignore_errors=True)
     (work / "layout").mkdir(parents=True)
-    with tarfile.open(archive) as tar:
+    with tarfile.open(files.archive) as tar:
         tar.extractall(work / "layout", filter="data")
     refs = work / "image-refs"
     repository = f"{REGISTRY}/{image.NAME}"
-    argv = [str(crane), "push", "--insecure", str(work / "layout"), f"{repository}:{version}"]
+    argv = [str(crane), "push", "--insecure", str(work / "layout"), f"{repository}:{files.version}"]
     done = subprocess.run(
         [*argv, f"--image-refs={refs}"], capture_output=True, text=True, timeout=300, check=False
     )
     if done.returncode != 0:
         raise LabError(f"crane push: {(done.stderr or done.stdout).strip()[-800:]}")
     pushed = refs.read_text().strip()
-    want = archive_digest(archive)
-    if pushed != f"{repository}@{want}":
-        raise LabError(f"crane push gave {pushed}, the archive holds {want}")
-    return Published(pushed, push_chart(lab, chart_dir(), work), version)
+    if pushed != f"{repository}@{files.image_digest}":
+        raise LabError(f"crane push gave {pushed}, release.json names {files.image_digest}")
+    return Published(pushed, _helm_push(lab, files.chart, chart_dir().name), files.version)
+
+
+def _helm_push(lab: Lab, package: Path, name: str) -> str:
+    """`helm push` the package of chart `name` to the lab's registry; its oci:// reference."""
+    helm(lab, "push", str(package), f"oci://{REGISTRY}/charts", "--plain-http")
+    return f"oci://{REGISTRY}/charts/{name}"
 
 
 def push_chart(lab: Lab, source: Path, work: Path) -> str:
@@ -142,8 +137,7 @@ def push_chart(lab: Lab, source: Path, work: Path) -> str:
         old.unlink()
     helm(lab, "package", str(source), "-d", str(work))
     (package,) = work.glob(f"{source.name}-*.tgz")
-    helm(lab, "push", str(package), f"oci://{REGISTRY}/charts", "--plain-http")
-    return f"oci://{REGISTRY}/charts/{source.name}"
+    return _helm_push(lab, package, source.name)
 
 
 def install(lab: Lab, specs: tuple[NodeSpec, ...], published: Published, *, timeout: float = 300.0) -> str:
@@ -177,22 +171,33 @@ def helm_test(lab: Lab, *, timeout: float = 180.0) -> str:
 
 
 def install_product(
-    lab: Lab, specs: tuple[NodeSpec, ...], log: Log | None = None, *, workload: bool = True
-) -> None:
-    """What the demo and the lab tier start from: the image built from the Dockerfile (cached when its
-    inputs did not change), `install`, and (unless not `workload`) the workload guarded by its
-    PodDisruptionBudget."""
-    built = image.ImageBuilder(image.find_repo(), log=log).build(image.default_archive())
-    published = publish(lab, built.archive)
-    if log is not None:
-        log(f"[lab] pushed {published.image} and the chart {published.chart}:{published.version}")
-        log(
-            f"[lab] helm install {RELEASE} {published.chart} --version {published.version} "
-            f"--set image.repository={published.repository} --set image.digest={published.digest}"
-        )
+    lab: Lab,
+    specs: tuple[NodeSpec, ...],
+    log: Log | None = None,
+    *,
+    workload: bool = True,
+    files: release.Release | None = None,
+) -> release.Release:
+    """What the demo and the lab tier start from: hack/release.sh's files for this tree (`files`, else
+    `release.ensure`: made unless the cache holds this commit's), published to the lab's registry,
+    `install`ed, and (unless not `workload`) the workload guarded by its PodDisruptionBudget. Returns the
+    release installed."""
+    say = log or (lambda _: None)
+    try:
+        files = files or release.ensure(image.find_repo(), log=say)
+    except (release.ReleaseError, image.ImageError, OSError, subprocess.SubprocessError) as exc:
+        raise LabError(str(exc)) from exc
+    published = publish(lab, files)
+    say(f"[lab] pushed {published.image} and the chart {published.chart}:{published.version}"
+        f" from {files.directory} ({files.revision[:12]})")  # fmt: skip
+    say(
+        f"[lab] helm install {RELEASE} {published.chart} --version {published.version} "
+        f"--set image.repository={published.repository} --set image.digest={published.digest}"
+    )
     install(lab, specs, published)
     if workload:
         start_workload(lab)
+    return files
 
 
 @contextlib.contextmanager
@@ -201,7 +206,7 @@ def product_lab(
 ) -> Iterator[Lab]:
     """The lab up with `specs` and the product installed on it (`install_product`), as `eventedpleg demo
     --lab` and the benchmarks start; taken down at the end whatever happened (what was left behind is
-    logged). `timings` gets "lab up" and "image and install", in seconds."""
+    logged). `timings` gets "lab up" and "release and install", in seconds."""
     lab = Lab(log=log)
     try:
         began = time.monotonic()
@@ -209,7 +214,7 @@ def product_lab(
         timings["lab up"] = round(time.monotonic() - began, 1)
         began = time.monotonic()
         install_product(lab, specs, log, workload=workload)
-        timings["image and install"] = round(time.monotonic() - began, 1)
+        timings["release and install"] = round(time.monotonic() - began, 1)
         yield lab
     finally:
         left = lab.down()

@@ -427,9 +427,7 @@ class LocalCluster:
             "processes": [{"name": p.name, "pid": p.pid, "argv": p.argv} for p in self.procs],
             "timings": self.timings,
         }
-        tmp = self.directory / f"{STATE_FILE}.tmp"
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.directory / STATE_FILE)
+        save_state(self.directory, state)
 
 
 # --- fake node mixes ---------------------------------------------------------------------------------
@@ -468,6 +466,13 @@ def default_mix(count: int, *, prefix: str = "node") -> list[FakeNode]:
 
 
 # --- other processes' clusters ----------------------------------------------------------------------
+
+
+def save_state(directory: Path, state: dict[str, Any]) -> None:
+    """Write the state file whole (a reader never sees half of it)."""
+    tmp = Path(directory) / f"{STATE_FILE}.tmp"
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(Path(directory) / STATE_FILE)
 
 
 def load_state(directory: Path) -> dict[str, Any] | None:
@@ -510,9 +515,7 @@ def component_down(directory: Path, name: str, *, ready_url: str = "") -> Iterat
                 start_new_session=True,
             )
         entry["pid"] = popen.pid
-        tmp = Path(directory) / f"{STATE_FILE}.tmp"
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(Path(directory) / STATE_FILE)
+        save_state(directory, state)
         deadline = time.monotonic() + 30
         while ready_url and time.monotonic() < deadline:
             try:

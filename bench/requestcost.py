@@ -10,6 +10,9 @@ TLS connection for the whole series), as utime + stime of this process per reque
   kubernetes client's REST layer (urllib3), the one HTTP stack the operator, the CLI and the agent use;
 - the same PATCH as a bare urllib3 request on the same pool (pre-encoded body and headers, no client
   machinery): what a leaner path on the same library could save at most;
+- the same PATCH through two other clients, on the same credentials and one kept-alive TLS connection:
+  aiohttp (kopf's own client, C HTTP parser), awaited one after another on its event loop, and pycurl
+  (libcurl, a C HTTP stack; the `bench` extra installs it): what changing the library would save;
 - a plain-HTTP GET of etcd's /health: the floor of one request through urllib3 and http.client here,
   without TLS;
 - decoding one watch event's Node (json.loads) and turning it into a NodeView;
@@ -27,9 +30,12 @@ every run).
 from __future__ import annotations
 
 import argparse
+import asyncio
+import io
 import json
 import math
 import resource
+import ssl
 import sys
 import tempfile
 import threading
@@ -38,6 +44,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+import pycurl
 import urllib3
 
 from eventedpleg.controller.nodecache import NodeCache
@@ -82,6 +90,69 @@ def concurrent_ms(call: Callable[[int], object], count: int, threads: int) -> tu
     return (cpu_seconds() - cpu) * 1e3 / calls, (time.perf_counter() - wall) * 1e3 / calls
 
 
+def _ssl_files(api: Any) -> tuple[str, str | None, str | None]:
+    cfg = api.configuration
+    return cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file
+
+
+def aiohttp_patch_ms(api: Any, headers: dict[str, str], count: int) -> tuple[float, float]:
+    """(CPU ms, wall ms) per node PATCH through aiohttp, awaited one after another on its loop."""
+    ca, cert, key = _ssl_files(api)
+    context = ssl.create_default_context(cafile=ca)
+    if cert:
+        context.load_cert_chain(cert, key)
+    url = f"{api.configuration.host}/api/v1/nodes/{NODE}"
+
+    async def series() -> tuple[float, float]:
+        connector = aiohttp.TCPConnector(ssl=context)
+        timeout = aiohttp.ClientTimeout(sock_connect=5, sock_read=15)
+        async with aiohttp.ClientSession(connector=connector, headers=headers, timeout=timeout) as session:
+
+            async def patch(i: int) -> object:
+                body = json.dumps({"metadata": {"annotations": {"bench/i": str(i)}}}).encode()
+                async with session.patch(url, data=body) as answer:
+                    answer.raise_for_status()
+                    return json.loads(await answer.read())
+
+            await patch(-1)
+            cpu, wall = cpu_seconds(), time.perf_counter()
+            for i in range(count):
+                await patch(i)
+            return (cpu_seconds() - cpu) * 1e3 / count, (time.perf_counter() - wall) * 1e3 / count
+
+    return asyncio.run(series())
+
+
+def pycurl_patch_ms(api: Any, headers: dict[str, str], count: int) -> tuple[float, float]:
+    """(CPU ms, wall ms) per node PATCH through pycurl, one handle (its connection kept alive)."""
+    ca, cert, key = _ssl_files(api)
+    curl = pycurl.Curl()
+    curl.setopt(pycurl.CAINFO, ca)
+    if cert:
+        curl.setopt(pycurl.SSLCERT, cert)
+        curl.setopt(pycurl.SSLKEY, key)
+    curl.setopt(pycurl.URL, f"{api.configuration.host}/api/v1/nodes/{NODE}")
+    curl.setopt(pycurl.CUSTOMREQUEST, "PATCH")
+    curl.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in headers.items()])
+    curl.setopt(pycurl.CONNECTTIMEOUT, 5)
+    curl.setopt(pycurl.LOW_SPEED_LIMIT, 1)
+    curl.setopt(pycurl.LOW_SPEED_TIME, 15)
+
+    def patch(i: int) -> object:
+        answer = io.BytesIO()
+        curl.setopt(pycurl.POSTFIELDS, json.dumps({"metadata": {"annotations": {"bench/i": str(i)}}}))
+        curl.setopt(pycurl.WRITEDATA, answer)
+        curl.perform()
+        if curl.getinfo(pycurl.RESPONSE_CODE) != 200:
+            raise RuntimeError(f"PATCH answered {curl.getinfo(pycurl.RESPONSE_CODE)}")
+        return json.loads(answer.getvalue())
+
+    try:
+        return per_call_ms(patch, count)
+    finally:
+        curl.close()
+
+
 def measure(cluster: LocalCluster, count: int, threads: tuple[int, ...]) -> dict[str, tuple[float, float]]:
     cluster.add_nodes([FakeNode(NODE, zone="zone-a", labels={"bench": "cost"})], timeout=60)
     api: Any = api_client(str(cluster.kubeconfig), pool_size=max(threads, default=1))
@@ -113,6 +184,8 @@ def measure(cluster: LocalCluster, count: int, threads: tuple[int, ...]) -> dict
         ),
         "node GET (get_node)": per_call_ms(lambda i: get_node(api, NODE), count),
         "node PATCH, bare urllib3": per_call_ms(bare_patch, count),
+        "node PATCH, aiohttp (kopf's client)": aiohttp_patch_ms(api, headers, count),
+        "node PATCH, pycurl (libcurl)": pycurl_patch_ms(api, headers, count),
         "plain-HTTP GET, etcd /health": per_call_ms(lambda i: plain.request("GET", health).data, count),
         f"json.loads of a Node ({len(encoded)} bytes)": per_call_ms(lambda i: json.loads(encoded), 5000),
         "node_view of a Node": per_call_ms(lambda i: node_view(node), 5000),

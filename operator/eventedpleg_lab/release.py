@@ -154,7 +154,7 @@ class ReleaseError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Release:
+class ReleaseFiles:
     """The files of one hack/release.sh run (release.json says what they are)."""
 
     directory: Path
@@ -180,7 +180,7 @@ class Release:
         return self.directory / f"evented-pleg-operator-{self.version}.spdx.json"
 
 
-def read_release(directory: Path) -> Release:
+def read_release(directory: Path) -> ReleaseFiles:
     """The release in `directory`; ReleaseError unless release.json is there, names an image, and every
     checksum verifies."""
     problems = sum_problems(directory)
@@ -190,7 +190,9 @@ def read_release(directory: Path) -> Release:
     image = described.get("image") or {}
     if not image.get("digest"):
         raise ReleaseError(f"{directory}: a release without its image (hack/release.sh --no-image)")
-    return Release(directory, described["version"], described["revision"], image["name"], image["digest"])
+    return ReleaseFiles(
+        directory, described["version"], described["revision"], image["name"], image["digest"]
+    )
 
 
 def cached_image(version_: str) -> Path:
@@ -215,7 +217,7 @@ def _head(repo: Path) -> str | None:
     return head.stdout.strip() if head.returncode == 0 and clean.returncode == 0 else None
 
 
-def ensure(repo: Path, log: Callable[[str], None] = lambda _: None) -> Release:
+def ensure(repo: Path, log: Callable[[str], None] = lambda _: None) -> ReleaseFiles:
     """hack/release.sh's files for the tree's version, in the cache (`release_dir`): the ones already
     there when they are a release of HEAD, the tree is clean and every checksum verifies; else made again
     (the image from the builder's cache when its inputs did not change, ~1 min; cold, minutes)."""

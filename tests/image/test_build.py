@@ -87,7 +87,7 @@ def _why_not() -> str | None:
 class Opened:
     """The archive committed into a fresh store, as a working container."""
 
-    built: release.Release
+    built: release.ReleaseFiles
     buildah: list[str]
     container: str
 

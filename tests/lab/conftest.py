@@ -53,13 +53,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory, lab_specs: tuple[nodes.NodeSpe
 
 
 @pytest.fixture(scope="session")
-def released() -> release.Release:
+def released() -> release.ReleaseFiles:
     """hack/release.sh's files for this tree (wheel, chart package, image archive, SBOM, SHA256SUMS)."""
     return release.ensure(image.find_repo())
 
 
 @pytest.fixture(scope="session")
-def installed(lab: Lab, lab_specs: tuple[nodes.NodeSpec, ...], released: release.Release) -> Lab:
+def installed(lab: Lab, lab_specs: tuple[nodes.NodeSpec, ...], released: release.ReleaseFiles) -> Lab:
     """The product installed on the lab as an administrator installs it: the release's image archive and
     chart package pushed to the lab's registry, `helm install oci://...` with the image pinned by digest
     (every node pulls it); plus a Deployment guarded by a PodDisruptionBudget. test_lab_teardown.py

@@ -309,7 +309,7 @@ def test_rollout_reaches_available_on_real_nodes(installed: Lab, lab_specs: tupl
 
 
 def test_the_released_cli_installed_with_pipx_reads_the_rollout(
-    installed: Lab, lab_specs: tuple[NodeSpec, ...], released: release.Release, tmp_path: Path
+    installed: Lab, lab_specs: tuple[NodeSpec, ...], released: release.ReleaseFiles, tmp_path: Path
 ) -> None:
     """The release's wheel installed as the README says (`pipx install`: a venv of its own, no repository,
     no lab package, no Go) and its `eventedpleg status` reading the rollout above from the lab: Available,

@@ -97,7 +97,7 @@ class Published:
         return self.image.split("@", 1)[1]
 
 
-def publish(lab: Lab, files: release.Release) -> Published:
+def publish(lab: Lab, files: release.ReleaseFiles) -> Published:
     """Push hack/release.sh's files into the lab's registry as a release publishes them to a public one:
     the image archive by digest (the digest release.json names) and the chart package as packaged, once
     their checksums verify (`sha256sum -c SHA256SUMS`, as a user checks a download)."""
@@ -176,8 +176,8 @@ def install_product(
     log: Log | None = None,
     *,
     workload: bool = True,
-    files: release.Release | None = None,
-) -> release.Release:
+    files: release.ReleaseFiles | None = None,
+) -> release.ReleaseFiles:
     """What the demo and the lab tier start from: hack/release.sh's files for this tree (`files`, else
     `release.ensure`: made unless the cache holds this commit's), published to the lab's registry,
     `install`ed, and (unless not `workload`) the workload guarded by its PodDisruptionBudget. Returns the

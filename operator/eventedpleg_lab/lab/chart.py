@@ -194,7 +194,7 @@ def install_product(
         f"[lab] helm install {RELEASE} {published.chart} --version {published.version} "
         f"--set image.repository={published.repository} --set image.digest={published.digest}"
     )
-    install(lab, specs, published)
+    say(install(lab, specs, published).rstrip())  # helm's own answer: the release, then NOTES.txt
     if workload:
         start_workload(lab)
     return files

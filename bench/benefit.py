@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from eventedpleg import constants as c
-from eventedpleg.core.node.promtext import Metrics, parse_metrics
+from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
 from eventedpleg.core.render import CRIO_TEMPLATE, KUBELET_TEMPLATE, render_file
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import chart, machine

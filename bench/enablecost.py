@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from eventedpleg.core.node.promtext import parse_metrics
+from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn

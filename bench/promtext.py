@@ -1,7 +1,8 @@
-"""Our /metrics reader (core/node/promtext.py) against prometheus_client.parser on a real kubelet's
+"""Our /metrics reader (core/node/facts/promtext.py) against prometheus_client.parser on a real kubelet's
 body (no test).
 
-It answers "could prometheus_client.parser replace core/node/promtext.py?": the same samples, the same values
+It answers "could prometheus_client.parser replace core/node/facts/promtext.py?": the same samples, the same
+values
 through what verification reads, and the time to parse a body of about 1 MB (the real body repeated).
 
     .venv/bin/python bench/promtext.py [--body tests/realnode/fixtures/kubelet-metrics-v1.36.4.txt] [--mb 1]
@@ -18,9 +19,15 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from eventedpleg.core.node.kubeletlog import scan
-from eventedpleg.core.node.promtext import Metrics, Sample, parse_metrics
-from eventedpleg.core.node.verify import CONN_ERROR, CONN_SUCCESS, RELIST_COUNT, fallen_back, gate_metric
+from eventedpleg.core.node.facts.kubeletlog import scan
+from eventedpleg.core.node.facts.promtext import Metrics, Sample, parse_metrics
+from eventedpleg.core.node.facts.verify import (
+    CONN_ERROR,
+    CONN_SUCCESS,
+    RELIST_COUNT,
+    fallen_back,
+    gate_metric,
+)
 from eventedpleg.core.versions import parse_version
 
 BODY = Path(__file__).parent.parent / "tests" / "realnode" / "fixtures" / "kubelet-metrics-v1.36.4.txt"

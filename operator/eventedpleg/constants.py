@@ -21,7 +21,7 @@ LEASE_NAME: Final = "eventedpleg-operator"
 
 # --- Node protocol (request/acknowledge, as MCO's desiredConfig/currentConfig) --------------------------
 # The operator's steps are planned by core.rollout.planner and written by core.rollout.steppolicy
-# (through controller.executor); the agent's rule for acting is core.node.agentdecide. Every operator
+# (through controller.executor); the agent's rule for acting is core.node.phases.agentdecide. Every operator
 # write is conditional on the resourceVersion it planned on; every agent write is conditional on
 # desired-config being unchanged.
 #
@@ -32,7 +32,7 @@ LEASE_NAME: Final = "eventedpleg-operator"
 #   2. Drain step while pods remain (PDBs respected): reason names what blocks; at drain.timeoutSeconds
 #      onTimeout decides: give the node back with state=Failed or Skipped (desired-config=H), or delete.
 #   3. Once drained (in step 1 or 2): agent-options=<json>, desired-config=H, state=Applying.
-# Agent (core.node.agentdecide: acts when desired-config is set and state=Applying -- also when
+# Agent (core.node.phases.agentdecide: acts when desired-config is set and state=Applying -- also when
 # current-config already equals it, a re-apply request --, or state=Verifying with desired != current,
 # i.e. it was interrupted after writing files):
 #   4. state=Verifying after writing files and restarting runtime then kubelet
@@ -54,7 +54,8 @@ LEASE_NAME: Final = "eventedpleg-operator"
 # node up), the agent from Applying on (Verifying, Done, RolledBack, Failed, Skipped, Drifted). They never
 # write at the same time: the operator writes nothing while the agent holds the node (Applying,
 # Verifying: core.rollout.snapshot.AGENT_PHASE) except Failed when the agent never answers, and the agent
-# writes only in the states core.node.agentdecide names, conditional on desired-config. One key, not one
+# writes only in the states core.node.phases.agentdecide names, conditional on desired-config. One key, not
+# one
 # per writer, because `kubectl get node -L eventedpleg.io/state` and status must show one current state.
 # Release (7) removes every key, agent keys included: it is the end of the protocol for that node.
 ANN_DESIRED: Final = f"{GROUP}/desired-config"  # operator: hash the agent must apply (set once drained)

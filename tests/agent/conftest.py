@@ -15,7 +15,7 @@ from eventedpleg.agent.agent import Agent, AgentSettings, drive
 from eventedpleg.constants import NodeState
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
-from eventedpleg.core.node.effects import Effect
+from eventedpleg.core.node.phases.effects import Effect
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg_lab.sim.clock import FakeClock
 from eventedpleg_lab.sim.host import SimHost
@@ -37,7 +37,7 @@ class Rig:
 
     @property
     def trace(self) -> list[Effect]:
-        """Every effect the agent performed so far (core.node.effects)."""
+        """Every effect the agent performed so far (core.node.phases.effects)."""
         assert self.agent.trace is not None
         return self.agent.trace
 

@@ -12,8 +12,8 @@ from eventedpleg import constants as c
 from eventedpleg.agent.hostfiles import TEMP_PREFIX
 from eventedpleg.constants import NodeState
 from eventedpleg.core import render
-from eventedpleg.core.node.host import KubeletEndpoint
-from eventedpleg.core.node.promtext import parse_metrics
+from eventedpleg.core.node.facts.promtext import parse_metrics
+from eventedpleg.core.node.phases.host import KubeletEndpoint
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.kubelet import Stream
 from tests.agent.conftest import NODE, RigFactory

@@ -1,4 +1,4 @@
-"""The agent's phases as the effects they yield (core.node.effects): on simulated hosts through the
+"""The agent's phases as the effects they yield (core.node.phases.effects): on simulated hosts through the
 agent's own interpreter, and driven directly with scripted answers (no host at all)."""
 
 from __future__ import annotations
@@ -9,9 +9,12 @@ from datetime import UTC, datetime, timedelta
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.agentoptions import AgentOptions
-from eventedpleg.core.node import donephase
-from eventedpleg.core.node.agentsettings import AgentSettings
-from eventedpleg.core.node.effects import (
+from eventedpleg.core.node.facts.hostplan import ManagedState
+from eventedpleg.core.node.facts.promtext import parse_metrics
+from eventedpleg.core.node.facts.verify import Expectation, Outcome
+from eventedpleg.core.node.phases import donephase
+from eventedpleg.core.node.phases.agentsettings import AgentSettings
+from eventedpleg.core.node.phases.effects import (
     Effect,
     EffectAnswer,
     FindKubelet,
@@ -27,12 +30,9 @@ from eventedpleg.core.node.effects import (
     Wait,
     is_act,
 )
-from eventedpleg.core.node.host import CommandResult, HttpResult, KubeletProcess
-from eventedpleg.core.node.hostplan import ManagedState
-from eventedpleg.core.node.nodeapi import AgentNode
-from eventedpleg.core.node.promtext import parse_metrics
-from eventedpleg.core.node.verify import Expectation, Outcome
-from eventedpleg.core.node.verifyloop import verify
+from eventedpleg.core.node.phases.host import CommandResult, HttpResult, KubeletProcess
+from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.phases.verifyloop import verify
 from eventedpleg.core.versions import parse_version
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NAMESPACE, NODE, RigFactory

@@ -1,4 +1,5 @@
-"""core.node.eventconsumers: a second consumer of containerd 1.7's event stream, found in goroutine dumps.
+"""core.node.phases.eventconsumers: a second consumer of containerd 1.7's event stream, found in goroutine
+dumps.
 
 The dump fixture is real: containerd v1.7.35 on the lab's kubeadm node after SIGUSR1, with two `crictl events`
 running and a third that had already exited (goroutine 373, "chan receive, 3 minutes": a gone client's stream
@@ -16,9 +17,12 @@ import pytest
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core.node import donephase, eventconsumers
-from eventedpleg.core.node.agentsettings import AgentSettings
-from eventedpleg.core.node.effects import (
+from eventedpleg.core.node.facts.hostplan import ManagedState
+from eventedpleg.core.node.facts.promtext import parse_metrics
+from eventedpleg.core.node.facts.verify import CONN_LATENCY_COUNT
+from eventedpleg.core.node.phases import donephase, eventconsumers
+from eventedpleg.core.node.phases.agentsettings import AgentSettings
+from eventedpleg.core.node.phases.effects import (
     Effect,
     EffectAnswer,
     FindKubelet,
@@ -30,11 +34,8 @@ from eventedpleg.core.node.effects import (
     Scrape,
     Wait,
 )
-from eventedpleg.core.node.host import CommandResult, KubeletProcess
-from eventedpleg.core.node.hostplan import ManagedState
-from eventedpleg.core.node.nodeapi import AgentNode
-from eventedpleg.core.node.promtext import parse_metrics
-from eventedpleg.core.node.verify import CONN_LATENCY_COUNT
+from eventedpleg.core.node.phases.host import CommandResult, KubeletProcess
+from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.versions import parse_runtime, parse_version
 from tests.agent.scripted import ScriptedHost
 

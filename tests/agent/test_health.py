@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from eventedpleg.agent import health, runner
 from eventedpleg.core.health import Heartbeats
-from eventedpleg.core.node.nodeapi import AgentNode
+from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg_lab.sim.profiles import PROFILES
 from tests.agent.conftest import RigFactory
 from tests.agent.fakeapi import FakeApi

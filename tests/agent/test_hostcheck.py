@@ -1,4 +1,5 @@
-"""The host check (core.node.hostcheckphase) on simulated hosts: per kubeletConfig mode, the very verdict
+"""The host check (core.node.phases.hostcheckphase) on simulated hosts: per kubeletConfig mode, the very
+verdict
 an apply turning Evented PLEG on reaches on an identical host (the real apply phase, run beside it), published
 as eventedpleg.io/host-check; nothing on the host changes, an unchanged verdict is not written again within
 the hour, and no check runs while an apply holds the node."""
@@ -19,8 +20,8 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core import hostcheck
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.hostcheck import HostCheck
-from eventedpleg.core.node.effects import PublishHostCheck, ReadHost, Report, is_act
-from eventedpleg.core.node.hostcheckphase import REFRESH
+from eventedpleg.core.node.phases.effects import PublishHostCheck, ReadHost, Report, is_act
+from eventedpleg.core.node.phases.hostcheckphase import REFRESH
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NODE, Rig, RigFactory

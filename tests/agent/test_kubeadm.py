@@ -9,7 +9,7 @@ import pytest
 from eventedpleg import constants as c
 from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.constants import NodeState
-from eventedpleg.core.node.hostplan import MANAGED_MARKER, RECOMMENDED_CONFIG_DIR, UNIT_DROPIN
+from eventedpleg.core.node.facts.hostplan import MANAGED_MARKER, RECOMMENDED_CONFIG_DIR, UNIT_DROPIN
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.kubeadm import upgrade_node

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from eventedpleg.agent.linuxhost import KUBELET_PKI, LinuxHost, kubelet_serving_ca
-from eventedpleg.core.node.host import KubeletEndpoint
+from eventedpleg.core.node.phases.host import KubeletEndpoint
 
 
 def _self_signed(directory: Path, name: str) -> tuple[Path, Path]:

@@ -22,7 +22,7 @@ from prometheus_client import generate_latest
 from eventedpleg import constants as c
 from eventedpleg.cli import main as cli_main
 from eventedpleg.controller.metrics import OperatorMetrics
-from eventedpleg.core.node.promtext import parse_metrics
+from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION
 from eventedpleg_lab.localcluster import debtools
 from tests.chart.chartlib import (

@@ -25,9 +25,15 @@ from eventedpleg import constants as c
 from eventedpleg.agent.agent import Agent, AgentSettings, drive
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
-from eventedpleg.core.node.kubeletlog import Signal, classify
-from eventedpleg.core.node.promtext import Metrics
-from eventedpleg.core.node.verify import CONN_ERROR, CONN_SUCCESS, FEATURE_METRIC, RELIST_COUNT, RELIST_SUM
+from eventedpleg.core.node.facts.kubeletlog import Signal, classify
+from eventedpleg.core.node.facts.promtext import Metrics
+from eventedpleg.core.node.facts.verify import (
+    CONN_ERROR,
+    CONN_SUCCESS,
+    FEATURE_METRIC,
+    RELIST_COUNT,
+    RELIST_SUM,
+)
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn

@@ -19,8 +19,8 @@ import pytest
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.agentoptions import AgentOptions
-from eventedpleg.core.node.promtext import parse_metrics
-from eventedpleg.core.node.verify import CONN_ERROR, CONN_SUCCESS, FEATURE_METRIC
+from eventedpleg.core.node.facts.promtext import parse_metrics
+from eventedpleg.core.node.facts.verify import CONN_ERROR, CONN_SUCCESS, FEATURE_METRIC
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn

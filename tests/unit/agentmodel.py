@@ -1,4 +1,4 @@
-"""The real agent's apply phase (core.node.applyphase) on a model host, for the rollout world
+"""The real agent's apply phase (core.node.phases.applyphase) on a model host, for the rollout world
 (tests/unit/rolloutworld.py): the world runs the product's phase and answers its effects from a few facts
 per node -- the files the agent wrote, whether the running kubelet has the gate, whether it is up -- so
 nobody re-models the agent's rules by hand. Its pacing is shortened (AgentSettings below); the phases'
@@ -11,10 +11,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from eventedpleg import constants as c
-from eventedpleg.core.node import applyphase
-from eventedpleg.core.node.agentdecide import AgentAction, next_action
-from eventedpleg.core.node.agentsettings import AgentSettings
-from eventedpleg.core.node.effects import (
+from eventedpleg.core.node.facts.hostplan import CRIO_DROPIN_DIR, HostFacts, ManagedState
+from eventedpleg.core.node.facts.kubeletlog import scan
+from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
+from eventedpleg.core.node.facts.verify import Observation
+from eventedpleg.core.node.phases import applyphase
+from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action
+from eventedpleg.core.node.phases.agentsettings import AgentSettings
+from eventedpleg.core.node.phases.effects import (
     Backup,
     DropConfigBaseline,
     Effect,
@@ -42,17 +46,13 @@ from eventedpleg.core.node.effects import (
     Wait,
     WriteFiles,
 )
-from eventedpleg.core.node.host import CommandResult, HttpResult
-from eventedpleg.core.node.hostplan import CRIO_DROPIN_DIR, HostFacts, ManagedState
-from eventedpleg.core.node.kubeletlog import scan
-from eventedpleg.core.node.nodeapi import AgentNode
-from eventedpleg.core.node.promtext import Metrics, parse_metrics
-from eventedpleg.core.node.transaction import FileCopy, Transaction
-from eventedpleg.core.node.verify import Observation
+from eventedpleg.core.node.phases.host import CommandResult, HttpResult
+from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
 from eventedpleg.core.versions import parse_runtime, parse_version
 
 NAMESPACE = "evented-pleg-system"
-# Verification needs >= 10 s without a relist to call the PLEG evented (core.node.verify.relist_mode).
+# Verification needs >= 10 s without a relist to call the PLEG evented (core.node.facts.verify.relist_mode).
 SETTINGS = AgentSettings(namespace=NAMESPACE, poll_seconds=1, min_window_seconds=10, benefit_window_seconds=0)
 CONFIG = "/var/lib/kubelet/config.yaml"
 CONFIG_DIR = "/etc/kubernetes/kubelet.conf.d"

@@ -18,7 +18,7 @@ from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
-from eventedpleg.core.node.nodeapi import AgentNode
+from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.rollout import planner, steppolicy
 from eventedpleg.core.rollout.actions import Action, Cordon
 from eventedpleg.core.rollout.drainpods import Blocker, DrainResult

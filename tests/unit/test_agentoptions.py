@@ -6,7 +6,7 @@ import pytest
 
 from eventedpleg import constants as c
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
-from eventedpleg.core.node.agentdecide import AgentAction, next_action
+from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action
 from eventedpleg.models.nodeconfig import NodeConfigSpec, OnFailure
 
 

@@ -1,4 +1,5 @@
-"""The benefit windows (core.node.benefit) and when the agent takes its readings (core.node.servicephase)."""
+"""The benefit windows (core.node.facts.benefit) and when the agent takes its readings
+(core.node.phases.servicephase)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from pathlib import Path
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core.node import benefit, servicephase
-from eventedpleg.core.node.agentsettings import AgentSettings
-from eventedpleg.core.node.benefit import Reading
-from eventedpleg.core.node.effects import Scrape
-from eventedpleg.core.node.nodeapi import AgentNode
-from eventedpleg.core.node.promtext import parse_metrics
+from eventedpleg.core.node.facts import benefit
+from eventedpleg.core.node.facts.benefit import Reading
+from eventedpleg.core.node.facts.promtext import parse_metrics
+from eventedpleg.core.node.phases import servicephase
+from eventedpleg.core.node.phases.agentsettings import AgentSettings
+from eventedpleg.core.node.phases.effects import Scrape
+from eventedpleg.core.node.phases.nodeapi import AgentNode
 
 FIXTURE = Path(__file__).parent.parent / "realnode" / "fixtures" / "kubelet-metrics-v1.36.4.txt"
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)

@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 from eventedpleg.controller.engine import RolloutEngine
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodeconfigstore import PassInputs
-from eventedpleg.core.node.promtext import parse_metrics
+from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg.k8s import configmaps, nodeconfigs
 from tests.unit.rolloutworld import SimNode
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eventedpleg.core.node.crioconfig import analyze_dropins, looks_like_backup, running_pod_events
+from eventedpleg.core.node.facts.crioconfig import analyze_dropins, looks_like_backup, running_pod_events
 
 OURS = "99-eventedpleg.conf"
 

@@ -8,9 +8,16 @@ import pytest
 
 from eventedpleg import constants as c
 from eventedpleg.core import render
-from eventedpleg.core.node import embedded
-from eventedpleg.core.node.hostplan import ApplyPlan, ConfigEdit, HostFacts, ManagedState, Refusal, decide
-from eventedpleg.core.node.kubeletflags import parse_units
+from eventedpleg.core.node.facts import embedded
+from eventedpleg.core.node.facts.hostplan import (
+    ApplyPlan,
+    ConfigEdit,
+    HostFacts,
+    ManagedState,
+    Refusal,
+    decide,
+)
+from eventedpleg.core.node.facts.kubeletflags import parse_units
 from eventedpleg.core.versions import parse_runtime, parse_version
 
 CONFIG = "/var/lib/kubelet/config.yaml"

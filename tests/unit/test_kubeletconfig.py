@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from eventedpleg.core.node import kubeletconfig as kc
+from eventedpleg.core.node.facts import kubeletconfig as kc
 
 HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 

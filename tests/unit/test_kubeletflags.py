@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from eventedpleg.core.node.kubeletflags import (
+from eventedpleg.core.node.facts.kubeletflags import (
     expand_exec,
     gate_listed_in_help,
     parse_cmdline,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from eventedpleg.core.node.kubeletlog import Signal, classify, parse_feature_gates_line, scan
+from eventedpleg.core.node.facts.kubeletlog import Signal, classify, parse_feature_gates_line, scan
 
 JOURNAL_PREFIX = "Jan 01 12:00:01 node-a kubelet[4321]: "
 

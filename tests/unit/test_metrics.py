@@ -6,7 +6,7 @@ from prometheus_client import generate_latest
 
 from eventedpleg.constants import NodeState
 from eventedpleg.controller.metrics import OperatorMetrics
-from eventedpleg.core.node.promtext import parse_metrics
+from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg.core.rollout.planner import NodeNote, Summary, Tally
 
 

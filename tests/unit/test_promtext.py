@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from eventedpleg.core.node.promtext import parse_metrics
+from eventedpleg.core.node.facts.promtext import parse_metrics
 
 TEXT = r"""
 # HELP kubernetes_feature_enabled [BETA] This metric records the data about the stage and enablement of a k8s feature.

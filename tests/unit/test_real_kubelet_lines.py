@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from eventedpleg.core.node.kubeletlog import STREAM_ERRORS, Signal, classify, parse_feature_gates_line, scan
-from eventedpleg.core.node.verify import fallen_back
+from eventedpleg.core.node.facts.kubeletlog import (
+    STREAM_ERRORS,
+    Signal,
+    classify,
+    parse_feature_gates_line,
+    scan,
+)
+from eventedpleg.core.node.facts.verify import fallen_back
 from eventedpleg.core.versions import parse_version
 
 FIXTURE = Path(__file__).parent.parent / "realnode" / "fixtures" / "kubelet-lines.json"

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eventedpleg.core.node.kubeletlog import scan
-from eventedpleg.core.node.promtext import parse_metrics
-from eventedpleg.core.node.verify import CONN_ERROR, CONN_SUCCESS, RELIST_COUNT, fallen_back, gate_metric
+from eventedpleg.core.node.facts.kubeletlog import scan
+from eventedpleg.core.node.facts.promtext import parse_metrics
+from eventedpleg.core.node.facts.verify import (
+    CONN_ERROR,
+    CONN_SUCCESS,
+    RELIST_COUNT,
+    fallen_back,
+    gate_metric,
+)
 from eventedpleg.core.versions import parse_version
 
 BODY = (Path(__file__).parent.parent / "realnode" / "fixtures" / "kubelet-metrics-v1.36.4.txt").read_text()

@@ -10,7 +10,7 @@ from typing import Any
 from eventedpleg import constants as c
 from eventedpleg.cli.report import benefit_text, preflight_rows, preflight_table, status_view
 from eventedpleg.core import compat, hostcheck
-from eventedpleg.core.node import benefit
+from eventedpleg.core.node.facts import benefit
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.models.nodeconfig import DrainSpec, OnDrainBlocked, OrderBy, RolloutOrder

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from prometheus_client import generate_latest
 
 from eventedpleg.controller.metrics import OperatorMetrics
-from eventedpleg.core.node.promtext import parse_metrics
+from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg.core.rollout.planner import Summary, Tally
 from eventedpleg.core.rollout.status import build_status
 from eventedpleg.models.nodeconfig import NodeCounts

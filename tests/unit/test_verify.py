@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from eventedpleg.core.node.kubeletlog import scan
-from eventedpleg.core.node.promtext import Metrics, parse_metrics
-from eventedpleg.core.node.verify import (
+from eventedpleg.core.node.facts.kubeletlog import scan
+from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
+from eventedpleg.core.node.facts.verify import (
     Expectation,
     Observation,
     Outcome,

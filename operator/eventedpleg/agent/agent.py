@@ -1,9 +1,11 @@
 """The node agent: acts on its own Node's annotations (protocol in eventedpleg.constants), on its own host.
 
 What it does is decided by pure phases that yield effects: readings of the kubelet while its Node serves
-(core.node.servicephase), apply (core.node.applyphase, with the restart and
-verify loop of core.node.verifyloop) when its Node asks for it, the after-Done check (core.node.donephase)
-every check interval, and the host check (core.node.hostcheckphase) at start and every host check interval
+(core.node.phases.servicephase), apply (core.node.phases.applyphase, with the restart and
+verify loop of core.node.phases.verifyloop) when its Node asks for it, the after-Done check
+(core.node.phases.donephase)
+every check interval, and the host check (core.node.phases.hostcheckphase) at start and every host check
+interval
 while no apply holds the node. agent.interpreter performs the effects on the host.
 """
 
@@ -14,13 +16,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from eventedpleg.agent.interpreter import Interpreter, Work, drive
-from eventedpleg.core.node import applyphase, donephase, hostcheckphase, servicephase
-from eventedpleg.core.node.agentdecide import AgentAction, holds_node, next_action
-from eventedpleg.core.node.agentsettings import AgentSettings
-from eventedpleg.core.node.benefit import Reading
-from eventedpleg.core.node.effects import Effect
-from eventedpleg.core.node.host import Host
-from eventedpleg.core.node.nodeapi import AgentApi, AgentNode
+from eventedpleg.core.node.facts.benefit import Reading
+from eventedpleg.core.node.phases import applyphase, donephase, hostcheckphase, servicephase
+from eventedpleg.core.node.phases.agentdecide import AgentAction, holds_node, next_action
+from eventedpleg.core.node.phases.agentsettings import AgentSettings
+from eventedpleg.core.node.phases.effects import Effect
+from eventedpleg.core.node.phases.host import Host
+from eventedpleg.core.node.phases.nodeapi import AgentApi, AgentNode
 
 __all__ = ["Agent", "AgentSettings", "Work", "drive"]
 

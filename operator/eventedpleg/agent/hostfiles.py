@@ -19,7 +19,7 @@ import contextlib
 import os
 from pathlib import Path, PurePosixPath
 
-from eventedpleg.core.node.transaction import FileCopy
+from eventedpleg.core.node.phases.transaction import FileCopy
 
 TEMP_PREFIX = ".eventedpleg-"
 TEMP_SUFFIX = ".tmp"

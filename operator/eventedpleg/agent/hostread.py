@@ -1,4 +1,4 @@
-"""Read a host into `HostFacts` for the pure decision in eventedpleg.core.node.hostplan."""
+"""Read a host into `HostFacts` for the pure decision in eventedpleg.core.node.facts.hostplan."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from eventedpleg.agent.hostfiles import HostFiles
-from eventedpleg.core.node import embedded, hostplan
-from eventedpleg.core.node.host import Host
-from eventedpleg.core.node.kubeletflags import (
+from eventedpleg.core.node.facts import embedded, hostplan
+from eventedpleg.core.node.facts.kubeletflags import (
     UNIT_DROPIN_DIRS,
     UNIT_FILES,
     UnitSettings,
@@ -18,7 +17,8 @@ from eventedpleg.core.node.kubeletflags import (
     parse_units,
     unit_environment,
 )
-from eventedpleg.core.node.nodeapi import AgentNode
+from eventedpleg.core.node.phases.host import Host
+from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.versions import (
     RuntimeKind,
     RuntimeVersion,

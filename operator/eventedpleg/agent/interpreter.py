@@ -1,4 +1,5 @@
-"""Perform the agent's effects (core.node.effects) on one host and against the API: the only place where
+"""Perform the agent's effects (core.node.phases.effects) on one host and against the API: the only place
+where
 the agent's phases touch anything. The same interpreter runs on the real host (agent.linuxhost) and, in
 tests, on a simulated one (eventedpleg_lab.sim).
 
@@ -17,7 +18,7 @@ from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.hostread import read_facts
 from eventedpleg.agent.observe import Observer
 from eventedpleg.agent.statestore import StateStore
-from eventedpleg.core.node.effects import (
+from eventedpleg.core.node.phases.effects import (
     Backup,
     DropConfigBaseline,
     Effect,
@@ -48,9 +49,9 @@ from eventedpleg.core.node.effects import (
     Wait,
     WriteFiles,
 )
-from eventedpleg.core.node.host import Host, KubeletEndpoint
-from eventedpleg.core.node.nodeapi import AgentApi, AgentNode
-from eventedpleg.core.node.transaction import Transaction
+from eventedpleg.core.node.phases.host import Host, KubeletEndpoint
+from eventedpleg.core.node.phases.nodeapi import AgentApi, AgentNode
+from eventedpleg.core.node.phases.transaction import Transaction
 
 T = TypeVar("T")
 Work = Generator[float, None, T]

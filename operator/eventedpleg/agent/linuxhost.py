@@ -23,8 +23,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from eventedpleg.core.node.host import CommandResult, HostClock, HttpResult, KubeletEndpoint, KubeletProcess
-from eventedpleg.core.node.kubeletflags import parse_cmdline, parse_environ
+from eventedpleg.core.node.facts.kubeletflags import parse_cmdline, parse_environ
+from eventedpleg.core.node.phases.host import (
+    CommandResult,
+    HostClock,
+    HttpResult,
+    KubeletEndpoint,
+    KubeletProcess,
+)
 
 TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 CLUSTER_CA_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from eventedpleg.core.node import crioconfig, kubeletlog
-from eventedpleg.core.node.host import Host, KubeletEndpoint
-from eventedpleg.core.node.nodeapi import AgentApi
-from eventedpleg.core.node.promtext import Metrics, parse_metrics
-from eventedpleg.core.node.verify import Observation
+from eventedpleg.core.node.facts import crioconfig, kubeletlog
+from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
+from eventedpleg.core.node.facts.verify import Observation
+from eventedpleg.core.node.phases.host import Host, KubeletEndpoint
+from eventedpleg.core.node.phases.nodeapi import AgentApi
 
 KUBELET_UNIT = "kubelet"
 

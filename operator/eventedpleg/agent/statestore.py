@@ -14,8 +14,8 @@ from typing import Any
 
 from eventedpleg import constants as c
 from eventedpleg.agent.hostfiles import HostFiles
-from eventedpleg.core.node.hostplan import ConfigEdit, ManagedState
-from eventedpleg.core.node.transaction import FileCopy, Transaction
+from eventedpleg.core.node.facts.hostplan import ConfigEdit, ManagedState
+from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
 
 APPLIED = "applied.json"
 CONFIG_BASELINE = "config-baseline"  # the kubelet --config before our first edit (EditConfigFile)

@@ -25,7 +25,7 @@ from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.agent.linuxhost import LinuxHost
 from eventedpleg.cli.failures import verbose_option
 from eventedpleg.core.health import Heartbeats
-from eventedpleg.core.node.host import Host
+from eventedpleg.core.node.phases.host import Host
 from eventedpleg.k8s.agentapi import KubeAgentApi
 from eventedpleg.k8s.client import api_client
 

@@ -28,7 +28,7 @@ from eventedpleg.probeserver import TEXT, Reply
 
 
 class OperatorMetrics:
-    """The operator's own /metrics (its registry and series); kubelet metrics: core.node.promtext."""
+    """The operator's own /metrics (its registry and series); kubelet metrics: core.node.facts.promtext."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()

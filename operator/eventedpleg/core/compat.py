@@ -50,7 +50,7 @@ class Row:
     reason: str
     source: str
     one_event_consumer: bool = (
-        False  # each container event goes to one consumer only (core.node.missedevents)
+        False  # each container event goes to one consumer only (core.node.phases.eventconsumers)
     )
 
     def matches(self, version: Version) -> bool:

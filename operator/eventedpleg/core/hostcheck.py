@@ -1,7 +1,7 @@
 """What an agent's host check found before any node is taken: the `eventedpleg.io/host-check` annotation.
 
 The agent writes it on its own Node (at start and while idle), from the same pure decision it makes before
-writing anything when asked to apply (core.node.hostplan.decide), for turning Evented PLEG on in each
+writing anything when asked to apply (core.node.facts.hostplan.decide), for turning Evented PLEG on in each
 kubeletConfig mode. The operator reads it before the cordon: a node whose agent would refuse the change is
 marked Skipped with the agent's own reason and never cordoned or drained; `eventedpleg preflight` shows it.
 No annotation (an agent not started yet, or older): the operator goes on as before, and the agent's check

@@ -1,4 +1,4 @@
-"""The agent's API calls (eventedpleg.core.node.nodeapi.AgentApi) with the kubernetes client.
+"""The agent's API calls (eventedpleg.core.node.phases.nodeapi.AgentApi) with the kubernetes client.
 
 Only what the agent's RBAC allows: get/watch/patch its own Node (watch with fieldSelector
 metadata.name=NODE), get ConfigMaps in the operator's namespace, create Events. The admission policy
@@ -16,7 +16,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from eventedpleg.core.node.nodeapi import AgentNode
+from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.k8s import configmaps, nodes
 from eventedpleg.k8s.errors import Conflict, NotFound, Unreachable, from_api_exception
 from eventedpleg.k8s.events import EventRecorder, node_ref

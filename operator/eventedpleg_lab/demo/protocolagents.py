@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.core.node.agentdecide import AgentAction, next_action
+from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action
 from eventedpleg.k8s import nodes
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.informer import NodeInformer

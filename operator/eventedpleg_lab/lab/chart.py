@@ -42,7 +42,7 @@ WORKLOAD_STOP_SECONDS = 8
 # The operator's pods go only where the rollout will drain: the leader's node is drained, so a leader is
 # evicted by its own node's drain and the other replica has to take over through the Lease.
 OPERATOR_HOST_LABEL = f"lab.{c.GROUP}/operator-host"
-# The agent's look for a second event consumer on the containerd 1.7 node (core.node.eventconsumers) at
+# The agent's look for a second event consumer on the containerd 1.7 node (core.node.phases.eventconsumers) at
 # every after-Done check (60 s) rather than hourly, so the lab test sees it within minutes.
 EVENT_CONSUMER_CHECK_SECONDS = 60
 

@@ -1,4 +1,5 @@
-"""`eventedpleg.core.node.host.Host` for the rig: the production LinuxHost, with our supervisor as the service
+"""`eventedpleg.core.node.phases.host.Host` for the rig: the production LinuxHost, with our supervisor as the
+service
 manager and the kubelet's log file as its journal.
 
 - root: the rig's `host/` directory (absolute paths inside it resolve through its self-alias, see layout);
@@ -18,7 +19,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from eventedpleg.agent.linuxhost import LinuxHost, RealClock
-from eventedpleg.core.node.host import CommandResult, HostClock, HttpResult, KubeletEndpoint, KubeletProcess
+from eventedpleg.core.node.phases.host import (
+    CommandResult,
+    HostClock,
+    HttpResult,
+    KubeletEndpoint,
+    KubeletProcess,
+)
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode.rig import CONTAINERD, KUBELET, RealNode, RigError

@@ -1,6 +1,7 @@
 """A simulated node host: real files under a temp root, simulated systemd, kubelet, runtime and journal.
 
-It implements `eventedpleg.core.node.host.Host`, so the real agent runs against it unchanged. It is cheap: no
+It implements `eventedpleg.core.node.phases.host.Host`, so the real agent runs against it unchanged. It is
+cheap: no
 threads, no processes; the kubelet and runtime advance when they are looked at, by the injected clock.
 """
 
@@ -11,7 +12,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
 
-from eventedpleg.core.node.host import CommandResult, HostClock, HttpResult, KubeletEndpoint, KubeletProcess
+from eventedpleg.core.node.phases.host import (
+    CommandResult,
+    HostClock,
+    HttpResult,
+    KubeletEndpoint,
+    KubeletProcess,
+)
 from eventedpleg.core.versions import parse_runtime, parse_version
 from eventedpleg_lab.sim import systemd
 from eventedpleg_lab.sim.journal import Journal

@@ -10,7 +10,8 @@ The rule, in order:
 - anything else (Draining, RolledBack, Failed, Skipped, Drifted, Done at another hash, a state this
   version does not know): IDLE -- it is the operator's turn, or a human's.
 
-Apart from that rule, the host check (core.node.hostcheckphase) runs whenever the agent does not hold the
+Apart from that rule, the host check (core.node.phases.hostcheckphase) runs whenever the agent does not hold
+the
 node (`holds_node`).
 """
 

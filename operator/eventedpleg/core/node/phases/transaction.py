@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from eventedpleg.core.node.hostplan import ManagedState
+from eventedpleg.core.node.facts.hostplan import ManagedState
 
 
 def sha256(text: str | bytes) -> str:

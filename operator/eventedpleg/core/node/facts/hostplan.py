@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from eventedpleg import constants as c
-from eventedpleg.core.node import crioconfig, kubeletconfig
-from eventedpleg.core.node.embedded import Embedded
-from eventedpleg.core.node.kubeletflags import (
+from eventedpleg.core.node.facts import crioconfig, kubeletconfig
+from eventedpleg.core.node.facts.embedded import Embedded
+from eventedpleg.core.node.facts.kubeletflags import (
     DROPIN_ALPHA_ENV,
     EXTRA_ARGS_ENV_FILES,
     KUBEADM_CONFIG_ARGS,
@@ -29,7 +29,7 @@ from eventedpleg.core.node.kubeletflags import (
     parse_flags,
     unit_environment,
 )
-from eventedpleg.core.node.verify import Expectation
+from eventedpleg.core.node.facts.verify import Expectation
 from eventedpleg.core.render import RenderedConfig
 from eventedpleg.core.versions import RuntimeKind, RuntimeVersion, Version
 from eventedpleg.models.nodeconfig import KubeletConfigMode
@@ -83,7 +83,7 @@ class HostFacts:
     static_pod_manifests: tuple[str, ...] = ()  # files in staticPodPath / --pod-manifest-path
     kubelet_help: str | None = None  # `kubelet --help`
     config_baseline: str | None = None  # --config exactly as it was before our first edit (agent state)
-    embedded: Embedded | None = None  # k3s or RKE2 found on the host (core.node.embedded)
+    embedded: Embedded | None = None  # k3s or RKE2 found on the host (core.node.facts.embedded)
     unit_dropin: str | None = None  # UNIT_DROPIN's text, when it exists
     missing_dirs: frozenset[str] = frozenset()  # those of CREATED_DIRS that do not exist
     # Files in RECOMMENDED_CONFIG_DIR while the kubelet runs without --config-dir (it ignores them now).

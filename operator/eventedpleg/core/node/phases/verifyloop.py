@@ -1,5 +1,6 @@
-"""Restart the services, then watch the kubelet until verification decides (core.node.verify). Pure: these
-phases yield effects (core.node.effects) and read the time from an injected clock.
+"""Restart the services, then watch the kubelet until verification decides (core.node.facts.verify). Pure:
+these
+phases yield effects (core.node.phases.effects) and read the time from an injected clock.
 """
 
 from __future__ import annotations
@@ -7,9 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from eventedpleg.core.node import benefit, kubeletlog
-from eventedpleg.core.node.agentsettings import AgentSettings
-from eventedpleg.core.node.effects import (
+from eventedpleg.core.node.facts import benefit, kubeletlog
+from eventedpleg.core.node.facts.promtext import Metrics
+from eventedpleg.core.node.facts.verify import (
+    Check,
+    Expectation,
+    Observation,
+    Outcome,
+    VerifyResult,
+    evaluate,
+)
+from eventedpleg.core.node.phases.agentsettings import AgentSettings
+from eventedpleg.core.node.phases.effects import (
     Healthz,
     Now,
     Observe,
@@ -23,9 +33,7 @@ from eventedpleg.core.node.effects import (
     ask,
     ask_maybe,
 )
-from eventedpleg.core.node.host import CommandResult, HttpResult
-from eventedpleg.core.node.promtext import Metrics
-from eventedpleg.core.node.verify import Check, Expectation, Observation, Outcome, VerifyResult, evaluate
+from eventedpleg.core.node.phases.host import CommandResult, HttpResult
 from eventedpleg.core.versions import Version
 
 KUBELET_UNIT = "kubelet"
@@ -151,6 +159,6 @@ def measure(settings: AgentSettings, clock: Now) -> Phase[benefit.MeasuredWindow
 
 
 def reading_now(clock: Now) -> Phase[benefit.Reading | None]:
-    """One reading of the kubelet's counters now (not a serving node's: see core.node.servicephase)."""
+    """One reading of the kubelet's counters now (not a serving node's: see core.node.phases.servicephase)."""
     metrics = yield from ask_maybe(Scrape(benefit.NAMES), Metrics)
     return None if metrics is None else benefit.reading(metrics, clock(), in_service=False)

@@ -1,5 +1,5 @@
 """Another consumer of containerd 1.7's container-event stream, which starves the kubelet. Pure: a phase that
-yields effects (core.node.effects).
+yields effects (core.node.phases.effects).
 
 containerd 1.7 hands each container event to ONE open `GetContainerEvents` stream: every stream's server
 goroutine ranges over the same channel (pkg/cri/server/container_events.go, "TODO containerd#7318: replace
@@ -29,11 +29,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from eventedpleg.core import compat
-from eventedpleg.core.node.agentsettings import AgentSettings
-from eventedpleg.core.node.effects import Now, Phase, ReadJournal, Run, Scrape, Wait, act, ask, ask_maybe
-from eventedpleg.core.node.host import CommandResult
-from eventedpleg.core.node.promtext import Metrics
-from eventedpleg.core.node.verify import CONN_LATENCY_COUNT
+from eventedpleg.core.node.facts.promtext import Metrics
+from eventedpleg.core.node.facts.verify import CONN_LATENCY_COUNT
+from eventedpleg.core.node.phases.agentsettings import AgentSettings
+from eventedpleg.core.node.phases.effects import (
+    Now,
+    Phase,
+    ReadJournal,
+    Run,
+    Scrape,
+    Wait,
+    act,
+    ask,
+    ask_maybe,
+)
+from eventedpleg.core.node.phases.host import CommandResult
 from eventedpleg.core.versions import RuntimeKind, RuntimeVersion, Version
 
 UNIT = "containerd"

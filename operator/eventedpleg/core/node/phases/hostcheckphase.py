@@ -1,9 +1,9 @@
 """The host check before any node is taken: for each kubeletConfig mode, the refusal the agent would report
 if asked now to turn Evented PLEG on, published as the `eventedpleg.io/host-check` annotation (core.hostcheck)
-for the operator to read before the cordon. A phase that yields effects (core.node.effects). Pure.
+for the operator to read before the cordon. A phase that yields effects (core.node.phases.effects). Pure.
 
 It looks as the apply phase looks (ReadHost(True), ReadApplied()) and judges with its own judge
-(core.node.applyphase.judge), but changes nothing on the host: no files, no restarts, no transaction. The one
+(core.node.phases.judge), but changes nothing on the host: no files, no restarts, no transaction. The one
 write is the annotation, and only when it would say something new.
 """
 
@@ -14,10 +14,10 @@ from datetime import timedelta
 from eventedpleg import constants as c
 from eventedpleg.core import hostcheck, render
 from eventedpleg.core.hostcheck import HostCheck
-from eventedpleg.core.node.applyphase import judge
-from eventedpleg.core.node.effects import Now, Phase, PublishHostCheck, ReadApplied, ReadHost, act, ask
-from eventedpleg.core.node.hostplan import HostFacts, ManagedState, Refusal
-from eventedpleg.core.node.nodeapi import AgentNode
+from eventedpleg.core.node.facts.hostplan import HostFacts, ManagedState, Refusal
+from eventedpleg.core.node.phases.effects import Now, Phase, PublishHostCheck, ReadApplied, ReadHost, act, ask
+from eventedpleg.core.node.phases.judge import judge
+from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 
 # A verdict that has not changed is written again this often, so that its time (which the operator's Skipped

@@ -1,12 +1,13 @@
-"""Apply one desired-config on our node, as a phase that yields effects (core.node.effects). Pure.
+"""Apply one desired-config on our node, as a phase that yields effects (core.node.phases.effects). Pure.
 
 Read the hash-named ConfigMap (re-validated) -> read the host -> decide (or refuse, touching nothing) ->
 record exact backups -> write atomically -> restart the runtime, THEN the kubelet (k8s#129827) -> Verifying
--> verify (version-aware, core.node.verify) -> Done, or restore the backups exactly, restart, re-verify ->
+-> verify (version-aware, core.node.facts.verify) -> Done, or restore the backups exactly, restart, re-verify
+->
 RolledBack (Failed if even that fails, or with onFailure=Halt).
 
 The node is out of service from the cordon to Done, so nothing here waits that the evidence does not need:
-the "before" benefit window was measured while the node still served (core.node.servicephase) and the
+the "before" benefit window was measured while the node still served (core.node.phases.servicephase) and the
 "after" one is measured once Done is reported (the node is given back meanwhile).
 """
 
@@ -20,10 +21,13 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
-from eventedpleg.core.node import benefit
-from eventedpleg.core.node.agentsettings import AgentSettings
-from eventedpleg.core.node.benefit import MeasuredWindow, Reading
-from eventedpleg.core.node.effects import (
+from eventedpleg.core.node.facts import benefit
+from eventedpleg.core.node.facts.benefit import MeasuredWindow, Reading
+from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal
+from eventedpleg.core.node.facts.promtext import Metrics
+from eventedpleg.core.node.facts.verify import Expectation, Outcome, VerifyResult, gate_metric
+from eventedpleg.core.node.phases.agentsettings import AgentSettings
+from eventedpleg.core.node.phases.effects import (
     Backup,
     DropConfigBaseline,
     EndTransaction,
@@ -47,12 +51,10 @@ from eventedpleg.core.node.effects import (
     ask,
     ask_maybe,
 )
-from eventedpleg.core.node.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal, decide
-from eventedpleg.core.node.nodeapi import AgentNode
-from eventedpleg.core.node.promtext import Metrics
-from eventedpleg.core.node.transaction import FileCopy, Transaction, sha256
-from eventedpleg.core.node.verify import Expectation, Outcome, VerifyResult, gate_metric
-from eventedpleg.core.node.verifyloop import (
+from eventedpleg.core.node.phases.judge import judge, kubelet_version
+from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.phases.transaction import FileCopy, Transaction, sha256
+from eventedpleg.core.node.phases.verifyloop import (
     Restarted,
     failed,
     measure,
@@ -60,7 +62,7 @@ from eventedpleg.core.node.verifyloop import (
     restart_services,
     verify,
 )
-from eventedpleg.core.versions import Version, VersionError, parse_version
+from eventedpleg.core.versions import Version
 from eventedpleg.models.nodeconfig import OnFailure
 
 
@@ -77,41 +79,11 @@ class Attempt:
     txn: Transaction
 
 
-def node_version(node: AgentNode) -> Version | None:
-    try:
-        return parse_version(node.kubelet_version)
-    except VersionError:
-        return None
-
-
-def kubelet_version(node: AgentNode, facts: HostFacts) -> Version | None:
-    """The kubelet version verification goes by: the host's binary, else the Node's status."""
-    return facts.kubelet_version or node_version(node)
-
-
-def judge(
-    node: AgentNode,
-    facts: HostFacts,
-    rendered: render.RenderedConfig,
-    previous: ManagedState,
-    *,
-    allow_static_pods: bool,
-) -> tuple[ApplyPlan, Version] | Refusal:
-    """Go ahead (the host plan, and the kubelet version to verify against) or refuse (the node is Skipped
-    with the refusal's message), before anything is touched. The host check (core.node.hostcheckphase)
-    judges with this too, so that its verdict is the one an apply would reach."""
-    decision = decide(facts, rendered, previous, allow_static_pods=allow_static_pods)
-    version = kubelet_version(node, facts)
-    if isinstance(decision, Refusal) or version is None:
-        return _refusal(decision)
-    return decision, version
-
-
 def apply(
     node: AgentNode, settings: AgentSettings, clock: Now, readings: Sequence[Reading] = ()
 ) -> Phase[None]:
     """Request, recover, plan (or refuse), begin, change, verify, then commit (and measure after) or fail.
-    `readings`: the kubelet's counters kept while the node served (core.node.servicephase)."""
+    `readings`: the kubelet's counters kept while the node served (core.node.phases.servicephase)."""
     request = yield from _request(node, settings)
     if request is None:
         return
@@ -383,10 +355,3 @@ def _record_applied(attempt: Attempt) -> Phase[None]:
         created_dirs=tuple(dict.fromkeys(plan.created_dirs + attempt.txn.created_dirs)) if enabled else (),
     )
     yield from act(SaveApplied(state))
-
-
-def _refusal(decision: ApplyPlan | Refusal) -> Refusal:
-    """The decision's refusal, or (for a plan) the one for a kubelet version that could not be read."""
-    if isinstance(decision, Refusal):
-        return decision
-    return Refusal("cannot read the kubelet version", "check `kubelet --version` on the host")

@@ -20,8 +20,8 @@ from enum import StrEnum
 
 from eventedpleg import constants as c
 from eventedpleg.core.evidence import Evidence
-from eventedpleg.core.node.kubeletlog import STREAM_ERRORS, LogScan, Signal
-from eventedpleg.core.node.promtext import Metrics
+from eventedpleg.core.node.facts.kubeletlog import STREAM_ERRORS, LogScan, Signal
+from eventedpleg.core.node.facts.promtext import Metrics
 from eventedpleg.core.versions import Version
 
 FEATURE_METRIC = "kubernetes_feature_enabled"

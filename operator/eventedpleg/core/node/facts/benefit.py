@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from eventedpleg.core.node.promtext import Metrics
-from eventedpleg.core.node.verify import RELIST_COUNT, RELIST_SUM
+from eventedpleg.core.node.facts.promtext import Metrics
+from eventedpleg.core.node.facts.verify import RELIST_COUNT, RELIST_SUM
 
 CPU = "process_cpu_seconds_total"
 STARTED = "process_start_time_seconds"
@@ -29,7 +29,7 @@ STARTED = "process_start_time_seconds"
 # more with pods. The agent reads it every check interval while the node serves, so it parses only these
 # (0.9 ms instead of 11 ms on tests/realnode/fixtures/kubelet-metrics-v1.36.4.txt).
 NAMES = frozenset({RELIST_COUNT, RELIST_SUM, CPU, STARTED})
-# A window shorter than this says little (ten generic relist periods of 1 s, as in core.node.verify).
+# A window shorter than this says little (ten generic relist periods of 1 s, as in core.node.facts.verify).
 MIN_WINDOW_SECONDS = 10.0
 KEPT_READINGS = 3
 BENEFIT_LIMIT = 1024

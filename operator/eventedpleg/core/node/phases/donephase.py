@@ -1,7 +1,8 @@
 """After Done, every check interval: drift (our files changed or removed, the gate off in the running
 kubelet) and silent fallback to generic PLEG (k8s#129827), healed by a kubelet restart when agent-options
 allow and the hourly heal budget is not spent; on containerd 1.7, now and then, a second consumer of the
-runtime's event stream (core.node.eventconsumers). A phase that yields effects (core.node.effects). Pure.
+runtime's event stream (core.node.phases.eventconsumers). A phase that yields effects
+(core.node.phases.effects). Pure.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
-from eventedpleg.core.node import eventconsumers, kubeletconfig, kubeletlog
-from eventedpleg.core.node.agentsettings import AgentSettings
-from eventedpleg.core.node.applyphase import node_version
-from eventedpleg.core.node.effects import (
+from eventedpleg.core.node.facts import kubeletconfig, kubeletlog
+from eventedpleg.core.node.facts.hostplan import ManagedState
+from eventedpleg.core.node.facts.promtext import Metrics
+from eventedpleg.core.node.facts.verify import Expectation, Outcome, fallen_back, gate_metric
+from eventedpleg.core.node.phases import eventconsumers
+from eventedpleg.core.node.phases.agentsettings import AgentSettings
+from eventedpleg.core.node.phases.effects import (
     FindKubelet,
     NodeEvent,
     Now,
@@ -29,13 +33,11 @@ from eventedpleg.core.node.effects import (
     ask,
     ask_maybe,
 )
-from eventedpleg.core.node.host import KubeletProcess
-from eventedpleg.core.node.hostplan import ManagedState
-from eventedpleg.core.node.nodeapi import AgentNode
-from eventedpleg.core.node.promtext import Metrics
-from eventedpleg.core.node.transaction import sha256
-from eventedpleg.core.node.verify import Expectation, Outcome, fallen_back, gate_metric
-from eventedpleg.core.node.verifyloop import KUBELET_UNIT, journal, restart_services, verify
+from eventedpleg.core.node.phases.host import KubeletProcess
+from eventedpleg.core.node.phases.judge import node_version
+from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.phases.transaction import sha256
+from eventedpleg.core.node.phases.verifyloop import KUBELET_UNIT, journal, restart_services, verify
 from eventedpleg.core.versions import RuntimeKind, Version, VersionError, parse_runtime
 
 

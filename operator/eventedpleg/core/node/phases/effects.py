@@ -18,11 +18,11 @@ from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.hostcheck import HostCheck
-from eventedpleg.core.node.host import CommandResult, HttpResult, KubeletProcess
-from eventedpleg.core.node.hostplan import FileChange, HostFacts, ManagedState
-from eventedpleg.core.node.promtext import Metrics
-from eventedpleg.core.node.transaction import FileCopy, Transaction
-from eventedpleg.core.node.verify import Observation
+from eventedpleg.core.node.facts.hostplan import FileChange, HostFacts, ManagedState
+from eventedpleg.core.node.facts.promtext import Metrics
+from eventedpleg.core.node.facts.verify import Observation
+from eventedpleg.core.node.phases.host import CommandResult, HttpResult, KubeletProcess
+from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
 
 REASON_LIMIT = 1024
 
@@ -135,7 +135,8 @@ class Report:
 
 @dataclass(frozen=True)
 class PublishBenefit:
-    """Set our Node's eventedpleg.io/benefit annotation (core.node.benefit), only while desired-config is
+    """Set our Node's eventedpleg.io/benefit annotation (core.node.facts.benefit), only while desired-config
+    is
     still what the phase acted on. Answer: whether the patch was written."""
 
     benefit: str
@@ -181,7 +182,8 @@ class ReadApplied:
 
 @dataclass(frozen=True)
 class ReadHost:
-    """Answer: the HostFacts for the pure decision (core.node.hostplan), our kept --config bytes included."""
+    """Answer: the HostFacts for the pure decision (core.node.facts.hostplan), our kept --config bytes
+    included."""
 
     enabling: bool
 

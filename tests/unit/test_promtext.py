@@ -33,8 +33,8 @@ def test_samples_by_name_and_labels() -> None:
 
 def test_unreadable_lines_are_skipped_not_fatal() -> None:
     metrics = parse_metrics(TEXT)
-    assert not metrics.has("broken")
-    assert not metrics.has("nan_metric")
+    assert not metrics.find("broken")
+    assert not metrics.find("nan_metric")
     assert metrics.value("absent_metric") is None
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 from urllib.parse import quote
 
 from kubernetes import client
@@ -25,12 +25,6 @@ def patch_status(api: client.ApiClient, name: str, status: dict[str, Any]) -> No
 @translated
 def get(api: client.ApiClient, name: str) -> dict[str, Any]:
     return get_json(api, f"/apis/{c.GROUP}/{c.VERSION}/{c.PLURAL}/{quote(name, safe='')}")
-
-
-@translated
-def list_all(api: client.ApiClient) -> list[dict[str, Any]]:
-    result = client.CustomObjectsApi(api).list_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL)
-    return list(cast(dict[str, Any], result).get("items", []))
 
 
 @translated

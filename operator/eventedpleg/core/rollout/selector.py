@@ -23,7 +23,3 @@ def matches(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
         if req.operator is SelectorOperator.DOES_NOT_EXIST and present:
             return False
     return True
-
-
-def overlaps(a: LabelSelector, b: LabelSelector, labels: Mapping[str, str]) -> bool:
-    return matches(a, labels) and matches(b, labels)

@@ -51,9 +51,6 @@ class Metrics:
         found = self.find(metric, **labels)
         return sum(s.value for s in found) if found else None
 
-    def has(self, name: str) -> bool:
-        return any(s.name == name for s in self.samples)
-
 
 def _labels(text: str) -> tuple[tuple[str, str], ...] | None:
     pairs: list[tuple[str, str]] = []

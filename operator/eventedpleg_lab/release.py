@@ -3,7 +3,7 @@
 `[project] version` in pyproject.toml is the source; `set_version` writes the same value into every other
 place that must state it literally (the lab's distribution and its pin, the package's __version__, the
 chart's `version` and `appVersion`, the Dockerfile's default image label), and `mismatches` lists any that
-disagree. hack/release.sh refuses to build while any does; tests/unit/test_release.py checks the tree.
+disagree. hack/release.sh refuses to build while any does; tests/unit/test_versions_agree.py checks the tree.
 
     python -m eventedpleg_lab.release check             # exit 1 and one line per disagreement
     python -m eventedpleg_lab.release set 0.2.0         # write it everywhere

@@ -199,7 +199,7 @@ def test_operator_pod_is_unprivileged(default: Rendered) -> None:
 
 def test_operator_pod_meets_pod_security_restricted(default: Rendered) -> None:
     """The rules of the "restricted" level (k8s.io/pod-security-admission) that a pod template can break;
-    tests/cluster/test_chart.py proves the same with the real admission plugin."""
+    tests/cluster/test_chart_install.py proves the same with the real admission plugin."""
     pod = default.find("Deployment", OPERATOR)["spec"]["template"]["spec"]
     allowed_volumes = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
                        "projected", "secret"}  # fmt: skip

@@ -2,8 +2,7 @@
 the app version, a CRD switch (crds.enabled / crds.keep) whose CRD is the generated one, a `helm test`
 that meets Pod Security "restricted", a guard against a second release, and NOTES.txt that agrees with
 the README. A second install refused for real, and `helm test` run for real:
-tests/cluster/test_chart_install.py
-and tests/lab/test_lab_chart.py."""
+tests/cluster/test_chart_install.py and tests/lab/test_lab_chart.py."""
 
 from __future__ import annotations
 

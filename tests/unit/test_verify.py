@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from eventedpleg.core.node.facts.kubeletlog import scan
+from eventedpleg.core.node.facts.kubeletlog import Signal, scan
 from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
 from eventedpleg.core.node.facts.verify import (
     Expectation,
@@ -220,3 +220,55 @@ def test_evidence_is_compact_and_bounded() -> None:
     doc = json.loads(text)
     assert doc["result"] == "fail"
     assert json.dumps(doc, separators=(",", ":"), ensure_ascii=False) == text  # compact
+
+
+# The v1.37.2 line (evented.go:119, error level) as klog writes it: the whole event is dumped, and its
+# container statuses carry the containers' own exit messages (here a control-plane component that exited
+# on a bad flag, and an application that printed a PLEG-looking text).
+NIL_SANDBOX_137 = (
+    'E1127 08:40:01.123456    812 evented.go:119] "Evented PLEG: received ContainerEventResponse with nil '
+    'PodSandboxStatus or PodSandboxStatus.Metadata" containerEventResponse="&ContainerEventResponse{'
+    "ContainerId:4f1c,ContainerEventType:CONTAINER_DELETED_EVENT,CreatedAt:1795250401123456789,"
+    "PodSandboxStatus:nil,ContainersStatuses:[]*ContainerStatus{&ContainerStatus{Id:4f1c,State:"
+    "CONTAINER_EXITED,ExitCode:1,Reason:Error,Message:unrecognized feature gate: Foo,},&ContainerStatus{"
+    "Id:9a2b,State:CONTAINER_EXITED,ExitCode:1,Reason:Error,Message:Fall back to Generic PLEG relisting "
+    'since Evented PLEG is not working,},},}"'
+)
+
+
+@pytest.mark.parametrize("version", ["v1.37.2", "v1.36.4"])
+def test_the_harmless_nil_sandbox_line_never_fails_verification(version: str) -> None:
+    kubelet = parse_version(version)
+    period = 1.0 if kubelet.minor_pair >= (1, 37) else 300.0
+    relists = 30 if kubelet.minor_pair >= (1, 37) else 0
+    obs = observe(
+        metrics(relists=relists, period=period),
+        baseline=metrics(relists=0, period=period),
+        log=[NIL_SANDBOX_137] * 7,
+    )
+    assert obs.log.count(Signal.NIL_SANDBOX) == 7
+    assert obs.log.count(*(s for s in Signal if s is not Signal.NIL_SANDBOX)) == 0
+    assert fallen_back(kubelet, obs.metrics, obs.log) is None
+    assert evaluate(kubelet, ENABLED, obs, min_window=30).outcome is Outcome.PASS
+
+
+def test_real_failure_lines_still_fail_beside_the_nil_sandbox_line() -> None:
+    fast_path = (
+        'E1127 08:40:02.000001    812 evented.go:141] "Evented PLEG: disabling container-termination '
+        'fast path after exhausting event stream retries"'
+    )
+    obs = observe(
+        metrics(relists=30, period=1),
+        baseline=metrics(relists=0, period=1),
+        log=[NIL_SANDBOX_137, fast_path, NIL_SANDBOX_137],
+    )
+    result = evaluate(parse_version("v1.37.2"), ENABLED, obs, min_window=30)
+    assert result.outcome is Outcome.FAIL
+    assert "disabling container-termination fast path" in result.reason
+    fallback = (
+        'I1127 08:40:02.000001    812 evented.go:186] "Fall back to Generic PLEG relisting since Evented '
+        'PLEG is not working"'
+    )
+    obs = observe(metrics(errors=5), log=[NIL_SANDBOX_137, fallback])
+    assert evaluate(V133, ENABLED, obs, min_window=30).outcome is Outcome.FAIL
+    assert fallen_back(V133, None, scan([NIL_SANDBOX_137, fallback])) is not None

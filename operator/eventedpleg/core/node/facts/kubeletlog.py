@@ -38,8 +38,10 @@ class Signal(StrEnum):
     CRI_NO_CLIENT = "criNoStreamingClient"
     CRI_STREAM_CLOSED = "criStreamClosed"  # CRI-O with enable_pod_events=false: EOF (§2)
     CRI_RECV_FAILED = "criReceiveFailed"  # containerd 1.6: Unimplemented (§2)
-    # evented.go, error level: events lost or malformed (§4).
+    # evented.go, error level: events lost (§4).
     CHANNEL_FULL = "channelFull"
+    # evented.go, error level but harmless: an event without a sandbox status is skipped (§4). Counted,
+    # never a failure.
     NIL_SANDBOX = "nilSandboxStatus"
     # The kubelet refused to start (§1, §3).
     UNKNOWN_GATE = "unknownGate"
@@ -49,8 +51,17 @@ class Signal(StrEnum):
     COMMAND_FAILED = "commandFailed"
 
 
+# The exact message of evented.go (v1.36.4 line 231, v1.37.2 line 119): error level, yet harmless (the
+# event is skipped and the relist syncs the pod; containerd sends such events on pod deletion, k8s#114351).
+NIL_SANDBOX_MESSAGE = (
+    "Evented PLEG: received ContainerEventResponse with nil PodSandboxStatus or PodSandboxStatus.Metadata"
+)
+
 # Order matters only where one message contains another; each line counts for the first signal matching.
+# The harmless nil-sandbox line comes first: it dumps the whole event, whose container statuses carry
+# the containers' own exit messages, which may read like any failure line below.
 _PATTERNS: tuple[tuple[Signal, re.Pattern[str]], ...] = (
+    (Signal.NIL_SANDBOX, re.compile(re.escape(NIL_SANDBOX_MESSAGE))),
     (Signal.FEATURE_GATES, re.compile(r"feature gates: &\{map\[|\"Updated\" featureGates=\{")),
     (Signal.GENERATED_STATUS, re.compile(r"Evented PLEG: Generated pod status from the received event")),
     (Signal.CONTAINER_EVENT, re.compile(r"Received Container (Started|Stopped|Created|Deleted) Event")),
@@ -77,7 +88,6 @@ _PATTERNS: tuple[tuple[Signal, re.Pattern[str]], ...] = (
         Signal.CHANNEL_FULL,
         re.compile(r"Evented PLEG: Event channel is full|pleg event channel capacity is full"),
     ),
-    (Signal.NIL_SANDBOX, re.compile(r"received ContainerEventResponse with nil PodSandboxStatus")),
     (Signal.UNKNOWN_GATE, re.compile(r"unrecognized feature gate: ")),
     (Signal.LOCKED_GATE, re.compile(r"cannot set feature gate \S+ to \S+, feature is locked to")),
     (Signal.INVALID_DROPIN, re.compile(r"failed to load kubelet dropin file")),

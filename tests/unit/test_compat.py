@@ -55,14 +55,26 @@ def test_kubelet_rows(kubelet: str, level: Level, needle: str) -> None:
     [
         ("containerd://1.6.39", U, "Unimplemented"),
         ("containerd://1.7.0", R, "single event subscriber"),
-        ("containerd://1.7.13", R, "containerd#7318"),
+        ("containerd://1.7.13", R, "containerd#10390"),  # exits lost across a containerd restart
+        ("containerd://1.7.33", R, "containerd#10390"),
+        ("containerd://1.7.34", R, "containerd#7318"),  # backport containerd#11634
+        ("containerd://1.7.35", R, "single event subscriber"),
         ("containerd://2.0.0", U, "timestamp regression"),
         ("containerd://2.0.2", U, "containerd#11312"),
-        ("containerd://2.0.3", S, "several subscribers"),
+        ("containerd://2.0.3", R, "containerd#10390"),
+        ("containerd://2.0.8", R, "reported Running for ever"),
+        ("containerd://2.0.9", S, "several subscribers"),  # backport containerd#11633
+        ("containerd://2.1.0", S, "several subscribers"),  # containerd#11579
         ("containerd://2.2.7", S, "several subscribers"),
         ("cri-o://1.25.4", U, "enable_pod_events arrived in 1.26"),
         ("cri-o://1.26.0", R, "one consumer"),
         ("cri-o://1.27.9", R, "one consumer"),
+        ("cri-o://1.28.0", R, "cri-o#9004"),  # GetContainerEvents WaitGroup panic
+        ("cri-o://1.32.13", R, "negative WaitGroup counter"),
+        ("cri-o://1.33.0", R, "cri-o#9663"),  # fixed cri-o#9004, but nil statuses under kubelet 1.34
+        ("cri-o://1.34.11", R, "cri-o#9663"),
+        ("cri-o://1.35.0", S, "enable_pod_events"),
+        ("cri-o://1.36.3", S, "enable_pod_events"),
         ("docker://24.0.7", U, "only containerd and CRI-O"),
     ],
 )
@@ -73,20 +85,74 @@ def test_runtime_rows(runtime: str, level: Level, needle: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kubelet", "crio", "level"),
+    ("kubelet", "crio", "mismatch"),
     [
-        ("v1.34.2", "cri-o://1.34.1", S),  # both nanoseconds
-        ("v1.32.0", "cri-o://1.31.1", S),  # first nanosecond 1.31 patch
-        ("v1.32.0", "cri-o://1.31.0", R),  # kubelet ns, CRI-O seconds (k8s#127814)
-        ("v1.33.1", "cri-o://1.29.8", R),
-        ("v1.33.1", "cri-o://1.29.9", S),
-        ("v1.33.1", "cri-o://1.30.6", S),
-        ("v1.33.1", "cri-o://1.28.4", R),
+        ("v1.34.2", "cri-o://1.34.1", False),  # both nanoseconds
+        ("v1.32.0", "cri-o://1.31.1", False),  # first nanosecond 1.31 patch
+        ("v1.32.0", "cri-o://1.31.0", True),  # kubelet ns, CRI-O seconds (k8s#127814)
+        ("v1.33.1", "cri-o://1.29.8", True),
+        ("v1.33.1", "cri-o://1.29.9", False),
+        ("v1.33.1", "cri-o://1.30.6", False),
+        ("v1.33.1", "cri-o://1.28.4", True),
+        ("v1.31.9", "cri-o://1.28.4", False),  # both seconds
     ],
 )
-def test_crio_timestamp_units_must_match_the_kubelet(kubelet: str, crio: str, level: Level) -> None:
+def test_crio_timestamp_units_must_match_the_kubelet(kubelet: str, crio: str, mismatch: bool) -> None:
+    v = compat.verdict(node(kubelet=kubelet, runtime=crio), Policy())
+    said = [text for text in v.reasons + v.notes if "timestamp units" in text]
+    assert bool(said) is mismatch, v
+    if mismatch:
+        assert v.level is not S
+
+
+@pytest.mark.parametrize(
+    ("kubelet", "crio", "level"),
+    [
+        # cri-o#9663: CRI-O 1.31.0-1.34.x may send nil container statuses; kubelets <= 1.36 dereference them.
+        ("v1.36.4", "cri-o://1.34.0", R),
+        ("v1.36.4", "cri-o://1.33.0", R),
+        ("v1.32.0", "cri-o://1.34.11", R),
+        ("v1.36.4", "cri-o://1.35.0", S),  # first release with cri-o#9663
+        ("v1.36.4", "cri-o://1.36.3", S),
+        ("v1.37.0", "cri-o://1.34.0", S),  # 1.37 no longer builds statuses from events (k8s#139262)
+        ("v1.37.2", "cri-o://1.33.0", S),
+        ("v1.37.2", "cri-o://1.32.13", R),  # but cri-o#9004 (the crash in CRI-O) stays
+    ],
+)
+def test_crio_nil_container_statuses_under_old_kubelets(kubelet: str, crio: str, level: Level) -> None:
     v = compat.verdict(node(kubelet=kubelet, runtime=crio), Policy())
     assert v.level is level, v.reasons
+    blamed = any("dereferences and panics" in text for text in v.reasons)
+    assert blamed is (level is R and crio != "cri-o://1.32.13"), v.reasons
+
+
+@pytest.mark.parametrize(
+    ("kubelet", "runtime", "advised"),
+    [
+        ("v1.38.0", "containerd://1.7.35", True),  # KEP-4033: no cgroupDriver fallback planned in 1.38
+        ("v1.39.2", "containerd://1.7.0", True),
+        ("v1.37.2", "containerd://1.7.35", False),  # the fallback is still in v1.37.2
+        ("v1.38.0", "containerd://2.0.9", False),  # RuntimeConfig since containerd 2.0.0
+        ("v1.38.0", "cri-o://1.36.3", False),
+    ],
+)
+def test_kubelet_138_on_containerd_17_is_noted(kubelet: str, runtime: str, advised: bool) -> None:
+    v = compat.verdict(node(kubelet=kubelet, runtime=runtime), Policy())
+    noted = [text for text in v.advisories if "KEP-4033" in text]
+    assert bool(noted) is advised, v.advisories
+    assert all(text in v.notes for text in v.advisories)
+
+
+@pytest.mark.parametrize(
+    ("kubelet", "advised"),
+    [("v1.31.9", False), ("v1.32.0", True), ("v1.36.4", True), ("v1.37.0", False), ("v1.37.2", False)],
+)
+def test_open_kubelet_bugs_before_137_are_advisories_not_levels(kubelet: str, advised: bool) -> None:
+    v = compat.verdict(node(kubelet=kubelet), Policy())
+    noted = [text for text in v.advisories if "k8s#128654" in text and "k8s#133371" in text]
+    assert bool(noted) is advised, v.advisories
+    if advised:
+        assert v.level is S  # no lost exit, no runtime crash: the verdict names them, it does not drop
 
 
 @pytest.mark.parametrize(
@@ -153,10 +219,10 @@ def test_windows_nodes_are_unsupported() -> None:
 
 
 def test_spec_runtime_must_match_the_node() -> None:
-    v = compat.verdict(node(runtime="cri-o://1.34.0"), Policy(runtime="containerd"))
+    v = compat.verdict(node(runtime="cri-o://1.36.3"), Policy(runtime="containerd"))
     assert v.level is U
     assert "spec.runtime is containerd" in v.summary
-    assert compat.verdict(node(runtime="cri-o://1.34.0"), Policy(runtime="cri-o")).level is S
+    assert compat.verdict(node(runtime="cri-o://1.36.3"), Policy(runtime="cri-o")).level is S
 
 
 def test_risky_nodes_need_the_opt_in() -> None:
@@ -168,7 +234,7 @@ def test_risky_nodes_need_the_opt_in() -> None:
 
 
 def test_render_targets_say_what_each_runtime_gets() -> None:
-    crio = compat.verdict(node(runtime="cri-o://1.34.0"), Policy()).targets
+    crio = compat.verdict(node(runtime="cri-o://1.36.3"), Policy()).targets
     containerd = compat.verdict(node(), Policy()).targets
     assert crio is not None and crio.crio_dropin and crio.kubelet_dropin
     assert containerd is not None and not containerd.crio_dropin
@@ -201,6 +267,8 @@ def test_in_place_only_on_supported_nodes_without_static_pods() -> None:
     assert refusal("v1.37.2", "cri-o://1.34.1") == ""
     assert "Risky" in refusal("v1.36.4", "containerd://1.7.35")  # one event subscriber (containerd#7318)
     assert "Risky" in refusal("v1.31.4", "containerd://2.2.9")  # no timestamp fix (k8s#127195)
+    assert "Risky" in refusal("v1.36.4", "containerd://2.0.8")  # exits lost across a restart (#10390)
+    assert "Risky" in refusal("v1.36.4", "cri-o://1.34.0")  # nil container statuses (cri-o#9663)
     assert "k8s#123087" in refusal("v1.36.4", "containerd://2.2.9", has_mirror_pods=True)
     assert "k8s#123087" in refusal(
         "v1.36.4", "containerd://2.2.9", labels={"node-role.kubernetes.io/control-plane": ""}

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.cli.report import benefit_text, preflight_rows, preflight_table, status_view
+from eventedpleg.cli.report import benefit_text, preflight_json, preflight_rows, preflight_table, status_view
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.node.facts import benefit
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
@@ -153,3 +153,26 @@ def test_status_and_preflight_list_nodes_in_the_order_the_rollout_takes_them() -
     rows = preflight_rows(nodes, policy, [], [], drain, now=now, order=oldest)
     assert [row.node.name for row in rows] == ["b", "c", "a"]
     assert [row.node.name for row in preflight_rows(nodes, policy, [], [], drain, now=now)] == ["a", "b", "c"]
+
+
+def test_preflight_prints_each_advisory_once_with_its_nodes() -> None:
+    def on(name: str, kubelet: str, runtime: str) -> dict[str, Any]:
+        body = _node(name, {})
+        body["status"]["nodeInfo"] = {"kubeletVersion": kubelet, "containerRuntimeVersion": runtime}
+        return body
+
+    nodes = [
+        node_view(on("k17-new", "v1.38.0", "containerd://1.7.35")),
+        node_view(on("k17-old", "v1.37.2", "containerd://1.7.35")),
+        node_view(on("c22", "v1.36.4", "containerd://2.2.9")),
+    ]
+    policy, drain = compat.Policy(allow_risky=True), DrainPolicy.of(DrainSpec())
+    rows = preflight_rows(nodes, policy, [], [], drain, now=datetime(2026, 11, 25, tzinfo=UTC))
+    table = preflight_table(rows, policy, drain, wide=True)
+    notes = [line for line in table.splitlines() if line.startswith("note (")]
+    # KEP-4033: only the kubelet >= 1.38 on containerd 1.7; the <= 1.36 kubelet bugs: only c22.
+    assert [n.split(")")[0] for n in notes if "KEP-4033" in n] == ["note (k17-new"]
+    assert [n.split(")")[0] for n in notes if "k8s#128654" in n] == ["note (c22"]
+    doc = {row["node"]: row for row in json.loads(preflight_json(rows, policy))}
+    assert any("KEP-4033" in text for text in doc["k17-new"]["advisories"])
+    assert doc["k17-old"]["advisories"] == []

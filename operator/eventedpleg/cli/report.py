@@ -136,6 +136,7 @@ def preflight_table(
         footer += f"\n{refused} of them refused by their agent's host check: not cordoned, marked Skipped"
     if any(row.host is None for row in rows):
         footer += "\nHOST ?: no agent has checked that host yet (is the agent DaemonSet running there?)"
+    footer += _advisories_text(rows)
     blocked = sum(1 for row in rows if row.never and row.verdict.eligible(policy))
     if blocked:
         then = {
@@ -150,6 +151,19 @@ def preflight_table(
     return table(headers, body) + footer
 
 
+def _advisories_text(rows: Sequence[PreflightRow]) -> str:
+    """Known bugs that do not change a verdict, each once, with the nodes it concerns."""
+    nodes: dict[str, list[str]] = {}
+    for row in rows:
+        for advisory in row.verdict.advisories:
+            nodes.setdefault(advisory, []).append(row.node.name)
+    text = ""
+    for advisory, names in nodes.items():
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        text += f"\nnote ({shown}): {advisory}"
+    return text
+
+
 def preflight_json(rows: Sequence[PreflightRow], policy: compat.Policy) -> str:
     return json.dumps(
         [
@@ -161,6 +175,7 @@ def preflight_json(rows: Sequence[PreflightRow], policy: compat.Policy) -> str:
                 "eligible": row.verdict.eligible(policy),
                 "reasons": list(row.verdict.reasons),
                 "notes": list(row.verdict.notes),
+                "advisories": list(row.verdict.advisories),
                 "writes": {
                     "kubeletDropIn": bool(row.verdict.targets and row.verdict.targets.kubelet_dropin),
                     "crioDropIn": bool(row.verdict.targets and row.verdict.targets.crio_dropin),

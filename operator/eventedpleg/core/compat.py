@@ -52,11 +52,22 @@ class Row:
     one_event_consumer: bool = (
         False  # each container event goes to one consumer only (core.node.phases.eventconsumers)
     )
+    # Known bugs that do not change the level but an administrator should know of (preflight notes).
+    advisories: tuple[str, ...] = ()
 
     def matches(self, version: Version) -> bool:
         triple = (version.major, version.minor, version.patch)
         return self.low <= triple < self.high
 
+
+# Open kubelet bugs of the <=1.36 evented path, fixed by nothing but 1.37's redesign (k8s#139262), which no
+# longer builds pod statuses from events. Neither loses a container exit nor touches the runtime.
+KUBELET_136_ADVISORY = (
+    "kubelet <= 1.36 with EventedPLEG has open bugs with no fix on its branch: a relist whose runtime "
+    "calls time out leaves a nil cache entry that the evented path dereferences, so the kubelet panics "
+    "and restarts (k8s#128654); pods with sidecar (restartable init) containers can stay Pending until "
+    "the next relist, up to 300 s (k8s#133371); 1.37 (k8s#139262) no longer has either code path"
+)
 
 KUBELET_ROWS: tuple[Row, ...] = (
     Row(
@@ -138,6 +149,7 @@ KUBELET_ROWS: tuple[Row, ...] = (
         "kubelet {v}: alpha gate; while the event stream is healthy the generic relist slows from 1 s to "
         "300 s, which is where the CPU saving comes from",
         "kubelet.go eventedPlegRelistPeriod = 300s (v1.36.4); docs/compatibility.md §4",
+        advisories=(KUBELET_136_ADVISORY,),
     ),
     Row(
         "kubelet",
@@ -165,6 +177,24 @@ KUBELET_ROWS: tuple[Row, ...] = (
     ),
 )
 
+# KEP-4033: kubelets get the cgroup driver from the runtime's RuntimeConfig (GA and locked in 1.34); the
+# fallback to the kubelet's own cgroupDriver, still in v1.37.2 (cmd/kubelet/app/server.go), is planned to
+# go in 1.38 (enhancements#6087; k8s#136731). containerd 1.7 has no RuntimeConfig (added in 2.0.0).
+KUBELET_WITHOUT_CGROUP_FALLBACK = (1, 38)
+KUBELET_138_CONTAINERD_17 = (
+    "containerd 1.7 has no RuntimeConfig (added in containerd 2.0.0): KEP-4033 drops the kubelet's "
+    "cgroupDriver fallback in 1.38 (enhancements#6087, k8s#136731), after which a kubelet >= 1.38 fails "
+    "to start on this runtime at all; upgrade containerd to 2.0.9 or later before the kubelet"
+)
+
+# A container whose exit comes while containerd restarts (its CRI plugin reloading containers) can stay
+# Running for ever (containerd#10390): the exit monitor started before the container was in the store.
+# The agent restarts containerd to apply Evented PLEG, so this is exactly the moment it brings about.
+RESTART_LOSES_EXITS = (
+    "a container exiting while containerd restarts (the agent restarts it) can be reported Running for "
+    "ever (containerd#10390; fixed by containerd#11579 in 2.1.0, backported in 2.0.9 and 1.7.34)"
+)
+
 CONTAINERD_ROWS: tuple[Row, ...] = (
     Row(
         "containerd",
@@ -178,10 +208,22 @@ CONTAINERD_ROWS: tuple[Row, ...] = (
     Row(
         "containerd",
         (1, 7, 0),
+        (1, 7, 34),
+        Level.RISKY,
+        "containerd {v} has a single event subscriber: any other consumer (e.g. `crictl events`) takes "
+        f"events away from the kubelet (containerd#7318); and {RESTART_LOSES_EXITS}; upgrade to 2.0.9 "
+        "or later",
+        "containerd#7318, containerd#10390, backport containerd#11634 (v1.7.34); "
+        "docs/compatibility.md §2, §5",
+        one_event_consumer=True,
+    ),
+    Row(
+        "containerd",
+        (1, 7, 34),
         (2, 0, 0),
         Level.RISKY,
         "containerd {v} has a single event subscriber: any other consumer (e.g. `crictl events`) takes "
-        "events away from the kubelet (containerd#7318); upgrade to 2.0.3 or later",
+        "events away from the kubelet (containerd#7318); upgrade to 2.0.9 or later",
         "containerd#7318; docs/compatibility.md §2, §5",
         one_event_consumer=True,
     ),
@@ -191,16 +233,24 @@ CONTAINERD_ROWS: tuple[Row, ...] = (
         (2, 0, 3),
         Level.UNSUPPORTED,
         "containerd {v} has the PodSandboxStatus timestamp regression that breaks Evented PLEG "
-        "(containerd#11312, k8s#129818); upgrade to 2.0.3 or later",
+        "(containerd#11312, k8s#129818); upgrade to 2.0.9 or later",
         "containerd#11312, fixed by containerd#11323 / #11403; docs/compatibility.md §2",
     ),
     Row(
         "containerd",
         (2, 0, 3),
+        (2, 0, 9),
+        Level.RISKY,
+        f"containerd {{v}}: {RESTART_LOSES_EXITS}; upgrade to 2.0.9 or later",
+        "containerd#10390, backport containerd#11633 (v2.0.9); docs/compatibility.md §2, §5",
+    ),
+    Row(
+        "containerd",
+        (2, 0, 9),
         INFINITY,
         Level.SUPPORTED,
         "containerd {v} always emits container events to several subscribers; nothing to configure",
-        "containerd#9661; docs/compatibility.md §2",
+        "containerd#9661, containerd#11579 (v2.1.0, v2.0.9); docs/compatibility.md §2",
     ),
 )
 
@@ -225,12 +275,45 @@ CRIO_ROWS: tuple[Row, ...] = (
     Row(
         "cri-o",
         (1, 28, 0),
+        (1, 33, 0),
+        Level.RISKY,
+        "CRI-O {v} can panic in GetContainerEvents ('sync: negative WaitGroup counter') when an event "
+        "client goes away while events flow, as the kubelet does when the agent restarts it (cri-o#9004); "
+        "fixed in 1.33.0 (cri-o#9014), not backported to 1.32 or older",
+        "cri-o#9004, fix cri-o#9014 (32854c9d, first in v1.33.0); docs/compatibility.md §2, §5",
+    ),
+    Row(
+        "cri-o",
+        (1, 33, 0),
+        (1, 35, 0),
+        Level.SUPPORTED,
+        "CRI-O {v}: enable_pod_events in a crio.conf.d drop-in, then restart crio and the kubelet; "
+        "under kubelets <= 1.36 Risky instead (empty container statuses in events, cri-o#9663)",
+        "cri-o#9014, cri-o#9663 (29b33f11, first in v1.35.0); docs/compatibility.md §2, §5",
+    ),
+    Row(
+        "cri-o",
+        (1, 35, 0),
         INFINITY,
         Level.SUPPORTED,
         "CRI-O {v}: enable_pod_events in a crio.conf.d drop-in, then restart crio and the kubelet",
-        "cri-o#6838, crio.conf.d(5); docs/compatibility.md §2",
+        "cri-o#6838, cri-o#9014, cri-o#9663, crio.conf.d(5); docs/compatibility.md §2",
     ),
 )
+
+# CRI-O 1.31.0 to 1.34.x fill a ContainerEventResponse's container statuses by index and leave a nil where
+# a container went away between ListContainers and ContainerStatus (server/server.go getContainerStatuses,
+# v1.34.0); on the wire it arrives as an empty ContainerStatus whose Image is nil, which the <= 1.36 evented
+# path dereferences (GeneratePodStatus -> convertToKubeContainerStatus) and the kubelet panics. Fixed in
+# 1.35.0 by cri-o#9663, not backported; 1.37 kubelets no longer build statuses from events (k8s#139262).
+CRIO_NIL_STATUS = ((1, 31, 0), (1, 35, 0))
+KUBELET_BUILDS_STATUS_FROM_EVENTS_BELOW = (1, 37)
+
+
+def crio_sends_nil_statuses(version: Version) -> bool:
+    triple = (version.major, version.minor, version.patch)
+    return CRIO_NIL_STATUS[0] <= triple < CRIO_NIL_STATUS[1]
+
 
 # CRI-O switched PodSandboxStatus timestamps to nanoseconds in these patch levels (cri-o#8582); the kubelet
 # expects nanoseconds from ~1.32 (k8s#127195). A mismatch gives bogus cache timestamps (k8s#127814).
@@ -285,7 +368,8 @@ class Verdict:
     kubelet: Version | None
     runtime: RuntimeVersion | None
     targets: RenderTargets | None
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # the reasons below the level, then the advisories
+    advisories: tuple[str, ...] = ()  # known bugs that do not change the level (preflight prints them)
 
     def eligible(self, policy: Policy) -> bool:
         return self.level is Level.SUPPORTED or (self.level is Level.RISKY and policy.allow_risky)
@@ -373,6 +457,37 @@ class _Key:
     has_mirror_pods: bool
 
 
+def _pair(kubelet: Version, kind: RuntimeKind, runtime: Version) -> tuple[list[tuple[Level, str]], list[str]]:
+    """What this kubelet and this runtime version do wrong together (findings, advisories)."""
+    findings: list[tuple[Level, str]] = []
+    advisories: list[str] = []
+    if kind is RuntimeKind.CRIO:
+        if crio_sends_nil_statuses(runtime) and kubelet.minor_pair < KUBELET_BUILDS_STATUS_FROM_EVENTS_BELOW:
+            findings.append(
+                (
+                    Level.RISKY,
+                    f"CRI-O {runtime} can send container events with an empty container status, which "
+                    f"kubelet {kubelet} dereferences and panics on (cri-o#9663, fixed in CRI-O 1.35.0, "
+                    "not backported; 1.37 kubelets are not affected)",
+                )
+            )
+        if (kubelet.minor_pair >= KUBELET_NANOSECOND_MINOR) != crio_uses_nanoseconds(runtime):
+            findings.append(
+                (
+                    Level.RISKY,
+                    f"kubelet {kubelet} and CRI-O {runtime} disagree on PodSandboxStatus timestamp "
+                    "units (k8s#127195, cri-o#8582): stuck pod statuses are possible (k8s#127814)",
+                )
+            )
+    if (
+        kind is RuntimeKind.CONTAINERD
+        and runtime.minor_pair == (1, 7)
+        and kubelet.minor_pair >= KUBELET_WITHOUT_CGROUP_FALLBACK
+    ):
+        advisories.append(KUBELET_138_CONTAINERD_17)
+    return findings, advisories
+
+
 @lru_cache(maxsize=4096)
 def _verdict(facts: _Key, policy: Policy) -> Verdict:
     findings: list[tuple[Level, str]] = []
@@ -390,9 +505,11 @@ def _verdict(facts: _Key, policy: Policy) -> Verdict:
         kubelet = parse_version(facts.kubelet_version)
     except VersionError as exc:
         bad(Level.UNSUPPORTED, f"kubeletVersion: {exc}")
+    advisories: list[str] = []
     if kubelet is not None:
         row = _row_for(KUBELET_ROWS, kubelet)
         findings.append((row.level, row.reason.format(v=kubelet)))
+        advisories += row.advisories
         if kubelet.prerelease:
             bad(Level.RISKY, f"kubelet {kubelet} is a pre-release build")
 
@@ -411,19 +528,16 @@ def _verdict(facts: _Key, policy: Policy) -> Verdict:
             rows = CRIO_ROWS if runtime.kind is RuntimeKind.CRIO else CONTAINERD_ROWS
             row = _row_for(rows, runtime.version)
             findings.append((row.level, row.reason.format(v=runtime.version)))
+            advisories += row.advisories
             if policy.runtime not in ("auto", runtime.kind.value):
                 bad(
                     Level.UNSUPPORTED,
                     f"spec.runtime is {policy.runtime} but the node reports {runtime.raw}",
                 )
-        if runtime.kind is RuntimeKind.CRIO and runtime.version is not None and kubelet is not None:
-            kubelet_ns = kubelet.minor_pair >= KUBELET_NANOSECOND_MINOR
-            if kubelet_ns != crio_uses_nanoseconds(runtime.version):
-                bad(
-                    Level.RISKY,
-                    f"kubelet {kubelet} and CRI-O {runtime.version} disagree on PodSandboxStatus timestamp "
-                    "units (k8s#127195, cri-o#8582): stuck pod statuses are possible (k8s#127814)",
-                )
+        if runtime.version is not None and kubelet is not None:
+            pair_findings, pair_advisories = _pair(kubelet, runtime.kind, runtime.version)
+            findings += pair_findings
+            advisories += pair_advisories
 
     if facts.control_plane or facts.has_mirror_pods:
         what = "control-plane node" if facts.control_plane else "node runs static (mirror) pods"
@@ -439,9 +553,9 @@ def _verdict(facts: _Key, policy: Policy) -> Verdict:
     level = max((level for level, _ in findings), key=lambda lv: lv.rank, default=Level.UNSUPPORTED)
     # What decides the level are the reasons; the rest are notes (shown by preflight, not in status).
     reasons = tuple(reason for lv, reason in findings if lv is level)
-    notes = tuple(reason for lv, reason in findings if lv is not level)
+    notes = tuple(reason for lv, reason in findings if lv is not level) + tuple(advisories)
     usable_runtime = runtime if runtime is not None and runtime.kind is not RuntimeKind.OTHER else None
     targets = (
         _targets(usable_runtime) if usable_runtime is not None and level is not Level.UNSUPPORTED else None
     )
-    return Verdict(level, reasons, kubelet, runtime, targets, notes)
+    return Verdict(level, reasons, kubelet, runtime, targets, notes, tuple(advisories))

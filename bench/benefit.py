@@ -15,9 +15,10 @@ Two nodes to run it on:
      N idle hostNetwork static pods (no duplicate containers, docs/realnode.md); the gate is the kubelet's
      drop-in, the kubelet is restarted; helpers = containerd-shim-runc-v2; CRI calls from containerd's
      grpc_server_handled_total (metrics address 127.0.0.1:1338).
-  --runtime crio: the lab's CRI-O node (docs/lab.md; kubelet v1.36.4 + CRI-O v1.34.0, conmon and runc from
-     Debian), brought up for the run unless --lab-dir names a lab that is up: N idle pods of a Deployment
-     pinned to the node; the gate is the product's own two drop-ins (kubelet featureGates EventedPLEG, CRI-O
+  --runtime crio: a lab CRI-O node (docs/lab.md; by default --lab-nodes lab-crio:1.36:crio-1.34, kubelet
+     v1.36.4 + CRI-O v1.34.0, conmon and runc from Debian; the bench writes the drop-ins itself), brought
+     up for the run unless --lab-dir names a lab that is up: N idle pods of a Deployment pinned to the
+     node; the gate is the product's own two drop-ins (kubelet featureGates EventedPLEG, CRI-O
      enable_pod_events), then crio is restarted, then the kubelet; helpers = conmon; CRI calls from CRI-O's
      container_runtime_crio_operations_total{operation} (a bench drop-in sets enable_metrics on the node's
      address); the kubelet's /metrics through the API server's node proxy.

@@ -115,7 +115,7 @@ def mixed(count: int) -> list[dict[str, Any]]:
     specs[1] = {"kubelet_version": "v1.25.16"}
     specs[2] = {"container_runtime_version": "containerd://1.6.33"}
     specs[3] = {"control_plane": True}
-    specs[4] = {"container_runtime_version": "cri-o://1.34.2", "kubelet_version": "v1.34.1"}
+    specs[4] = {"container_runtime_version": "cri-o://1.35.6", "kubelet_version": "v1.34.1"}
     return specs
 
 

@@ -30,7 +30,7 @@ def test_real_agents_verify_and_one_node_rolls_back(env: Env) -> None:
     labels = {"rollout-test": env.prefix}
     fakes = [
         FakeNode(f"{env.prefix}-0", labels=labels),
-        FakeNode(f"{env.prefix}-1", "v1.34.1", "cri-o://1.34.2", labels=labels),
+        FakeNode(f"{env.prefix}-1", "v1.34.1", "cri-o://1.35.6", labels=labels),
         FakeNode(f"{env.prefix}-2", labels=labels),  # its kubelet will not start with the gate on
         FakeNode(f"{env.prefix}-3", "v1.37.2", labels=labels),
     ]

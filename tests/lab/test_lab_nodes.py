@@ -22,6 +22,7 @@ RUNTIME_VERSIONS = {
     LabRuntime.CONTAINERD_17: "containerd://1.7.35",  # seen on the real Node (the build stamps v1.7.35)
     LabRuntime.CONTAINERD_16: "containerd://1.6.20",
     LabRuntime.CRIO_134: "cri-o://1.34.0",
+    LabRuntime.CRIO_136: "cri-o://1.36.3",
 }
 
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eventedpleg_lab.lab import kubeadm
+from eventedpleg import constants as c
+from eventedpleg.core import compat
+from eventedpleg_lab.lab import assets, chart, kubeadm
 from eventedpleg_lab.lab import nodefiles as nf
 from eventedpleg_lab.lab.nodes import DEFAULT_SPEC, REGISTRY, LabRuntime, SpecError, parse
 from eventedpleg_lab.localcluster import pki
@@ -24,7 +26,7 @@ def test_default_node_set_covers_the_issue_cases() -> None:
     cases = {(s.kubelet, s.runtime, s.admin_pod_events_off, s.kubeadm) for s in specs}
     assert cases == {
         ("1.36", LabRuntime.CONTAINERD_22, False, False),
-        ("1.36", LabRuntime.CRIO_134, False, False),
+        ("1.36", LabRuntime.CRIO_136, False, False),
         ("1.37", LabRuntime.CONTAINERD_22, False, False),
         ("1.36", LabRuntime.CONTAINERD_16, False, False),
         ("1.36", LabRuntime.CRIO_134, True, False),
@@ -35,6 +37,34 @@ def test_default_node_set_covers_the_issue_cases() -> None:
     assert len({s.ip for s in specs}) == len({s.pod_subnet for s in specs}) == 7
     assert specs[0].ip == "172.16.77.11" and specs[0].pod_subnet == "10.244.1.0/24"
     assert parse(",".join(s.to_text() for s in specs)) == specs
+
+
+def test_the_lab_expects_of_each_default_node_what_the_matrix_says() -> None:
+    """lab-crio (CRI-O v1.36.3) is Supported and Done; lab-crio-off (v1.34.0 under kubelet 1.36) is Risky
+    for cri-o#9663 and skipped from its Node object, as chart.expected_outcome says."""
+    kubelets = {"1.36": "v1.36.4", "1.37": "v1.37.2"}
+    runtimes = {
+        LabRuntime.CONTAINERD_22: "containerd://2.2.9",
+        LabRuntime.CONTAINERD_17: "containerd://1.7.35",
+        LabRuntime.CONTAINERD_16: "containerd://1.6.20",
+        **{rt: f"cri-o://{v.lstrip('v')}" for rt, v in assets.CRIO_VERSIONS.items()},
+    }
+    assert set(runtimes) == set(LabRuntime)
+    levels = {}
+    for spec in parse(DEFAULT_SPEC):
+        found = compat.verdict(
+            compat.NodeFacts(spec.name, kubelets[spec.kubelet], runtimes[spec.runtime]), compat.Policy()
+        )
+        levels[spec.name] = found.level
+        want = chart.expected_outcome(spec)
+        if found.level is compat.Level.SUPPORTED:  # taken; only the agent's host check may refuse it
+            assert want.state in (c.NodeState.DONE.value, c.NodeState.SKIPPED.value), spec.name
+            assert (want.state == c.NodeState.SKIPPED.value) is spec.admin_pod_events_off, spec.name
+        else:  # skipped from the Node object, with the matrix's reason
+            assert want.state == c.NodeState.SKIPPED.value, spec.name
+            assert want.reason_has in found.summary, (spec.name, found.summary)
+    assert levels["lab-crio"] is compat.Level.SUPPORTED
+    assert levels["lab-crio-off"] is compat.Level.RISKY
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@
   plugins, Debian's containerd 1.6, skopeo, nftables, ...), unpacked afresh for every node at `lab up`;
 - nspawn/: systemd-nspawn and its library, unpacked from Debian's .debs (installing systemd-container on a
   host whose PID 1 is not systemd would be pointless, and nspawn needs no running systemd with --keep-unit);
-- crio-v1.34.0/: crio and pinns built from Go modules (docs/lab.md);
+- crio-v1.34.0/, crio-v1.36.3/: crio and pinns built from Go modules (docs/lab.md);
 - images/: OCI archives (pause, idle, a busybox with every applet) written by our own code.
 
 kubelets, containerd 2.2 and crictl are the real-node rig's builds (localcluster/build.py), not rebuilt here.
@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
+from eventedpleg_lab.lab.nodes import LabRuntime
 from eventedpleg_lab.localcluster import build
 from eventedpleg_lab.localcluster.build import Log
 from eventedpleg_lab.realnode import images as rn_images
@@ -32,7 +33,10 @@ ROOTFS_PACKAGES = (
     "containernetworking-plugins", "runc", "containerd", "conmon", "skopeo",
 )  # fmt: skip
 NSPAWN_DEBS = ("systemd-container", "libsystemd-shared")
-CRIO_VERSION = "v1.34.0"
+# The lab's CRI-O runtimes and the module version each is built from. v1.36.3 has cri-o#9014 and #9663;
+# v1.34.0 has #9014 only (docs/compatibility.md). Both go.mod files name a Go the toolchain here satisfies
+# (1.24.6, 1.26.3) and carry no replace directive; the build is the same for both.
+CRIO_VERSIONS = {LabRuntime.CRIO_134: "v1.34.0", LabRuntime.CRIO_136: "v1.36.3"}
 CRIO_MODULE = "github.com/cri-o/cri-o"
 # A static, cgo-free build (no seccomp support in it).
 CRIO_TAGS = "containers_image_openpgp exclude_graphdriver_btrfs btrfs_noversion containers_image_ostree_stub"
@@ -67,8 +71,8 @@ def nspawn_env() -> dict[str, str]:
     return {"LD_LIBRARY_PATH": str(nspawn_dir() / "usr/lib/x86_64-linux-gnu/systemd")}
 
 
-def crio_dir() -> Path:
-    return build.cache_dir() / "bin" / f"crio-{CRIO_VERSION}"
+def crio_dir(version: str) -> Path:
+    return build.cache_dir() / "bin" / f"crio-{version}"
 
 
 def images_dir() -> Path:
@@ -150,42 +154,40 @@ def ensure_nspawn(log: Log = _stderr) -> Path:
     return binary
 
 
-def crio_built() -> bool:
-    return all((crio_dir() / b).is_file() for b in ("crio", "pinns"))
+def crio_built(version: str) -> bool:
+    return all((crio_dir(version) / b).is_file() for b in ("crio", "pinns"))
 
 
-def ensure_crio(log: Log = _stderr) -> Path:
-    """crio and pinns v1.34.0 (~3 min on 2 cores plus a ~1.4 GB module download, cached afterwards)."""
-    if crio_built():
-        return crio_dir()
+def ensure_crio(version: str, log: Log = _stderr) -> Path:
+    """crio and pinns of `version` (~3 min on 2 cores plus a ~1.4 GB module download, cached afterwards)."""
+    if crio_built(version):
+        return crio_dir(version)
     root = build.cache_dir()
-    log_file = root / "logs" / f"build-crio-{CRIO_VERSION}.log"
+    log_file = root / "logs" / f"build-crio-{version}.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    src = root / "src" / f"crio-{CRIO_VERSION}"
+    src = root / "src" / f"crio-{version}"
     src.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false"}
-    log(f"[lab] CRI-O {CRIO_VERSION}: building from Go modules (~3 min + module download); log: {log_file}")
+    log(f"[lab] CRI-O {version}: building from Go modules (~3 min + module download); log: {log_file}")
     start = time.monotonic()
     go = shutil.which("go")
     if go is None:
         raise AssetError("the Go toolchain is needed to build CRI-O")
     # go.mod of cri-o carries replace directives, so it is built as the main module from a writable copy.
     done = subprocess.run(
-        [go, "mod", "download", "-json", f"{CRIO_MODULE}@{CRIO_VERSION}"],
+        [go, "mod", "download", "-json", f"{CRIO_MODULE}@{version}"],
         cwd=src, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     if done.returncode != 0:
-        raise AssetError(
-            f"go mod download {CRIO_MODULE}@{CRIO_VERSION}: {done.stdout[-400:]}{done.stderr[-400:]}"
-        )
+        raise AssetError(f"go mod download {CRIO_MODULE}@{version}: {done.stdout[-400:]}{done.stderr[-400:]}")
     tree = src / "tree"
     shutil.rmtree(tree, ignore_errors=True)
     shutil.copytree(json.loads(done.stdout)["Dir"], tree)
     subprocess.run(["chmod", "-R", "u+w", str(tree)], check=True)
-    staging = crio_dir().with_name(f".crio-{CRIO_VERSION}.partial")
+    staging = crio_dir(version).with_name(f".crio-{version}.partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    ld = f"-s -w -X github.com/cri-o/cri-o/internal/version.Version={CRIO_VERSION.lstrip('v')}"
+    ld = f"-s -w -X github.com/cri-o/cri-o/internal/version.Version={version.lstrip('v')}"
     argv = [go, "build", "-trimpath", f"-ldflags={ld}", "-tags", CRIO_TAGS, "-o", str(staging / "crio")]
     _run([*argv, "./cmd/crio"], cwd=tree, env=env, log_file=log_file)
     if shutil.which("gcc") is None or not Path("/usr/lib/x86_64-linux-gnu/libc.a").exists():
@@ -196,10 +198,10 @@ def ensure_crio(log: Log = _stderr) -> Path:
         cwd=tree,
         log_file=log_file,
     )
-    shutil.rmtree(crio_dir(), ignore_errors=True)
-    staging.rename(crio_dir())
-    log(f"[lab] CRI-O {CRIO_VERSION}: done in {time.monotonic() - start:.0f}s")
-    return crio_dir()
+    shutil.rmtree(crio_dir(version), ignore_errors=True)
+    staging.rename(crio_dir(version))
+    log(f"[lab] CRI-O {version}: done in {time.monotonic() - start:.0f}s")
+    return crio_dir(version)
 
 
 def busybox_archive(busybox: bytes, applets: tuple[str, ...]) -> bytes:

@@ -123,8 +123,8 @@ class Lab:
             build.ensure_component(build.CONTAINERD_17, log=self.log)
         if any(s.kubeadm for s in specs):
             build.ensure_component(build.KUBEADM_136, log=self.log)
-        if any(s.runtime.is_crio for s in specs):
-            assets.ensure_crio(self.log)
+        for runtime in sorted({s.runtime for s in specs if s.runtime.is_crio}):
+            assets.ensure_crio(assets.CRIO_VERSIONS[runtime], self.log)
         build.ensure_component(build.CRANE, log=self.log)  # the lab registry, started with the control plane
         return bins
 
@@ -295,7 +295,8 @@ class Lab:
                 {b: build.component_dir(build.CONTAINERD_17) / b for b in build.CONTAINERD_17.binaries}
             )
         if spec.runtime.is_crio:
-            binaries.update({b: assets.crio_dir() / b for b in ("crio", "pinns")})
+            crio = assets.crio_dir(assets.CRIO_VERSIONS[spec.runtime])
+            binaries.update({b: crio / b for b in ("crio", "pinns")})
         for name, source in binaries.items():
             shutil.copy2(source, root / "usr/local/bin" / name)
         if spec.kubeadm:  # where the kubelet and kubeadm Debian packages install them

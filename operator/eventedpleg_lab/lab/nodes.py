@@ -26,11 +26,14 @@ class LabRuntime(StrEnum):
     CONTAINERD_22 = "containerd-2.2"  # built from Go modules (the real-node rig's build)
     CONTAINERD_17 = "containerd-1.7"  # built from Go modules: one event subscriber (containerd#7318)
     CONTAINERD_16 = "containerd-1.6"  # Debian bookworm's package: no GetContainerEvents
-    CRIO_134 = "crio-1.34"  # built from Go modules; conmon and runc from Debian
+    # Both built from Go modules; conmon and runc from Debian. 1.34 sends empty container statuses in its
+    # events, which kubelets <= 1.36 dereference (cri-o#9663, fixed in 1.35.0): Risky under kubelet 1.36.
+    CRIO_134 = "crio-1.34"
+    CRIO_136 = "crio-1.36"
 
     @property
     def is_crio(self) -> bool:
-        return self is LabRuntime.CRIO_134
+        return self in (LabRuntime.CRIO_134, LabRuntime.CRIO_136)
 
 
 # The options a node may carry (the spec's fourth field), and which runtimes each fits.
@@ -79,10 +82,10 @@ class NodeSpec:
 DEFAULT_SPEC = ",".join(
     (
         "lab-c22:1.36:containerd-2.2",
-        "lab-crio:1.36:crio-1.34",
+        "lab-crio:1.36:crio-1.36",
         "lab-c37:1.37:containerd-2.2",
         "lab-c16:1.36:containerd-1.6",
-        "lab-crio-off:1.36:crio-1.34:admin-pod-events-off",
+        "lab-crio-off:1.36:crio-1.34:admin-pod-events-off",  # CRI-O 1.34 under 1.36: Risky (cri-o#9663)
         # Joined by the real kubeadm, laid out as kubeadm's packages lay a node out (no --config-dir).
         "lab-k22:1.36:containerd-2.2:kubeadm",
         "lab-k17:1.36:containerd-1.7:kubeadm",  # containerd 1.7: Risky, skipped without allowRisky

@@ -447,7 +447,7 @@ def fake_nodes(
 # supported, risky and unsupported kubelet/runtime combinations (see core/compat.py).
 DEFAULT_MIX: tuple[FakeNode, ...] = (
     FakeNode("template", "v1.33.4", "containerd://2.1.4", "Ubuntu 24.04.2 LTS"),
-    FakeNode("template", "v1.32.7", "cri-o://1.32.6", "Red Hat Enterprise Linux CoreOS 9.6"),
+    FakeNode("template", "v1.35.3", "cri-o://1.35.6", "Red Hat Enterprise Linux CoreOS 9.6"),
     FakeNode("template", "v1.34.1", "containerd://2.1.4", "Debian GNU/Linux 12 (bookworm)"),
     FakeNode("template", "v1.31.11", "containerd://1.7.27", "Ubuntu 22.04.5 LTS"),
     FakeNode("template", "v1.29.15", "containerd://1.6.33", "Amazon Linux 2023.7.20250609"),

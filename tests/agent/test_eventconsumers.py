@@ -230,7 +230,7 @@ def test_after_done_a_second_consumer_fails_the_node_with_what_to_do_and_a_warni
     events = [e for e in host.effects if isinstance(e, NodeEvent)]
     assert [r.state for r in reports] == [NodeState.FAILED]
     assert reports[0].reason.startswith("the kubelet misses container events: containerd had 2 open ")
-    assert "Stop that consumer or upgrade containerd to 2.0.3+, then `eventedpleg retry`" in reports[0].reason
+    assert "Stop that consumer or upgrade containerd to 2.0.9+, then `eventedpleg retry`" in reports[0].reason
     assert not reports[0].forget_current  # our files are still on and verified
     assert [(e.reason, e.warning) for e in events] == [("EventsMissed", True)]
 

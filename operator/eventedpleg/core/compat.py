@@ -182,9 +182,9 @@ KUBELET_ROWS: tuple[Row, ...] = (
 # go in 1.38 (enhancements#6087; k8s#136731). containerd 1.7 has no RuntimeConfig (added in 2.0.0).
 KUBELET_WITHOUT_CGROUP_FALLBACK = (1, 38)
 KUBELET_138_CONTAINERD_17 = (
-    "containerd 1.7 has no RuntimeConfig (added in containerd 2.0.0): KEP-4033 drops the kubelet's "
-    "cgroupDriver fallback in 1.38 (enhancements#6087, k8s#136731), after which a kubelet >= 1.38 fails "
-    "to start on this runtime at all; upgrade containerd to 2.0.9 or later before the kubelet"
+    "containerd 1.7 has no RuntimeConfig (added in containerd 2.0.0): KEP-4033 plans to drop the "
+    "kubelet's cgroupDriver fallback in 1.38 (enhancements#6087; removal k8s#136731), after which a "
+    "kubelet >= 1.38 does not start on this runtime at all; upgrade containerd to 2.0.9 or later first"
 )
 
 # A container whose exit comes while containerd restarts (its CRI plugin reloading containers) can stay
@@ -439,7 +439,8 @@ def in_place_refusal(facts: NodeFacts, found: Verdict) -> str:
     that unsafe on static-pod nodes (a restarted kubelet starts their containers twice: k8s#123087, still
     open; k8s#121349) and on the versions the matrix does not call Supported: kubelets before 1.32 lack
     the timestamp fix (k8s#127195), 1.26-1.28 the duplicate-container fix (k8s#120942, k8s#121003), and
-    Risky runtimes have their own (containerd 1.7: one event subscriber, containerd#7318).
+    Risky runtimes have their own (containerd 1.7: one event subscriber, containerd#7318; containerd before
+    2.0.9 loses exits across the very restart an in-place update makes, containerd#10390).
     """
     if _is_control_plane(facts) or facts.has_mirror_pods:
         return IN_PLACE_STATIC_PODS

@@ -286,7 +286,7 @@ def _refuse_enabling(
         raw = facts.runtime.raw if facts.runtime else "unknown"
         return Refusal(
             f"container runtime {raw!r}: only containerd and CRI-O implement GetContainerEvents",
-            "use containerd >= 2.0.3 or CRI-O >= 1.28",
+            "use containerd >= 2.0.9 or CRI-O >= 1.35",
         )
     if kind is RuntimeKind.CRIO and rendered.file(c.CM_KEY_CRIO) is None:
         return Refusal(

@@ -102,7 +102,7 @@ def _event_consumers(
         f"the kubelet misses container events: {found}. {runtime} gives each event to one consumer only, so "
         "the other consumer (`crictl events`, a monitoring agent) takes events from the kubelet, which sees "
         "those pods start and end only at its relist, up to 300 s late (containerd#7318). Stop that "
-        "consumer or upgrade containerd to 2.0.3+, then `eventedpleg retry`; or leave the node out of "
+        "consumer or upgrade containerd to 2.0.9+, then `eventedpleg retry`; or leave the node out of "
         "spec.nodeSelector (its drop-ins come off the safe way)"
     )
     yield from act(Report(NodeState.FAILED, reason, Evidence(result="fail", error=str(found))))

@@ -40,7 +40,7 @@ step "real node rig (kubelet v1.36 + v1.37, containerd 2.2, crictl; Debian runc/
 # realnode tests are skipped and pytest's summary says so in red.
 if [ "$(id -u)" = 0 ] && [ "$(uname -s)" = Linux ]; then
   eventedpleg realnode build
-  step "lab nodes (bookworm rootfs, systemd-nspawn, CRI-O v1.34 from Go modules; cached after the first build)"
+  step "lab nodes (bookworm rootfs, systemd-nspawn, CRI-O v1.36.3 and v1.34.0 from Go modules; cached after the first build)"
   eventedpleg lab build
   step "the release (hack/release.sh: wheel, chart, image daemonless, SBOM; what the lab installs)"
   python -m eventedpleg_lab.release build

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -23,13 +24,26 @@ def layout(tmp_path: Path) -> tuple[Path, Path]:
     return root, outside
 
 
-def test_a_symlinked_dropin_directory_leaving_the_root_is_refused(layout: tuple[Path, Path]) -> None:
+def test_an_absolute_symlink_resolves_in_the_host_root_and_never_builds_a_tree_at_its_end(
+    layout: tuple[Path, Path],
+) -> None:
     root, outside = layout
-    (root / "etc/crio/crio.conf.d").symlink_to(outside)
-    with pytest.raises(HostPathError, match=re.escape("/etc/crio/crio.conf.d is a symlink")):
+    (root / "etc/crio/crio.conf.d").symlink_to(outside)  # absolute: on the host, that path is under /
+    with pytest.raises(FileNotFoundError, match=re.escape("reached through /etc/crio/crio.conf.d")) as failed:
         HostFiles(root).write_atomic(DROPIN, b"x = 1\n", protected=PROTECTED)
+    assert failed.value.filename == DROPIN
     assert list(outside.iterdir()) == []
     assert list((root / "etc/crio").iterdir()) == [root / "etc/crio/crio.conf.d"]  # no temp file left
+    assert sorted(p.name for p in root.iterdir()) == ["etc"]  # nothing made at the link's target either
+
+
+def test_an_absolute_symlink_to_a_host_directory_is_written_through(layout: tuple[Path, Path]) -> None:
+    root, outside = layout
+    (root / "var/lib/crio-conf").mkdir(parents=True)
+    (root / "etc/crio/crio.conf.d").symlink_to("/var/lib/crio-conf")  # the host's path, not the container's
+    HostFiles(root).write_atomic(DROPIN, b"x = 1\n", protected=PROTECTED)
+    assert (root / "var/lib/crio-conf/99-eventedpleg.conf").read_bytes() == b"x = 1\n"
+    assert list(outside.iterdir()) == []
 
 
 def test_a_relative_symlink_inside_the_root_is_followed_where_the_daemon_follows_it(
@@ -50,15 +64,16 @@ def test_a_symlink_whose_target_lies_outside_the_root_is_refused_even_via_the_ro
 ) -> None:
     root, outside = layout
     (root / "etc/crio/crio.conf.d").symlink_to("../../../outside")  # climbs out of the host root
-    with pytest.raises(HostPathError, match="leading outside the host root"):
+    with pytest.raises(HostPathError, match="leading outside the host root") as refused:
         HostFiles(root).write_atomic(DROPIN, b"x = 1\n", protected=PROTECTED)
+    assert refused.value.errno == errno.ELOOP and refused.value.filename == DROPIN
     assert list(outside.iterdir()) == []
 
 
 def test_a_symlinked_ancestor_is_refused_before_any_directory_is_created(layout: tuple[Path, Path]) -> None:
     root, outside = layout
-    (root / "etc/kubernetes").symlink_to(outside)
-    with pytest.raises(HostPathError, match="/etc/kubernetes is a symlink"):
+    (root / "etc/kubernetes").symlink_to("../../outside")
+    with pytest.raises(HostPathError, match=r"/etc/kubernetes .*is a symlink leading outside"):
         HostFiles(root).write_atomic(
             "/etc/kubernetes/kubelet.conf.d/99-eventedpleg.conf", b"{}", protected=PROTECTED
         )
@@ -68,9 +83,13 @@ def test_a_symlinked_ancestor_is_refused_before_any_directory_is_created(layout:
 def test_remove_through_a_symlinked_directory_is_refused(layout: tuple[Path, Path]) -> None:
     root, outside = layout
     (outside / "99-eventedpleg.conf").write_text("precious")
-    (root / "etc/crio/crio.conf.d").symlink_to(outside)
+    (root / "etc/crio/crio.conf.d").symlink_to("../../../outside")
     with pytest.raises(HostPathError):
         HostFiles(root).remove(DROPIN)
+    assert (outside / "99-eventedpleg.conf").read_text() == "precious"
+    (root / "etc/crio/crio.conf.d").unlink()
+    (root / "etc/crio/crio.conf.d").symlink_to(outside)  # absolute: looked up under the host root
+    HostFiles(root).remove(DROPIN)  # nothing there: nothing to remove
     assert (outside / "99-eventedpleg.conf").read_text() == "precious"
 
 

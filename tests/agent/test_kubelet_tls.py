@@ -1,5 +1,6 @@
-"""The agent's call to the kubelet's https endpoint verifies the serving certificate when the node has its
-CA: a real TLS server on loopback with a self-signed certificate, as the kubelet makes one."""
+"""The agent's call to the kubelet's https endpoint verifies the serving certificate, and sends its token only
+over a verified connection: a real TLS server on loopback with a self-signed certificate, as the kubelet
+makes one, recording the Authorization headers it was sent. The node's files are read inside its root."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import datetime as dt
 import ssl
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -16,7 +18,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from eventedpleg.agent.linuxhost import KUBELET_PKI, LinuxHost, kubelet_serving_ca
+from eventedpleg.agent.hostfiles import HostFiles
+from eventedpleg.agent.linuxhost import (
+    BOOTSTRAPPED_CERT,
+    HOST_CLUSTER_CA,
+    SELF_SIGNED_CERT,
+    LinuxHost,
+    kubelet_serving_trust,
+)
 from eventedpleg.core.node.phases.host import KubeletEndpoint
 
 
@@ -48,13 +57,22 @@ def _self_signed(directory: Path, name: str) -> tuple[Path, Path]:
     return crt, pem
 
 
+@dataclass
+class Kubelet:
+    url: str
+    crt: Path
+    seen: list[str | None]  # the Authorization header of each request that got through TLS
+
+
 @pytest.fixture
-def kubelet(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """An https /metrics on 127.0.0.1 serving a self-signed certificate; yields its URL and cert file."""
+def kubelet(tmp_path: Path) -> Iterator[Kubelet]:
+    """An https /metrics on 127.0.0.1 serving a self-signed certificate."""
     crt, key = _self_signed(tmp_path / "kubelet-side", "node-a")
+    seen: list[str | None] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
             body = b"kubelet_running_pods 3\n"
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
@@ -70,53 +88,93 @@ def kubelet(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"https://127.0.0.1:{server.server_port}/metrics", crt
+        yield Kubelet(f"https://127.0.0.1:{server.server_port}/metrics", crt, seen)
     finally:
         server.shutdown()
 
 
-def _host(root: Path, url: str) -> LinuxHost:
-    return LinuxHost(
-        root, nsenter=False, metrics_url=url, token_file=root / "no-token", cluster_ca=root / "no-ca"
-    )
+def _put(root: Path, host_path: str, data: bytes) -> Path:
+    path = root / host_path.lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
 
 
-def test_the_kubelets_own_certificate_is_verified(tmp_path: Path, kubelet: tuple[str, Path]) -> None:
-    url, crt = kubelet
-    root = tmp_path / "host"
-    (root / KUBELET_PKI).mkdir(parents=True)
-    (root / KUBELET_PKI / "kubelet.crt").write_bytes(crt.read_bytes())
-    assert kubelet_serving_ca(root) == root / KUBELET_PKI / "kubelet.crt"
-    got = _host(root, url).kubelet_get(KubeletEndpoint.METRICS)
+def _host(tmp_path: Path, url: str, cluster_ca: Path | None = None) -> LinuxHost:
+    token = tmp_path / "token"
+    token.write_text("secret-token\n")
+    ca = cluster_ca or tmp_path / "no-pod-ca"
+    return LinuxHost(tmp_path / "host", nsenter=False, metrics_url=url, token_file=token, cluster_ca=ca)
+
+
+def test_the_kubelets_own_certificate_is_verified(tmp_path: Path, kubelet: Kubelet) -> None:
+    _put(tmp_path / "host", SELF_SIGNED_CERT, kubelet.crt.read_bytes())
+    got = _host(tmp_path, kubelet.url).kubelet_get(KubeletEndpoint.METRICS)
     assert (got.status, got.body) == (200, "kubelet_running_pods 3\n"), got.error
+    assert kubelet.seen == ["Bearer secret-token"]
 
 
-def test_a_server_with_another_certificate_is_refused(tmp_path: Path, kubelet: tuple[str, Path]) -> None:
-    url, _ = kubelet
-    root = tmp_path / "host"
-    other, _ = _self_signed(root / KUBELET_PKI, "kubelet")  # the node's kubelet.crt, not what answers
-    assert other == root / KUBELET_PKI / "kubelet.crt"
-    got = _host(root, url).kubelet_get(KubeletEndpoint.METRICS)
-    assert got.status == 0 and "CERTIFICATE_VERIFY_FAILED" in got.error, got
-
-
-def test_bootstrapped_serving_certificates_are_checked_against_the_cluster_ca(
-    tmp_path: Path, kubelet: tuple[str, Path]
+def test_a_server_with_another_certificate_is_refused_before_the_token_is_sent(
+    tmp_path: Path, kubelet: Kubelet
 ) -> None:
-    url, crt = kubelet
-    root = tmp_path / "host"
-    (root / KUBELET_PKI).mkdir(parents=True)
-    (root / KUBELET_PKI / "kubelet-server-current.pem").write_text("rotated by the kubelet")
-    ca = tmp_path / "ca.crt"
-    ca.write_bytes(crt.read_bytes())  # here the same self-signed cert stands in for the cluster's signer
-    assert kubelet_serving_ca(root, ca) == ca
-    host = LinuxHost(root, nsenter=False, metrics_url=url, token_file=root / "no-token", cluster_ca=ca)
-    assert host.kubelet_get(KubeletEndpoint.METRICS).status == 200
+    other, _ = _self_signed(tmp_path / "elsewhere", "kubelet")  # the node's kubelet.crt, not what answers
+    _put(tmp_path / "host", SELF_SIGNED_CERT, other.read_bytes())
+    got = _host(tmp_path, kubelet.url).kubelet_get(KubeletEndpoint.METRICS)
+    assert got.status == 0 and "CERTIFICATE_VERIFY_FAILED" in got.error, got
+    assert kubelet.seen == []
 
 
-def test_without_a_ca_on_the_node_the_call_is_not_verified(tmp_path: Path, kubelet: tuple[str, Path]) -> None:
-    url, _ = kubelet
+def test_a_bootstrapped_certificate_behind_an_absolute_link_is_checked_against_the_cluster_ca(
+    tmp_path: Path, kubelet: Kubelet
+) -> None:
     root = tmp_path / "host"
-    root.mkdir()
-    assert kubelet_serving_ca(root) is None
-    assert _host(root, url).kubelet_get(KubeletEndpoint.METRICS).status == 200
+    rotated = "/var/lib/kubelet/pki/kubelet-server-2026-11-27-08-00-00.pem"
+    _put(root, rotated, b"rotated by the kubelet")
+    (root / BOOTSTRAPPED_CERT.lstrip("/")).symlink_to(rotated)  # as the kubelet links it: absolute
+    assert not (root / BOOTSTRAPPED_CERT.lstrip("/")).exists()  # in this (the agent's) view, dangling
+    pod_ca = tmp_path / "ca.crt"
+    pod_ca.write_bytes(kubelet.crt.read_bytes())  # the same self-signed cert stands in for the signer
+    assert kubelet_serving_trust(HostFiles(root), pod_ca).files == (str(pod_ca),)
+    got = _host(tmp_path, kubelet.url, pod_ca).kubelet_get(KubeletEndpoint.METRICS)
+    assert got.status == 200, got.error
+    assert kubelet.seen == ["Bearer secret-token"]
+
+
+def test_the_nodes_cluster_ca_serves_when_the_pod_has_none(tmp_path: Path, kubelet: Kubelet) -> None:
+    root = tmp_path / "host"
+    _put(root, BOOTSTRAPPED_CERT, b"rotated by the kubelet")
+    _put(root, HOST_CLUSTER_CA, kubelet.crt.read_bytes())
+    got = _host(tmp_path, kubelet.url).kubelet_get(KubeletEndpoint.METRICS)
+    assert got.status == 200, got.error
+    assert kubelet.seen == ["Bearer secret-token"]
+
+
+def test_without_a_ca_on_the_node_nothing_is_called_and_the_agent_says_what_it_missed(
+    tmp_path: Path, kubelet: Kubelet
+) -> None:
+    (tmp_path / "host").mkdir()
+    got = _host(tmp_path, kubelet.url).kubelet_get(KubeletEndpoint.METRICS)
+    assert got.status == 0
+    assert (
+        "cannot verify the kubelet's serving certificate against /var/lib/kubelet/pki/kubelet.crt (missing"
+        in got.error
+    )
+    assert "\n" not in got.error
+    _put(tmp_path / "host", BOOTSTRAPPED_CERT, b"rotated by the kubelet")
+    got = _host(tmp_path, kubelet.url).kubelet_get(KubeletEndpoint.METRICS)
+    assert f"against {tmp_path / 'no-pod-ca'} or {HOST_CLUSTER_CA} (missing" in got.error
+    assert kubelet.seen == []
+
+
+def test_a_certificate_reached_through_a_link_out_of_the_root_is_not_trusted(
+    tmp_path: Path, kubelet: Kubelet
+) -> None:
+    root = tmp_path / "host"
+    (root / "var/lib/kubelet").mkdir(parents=True)
+    (root / "var/lib/kubelet/pki").symlink_to("../../../../kubelet-side")  # where the server's cert lies
+    assert (root / SELF_SIGNED_CERT.lstrip("/")).exists() is False  # named node-a.crt there, so:
+    (tmp_path / "kubelet-side/kubelet.crt").write_bytes(kubelet.crt.read_bytes())
+    assert (root / SELF_SIGNED_CERT.lstrip("/")).read_bytes() == kubelet.crt.read_bytes()
+    got = _host(tmp_path, kubelet.url).kubelet_get(KubeletEndpoint.METRICS)
+    assert got.status == 0 and f"against {SELF_SIGNED_CERT} (missing" in got.error
+    assert kubelet.seen == []

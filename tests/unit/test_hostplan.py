@@ -159,7 +159,12 @@ def test_crio_writes_both_and_restarts_crio() -> None:
             "differs from its unit",
             "restart the kubelet once",
         ),
-        (facts(running_argv=None, unit_argv=None), ON, "no running kubelet", "start the kubelet"),
+        (
+            facts(running_argv=None, unit_argv=None),
+            ON,
+            "kubelet.service has no main process",
+            "start kubelet.service",
+        ),
     ],
 )
 def test_refusals(f: HostFacts, mode: render.RenderedConfig, reason: str, fix: str) -> None:

@@ -1,8 +1,15 @@
-"""Read a host into `HostFacts` for the pure decision in eventedpleg.core.node.facts.hostplan."""
+"""Read a host into `HostFacts` for the pure decision in eventedpleg.core.node.facts.hostplan.
+
+The kubelet is kubelet.service's main process (Host.kubelet_process); its --config/--config-dir come from
+that process's command line and the unit's files, and the only binary run for `--version`/`--help` is the
+one that process runs (/proc/<pid>/exe), or, while it is stopped, the unit's ExecStart (root's files).
+"""
 
 from __future__ import annotations
 
+import logging
 import re
+import stat
 from dataclasses import replace
 from pathlib import PurePosixPath
 
@@ -28,6 +35,7 @@ from eventedpleg.core.versions import (
     parse_version,
 )
 
+log = logging.getLogger(__name__)
 _VERSION_LINE = re.compile(r"Kubernetes\s+(v?\d+\.\d+\.\d+\S*)")
 
 
@@ -41,7 +49,7 @@ def read_unit(files: HostFiles) -> tuple[UnitSettings | None, dict[str, str]]:
             main = text
     dropins: dict[str, str] = {}
     for directory in UNIT_DROPIN_DIRS:  # /usr/lib, /lib, /etc, /run: later ones override by name
-        for rel, text in files.list_files(directory):
+        for rel, text in _listed(files, directory):
             if rel.endswith(".conf") and "/" not in rel and text is not None:
                 dropins[rel] = text
     if main is None and not dropins:
@@ -56,10 +64,19 @@ def read_unit(files: HostFiles) -> tuple[UnitSettings | None, dict[str, str]]:
     return unit, env_files
 
 
-def kubelet_version(host: Host, exe: str, node: AgentNode) -> Version | None:
+def _listed(files: HostFiles, host_dir: str) -> tuple[tuple[str, str | None], ...]:
+    listing = files.list_files(host_dir)
+    for rel, why in listing.skipped:
+        log.info("not reading %s/%s: %s", host_dir.rstrip("/"), rel, why)
+    return listing.files
+
+
+def kubelet_version(host: Host, exe: str | None, node: AgentNode) -> Version | None:
     """`kubelet --version` on the host (what will run after a restart), else the Node's kubeletVersion."""
-    result = host.run([exe, "--version"], timeout=30)
-    match = _VERSION_LINE.search(result.stdout) if result.ok else None
+    match = None
+    if exe is not None:
+        result = host.run([exe, "--version"], timeout=30)
+        match = _VERSION_LINE.search(result.stdout) if result.ok else None
     for text in ([match.group(1)] if match else []) + [node.kubelet_version]:
         try:
             return parse_version(text)
@@ -88,20 +105,21 @@ def read_facts(host: Host, files: HostFiles, node: AgentNode, *, enabling: bool)
     running_argv = proc.argv if proc else None
     argv = unit_argv or running_argv
     flags = parse_flags(argv) if argv else None
-    exe = argv[0] if argv else "kubelet"
+    # The binary systemd runs as the kubelet; while it is stopped, the unit's ExecStart (what starts next).
+    exe = (proc.exe if proc else None) or (unit_argv[0] if unit_argv else None)
     version = kubelet_version(host, exe, node)
     runtime = runtime_of(node, argv)
     config_text = files.read_text(flags.config) if flags and flags.config else None
     dropins: tuple[tuple[str, str], ...] = ()
     if flags and flags.config_dir:
         # A *.conf that is not text is still read by the kubelet (and refused): keep it, as empty text.
-        dropins = tuple((rel, text or "") for rel, text in files.list_files(flags.config_dir))
+        dropins = tuple((rel, text or "") for rel, text in _listed(files, flags.config_dir))
     idle: tuple[str, ...] = ()
     if flags is not None and not flags.config_dir:
-        idle = tuple(rel for rel, _ in files.list_files(hostplan.RECOMMENDED_CONFIG_DIR))
+        idle = tuple(rel for rel, _ in _listed(files, hostplan.RECOMMENDED_CONFIG_DIR))
     crio: tuple[tuple[str, str | None], ...] = ()
     if runtime is not None and runtime.kind is RuntimeKind.CRIO:
-        crio = tuple(files.list_files(hostplan.CRIO_DROPIN_DIR))
+        crio = _listed(files, hostplan.CRIO_DROPIN_DIR)
     facts = hostplan.HostFacts(
         kubelet_version=version,
         runtime=runtime,
@@ -113,21 +131,19 @@ def read_facts(host: Host, files: HostFiles, node: AgentNode, *, enabling: bool)
         config_text=config_text,
         kubelet_dropins=dropins,
         crio_dropins=crio,
-        embedded=embedded.recognise(m for m in embedded.MARKS if files.on_host(m).exists()),
+        embedded=embedded.recognise(m for m in embedded.MARKS if files.kind(m) is not None),
         unit_dropin=files.read_text(hostplan.UNIT_DROPIN),
-        missing_dirs=frozenset(d for d in hostplan.CREATED_DIRS if not files.on_host(d).is_dir()),
+        missing_dirs=frozenset(d for d in hostplan.CREATED_DIRS if files.kind(d) != stat.S_IFDIR),
         idle_config_dir_files=idle,
     )
     if flags is not None:
         manifests_dir = hostplan.static_pod_dir(facts, flags)
         if manifests_dir:
             manifests = tuple(
-                rel
-                for rel, _ in files.list_files(manifests_dir)
-                if not PurePosixPath(rel).name.startswith(".")
+                rel for rel, _ in _listed(files, manifests_dir) if not PurePosixPath(rel).name.startswith(".")
             )
             facts = replace(facts, static_pod_manifests=manifests)
-    if enabling:
+    if enabling and exe is not None:
         result = host.run([exe, "--help"], timeout=30)
         # Go's pflag prints help and exits 0 for --help; some builds print to stderr.
         text = (result.stdout + result.stderr) if result.returncode in (0, 2) else None

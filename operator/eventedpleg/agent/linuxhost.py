@@ -1,18 +1,21 @@
 """The real host, as seen from the agent's privileged DaemonSet pod (hostPID, host `/` mounted).
 
 Commands run in the host's namespaces through `nsenter -t 1` (systemctl, journalctl, crio, the kubelet
-binary), files are read and written under the mounted root, the kubelet process is found in /proc, and the
+binary), files are read and written under the mounted root (agent.hostfiles, never leaving it), and the
 kubelet's endpoints are reached on the host's loopback (the pod uses hostNetwork):
+- the kubelet is the main process of systemd's kubelet.service (`systemctl show -p MainPID`), read from
+  /proc/<pid> (cmdline, environ, exe): never a process found by its name, which any user can choose;
 - healthz: http://127.0.0.1:10248/healthz (healthzBindAddress/healthzPort defaults);
-- metrics: https://127.0.0.1:10250/metrics with the pod's ServiceAccount token (RBAC: nodes/metrics get).
-  TLS is verified against the kubelet's serving CA when the node has it (kubelet_serving_ca below); its
-  certificate names the node, not 127.0.0.1, so the chain is checked and the host name is not. Where the
-  kubelet serves a certificate from elsewhere (tlsCertFile), the call is not verified (README).
+- metrics: https://127.0.0.1:10250/metrics with the pod's ServiceAccount token (RBAC: nodes/metrics get),
+  sent only over a verified connection: the serving certificate is checked against the cluster CA when the
+  kubelet's certificate was bootstrapped (serverTLSBootstrap: pki/kubelet-server-current.pem exists), else
+  against the kubelet's self-signed pki/kubelet.crt, both read inside the host root. It names the node, not
+  127.0.0.1, so the chain is checked and the host name is not. With nothing to verify against, the call is
+  not made (README, "Security").
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import ssl
 import subprocess
@@ -20,9 +23,11 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.core.node.facts.kubeletflags import parse_cmdline, parse_environ
 from eventedpleg.core.node.phases.host import (
     CommandResult,
@@ -34,17 +39,51 @@ from eventedpleg.core.node.phases.host import (
 
 TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 CLUSTER_CA_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
-KUBELET_PKI = "var/lib/kubelet/pki"  # the kubelet's default certDirectory
+KUBELET_UNIT = "kubelet.service"
+KUBELET_PKI = "/var/lib/kubelet/pki"  # the kubelet's default certDirectory
+BOOTSTRAPPED_CERT = f"{KUBELET_PKI}/kubelet-server-current.pem"  # serverTLSBootstrap's rotating link
+SELF_SIGNED_CERT = f"{KUBELET_PKI}/kubelet.crt"  # the kubelet's own, made at its first start
+# kubeadm's cluster CA on every node; kube-controller-manager signs kubelet-serving CSRs with it by default.
+HOST_CLUSTER_CA = "/etc/kubernetes/pki/ca.crt"
 
 
-def kubelet_serving_ca(root: Path, cluster_ca: Path = CLUSTER_CA_FILE) -> Path | None:
-    """What signs the kubelet's serving certificate on this node, if we can tell: with serverTLSBootstrap
-    the cluster's signer (kubelet-server-current.pem), else the kubelet's own self-signed kubelet.crt."""
-    pki = root / KUBELET_PKI
-    if (pki / "kubelet-server-current.pem").exists():
-        return cluster_ca if cluster_ca.exists() else None
-    self_signed = pki / "kubelet.crt"
-    return self_signed if self_signed.is_file() else None
+@dataclass(frozen=True)
+class ServingTrust:
+    """What the kubelet's serving certificate is verified against: PEM text ("" when none was found), and
+    the files that were used or, when none was, looked for."""
+
+    cadata: str
+    files: tuple[str, ...]
+
+
+def kubelet_serving_trust(files: HostFiles, cluster_ca: Path = CLUSTER_CA_FILE) -> ServingTrust:
+    """With serverTLSBootstrap the cluster's signer (the pod's ServiceAccount ca.crt, and the node's
+    /etc/kubernetes/pki/ca.crt), else the kubelet's own self-signed kubelet.crt. Host files are read inside
+    the host root (an absolute link such as kubelet-server-current.pem resolves there); one that cannot be
+    read there is not used."""
+    try:
+        bootstrapped = files.kind(BOOTSTRAPPED_CERT) is not None
+    except OSError:
+        bootstrapped = False
+    if not bootstrapped:
+        return ServingTrust(_host_pem(files, SELF_SIGNED_CERT), (SELF_SIGNED_CERT,))
+    try:
+        pod_ca = cluster_ca.read_text() if cluster_ca.is_file() else ""
+    except OSError:
+        pod_ca = ""
+    used = ((str(cluster_ca), pod_ca), (HOST_CLUSTER_CA, _host_pem(files, HOST_CLUSTER_CA)))
+    found = tuple((name, pem) for name, pem in used if pem)
+    if not found:
+        return ServingTrust("", tuple(name for name, _ in used))
+    return ServingTrust("\n".join(pem for _, pem in found), tuple(name for name, _ in found))
+
+
+def _host_pem(files: HostFiles, host_path: str) -> str:
+    try:
+        text = files.read_text(host_path) or ""
+    except OSError:
+        return ""
+    return text if "-----BEGIN CERTIFICATE-----" in text else ""
 
 
 MAX_JOURNAL_LINES = 5000
@@ -73,6 +112,7 @@ class LinuxHost:
         clock: HostClock | None = None,
     ) -> None:
         self._root = root
+        self._files = HostFiles(root)
         self._nsenter = nsenter
         self._proc = proc
         self._urls = {KubeletEndpoint.HEALTHZ: healthz_url, KubeletEndpoint.METRICS: metrics_url}
@@ -106,25 +146,36 @@ class LinuxHost:
             return CommandResult(args, 124, stderr=f"timed out after {timeout:.0f}s")
         return CommandResult(args, done.returncode, done.stdout, done.stderr)
 
+    def kubelet_main_pid(self) -> int | None:
+        """systemd's MainPID of kubelet.service; None when it does not run (MainPID=0) or cannot be asked."""
+        result = self.run(["systemctl", "show", "--property=MainPID", "--value", KUBELET_UNIT], timeout=30)
+        try:
+            pid = int(result.stdout.strip()) if result.ok else 0
+        except ValueError:
+            return None
+        return pid if pid > 0 else None
+
     def kubelet_process(self) -> KubeletProcess | None:
-        """The kubelet of this host: a process named kubelet in host PID 1's PID namespace. A kubelet in a
-        nested one (a kind node, a systemd-nspawn machine) is also listed in /proc, but it is not ours."""
-        # PID 1's, or where that link cannot be read, the agent's own (it runs in the host's: hostPID).
-        host_ns = _pid_namespace(self._proc / "1") or _pid_namespace(self._proc / "self")
-        for entry in self._proc.iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                argv = parse_cmdline((entry / "cmdline").read_bytes())
-                if not argv or Path(argv[0]).name != "kubelet":
-                    continue
-                if host_ns is not None and _pid_namespace(entry) not in (None, host_ns):
-                    continue
-                environ = parse_environ((entry / "environ").read_bytes())
-            except OSError:
-                continue
-            return KubeletProcess(int(entry.name), argv, environ, self._started_at(entry))
-        return None
+        """The kubelet of this host: kubelet.service's main process. Where systemd does not run a kubelet
+        (k3s, RKE2, a kubelet started by hand) there is none: the agent does not guess one by its name."""
+        pid = self.kubelet_main_pid()
+        return None if pid is None else self.process(pid)
+
+    def process(self, pid: int) -> KubeletProcess | None:
+        """What /proc says of this PID (its argv, environment and binary), None once it is gone."""
+        entry = self._proc / str(pid)
+        try:
+            argv = parse_cmdline((entry / "cmdline").read_bytes())
+            environ = parse_environ((entry / "environ").read_bytes())
+            exe = str((entry / "exe").readlink())
+        except OSError:
+            return None
+        if not argv:
+            return None  # a zombie, or not yet exec'd
+        # A binary replaced since it started (a package upgrade) reads "<path> (deleted)": the path now
+        # holds the new one, which is what a restart runs.
+        exe = exe.removesuffix(" (deleted)")
+        return KubeletProcess(pid, argv, environ, self._started_at(entry), exe=exe)
 
     def _started_at(self, entry: Path) -> datetime | None:
         """/proc/<pid>/stat field 22 (start time in clock ticks after boot) + btime from /proc/stat."""
@@ -153,13 +204,25 @@ class LinuxHost:
         request = urllib.request.Request(url)  # noqa: S310 - fixed loopback http(s) URLs
         context = None
         if url.startswith("https://"):
-            ca = kubelet_serving_ca(self._root, self._cluster_ca)
-            context = ssl.create_default_context(cafile=str(ca) if ca else None)
+            trust = kubelet_serving_trust(self._files, self._cluster_ca)
+            if not trust.cadata:
+                return HttpResult(
+                    0,
+                    error=f"not calling {url}: cannot verify the kubelet's serving certificate against "
+                    f"{' or '.join(trust.files)} (missing, or not readable inside the host root); the "
+                    "token is sent only over a verified connection",
+                )
+            try:
+                context = ssl.create_default_context(cadata=trust.cadata)
+            except ssl.SSLError as exc:
+                return HttpResult(0, error=f"not calling {url}: {' or '.join(trust.files)}: {exc}")
             context.check_hostname = False  # the certificate names the node, we call 127.0.0.1
-            if ca is None:
-                context.verify_mode = ssl.CERT_NONE  # no CA we can find for it (README: kubelet TLS)
-            with contextlib.suppress(OSError):  # out of a pod: no token, the kubelet answers 401
-                request.add_header("Authorization", f"Bearer {self._token_file.read_text().strip()}")
+            try:
+                token = self._token_file.read_text().strip()
+            except OSError:
+                token = ""  # out of a pod: no token, the kubelet answers 401
+            if token:
+                request.add_header("Authorization", f"Bearer {token}")
         try:
             with urllib.request.urlopen(request, timeout=10, context=context) as response:  # noqa: S310
                 return HttpResult(response.status, response.read(MAX_BODY).decode(errors="replace"))
@@ -167,11 +230,3 @@ class LinuxHost:
             return HttpResult(exc.code, error=str(exc))
         except (urllib.error.URLError, OSError) as exc:
             return HttpResult(0, error=str(exc))
-
-
-def _pid_namespace(entry: Path) -> str | None:
-    """/proc/<pid>/ns/pid's link text (e.g. pid:[4026531836]); None where it cannot be read."""
-    try:
-        return str((entry / "ns" / "pid").readlink())
-    except OSError:
-        return None

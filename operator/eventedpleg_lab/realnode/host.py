@@ -5,7 +5,8 @@ manager and the kubelet's log file as its journal.
 - root: the rig's `host/` directory (absolute paths inside it resolve through its self-alias, see layout);
 - run: `systemctl restart|start|stop|is-active kubelet|containerd` go to the supervisor, everything else
   (`kubelet --help`, `kubelet --version`) runs for real;
-- kubelet_process: LinuxHost's /proc scan (the production code path);
+- kubelet_process: the supervisor's PID for the kubelet (what systemd's MainPID is on a node), read from
+  /proc by LinuxHost.process (the production code path);
 - journal: klog lines of the log file at or after `since` (klog prints local time without a year);
 - kubelet_get: the real /healthz (10248) and /metrics on the read-only port (10255, plain HTTP).
 """
@@ -148,7 +149,8 @@ class RigHost:
         return CommandResult(args, 1, stderr=f"the rig's systemctl does not support {verb!r}")
 
     def kubelet_process(self) -> KubeletProcess | None:
-        return self._linux.kubelet_process()
+        pid = self.rig.sup.pid(KUBELET)
+        return None if pid is None else self._linux.process(pid)
 
     def journal(self, unit: str, since: datetime) -> list[str]:
         node_path = UNIT_LOGS.get(unit)

@@ -108,11 +108,13 @@ class SimHost:
 
     def kubelet_process(self) -> KubeletProcess | None:
         self.advance()
-        # As agent.linuxhost finds it: a process whose argv[0] is `kubelet` (k3s runs it inside `k3s agent`).
+        # As agent.linuxhost finds it: kubelet.service's main process. k3s runs its kubelet inside
+        # `k3s agent`, under a unit of its own: there is no kubelet.service main process then.
         if self.kubelet.status is not Status.RUNNING or PurePosixPath(self.kubelet.argv[0]).name != "kubelet":
             return None
+        kubelet = self.kubelet
         return KubeletProcess(
-            self.kubelet.pid, self.kubelet.argv, dict(self.kubelet.environ), self.kubelet.started_at
+            kubelet.pid, kubelet.argv, dict(kubelet.environ), kubelet.started_at, kubelet.argv[0]
         )
 
     def journal(self, unit: str, since: datetime) -> list[str]:

@@ -545,7 +545,11 @@ def decide(
         return _refuse_embedded(facts.embedded)
     flags = effective_flags(facts)
     if flags is None:
-        return Refusal("no running kubelet and no readable kubelet unit", "start the kubelet, then retry")
+        return Refusal(
+            "no running kubelet (kubelet.service has no main process) and no readable kubelet unit; the "
+            "agent manages only a kubelet that systemd runs as kubelet.service",
+            "start kubelet.service (or run the kubelet as that unit), then retry",
+        )
     refusal = _refuse_command_line(facts, enabling)
     if refusal is None and enabling:
         refusal = _refuse_enabling(facts, rendered, flags, allow_static_pods=allow_static_pods)

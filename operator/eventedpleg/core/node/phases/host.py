@@ -35,12 +35,15 @@ class CommandResult:
 
 @dataclass(frozen=True)
 class KubeletProcess:
-    """The running kubelet as /proc shows it: argv from `cmdline`, environment from `environ`."""
+    """The running kubelet (kubelet.service's main process) as /proc shows it: argv from `cmdline`,
+    environment from `environ`, the binary from `exe` (a host path: the only kubelet binary the agent
+    runs)."""
 
     pid: int
     argv: tuple[str, ...]
     environ: Mapping[str, str] = field(default_factory=dict)
     started_at: datetime | None = None
+    exe: str | None = None
 
 
 class KubeletEndpoint(StrEnum):
@@ -87,7 +90,8 @@ class Host(Protocol):
         ...
 
     def kubelet_process(self) -> KubeletProcess | None:
-        """The running kubelet, or None when there is none."""
+        """The running kubelet: the main process of the service manager's kubelet unit (never a process
+        found by its name alone), or None when the unit runs none."""
         ...
 
     def journal(self, unit: str, since: datetime) -> list[str]:

@@ -11,7 +11,7 @@ kubelet's endpoints are reached on the host's loopback (the pod uses hostNetwork
   kubelet's certificate was bootstrapped (serverTLSBootstrap: pki/kubelet-server-current.pem exists), else
   against the kubelet's self-signed pki/kubelet.crt, both read inside the host root. It names the node, not
   127.0.0.1, so the chain is checked and the host name is not. With nothing to verify against, the call is
-  not made (README, "Security").
+  not made (README, "Install and watch").
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def test_a_symlink_whose_target_lies_outside_the_root_is_refused_even_via_the_ro
 def test_a_symlinked_ancestor_is_refused_before_any_directory_is_created(layout: tuple[Path, Path]) -> None:
     root, outside = layout
     (root / "etc/kubernetes").symlink_to("../../outside")
-    with pytest.raises(HostPathError, match=r"/etc/kubernetes .*is a symlink leading outside"):
+    with pytest.raises(HostPathError, match=re.escape("/etc/kubernetes is a symlink leading outside")):
         HostFiles(root).write_atomic(
             "/etc/kubernetes/kubelet.conf.d/99-eventedpleg.conf", b"{}", protected=PROTECTED
         )

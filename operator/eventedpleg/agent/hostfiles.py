@@ -60,7 +60,8 @@ _KINDS = {
 
 
 class HostPathError(OSError):
-    """A path refused because it leads out of the host root (errno ELOOP, `filename` the host path)."""
+    """A path the walk refused (errno ELOOP, `filename` the host path): it leads out of the host root, or
+    follows more than MAX_LINKS links."""
 
 
 @dataclass(frozen=True)
@@ -118,9 +119,10 @@ class HostFiles:
 
     # --- the walk: the one way a host path is resolved --------------------------------------------------
 
-    def _out(self, host_path: str, via: str | None) -> HostPathError:
-        where = f"{via} is a symlink leading" if via else "`..` climbs"
-        return HostPathError(errno.ELOOP, f"{where} outside the host root", host_path)
+    def _out(self, host_path: str, via: tuple[str, str] | None) -> HostPathError:
+        """`via`: the last link followed on the way (its host path, its target)."""
+        what = f"{via[0]} is a symlink leading outside the host root (to {via[1]})" if via else ""
+        return HostPathError(errno.ELOOP, what or "`..` climbs outside the host root", host_path)
 
     def _open_dir(
         self,
@@ -129,7 +131,7 @@ class HostFiles:
         create: bool = False,
         links: int = 0,
         origin: str | None = None,
-        via: str | None = None,
+        via: tuple[str, str] | None = None,
     ) -> tuple[int, PurePosixPath, int]:
         """An open fd of the directory at `host_dir`, its resolved host path and the links followed so far.
 
@@ -154,7 +156,8 @@ class HostFiles:
                     st = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
                 except FileNotFoundError:
                     if not (create and creatable):
-                        why = f"{here} does not exist" + (f" (reached through {via})" if via else "")
+                        through = f" (reached through {via[0]} -> {via[1]})" if via else ""
+                        why = f"{here} does not exist{through}"
                         raise FileNotFoundError(errno.ENOENT, why, origin) from None
                     os.mkdir(part, 0o755, dir_fd=stack[-1])
                     st = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
@@ -163,7 +166,7 @@ class HostFiles:
                     if links > MAX_LINKS:
                         raise HostPathError(errno.ELOOP, "too many levels of symbolic links", origin)
                     target = os.readlink(part, dir_fd=stack[-1])
-                    via = f"{here} (to {target})"
+                    via = (here, target)
                     if target.startswith("/"):  # from the host root, where the host resolves it
                         while len(stack) > 1:
                             os.close(stack.pop())
@@ -182,7 +185,8 @@ class HostFiles:
     def _find(self, host_path: str, *, follow: bool = True) -> _Found:
         """Resolve `host_path`; with `follow`, a symlink at the end is followed by the same rule. The caller
         closes `dir_fd`. A missing directory on the way raises FileNotFoundError."""
-        text, links, via = "/" + host_path.lstrip("/"), 0, None
+        text, links = "/" + host_path.lstrip("/"), 0
+        via: tuple[str, str] | None = None
         while True:
             head, _, name = text.rstrip("/").rpartition("/")
             if name in ("", ".", "..") or text.endswith("/"):  # names a directory: it is one, or this raises
@@ -206,7 +210,7 @@ class HostFiles:
             links += 1
             if links > MAX_LINKS:
                 raise HostPathError(errno.ELOOP, "too many levels of symbolic links", host_path)
-            via = f"{parent / name} (to {target})"
+            via = (str(parent / name), target)
             text = target if target.startswith("/") else f"{parent}/{target}"  # absolute: from the host root
 
     def _read(self, host_path: str) -> tuple[bytes, int] | None:

@@ -282,3 +282,65 @@ def test_reads_resolve_as_the_host_would_and_never_reach_outside(
             assert CANARY.hex() not in (mine or "")
             if mine is not None:
                 assert mine == theirs, path
+
+
+def _snapshot(directory: Path) -> dict[str, bytes | str]:
+    """Every entry under a directory: file bytes, link targets, "dir"."""
+    out: dict[str, bytes | str] = {}
+    for path in sorted(directory.rglob("*")):
+        rel = str(path.relative_to(directory))
+        if path.is_symlink():
+            out[rel] = "-> " + str(path.readlink())
+        elif path.is_dir():
+            out[rel] = "dir"
+        else:
+            out[rel] = path.read_bytes()
+    return out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the kernel oracle needs chroot (root)")
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entries, queries)
+def test_writes_land_where_the_host_reads_them_and_never_outside(
+    tree: list[tuple[list[str], str, str]], paths: list[str]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root, outside = Path(tmp, "host"), Path(tmp, "outside")
+        root.mkdir()
+        (outside / "a").mkdir(parents=True)
+        (outside / "a/a").write_bytes(CANARY)
+        for parts, kind, target in tree:
+            at = root.joinpath(*parts)
+            if not at.parent.is_dir() or at.parent.is_symlink() or os.path.lexists(at):
+                continue
+            if kind == "dir":
+                at.mkdir()
+            elif kind == "file":
+                at.write_bytes(("IN:" + "/".join(parts)).encode())
+            else:
+                at.symlink_to(target)
+        before = _snapshot(outside)
+        files = HostFiles(root)
+        written: list[str] = []
+        for path in paths:
+            try:
+                files.write_atomic(path, b"NEW:" + path.encode(), protected=())
+            except OSError as exc:
+                assert exc.filename is not None  # a host path (the target's, or our temp file's)
+                continue
+            written.append(path)
+        assert _snapshot(outside) == before
+        assert not [p for p in root.rglob("*") if p.name.startswith(".eventedpleg-")]  # no temp file left
+        if written:
+            done = subprocess.run(
+                [sys.executable, "-c", _ORACLE, str(root), *written],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            kernel = done.stdout.split("\n")[: len(written)]
+            # A later write may have replaced an earlier one's file or a directory on its way: compare the
+            # last write of each resolved file only, i.e. every read must be one of the writes' contents.
+            contents = {"ok " + (b"NEW:" + p.encode()).hex() for p in written}
+            for path, theirs in zip(written, kernel, strict=True):
+                assert theirs in contents, (path, theirs)

@@ -80,6 +80,14 @@ def _parts(path: str) -> list[str]:
     return [p for p in path.split("/") if p not in ("", ".")]
 
 
+def _file_name(host_path: str) -> tuple[str, str]:
+    """(directory, name) of a path that names a file: one ending in `/`, `.` or `..` names a directory."""
+    head, _, name = host_path.rpartition("/")
+    if name in ("", ".", ".."):
+        raise IsADirectoryError(errno.EISDIR, "names a directory, not a file", host_path)
+    return head or "/", name
+
+
 def _decode(data: bytes) -> str | None:
     try:
         return data.decode()
@@ -332,8 +340,8 @@ class HostFiles:
         self, host_path: str, content: bytes, *, protected: tuple[str, ...], mode: int = 0o644
     ) -> None:
         """temp file outside protected dirs, fsync, rename over the target, fsync the directory."""
-        name = PurePosixPath(host_path).name
-        target_dir, _, _ = self._open_dir(str(PurePosixPath(host_path).parent), create=True, origin=host_path)
+        parent, name = _file_name(host_path)
+        target_dir, _, _ = self._open_dir(parent, create=True, origin=host_path)
         try:
             temp_host_dir = self.temp_dir_for(host_path, protected)
             temp_dir, _, _ = self._open_dir(temp_host_dir, create=True, origin=host_path)
@@ -369,14 +377,14 @@ class HostFiles:
             self.write_atomic(host_path, copy.content, protected=protected, mode=copy.mode)
 
     def remove(self, host_path: str) -> None:
-        parent = str(PurePosixPath(host_path).parent)
+        parent, name = _file_name(host_path)
         try:
             dir_fd, _, _ = self._open_dir(parent, origin=host_path)
         except FileNotFoundError:
             return
         try:
             try:
-                os.unlink(PurePosixPath(host_path).name, dir_fd=dir_fd)
+                os.unlink(name, dir_fd=dir_fd)
             except FileNotFoundError:
                 return
             except OSError as exc:

@@ -52,3 +52,78 @@ def test_the_readme_matrix_links_its_sources_to_the_compatibility_doc() -> None:
         "k8s#1; compatibility [§1](docs/compatibility.md#gate-history), "
         "[§5](docs/compatibility.md#known-bugs)"
     )
+
+
+README = ROOT / "README.md"
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+RESULTS = ROOT / "bench" / "results"
+COSTS_ANCHOR = "what-it-costs-to-run"
+# A duration as a run measures it: "225 s", "9.8 min", "17 minutes", "2 h".
+DURATION = re.compile(r"\b\d+(?:\.\d+)?\s?(?:s|sec|seconds?|min|minutes?|h|hours?)\b")
+# What a result file of bench/ is named after (bench/rollout.py -> rollout-1000.json, ...).
+RESULT_KINDS = ("rollout", "cpu", "latency", "enablecost", "outofservice", "takeover", "requestcost")
+HISTORY = ("this session", "last session", "previous round", "earlier round", "git show")
+
+
+def _section(text: str, heading: str) -> str:
+    """The text under `heading` (a level-2 heading) up to the next level-2 heading."""
+    start = text.index(f"\n{heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def _without_fences(text: str) -> str:
+    return re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+
+
+def _table_rows(section: str) -> list[list[str]]:
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    return [row for row in cells if not all(set(c) <= {"-", " "} for c in row)]
+
+
+def _readme_commands() -> list[str]:
+    """The commands of the README's first screen: the lines of its code block that run a script."""
+    block = re.search(r"```bash\n(.*?)```", _section(README.read_text(), "## Two commands"), re.S)
+    assert block is not None
+    return [line.strip() for line in block[1].splitlines() if line.startswith("bash ")]
+
+
+def test_the_readme_first_screen_quotes_no_timing_and_links_the_costs_table() -> None:
+    screen = _section(README.read_text(), "## Two commands")
+    assert DURATION.findall(screen) == []  # timings of particular runs live in docs/benchmarks.md
+    assert f"(docs/benchmarks.md#{COSTS_ANCHOR})" in screen
+    assert re.search(rf'<a id="{COSTS_ANCHOR}"></a>\n\n## What it costs to run\n', BENCHMARKS.read_text())
+
+
+def test_every_row_of_the_costs_table_names_a_readme_command_a_figure_and_how_it_was_measured() -> None:
+    rows = _table_rows(_section(BENCHMARKS.read_text(), "## What it costs to run"))
+    assert rows[0] == ["README command", "what", "figure", "measured how"]
+    commands = _readme_commands()
+    assert len(commands) >= 3  # demo, demo --lab, test.sh
+    covered: set[str] = set()
+    for row in rows[1:]:
+        assert len(row) == 4, row
+        command, _, figure, how = row
+        assert re.fullmatch(r"`bash hack/[^`]+`", command), row
+        covered.add(command.strip("`"))
+        assert re.search(r"\d", figure), row
+        assert re.search(r"`[^`]*(?:hack/|\.ci/run)[^`]*`", how), row  # the exact command that measured it
+    assert set(commands) <= covered, set(commands) - covered
+
+
+def test_every_result_file_cited_exists_and_every_result_file_is_cited() -> None:
+    text = BENCHMARKS.read_text()
+    prose = _without_fences(text)
+    kinds = "|".join(RESULT_KINDS)
+    cited = set(re.findall(rf"(?:bench/results/|`)((?:{kinds})[\w.-]*\.(?:json|png|md|txt))\b", prose))
+    files = {path.name for path in RESULTS.iterdir() if path.is_file()}
+    assert cited, "no result file cited at all"
+    assert cited - files == set()  # a figure whose file is gone
+    assert {name for name in files if name not in text} == set()  # a file no figure is read from
+
+
+def test_the_docs_state_the_present() -> None:
+    texts = [README, *sorted((ROOT / "docs").glob("*.md"))]
+    found = [f"{p.relative_to(ROOT)}: {h}" for p in texts for h in HISTORY if h in p.read_text().lower()]
+    assert found == []

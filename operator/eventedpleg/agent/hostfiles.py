@@ -221,8 +221,9 @@ class HostFiles:
             via = (str(parent / name), target)
             text = target if target.startswith("/") else f"{parent}/{target}"  # absolute: from the host root
 
-    def _read(self, host_path: str) -> tuple[bytes, int] | None:
-        """A regular file's bytes and permission bits; None when it does not exist."""
+    def _read(self, host_path: str, *, exact: bool = False) -> FileCopy | None:
+        """A regular file's bytes and permission bits (with `exact`, its owner and xattrs too); None when it
+        does not exist."""
         try:
             found = self._find(host_path)
         except FileNotFoundError:
@@ -245,7 +246,9 @@ class HostFiles:
                     size += len(chunk)
                 if size > MAX_READ:
                     raise OSError(errno.EFBIG, f"bigger than {MAX_READ >> 20} MiB, not read", host_path)
-                return b"".join(chunks), stat.S_IMODE(st.st_mode)
+                if not exact:
+                    return FileCopy(b"".join(chunks), stat.S_IMODE(st.st_mode))
+                return FileCopy(b"".join(chunks), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, _xattrs(fd))
             finally:
                 os.close(fd)
         finally:
@@ -260,11 +263,11 @@ class HostFiles:
 
     def read_bytes(self, host_path: str) -> bytes | None:
         read = self._read(host_path)
-        return None if read is None else read[0]
+        return None if read is None else read.content
 
     def copy_of(self, host_path: str) -> FileCopy:
-        read = self._read(host_path)
-        return FileCopy(None) if read is None else FileCopy(read[0], read[1])
+        """An exact copy (bytes, mode, owner, xattrs) of the file, or of its absence."""
+        return self._read(host_path, exact=True) or FileCopy(None)
 
     def kind(self, host_path: str) -> int | None:
         """stat.S_IFMT of what the path resolves to (links followed inside the root); None when missing."""
@@ -321,10 +324,10 @@ class HostFiles:
                     raise
                 skipped.append((str(rel / name), str(exc.strerror)))
                 continue
-            if read is None:
+            if read is None or read.content is None:
                 skipped.append((str(rel / name), "a dangling symlink"))
                 continue
-            files.append((str(rel / name), _decode(read[0])))
+            files.append((str(rel / name), _decode(read.content)))
 
     # --- writes ------------------------------------------------------------------------------------------
 
@@ -337,9 +340,16 @@ class HostFiles:
         return str(directory)
 
     def write_atomic(
-        self, host_path: str, content: bytes, *, protected: tuple[str, ...], mode: int = 0o644
+        self,
+        host_path: str,
+        content: bytes,
+        *,
+        protected: tuple[str, ...],
+        mode: int = 0o644,
+        like: FileCopy | None = None,
     ) -> None:
-        """temp file outside protected dirs, fsync, rename over the target, fsync the directory."""
+        """temp file outside protected dirs, fsync, rename over the target, fsync the directory. With
+        `like`, the file gets its owner and xattrs before the rename (a restore is exact)."""
         parent, name = _file_name(host_path)
         target_dir, _, _ = self._open_dir(parent, create=True, origin=host_path)
         try:
@@ -353,6 +363,8 @@ class HostFiles:
                     view = memoryview(content)
                     while view:
                         view = view[os.write(fd, view) :]
+                    if like is not None:
+                        _give_attributes(fd, like)
                     os.fchmod(fd, mode)
                     os.fsync(fd)
                 finally:
@@ -374,7 +386,7 @@ class HostFiles:
         if copy.content is None:
             self.remove(host_path)
         else:
-            self.write_atomic(host_path, copy.content, protected=protected, mode=copy.mode)
+            self.write_atomic(host_path, copy.content, protected=protected, mode=copy.mode, like=copy)
 
     def remove(self, host_path: str) -> None:
         parent, name = _file_name(host_path)
@@ -430,6 +442,29 @@ class HostFiles:
             finally:
                 os.close(found.dir_fd)
         return removed
+
+
+# --- exact copies: owner and extended attributes (a restore puts back what was there) --------------------
+
+
+def _xattrs(fd: int) -> tuple[tuple[str, bytes], ...]:
+    """The open file's extended attributes (SELinux label, ACLs, user.*), by name."""
+    try:
+        names = os.listxattr(fd)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):  # a filesystem without xattrs: none to keep
+            return ()
+        raise
+    return tuple((name, os.getxattr(fd, name)) for name in sorted(names))
+
+
+def _give_attributes(fd: int, copy: FileCopy) -> None:
+    """Owner first (chown(2) clears security.capability and set-id bits), then the xattrs; the caller sets
+    the mode last."""
+    if copy.uid is not None and copy.gid is not None:
+        os.fchown(fd, copy.uid, copy.gid)
+    for name, value in copy.xattrs:
+        os.setxattr(fd, name, value)
 
 
 def _fsync(dir_fd: int) -> None:

@@ -3,14 +3,23 @@ where
 the agent's phases touch anything. The same interpreter runs on the real host (agent.linuxhost) and, in
 tests, on a simulated one (eventedpleg_lab.sim).
 
+Every host effect is contained here: an OSError (by its errno), a command that is missing or timed out, or
+a subprocess error becomes a HostFault answer (core.node.phases.hostfault) naming the operation, the host
+path or command, the errno in words and the fix, so a phase ends in a report and never in a traceback.
+API effects are not contained: the loop (agent.runner) retries an API that fails.
+
 A phase becomes a `Work`: a generator of the seconds to wait (each Wait), so one agent can be driven by a
 blocking loop (agent.agent.drive) and many by one scheduler over an injected clock.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import subprocess
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TypeVar
 
 from eventedpleg import constants as c
@@ -18,6 +27,7 @@ from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.hostread import read_facts
 from eventedpleg.agent.observe import Observer
 from eventedpleg.agent.statestore import StateStore
+from eventedpleg.core.node.facts.hostplan import FileChange
 from eventedpleg.core.node.phases.effects import (
     Backup,
     DropConfigBaseline,
@@ -49,13 +59,37 @@ from eventedpleg.core.node.phases.effects import (
     Wait,
     WriteFiles,
 )
-from eventedpleg.core.node.phases.host import Host, KubeletEndpoint
+from eventedpleg.core.node.phases.host import CommandResult, Host, KubeletEndpoint
+from eventedpleg.core.node.phases.hostfault import HostFault, fault
 from eventedpleg.core.node.phases.nodeapi import AgentApi, AgentNode
 from eventedpleg.core.node.phases.transaction import Transaction
 
 T = TypeVar("T")
 Work = Generator[float, None, T]
 MESSAGE_LIMIT = 1024
+# What each host effect does, as its HostFault names it (the API effects are not here: see the docstring).
+OPERATIONS: dict[type, str] = {
+    Run: "run",
+    Restart: "restart",
+    WriteFiles: "write",
+    RestoreFiles: "restore",
+    SaveTransaction: "record the transaction in",
+    MarkHalted: "record the halt in",
+    EndTransaction: "end the transaction in",
+    SaveApplied: "record the applied state in",
+    SaveConfigBaseline: "keep the kubelet config in",
+    DropConfigBaseline: "drop the kept kubelet config in",
+    ReadTransaction: "read the transaction in",
+    ReadApplied: "read the applied state in",
+    ReadHost: "read",
+    Backup: "back up",
+    ReadFile: "read",
+    Healthz: "ask the kubelet's /healthz on",
+    Scrape: "scrape the kubelet's /metrics on",
+    ReadJournal: "read the journal of",
+    Observe: "observe the kubelet on",
+    FindKubelet: "find the kubelet on",
+}
 
 
 @dataclass
@@ -87,24 +121,70 @@ class Interpreter:
                 answer = self.perform(effect, node)
 
     def perform(self, effect: Effect, node: AgentNode) -> EffectAnswer:
+        """The effect's answer; for a host effect that failed, its HostFault."""
+        operation = OPERATIONS.get(type(effect))
+        if operation is None:
+            return self._perform(effect, node)
+        try:
+            answer = self._perform(effect, node)
+        except OSError as exc:
+            return self.file_fault(operation, self._target(effect), exc)
+        except subprocess.TimeoutExpired as exc:
+            return fault(operation, _command(exc.cmd), errno.ETIMEDOUT)
+        except subprocess.SubprocessError as exc:
+            return fault(operation, self._target(effect), None, words=str(exc))
+        if isinstance(answer, CommandResult):
+            return _command_fault(answer) or answer
+        return answer
+
+    def file_fault(self, operation: str, target: str, exc: OSError) -> HostFault:
+        """The HostFault of a file operation: the host path the error names (else `target`), the errno, and
+        what HostFiles said beyond the errno's words (what kind of file stood there, where a link led)."""
+        named = exc.filename2 or exc.filename  # a rename names its target second
+        path = self._host_path(named) if isinstance(named, str | Path) else target
+        said = exc.strerror or str(exc)
+        if exc.errno is None:
+            return fault(operation, path, None, words=said)
+        return fault(operation, path, exc.errno, detail="" if said == os.strerror(exc.errno) else said)
+
+    def _host_path(self, filename: str | Path) -> str:
+        path, root = Path(filename), Path(self.host.root)
+        for base in (root, root.resolve()):
+            if path == base or base in path.parents:
+                return "/" + str(path.relative_to(base)).removeprefix(".")
+        return str(path)
+
+    def _target(self, effect: Effect) -> str:
+        """What the effect works on, for a fault that names no file."""
+        match effect:
+            case Run(argv):
+                return _command(argv)
+            case Restart(unit):
+                return _command(("systemctl", "restart", unit))
+            case WriteFiles(changes) if changes:
+                return ", ".join(ch.path for ch in changes)
+            case RestoreFiles(txn) if txn.backups:
+                return ", ".join(txn.paths)
+            case Backup(paths) if paths:
+                return ", ".join(paths)
+            case ReadFile(path):
+                return path
+            case ReadJournal(unit):
+                return unit
+            case SaveTransaction() | MarkHalted() | EndTransaction() | ReadTransaction():
+                return self.store.dir
+            case SaveApplied() | ReadApplied() | SaveConfigBaseline() | DropConfigBaseline():
+                return self.store.dir
+        return "the host"
+
+    def _perform(self, effect: Effect, node: AgentNode) -> EffectAnswer:
         match effect:
             case Run(argv, timeout):
                 return self.host.run(list(argv), timeout=timeout)
             case Restart(unit):
                 return self.host.run(["systemctl", "restart", unit])
             case WriteFiles(changes, protected, remove_dirs):
-                self.files.sweep_temp_files([ch.path for ch in changes], protected)
-                try:
-                    for change in changes:
-                        if change.content is None:
-                            self.files.remove(change.path)
-                        else:
-                            self.files.write_atomic(change.path, change.content.encode(), protected=protected)
-                    for directory in remove_dirs:
-                        self.files.remove_empty_dir(directory)
-                except OSError as exc:
-                    return str(exc)
-                return None
+                return self._write(changes, protected, remove_dirs)
             case RestoreFiles(txn):
                 return self._restore(txn)
             case SaveTransaction(txn):
@@ -141,7 +221,13 @@ class Interpreter:
                 facts = read_facts(self.host, self.files, node, enabling=enabling)
                 return replace(facts, config_baseline=self.store.config_baseline())
             case Backup(paths):
-                return tuple(self.files.copy_of(path) for path in paths)
+                copies = []
+                for path in paths:
+                    try:
+                        copies.append(self.files.copy_of(path))
+                    except OSError as exc:
+                        return self.file_fault("back up", path, exc)
+                return tuple(copies)
             case ReadFile(path):
                 return self.files.read_bytes(path)
             case Healthz():
@@ -158,20 +244,61 @@ class Interpreter:
                 raise AssertionError(f"unknown effect {effect!r}")
         return None
 
-    def _restore(self, txn: Transaction) -> str | None:
+    def _write(
+        self, changes: tuple[FileChange, ...], protected: tuple[str, ...], remove_dirs: tuple[str, ...]
+    ) -> HostFault | None:
+        """Sweep, then write or remove each file; the first failure stops there (the phase restores)."""
+        operation, target = "sweep temp files for", ", ".join(ch.path for ch in changes)
         try:
-            for path, copy in txn.backups:
-                self.files.restore(path, copy, protected=txn.protected)
-            for directory in reversed(txn.created_dirs):
+            self.files.sweep_temp_files([ch.path for ch in changes], protected)
+            for change in changes:
+                operation, target = (
+                    ("remove", change.path) if change.content is None else ("write", change.path)
+                )
+                if change.content is None:
+                    self.files.remove(change.path)
+                else:
+                    self.files.write_atomic(change.path, change.content.encode(), protected=protected)
+            for directory in remove_dirs:
+                operation, target = "remove the directory", directory
                 self.files.remove_empty_dir(directory)
         except OSError as exc:
-            return str(exc)
+            return self.file_fault(operation, target, exc)
+        return None
+
+    def _restore(self, txn: Transaction) -> HostFault | None:
+        operation, target = "restore", ", ".join(txn.paths)
+        try:
+            for path, copy in txn.backups:
+                operation, target = "restore", path
+                self.files.restore(path, copy, protected=txn.protected)
+            for directory in reversed(txn.created_dirs):
+                operation, target = "remove the directory", directory
+                self.files.remove_empty_dir(directory)
+        except OSError as exc:
+            return self.file_fault(operation, target, exc)
         return None
 
     def _patch(self, changes: Mapping[str, str | None], node: AgentNode) -> bool:
         """Patch our annotations, only while desired-config is still what the phase acted on."""
         require = {c.ANN_DESIRED: node.annotations.get(c.ANN_DESIRED, "")}
         return self.api.patch_node_annotations(self.node, changes, require=require) is not None
+
+
+def _command(argv: object) -> str:
+    if isinstance(argv, list | tuple):
+        return "`" + " ".join(str(a) for a in argv) + "`"
+    return f"`{argv}`"
+
+
+def _command_fault(result: CommandResult) -> HostFault | None:
+    """A command that did not run at all (missing: 127, as agent.linuxhost reports it) or did not finish in
+    time is a fault; one that ran and failed is an answer the phase judges."""
+    if result.timed_out:
+        return fault("run", _command(result.argv), errno.ETIMEDOUT, detail=result.stderr.strip())
+    if result.returncode == 127:
+        return fault("run", _command(result.argv), errno.ENOENT, detail=result.stderr.strip())
+    return None
 
 
 def drive(work: Work[T], sleep: Callable[[float], None]) -> T:

@@ -143,7 +143,7 @@ class LinuxHost:
         except FileNotFoundError as exc:
             return CommandResult(args, 127, stderr=str(exc))
         except subprocess.TimeoutExpired:
-            return CommandResult(args, 124, stderr=f"timed out after {timeout:.0f}s")
+            return CommandResult(args, 124, stderr=f"timed out after {timeout:.0f}s", timed_out=True)
         return CommandResult(args, done.returncode, done.stdout, done.stderr)
 
     def kubelet_main_pid(self) -> int | None:

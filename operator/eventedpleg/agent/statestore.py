@@ -2,8 +2,8 @@
 
 - `applied.json`: what we applied and verified last (hash, files with their sha256, a --config edit). Drift
   detection and "turn it off" both start from it.
-- `txn/`: the apply in progress: the exact bytes and mode of every file we are about to touch, so a
-  rollback restores them exactly even if the agent was restarted half-way.
+- `txn/`: the apply in progress: the exact bytes, mode, owner and xattrs of every file we are about to
+  touch, so a rollback restores them exactly even if the agent was restarted half-way.
 """
 
 from __future__ import annotations
@@ -100,6 +100,9 @@ class StateStore:
                 FileCopy(
                     None if b.get("content") is None else base64.b64decode(b["content"]),
                     int(b.get("mode", 0o644)),
+                    None if b.get("uid") is None else int(b["uid"]),
+                    None if b.get("gid") is None else int(b["gid"]),
+                    tuple((str(k), base64.b64decode(v)) for k, v in sorted((b.get("xattrs") or {}).items())),
                 ),
             )
             for b in doc.get("backups", [])
@@ -132,6 +135,9 @@ class StateStore:
                         "path": path,
                         "content": None if copy.content is None else base64.b64encode(copy.content).decode(),
                         "mode": copy.mode,
+                        "uid": copy.uid,
+                        "gid": copy.gid,
+                        "xattrs": {k: base64.b64encode(v).decode() for k, v in copy.xattrs},
                     }
                     for path, copy in txn.backups
                 ],

@@ -51,6 +51,7 @@ from eventedpleg.core.node.phases.effects import (
     ask,
     ask_maybe,
 )
+from eventedpleg.core.node.phases.hostfault import Faulted, HostFault, retry_hint
 from eventedpleg.core.node.phases.judge import judge, kubelet_version
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.node.phases.transaction import FileCopy, Transaction, sha256
@@ -65,6 +66,10 @@ from eventedpleg.core.node.phases.verifyloop import (
 from eventedpleg.core.versions import Version
 from eventedpleg.models.nodeconfig import OnFailure
 
+# A host fault before the first write: by policy the node is Skipped (like a refusal: the host is not fit,
+# the operator gives it back, `eventedpleg retry` takes it again once fixed), not Failed.
+HOST_FAULT_STATE = NodeState.SKIPPED
+
 
 @dataclass(frozen=True)
 class Attempt:
@@ -77,51 +82,103 @@ class Attempt:
     version: Version
     previous: ManagedState  # what the agent had applied before this attempt
     txn: Transaction
+    before: MeasuredWindow | None = None  # the kubelet's figures before the change
 
 
 def apply(
     node: AgentNode, settings: AgentSettings, clock: Now, readings: Sequence[Reading] = ()
 ) -> Phase[None]:
     """Request, recover, plan (or refuse), begin, change, verify, then commit (and measure after) or fail.
-    `readings`: the kubelet's counters kept while the node served (core.node.phases.servicephase)."""
+    `readings`: the kubelet's counters kept while the node served (core.node.phases.servicephase).
+
+    A host effect that fails (core.node.phases.hostfault) before the first write skips the node, changing
+    nothing; one that fails after it restores the backups (RolledBack, or Failed)."""
+    try:
+        attempt = yield from _prepare(node, settings, clock, readings)
+    except Faulted as exc:
+        yield from _host_fault(exc.fault, node)
+        return
+    if attempt is not None:
+        yield from _carry_out(attempt, settings, clock)
+
+
+def _prepare(
+    node: AgentNode, settings: AgentSettings, clock: Now, readings: Sequence[Reading]
+) -> Phase[Attempt | None]:
+    """Everything before the first change to the node's files: the attempt, its backups recorded; None when
+    the request was rejected or refused (reported)."""
     request = yield from _request(node, settings)
     if request is None:
-        return
+        return None
     options, rendered = request
-    resumed, restored = yield from _recover(rendered.hash)
+    recovered = yield from _recover(node, rendered.hash)
+    if recovered is None:
+        return None
+    resumed, restored = recovered
     facts = yield from ask(ReadHost(rendered.enabled), HostFacts)
     previous = yield from ask(ReadApplied(), ManagedState)
     verdict = judge(node, facts, rendered, previous, allow_static_pods=options.allow_static_pods)
     if isinstance(verdict, Refusal):
         yield from _refuse(verdict, restored=restored, version=kubelet_version(node, facts), clock=clock)
-        return
+        return None
     decision, version = verdict
     before = yield from _before(readings, settings, clock)
     txn = yield from _begin(resumed, rendered, decision, previous, clock)
-    attempt = Attempt(node, options, rendered, decision, version, previous, txn)
-    yield from act(NodeEvent("Applying", decision.summary))
-    changed = yield from _change_host(attempt, clock)
-    if changed.failure is None:
-        yield from act(Report(NodeState.VERIFYING, decision.summary))
-        timeout = options.verify_timeout_seconds
-        result = yield from verify(
-            version, decision.expect, since=changed.at, timeout=timeout, settings=settings, clock=clock
-        )
-        if result.outcome is Outcome.PASS:
-            yield from _commit(attempt, result)
-            after = yield from measure(settings, clock)  # the node is back in service meanwhile
-            figures = benefit.document(
-                kubelet=result.kubelet,
-                enabled=rendered.enabled,
-                before=before,
-                after=after,
-                narrowed=version.minor_pair >= (1, 37),
+    return Attempt(node, options, rendered, decision, version, previous, txn, before)
+
+
+def _carry_out(attempt: Attempt, settings: AgentSettings, clock: Now) -> Phase[None]:
+    """Change the host, verify, then commit (and measure after) or fail."""
+    decision, version, options = attempt.plan, attempt.version, attempt.options
+    cause: str | None = None
+    try:
+        yield from act(NodeEvent("Applying", decision.summary))
+        changed = yield from _change_host(attempt, clock)
+        failure = changed.failure
+        if failure is not None and failure.checks and failure.checks[0].name == "write":
+            cause = failure.reason
+        if failure is None:
+            yield from act(Report(NodeState.VERIFYING, decision.summary))
+            timeout = options.verify_timeout_seconds
+            result = yield from verify(
+                version, decision.expect, since=changed.at, timeout=timeout, settings=settings, clock=clock
             )
-            yield from act(PublishBenefit(benefit.to_annotation(figures)))
-            return
-        yield from _fail(attempt, result, settings, clock)
-        return
-    yield from _fail(attempt, changed.failure, settings, clock)
+            if result.outcome is Outcome.PASS:
+                yield from _commit(attempt, result)
+                yield from _after(attempt, result, settings, clock)
+                return
+            failure = result
+    except Faulted as exc:
+        cause = exc.fault.line()
+        failure = failed("host", cause, version)
+    yield from _fail(attempt, failure, settings, clock, cause=cause)
+
+
+def _after(attempt: Attempt, result: VerifyResult, settings: AgentSettings, clock: Now) -> Phase[None]:
+    """The "after" benefit window, once Done is reported (the node is back in service meanwhile); a host
+    fault here only costs the figures."""
+    try:
+        after = yield from measure(settings, clock)
+    except Faulted:
+        after = None
+    figures = benefit.document(
+        kubelet=result.kubelet,
+        enabled=attempt.rendered.enabled,
+        before=attempt.before,
+        after=after,
+        narrowed=attempt.version.minor_pair >= (1, 37),
+    )
+    yield from act(PublishBenefit(benefit.to_annotation(figures)))
+
+
+def _host_fault(fault: HostFault, node: AgentNode) -> Phase[None]:
+    """A host effect failed before anything was changed: skip the node, naming the path or command, the
+    errno in words and the fix."""
+    line = fault.line(retry_hint(node.name, node.annotations.get(c.ANN_OWNER, "")))
+    reason = f"{line}; nothing was changed on the node"
+    evidence = Evidence(result="fault", error=fault.line(), fix=fault.fix, changed="nothing")
+    yield from act(Report(HOST_FAULT_STATE, reason, evidence))
+    yield from act(NodeEvent("HostFault", reason, warning=True))
 
 
 def _before(readings: Sequence[Reading], settings: AgentSettings, clock: Now) -> Phase[MeasuredWindow | None]:
@@ -170,16 +227,22 @@ def _request(
     return options, rendered
 
 
-def _recover(desired: str) -> Phase[tuple[Transaction | None, Transaction | None]]:
+def _recover(node: AgentNode, desired: str) -> Phase[tuple[Transaction | None, Transaction | None] | None]:
     """Our own interrupted apply of `desired` (to resume), or a stale/halted one, restored exactly and
-    returned second (its restored files take effect only after a restart)."""
+    returned second (its restored files take effect only after a restart). None when that restore failed
+    (reported Failed: the node still holds an earlier apply's files)."""
     txn = yield from ask_maybe(ReadTransaction(), Transaction)
     if txn is None or (txn.target_hash == desired and not txn.halted):
         return txn, None
     # An apply that was interrupted or halted: put the node back exactly as it was first.
-    error = yield from ask_maybe(RestoreFiles(txn), str)
-    if error is not None:
-        raise OSError(f"restoring the files of an earlier apply failed: {error}")
+    fault = yield from ask_maybe(RestoreFiles(txn), HostFault)
+    if fault is not None:
+        retry = retry_hint(node.name, node.annotations.get(c.ANN_OWNER, ""))
+        reason = f"restoring the files of an earlier apply failed: {fault.line(retry)}; needs a human"
+        evidence = Evidence(result="fault", error=fault.line(), fix=fault.fix, changed="an earlier apply")
+        yield from act(Report(NodeState.FAILED, reason, evidence))
+        yield from act(NodeEvent("RollbackFailed", reason, warning=True))
+        return None
     yield from act(EndTransaction())
     return None, txn
 
@@ -248,9 +311,9 @@ def _begin(
 def _change_host(attempt: Attempt, clock: Now) -> Phase[Restarted]:
     """Write the files, then restart; a failure (or None) and the kubelet's restart time."""
     plan = attempt.plan
-    error = yield from ask_maybe(WriteFiles(plan.changes, plan.protected_dirs, plan.remove_dirs), str)
-    if error is not None:
-        return Restarted(failed("write", f"writing files failed: {error}", attempt.version), clock())
+    fault = yield from ask_maybe(WriteFiles(plan.changes, plan.protected_dirs, plan.remove_dirs), HostFault)
+    if fault is not None:
+        return Restarted(failed("write", fault.line(), attempt.version), clock())
     return (
         yield from restart_services(
             restart_runtime=plan.restart_runtime,
@@ -266,34 +329,64 @@ def _with_warnings(evidence: Evidence, plan: ApplyPlan) -> Evidence:
     return evidence.model_copy(update={"warnings": plan.warnings}) if plan.warnings else evidence
 
 
-def _fail(attempt: Attempt, failure: VerifyResult, settings: AgentSettings, clock: Now) -> Phase[None]:
+def _fail(
+    attempt: Attempt,
+    failure: VerifyResult,
+    settings: AgentSettings,
+    clock: Now,
+    *,
+    cause: str | None = None,
+) -> Phase[None]:
+    """Roll back (or halt) after a failed verification, or after `cause`: a host fault once the change had
+    begun (its one line, core.node.phases.hostfault)."""
     plan = attempt.plan
     evidence = _with_warnings(Evidence(failure=failure.evidence()), plan)
+    why = cause or f"verification failed: {failure.reason}"
+    retry = retry_hint(attempt.node.name, attempt.node.annotations.get(c.ANN_OWNER, ""))
     if attempt.options.on_failure is OnFailure.HALT:
-        yield from act(MarkHalted())
-        reason = f"verification failed: {failure.reason}; node left as it failed (onFailure: Halt)"
-        yield from act(Report(NodeState.FAILED, reason, evidence))
-        yield from act(NodeEvent("VerificationFailed", reason, warning=True))
+        reason = f"{why}; node left as it failed (onFailure: Halt)"
+        yield from _halt(reason, evidence, "VerificationFailed")
         return
     rollback = yield from _rollback(attempt, settings, clock)
     evidence = evidence.model_copy(update={"rollback": rollback.evidence()})
     if rollback.outcome is Outcome.PASS:
-        yield from act(EndTransaction())
-        reason = f"verification failed: {failure.reason}; rolled back to the previous files and verified"
+        try:
+            yield from act(EndTransaction())
+        except Faulted as exc:  # the files are back; only our record of the apply is left behind
+            evidence = evidence.model_copy(update={"error": exc.fault.line()})
+        then = f"; once fixed, {retry}" if cause else ""
+        reason = f"{why}; rolled back to the previous files and verified{then}"
         yield from act(Report(NodeState.ROLLED_BACK, reason, evidence))
         yield from act(NodeEvent("RolledBack", reason, warning=True))
     else:
+        reason = f"{why}; ROLLBACK FAILED: {rollback.reason}; needs a human"
+        yield from _halt(reason, evidence, "RollbackFailed")
+
+
+def _halt(reason: str, evidence: Evidence, event: str) -> Phase[None]:
+    """Report Failed (the next request restores first); a fault recording the halt is said too."""
+    try:
         yield from act(MarkHalted())
-        reason = f"verification failed: {failure.reason}; ROLLBACK FAILED: {rollback.reason}; needs a human"
-        yield from act(Report(NodeState.FAILED, reason, evidence))
-        yield from act(NodeEvent("RollbackFailed", reason, warning=True))
+    except Faulted as exc:
+        reason = f"{reason}; recording the halt failed too: {exc.fault.line()}"
+    yield from act(Report(NodeState.FAILED, reason, evidence))
+    yield from act(NodeEvent(event, reason, warning=True))
 
 
 def _rollback(attempt: Attempt, settings: AgentSettings, clock: Now) -> Phase[VerifyResult]:
+    """Restore the backups, restart and verify the node as it was; a host fault on the way is the
+    rollback's failure."""
+    try:
+        return (yield from _restore_and_verify(attempt, settings, clock))
+    except Faulted as exc:
+        return failed("host", exc.fault.line(), attempt.version)
+
+
+def _restore_and_verify(attempt: Attempt, settings: AgentSettings, clock: Now) -> Phase[VerifyResult]:
     txn, version = attempt.txn, attempt.version
-    error = yield from ask_maybe(RestoreFiles(txn), str)
-    if error is not None:
-        return failed("restore", f"restoring files failed: {error}", version)
+    fault = yield from ask_maybe(RestoreFiles(txn), HostFault)
+    if fault is not None:
+        return failed("restore", fault.line(), version)
     restarted = yield from restart_services(
         restart_runtime=txn.restart_runtime,
         runtime_unit=txn.runtime_unit,

@@ -34,6 +34,7 @@ from eventedpleg.core.node.phases.effects import (
     ask_maybe,
 )
 from eventedpleg.core.node.phases.host import KubeletProcess
+from eventedpleg.core.node.phases.hostfault import Faulted
 from eventedpleg.core.node.phases.judge import node_version
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.node.phases.transaction import sha256
@@ -47,6 +48,7 @@ class DoneMemory:
 
     heals: tuple[datetime, ...] = ()  # when it healed a fallback (the last hour's count against the budget)
     consumers_checked: datetime | None = None  # its last look for another event consumer
+    fault: str = ""  # the host fault that stopped the last look (said once in an Event, not every look)
 
 
 def _is_crio(node: AgentNode) -> bool:
@@ -95,7 +97,10 @@ def _event_consumers(
     if not eventconsumers.due(memory.consumers_checked, settings, clock()):
         return memory
     memory = replace(memory, consumers_checked=clock())
-    found = yield from eventconsumers.check(settings, clock)
+    try:
+        found = yield from eventconsumers.check(settings, clock)
+    except Faulted:  # a command or read it needs failed: no verdict, as when containerd gives no dump
+        return memory
     if found is None:
         return memory
     reason = (
@@ -112,7 +117,19 @@ def _event_consumers(
 
 def after_done(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clock: Now) -> Phase[DoneMemory]:
     """Look at a Done node once; returns what to keep for the next look (the last hour's heals, this one
-    included)."""
+    included). A host fault stops the look: a warning Event names it the first time (the node's state is
+    left alone: nothing is known to have changed), and the next looks try again."""
+    try:
+        kept = yield from _look(node, memory, settings, clock)
+    except Faulted as exc:
+        line = exc.fault.line()
+        if line != memory.fault:
+            yield from act(NodeEvent("HostFault", f"after-Done check: {line}", warning=True))
+        return replace(memory, fault=line)
+    return replace(kept, fault="")
+
+
+def _look(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clock: Now) -> Phase[DoneMemory]:
     desired = node.annotations[c.ANN_DESIRED]
     managed = yield from ask(ReadApplied(), ManagedState)
     drift = yield from _drift(managed, desired)

@@ -22,6 +22,7 @@ from eventedpleg.core.node.facts.hostplan import FileChange, HostFacts, ManagedS
 from eventedpleg.core.node.facts.promtext import Metrics
 from eventedpleg.core.node.facts.verify import Observation
 from eventedpleg.core.node.phases.host import CommandResult, HttpResult, KubeletProcess
+from eventedpleg.core.node.phases.hostfault import Faulted, HostFault
 from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
 
 REASON_LIMIT = 1024
@@ -270,7 +271,8 @@ Look = (
 Effect = Act | Look | Observe | FindKubelet
 ACTS = Act.__args__
 EffectAnswer = (
-    CommandResult
+    HostFault  # any host effect may be answered with what failed (core.node.phases.hostfault)
+    | CommandResult
     | HttpResult
     | Metrics
     | Observation
@@ -296,21 +298,28 @@ def is_act(effect: Effect) -> bool:
 
 
 def ask(effect: Effect, kind: type[T]) -> Phase[T]:
-    """Yield `effect`; its answer, which must be a `kind`."""
+    """Yield `effect`; its answer, which must be a `kind`. A HostFault answer raises Faulted (the phase's
+    entry point reports it)."""
     answer = yield effect
+    if isinstance(answer, HostFault) and kind is not HostFault:
+        raise Faulted(answer)
     if not isinstance(answer, kind):
         raise TypeError(f"{effect!r} was answered with {answer!r}, not a {kind.__name__}")
     return answer
 
 
 def ask_maybe(effect: Effect, kind: type[T]) -> Phase[T | None]:
-    """Yield `effect`; its answer, a `kind` or None."""
+    """Yield `effect`; its answer, a `kind` or None. A HostFault answer raises Faulted."""
     answer = yield effect
+    if isinstance(answer, HostFault) and kind is not HostFault:
+        raise Faulted(answer)
     if answer is not None and not isinstance(answer, kind):
         raise TypeError(f"{effect!r} was answered with {answer!r}, not a {kind.__name__} or None")
     return answer
 
 
 def act(effect: Act) -> Phase[None]:
-    """Yield an act whose answer does not matter."""
-    yield effect
+    """Yield an act whose answer does not matter, unless it is a HostFault (raises Faulted)."""
+    answer = yield effect
+    if isinstance(answer, HostFault):
+        raise Faulted(answer)

@@ -17,12 +17,14 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class CommandResult:
-    """What a host command did; `returncode` 127 means the command does not exist on the host."""
+    """What a host command did; `returncode` 127 means the command does not exist on the host, and
+    `timed_out` that it was killed at its timeout (returncode 124, as timeout(1) reports it)."""
 
     argv: tuple[str, ...]
     returncode: int
     stdout: str = ""
     stderr: str = ""
+    timed_out: bool = False
 
     @property
     def ok(self) -> bool:

@@ -16,6 +16,7 @@ from eventedpleg.core import hostcheck, render
 from eventedpleg.core.hostcheck import HostCheck
 from eventedpleg.core.node.facts.hostplan import HostFacts, ManagedState, Refusal
 from eventedpleg.core.node.phases.effects import Now, Phase, PublishHostCheck, ReadApplied, ReadHost, act, ask
+from eventedpleg.core.node.phases.hostfault import Faulted
 from eventedpleg.core.node.phases.judge import judge
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.models.nodeconfig import KubeletConfigMode
@@ -31,9 +32,13 @@ OWNER = "host-check"
 
 
 def look(node: AgentNode, clock: Now) -> Phase[HostCheck]:
-    """What an apply turning Evented PLEG on would decide now, per kubeletConfig mode ("" = go ahead)."""
-    facts = yield from ask(ReadHost(True), HostFacts)
-    previous = yield from ask(ReadApplied(), ManagedState)
+    """What an apply turning Evented PLEG on would decide now, per kubeletConfig mode ("" = go ahead). A
+    host fault reading the host is what an apply would report, in every mode."""
+    try:
+        facts = yield from ask(ReadHost(True), HostFacts)
+        previous = yield from ask(ReadApplied(), ManagedState)
+    except Faulted as exc:
+        return HostCheck(clock(), {mode.value: exc.fault.line() for mode in KubeletConfigMode})
     owner = node.annotations.get(c.ANN_OWNER) or OWNER
     refusals: dict[str, str] = {}
     for mode in KubeletConfigMode:

@@ -17,6 +17,7 @@ from eventedpleg.core.node.facts.promtext import Metrics
 from eventedpleg.core.node.phases.agentdecide import holds_node
 from eventedpleg.core.node.phases.agentsettings import AgentSettings
 from eventedpleg.core.node.phases.effects import Now, Phase, Scrape, ask_maybe
+from eventedpleg.core.node.phases.hostfault import Faulted
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 
 
@@ -39,7 +40,10 @@ def sample(
     """The readings kept, with a new one when `due` (`node` as just observed)."""
     if not due(node, readings, settings, clock):
         return tuple(readings)
-    metrics = yield from ask_maybe(Scrape(benefit.NAMES), Metrics)
+    try:
+        metrics = yield from ask_maybe(Scrape(benefit.NAMES), Metrics)
+    except Faulted:  # a reading is a nicety: the kubelet's /metrics failing costs the figures only
+        return tuple(readings)
     if metrics is None:
         return tuple(readings)
     return benefit.keep(readings, benefit.reading(metrics, clock(), in_service=not node.unschedulable))

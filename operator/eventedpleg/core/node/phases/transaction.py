@@ -1,4 +1,5 @@
-"""The agent's record of an apply in progress: the exact bytes and mode of every file it is about to touch,
+"""The agent's record of an apply in progress: the exact bytes, mode, owner and extended attributes of every
+file it is about to touch,
 so a rollback restores them exactly even after the agent was restarted half-way. Pure data; the agent keeps
 it in AGENT_STATE_DIR (eventedpleg.agent.statestore)."""
 
@@ -17,10 +18,14 @@ def sha256(text: str | bytes) -> str:
 
 @dataclass(frozen=True)
 class FileCopy:
-    """A file's exact content and mode, or its absence."""
+    """A file's exact content, mode, owner and extended attributes (SELinux label, ACLs, user.*), or its
+    absence. uid/gid None: not recorded (a transaction written before owners were kept)."""
 
     content: bytes | None
     mode: int = 0o644
+    uid: int | None = None
+    gid: int | None = None
+    xattrs: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,8 @@ def make_rig(tmp_path: Path) -> RigFactory:
         host = SimHost(tmp_path / f"root{next(counter)}", profile, clock)
         api = FakeApi()
         api.add_node(NODE, profile.kubelet_version, profile.runtime, ready=host.node_ready)
-        agent = Agent(NODE, host, api, AgentSettings(namespace=NAMESPACE, **settings), trace=[])
+        settings_ = AgentSettings(namespace=NAMESPACE, **settings)
+        agent = Agent(NODE, host, api, settings_, trace=[], files=host.files)
         return Rig(host, api, agent, clock)
 
     return make

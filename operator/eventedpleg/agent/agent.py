@@ -15,10 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.interpreter import Interpreter, Work, drive
 from eventedpleg.core.node.facts.benefit import Reading
 from eventedpleg.core.node.phases import applyphase, donephase, hostcheckphase, servicephase
-from eventedpleg.core.node.phases.agentdecide import AgentAction, holds_node, next_action
+from eventedpleg.core.node.phases.agentdecide import AgentAction, holds_node, next_action, unexpected
 from eventedpleg.core.node.phases.agentsettings import AgentSettings
 from eventedpleg.core.node.phases.effects import Effect
 from eventedpleg.core.node.phases.host import Host
@@ -36,9 +37,10 @@ class Agent:
     done: donephase.DoneMemory = field(default_factory=donephase.DoneMemory)
     readings: tuple[Reading, ...] = ()  # the kubelet's counters while the node served (servicephase)
     trace: list[Effect] | None = field(default=None)  # every effect performed, when a list is given
+    files: HostFiles | None = field(default=None)  # the host's file work (a simulated host's, in tests)
 
     def __post_init__(self) -> None:
-        self.interpreter = Interpreter(self.node, self.host, self.api, self.trace)
+        self.interpreter = Interpreter(self.node, self.host, self.api, self.trace, self.files)
 
     @property
     def clock(self) -> Callable[[], datetime]:
@@ -76,3 +78,10 @@ class Agent:
             return False
         yield from self.interpreter.run(hostcheckphase.host_check(node, self.clock), node)
         return True
+
+    def report_error(self, error: str, retry_in: float) -> Work[None]:
+        """Say an unexpected error of the agent's on our Node (agent.runner calls this once per error)."""
+        node = self.api.get_node(self.node)
+        if node is None:
+            return
+        yield from self.interpreter.run(unexpected(node, error, retry_in), node)

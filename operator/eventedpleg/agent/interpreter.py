@@ -18,7 +18,7 @@ import errno
 import os
 import subprocess
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -98,9 +98,10 @@ class Interpreter:
     host: Host
     api: AgentApi
     trace: list[Effect] | None = field(default=None)  # every effect performed, when a list is given
+    host_files: InitVar[HostFiles | None] = None  # the host's file work (default: HostFiles on its root)
 
-    def __post_init__(self) -> None:
-        self.files = HostFiles(self.host.root)
+    def __post_init__(self, host_files: HostFiles | None) -> None:
+        self.files = host_files or HostFiles(self.host.root)
         self.store = StateStore(self.files)
         self.observer = Observer(self.host, self.api, self.node)
 

@@ -15,7 +15,8 @@ from eventedpleg.core.health import Heartbeats
 from eventedpleg.k8s.errors import diagnose
 
 log = logging.getLogger(__name__)
-ERROR_BACKOFF_SECONDS = 5.0
+ERROR_BACKOFF_SECONDS = 5.0  # the first pause after an error; each further one in a row doubles it
+ERROR_BACKOFF_MAX_SECONDS = 300.0
 T = TypeVar("T")
 
 
@@ -53,6 +54,45 @@ def _log_failure(exc: Exception, failed: str, then: str, *, brief: str = "") -> 
         log.debug(failed, exc_info=exc)
 
 
+def backoff_seconds(failures: int) -> float:
+    """The pause after `failures` errors in a row: 5 s, 10 s, 20 s, ... at most 300 s."""
+    return float(min(ERROR_BACKOFF_MAX_SECONDS, ERROR_BACKOFF_SECONDS * 2 ** max(0, failures - 1)))
+
+
+class Errors:
+    """The loop's errors in a row: the pause before the next try, and each new error said once (a
+    traceback in the log, an Event on the Node, and Failed while an apply holds it), not every pause."""
+
+    def __init__(self, agent: Agent, sleep: Callable[[float], None]) -> None:
+        self.agent, self.sleep = agent, sleep
+        self.failures = 0
+        self.said = ""  # the last error said on the Node
+
+    def passed(self) -> None:
+        self.failures, self.said = 0, ""
+
+    def failed(self, exc: Exception) -> float:
+        """Log (and when new, report) `exc`; the seconds to pause before the next try."""
+        self.failures += 1
+        pause = backoff_seconds(self.failures)
+        then = f"retrying in {pause:.0f}s"
+        if diagnose(exc) is not None:  # the API is what fails: nothing to say on the Node through it
+            _log_failure(exc, "agent loop error", then)
+            return pause
+        error = f"{type(exc).__name__}: {exc}"
+        if error == self.said:
+            log.warning("agent loop error again (%s); %s", error, then)
+            return pause
+        log.exception("agent loop error; %s", then)
+        try:
+            drive(self.agent.report_error(error, pause), self.sleep)
+        except Exception as report_exc:
+            _log_failure(report_exc, "reporting the error on the node failed", then)
+            return pause
+        self.said = error
+        return pause
+
+
 class HostChecks:
     """The host check (Agent.host_check) at start and then every host_check_interval_seconds, between the
     loop's steps. Its failures are logged here and go no further: a check that keeps failing must neither
@@ -83,9 +123,10 @@ def run(
     idle: threading.Event | None = None,
 ) -> None:
     """Until `stop()`: read the Node, act, watch it (fieldSelector metadata.name) for check_interval seconds,
-    then run the after-Done check. API errors are logged and retried after a pause, never fatal. The host
-    check runs at start (after the first look at the Node) and then every host_check_interval seconds,
-    between the steps (never during an apply); its failures are logged and never stop the rest.
+    then run the after-Done check. Errors are never fatal: each is retried after a pause that doubles with
+    each error in a row (backoff_seconds), and one that is not the API's is said once on the Node (Errors).
+    The host check runs at start (after the first look at the Node) and then every host_check_interval
+    seconds, between the steps (never during an apply); its failures are logged and never stop the rest.
 
     `beats` records progress for the health endpoint: every pass, watch event and retry, and every wait
     a step asks for (a verification window is progress; a call that never returns is not).
@@ -102,6 +143,7 @@ def run(
         beat()
 
     host_check = HostChecks(agent, sleep)
+    errors = Errors(agent, sleep)
     interval = agent.settings.check_interval_seconds
     while not stop():
         beat()
@@ -131,6 +173,6 @@ def run(
                     last_check = clock.now()
                 host_check.when_due()
             drive(agent.check(), sleep)
-        except Exception as exc:  # a bad moment of the API server must not kill the agent
-            _log_failure(exc, "agent loop error", f"retrying in {ERROR_BACKOFF_SECONDS:.0f}s")
-            sleep(ERROR_BACKOFF_SECONDS)
+            errors.passed()
+        except Exception as exc:  # neither a bad moment of the API server nor a bug may kill the agent
+            sleep(errors.failed(exc))

@@ -21,6 +21,7 @@ from eventedpleg.core.node.phases.host import (
 )
 from eventedpleg.core.versions import parse_runtime, parse_version
 from eventedpleg_lab.sim import systemd
+from eventedpleg_lab.sim.files import FileFaults, SimFiles
 from eventedpleg_lab.sim.journal import Journal
 from eventedpleg_lab.sim.kubelet import KubeletFaults, SimKubelet, Status
 from eventedpleg_lab.sim.profiles import HostProfile, layout
@@ -31,11 +32,24 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"
 
 
 @dataclass
+class CommandFaults:
+    """Commands that fail the way they do on a real host (agent.linuxhost runs them through nsenter)."""
+
+    missing: set[str] = field(default_factory=set)  # names not installed: exit 127, as execvp's ENOENT
+    hangs: dict[tuple[str, ...], int] = field(default_factory=dict)  # argv prefix -> times it hangs
+    # A hanging command is killed at its timeout: subprocess.run raises TimeoutExpired, which LinuxHost.run
+    # answers with exit 124 and timed_out (the clock moves by the whole timeout).
+
+
+@dataclass
 class Faults:
     """Failure injection: flip these in a test before or during a run."""
 
     kubelet: KubeletFaults = field(default_factory=KubeletFaults)
     runtime: RuntimeFaults = field(default_factory=RuntimeFaults)
+    files: FileFaults = field(default_factory=FileFaults)
+    commands: CommandFaults = field(default_factory=CommandFaults)
+    host_calls: dict[str, OSError] = field(default_factory=dict)  # Host method -> the OSError it raises
 
 
 class SimHost:
@@ -54,6 +68,7 @@ class SimHost:
         self.faults = faults or Faults()
         self.logs = Journal()
         self.commands: list[tuple[str, ...]] = []
+        self.files = SimFiles(root, self.faults.files)  # for the agent's interpreter (Agent(files=...))
         root.mkdir(parents=True, exist_ok=True)
         layout(profile, root)
         runtime_kind = parse_runtime(profile.runtime)
@@ -94,6 +109,15 @@ class SimHost:
         if not args:
             return CommandResult(args, 127, stderr="empty command")
         name = PurePosixPath(args[0]).name
+        if name in self.faults.commands.missing:
+            return CommandResult(
+                args, 127, stderr=f"nsenter: failed to execute {args[0]}: No such file or directory"
+            )
+        hang = next((p for p, n in self.faults.commands.hangs.items() if n > 0 and args[: len(p)] == p), None)
+        if hang is not None:
+            self.faults.commands.hangs[hang] -= 1
+            self._clock.sleep(timeout)
+            return CommandResult(args, 124, stderr=f"timed out after {timeout:.0f}s", timed_out=True)
         if name == "systemctl":
             return self._systemctl(args)
         if name == "kubelet":
@@ -106,7 +130,14 @@ class SimHost:
             return self._crio(args)
         return CommandResult(args, 127, stderr=f"{name}: command not found")
 
+    def _call(self, method: str) -> None:
+        """An OSError injected into a Host call (a real host's /proc or journal read can fail so)."""
+        error = self.faults.host_calls.get(method)
+        if error is not None:
+            raise error
+
     def kubelet_process(self) -> KubeletProcess | None:
+        self._call("kubelet_process")
         self.advance()
         # As agent.linuxhost finds it: kubelet.service's main process. k3s runs its kubelet inside
         # `k3s agent`, under a unit of its own: there is no kubelet.service main process then.
@@ -118,10 +149,12 @@ class SimHost:
         )
 
     def journal(self, unit: str, since: datetime) -> list[str]:
+        self._call("journal")
         self.advance()
         return self.logs.read(unit, since)
 
     def kubelet_get(self, endpoint: KubeletEndpoint) -> HttpResult:
+        self._call("kubelet_get")
         self.advance()
         now = self._clock.now()
         if not self.kubelet.healthy(now):

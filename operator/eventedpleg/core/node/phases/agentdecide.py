@@ -22,6 +22,9 @@ from enum import StrEnum
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
+from eventedpleg.core.evidence import Evidence
+from eventedpleg.core.node.phases.effects import NodeEvent, Phase, Report, act
+from eventedpleg.core.node.phases.nodeapi import AgentNode
 
 
 class AgentAction(StrEnum):
@@ -53,3 +56,16 @@ AGENT_PHASE = frozenset({NodeState.APPLYING, NodeState.VERIFYING})
 def holds_node(annotations: Mapping[str, str]) -> bool:
     """An apply of the agent's has the node (Applying, Verifying): nothing else of the agent's may run."""
     return annotations.get(c.ANN_STATE, "") in AGENT_PHASE
+
+
+def unexpected(node: AgentNode, error: str, retry_in: float) -> Phase[None]:
+    """An error of the agent's own (not a host fault: those end their phase in a report), said on the Node
+    once by the loop (agent.runner): a warning Event, and Failed while an apply holds the node -- the
+    operator would otherwise wait out its agent timeout and guess."""
+    reason = (
+        f"the agent failed: {error}; it retries with back-off (next in {retry_in:.0f}s); if this persists, "
+        "read the log of the agent pod on this node and report it with that log"
+    )
+    if holds_node(node.annotations):
+        yield from act(Report(NodeState.FAILED, reason, Evidence(result="error", error=error)))
+    yield from act(NodeEvent("AgentError", reason, warning=True))

@@ -1,0 +1,139 @@
+"""File faults of a simulated host: the errors a real kernel gives that a temp root cannot give for real.
+
+The simulated host's files are real files under a temp root, so a directory, a FIFO or a symlink where a
+file should be, a file over the agent's size cap, its owner, mode and extended attributes are all real and
+need no simulation. What a test running as root cannot get from the kernel under a temp dir -- EACCES (root
+passes file modes; a real host refuses it through SELinux or AppArmor), a read-only or a full filesystem --
+`SimFiles` raises, following the rules of the Linux man pages (each cited where it is raised), before the
+real operation, which is what the kernel's refusal amounts to: the write of a temp file that fails with
+ENOSPC is undone by HostFiles itself, as on a real host.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from eventedpleg.agent.hostfiles import MAX_READ, HostFiles
+from eventedpleg.core.node.phases.transaction import FileCopy
+
+
+def _under(host_path: str, tops: set[str]) -> bool:
+    path = PurePosixPath("/", host_path)
+    return any(path == PurePosixPath(t) or PurePosixPath(t) in path.parents for t in tops)
+
+
+@dataclass
+class FileFaults:
+    """Host paths (a file, or a directory and everything under it) and what the kernel says about them.
+    `after`: how many checked operations succeed before the faults begin (a disk that fills half-way);
+    `times`: how many refusals before they clear (None: for good), e.g. a disk full for a moment."""
+
+    unreadable: set[str] = field(default_factory=set)  # an LSM denial of reading: EACCES on open for read
+    denied: set[str] = field(
+        default_factory=set
+    )  # an LSM denial of writing: EACCES on create, rename, unlink
+    read_only: set[str] = field(default_factory=set)  # mount points of read-only filesystems: EROFS
+    full: set[str] = field(default_factory=set)  # mount points of full filesystems: ENOSPC on writing data
+    after: int = 0
+    times: int | None = None
+    refused: list[tuple[str, str, str]] = field(default_factory=list)  # (operation, path, errno name)
+
+    def check(self, operation: str, host_path: str, code: int | None) -> None:
+        if code is None or self.times == 0:
+            return
+        if self.after > 0:
+            self.after -= 1
+            return
+        if self.times is not None:
+            self.times -= 1
+        self.refused.append((operation, host_path, errno.errorcode[code]))
+        raise OSError(code, os.strerror(code), host_path)
+
+
+class SimFiles(HostFiles):
+    """HostFiles of a simulated host: the real file work, after the kernel's refusals of `faults`."""
+
+    def __init__(self, root: Path, faults: FileFaults) -> None:
+        super().__init__(root)
+        self.faults = faults
+
+    def _writing(self, host_path: str, data: bool) -> int | None:
+        """The errno of creating or replacing `host_path` (data: with bytes to write), or None."""
+        f = self.faults
+        if _under(host_path, f.read_only):
+            return errno.EROFS  # open(2), rename(2), unlink(2): EROFS, checked before permissions
+        if _under(host_path, f.denied):
+            return errno.EACCES  # open(2) O_CREAT, rename(2): write permission to the directory denied
+        if data and _under(host_path, f.full):
+            return errno.ENOSPC  # write(2): ENOSPC, no room for the data (the temp file is removed)
+        return None
+
+    def read_bytes(self, host_path: str) -> bytes | None:
+        self._confined(host_path)
+        return super().read_bytes(host_path)
+
+    def list_files(self, host_dir: str) -> list[tuple[str, str | None]]:
+        self._confined(host_dir, file=False)
+        return super().list_files(host_dir)
+
+    def _confined(self, host_path: str, *, file: bool = True) -> None:
+        """Reads as the agent reads a host confined to its root (each component opened O_NOFOLLOW below
+        the root, regular files only up to MAX_READ): a symlink on the way that leads outside the root is
+        ELOOP (open(2) with O_NOFOLLOW: "the trailing component of pathname is a symbolic link"), a file
+        over the cap EFBIG, a denied one EACCES, a directory EISDIR and any other non-regular file ENXIO.
+        HostFiles' reads in this tree still follow links and read up to the cap; this stands in for them so
+        a fault there is reported the way it will be."""
+        root = self.root.resolve()
+        path = root
+        for part in PurePosixPath("/", host_path).parts[1:]:
+            path = path / part
+            if path.is_symlink():
+                target = path.resolve()
+                if not (target == root or target.is_relative_to(root)):
+                    self.faults.refused.append(("open", host_path, "ELOOP"))
+                    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), host_path)
+                path = target
+            elif not path.exists():
+                return
+        if file and path.exists() and not path.is_file():  # read(2) EISDIR; open(2) ENXIO as exact_copy
+            code = errno.EISDIR if path.is_dir() else errno.ENXIO
+            self.faults.refused.append(("read", host_path, errno.errorcode[code]))
+            raise OSError(code, os.strerror(code), host_path)
+        if path.is_file() and _under(host_path, self.faults.unreadable):
+            self.faults.check("open", host_path, errno.EACCES)  # open(2) EACCES: read access not allowed
+        if path.is_file() and path.stat().st_size > MAX_READ:
+            self.faults.refused.append(("read", host_path, "EFBIG"))
+            raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), host_path)
+
+    def copy_of(self, host_path: str) -> FileCopy:
+        # open(2) EACCES: read access to the file is not allowed (the file must exist to be refused).
+        if _under(host_path, self.faults.unreadable) and os.path.lexists(self.on_host(host_path)):
+            self.faults.check("open", host_path, errno.EACCES)
+        return super().copy_of(host_path)
+
+    def write_atomic(
+        self,
+        host_path: str,
+        content: bytes,
+        *,
+        protected: tuple[str, ...],
+        mode: int = 0o644,
+        like: FileCopy | None = None,
+    ) -> None:
+        temp_dir = self.temp_dir_for(host_path, protected)
+        for path in (
+            str(PurePosixPath(temp_dir, "temp")),
+            host_path,
+        ):  # the temp file is created first, then renamed over
+            self.faults.check("write", host_path, self._writing(path, bool(content)))
+        super().write_atomic(host_path, content, protected=protected, mode=mode, like=like)
+
+    def remove(self, host_path: str) -> None:
+        # unlink(2) looks the name up first: a file that is not there is ENOENT (HostFiles: nothing to do)
+        # before EROFS or EACCES.
+        if os.path.lexists(self.on_host(host_path)):
+            self.faults.check("remove", host_path, self._writing(host_path, data=False))
+        super().remove(host_path)

@@ -13,11 +13,30 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from eventedpleg.agent.hostfiles import MAX_READ, HostFiles
 from eventedpleg.core.node.phases.transaction import FileCopy
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """What an exact restore must put back: a real file's bytes, mode, owner and extended attributes."""
+
+    content: bytes
+    mode: int
+    uid: int
+    gid: int
+    xattrs: tuple[tuple[str, bytes], ...]
+
+
+def attributes(path: Path) -> Attributes:
+    st = os.lstat(path)
+    names = sorted(os.listxattr(path, follow_symlinks=False))
+    xattrs = tuple((n, os.getxattr(path, n, follow_symlinks=False)) for n in names)
+    return Attributes(path.read_bytes(), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, xattrs)
 
 
 def _under(host_path: str, tops: set[str]) -> bool:

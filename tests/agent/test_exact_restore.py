@@ -57,6 +57,22 @@ def test_rollback_restores_bytes_mode_owner_and_xattrs(make_rig: RigFactory) -> 
     assert attributes(rig.path(CONFIG)) == before
 
 
+def test_the_edit_itself_keeps_mode_owner_and_xattrs(make_rig: RigFactory) -> None:
+    rig, before = dressed_rig(make_rig)
+
+    rig.apply(mode=EDIT)
+
+    assert rig.state == NodeState.DONE
+    after = attributes(rig.path(CONFIG))
+    assert after.content != before.content and b"EventedPLEG: true" in after.content
+    assert (after.mode, after.uid, after.gid, after.xattrs) == (
+        before.mode,
+        before.uid,
+        before.gid,
+        before.xattrs,
+    )
+
+
 def test_the_recorded_transaction_restores_them_too(make_rig: RigFactory) -> None:
     """onFailure=Halt leaves the edit; the next request restores from the transaction on the host first."""
     rig, before = dressed_rig(make_rig)

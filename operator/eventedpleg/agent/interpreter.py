@@ -259,7 +259,12 @@ class Interpreter:
                 if change.content is None:
                     self.files.remove(change.path)
                 else:
-                    self.files.write_atomic(change.path, change.content.encode(), protected=protected)
+                    # A file edited in place (the kubelet's --config) keeps its mode, owner and xattrs.
+                    was = self.files.copy_of(change.path)
+                    like = was if was.content is not None else None
+                    mode = was.mode if like is not None else 0o644
+                    data = change.content.encode()
+                    self.files.write_atomic(change.path, data, protected=protected, mode=mode, like=like)
             for directory in remove_dirs:
                 operation, target = "remove the directory", directory
                 self.files.remove_empty_dir(directory)

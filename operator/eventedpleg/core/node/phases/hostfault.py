@@ -17,7 +17,7 @@ from dataclasses import dataclass
 _FIXES: dict[int, str] = {
     errno.EISDIR: "remove or rename that directory",
     errno.ENOTDIR: "a component of the path is not a directory: fix the path on the host",
-    errno.ELOOP: "replace the symbolic link (it leads outside the host root) with the file itself",
+    errno.ELOOP: "replace the symbolic link with the file itself (the agent follows no links)",
     errno.EFBIG: "it is larger than the agent reads: shrink it or move it aside",
     errno.EINVAL: "remove or rename it",
     errno.ENXIO: "remove or rename it",

@@ -104,7 +104,8 @@ def replace_with(kind: str, host_path: str) -> Callable[[Rig], None]:
         elif kind == "fifo":
             os.mkfifo(path)
         elif kind == "symlink-out":
-            path.symlink_to(outside(rig, directory=was_dir))
+            # Relative, climbing out: an absolute link is resolved from the host root, as the host does.
+            path.symlink_to(os.path.relpath(outside(rig, directory=was_dir), path.parent))
         elif kind == "oversize":
             path.write_bytes(b"# big\n" + b"#" * MAX_READ)
         else:

@@ -1,12 +1,13 @@
 """File faults of a simulated host: the errors a real kernel gives that a temp root cannot give for real.
 
-The simulated host's files are real files under a temp root, so a directory, a FIFO or a symlink where a
-file should be, a file over the agent's size cap, its owner, mode and extended attributes are all real and
-need no simulation. What a test running as root cannot get from the kernel under a temp dir -- EACCES (root
-passes file modes; a real host refuses it through SELinux or AppArmor), a read-only or a full filesystem --
-`SimFiles` raises, following the rules of the Linux man pages (each cited where it is raised), before the
-real operation, which is what the kernel's refusal amounts to: the write of a temp file that fails with
-ENOSPC is undone by HostFiles itself, as on a real host.
+The simulated host's files are real files under a temp root, so a directory, a FIFO or a symlink leading
+out of the root where a file should be, a file over the agent's size cap, a file's owner, mode and extended
+attributes are all real and need no simulation (HostFiles refuses them as on a real host). What a test
+running as root cannot get from the kernel under a temp dir -- EACCES (root passes file modes; a real host
+refuses it through SELinux or AppArmor), a read-only or a full filesystem -- `SimFiles` raises, following
+the rules of the Linux man pages (each cited where it is raised), before the real operation, which is what
+the kernel's refusal amounts to: the write of a temp file that fails with ENOSPC is undone by HostFiles
+itself, as on a real host.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from eventedpleg.agent.hostfiles import MAX_READ, HostFiles
+from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.core.node.phases.transaction import FileCopy
 
 
@@ -90,48 +91,12 @@ class SimFiles(HostFiles):
             return errno.ENOSPC  # write(2): ENOSPC, no room for the data (the temp file is removed)
         return None
 
-    def read_bytes(self, host_path: str) -> bytes | None:
-        self._confined(host_path)
-        return super().read_bytes(host_path)
-
-    def list_files(self, host_dir: str) -> list[tuple[str, str | None]]:
-        self._confined(host_dir, file=False)
-        return super().list_files(host_dir)
-
-    def _confined(self, host_path: str, *, file: bool = True) -> None:
-        """Reads as the agent reads a host confined to its root (each component opened O_NOFOLLOW below
-        the root, regular files only up to MAX_READ): a symlink on the way that leads outside the root is
-        ELOOP (open(2) with O_NOFOLLOW: "the trailing component of pathname is a symbolic link"), a file
-        over the cap EFBIG, a denied one EACCES, a directory EISDIR and any other non-regular file ENXIO.
-        HostFiles' reads in this tree still follow links and read up to the cap; this stands in for them so
-        a fault there is reported the way it will be."""
-        root = self.root.resolve()
-        path = root
-        for part in PurePosixPath("/", host_path).parts[1:]:
-            path = path / part
-            if path.is_symlink():
-                target = path.resolve()
-                if not (target == root or target.is_relative_to(root)):
-                    self.faults.refused.append(("open", host_path, "ELOOP"))
-                    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), host_path)
-                path = target
-            elif not path.exists():
-                return
-        if file and path.exists() and not path.is_file():  # read(2) EISDIR; open(2) ENXIO as exact_copy
-            code = errno.EISDIR if path.is_dir() else errno.ENXIO
-            self.faults.refused.append(("read", host_path, errno.errorcode[code]))
-            raise OSError(code, os.strerror(code), host_path)
-        if path.is_file() and _under(host_path, self.faults.unreadable):
-            self.faults.check("open", host_path, errno.EACCES)  # open(2) EACCES: read access not allowed
-        if path.is_file() and path.stat().st_size > MAX_READ:
-            self.faults.refused.append(("read", host_path, "EFBIG"))
-            raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), host_path)
-
-    def copy_of(self, host_path: str) -> FileCopy:
-        # open(2) EACCES: read access to the file is not allowed (the file must exist to be refused).
-        if _under(host_path, self.faults.unreadable) and os.path.lexists(self.on_host(host_path)):
+    def _read(self, host_path: str, *, exact: bool = False) -> FileCopy | None:
+        # open(2) EACCES: read access to the file is not allowed (a file must exist to be refused). Every
+        # read of HostFiles (read_bytes, copy_of, list_files) comes through here.
+        if _under(host_path, self.faults.unreadable) and self.kind(host_path) == stat.S_IFREG:
             self.faults.check("open", host_path, errno.EACCES)
-        return super().copy_of(host_path)
+        return super()._read(host_path, exact=exact)
 
     def write_atomic(
         self,
@@ -153,6 +118,6 @@ class SimFiles(HostFiles):
     def remove(self, host_path: str) -> None:
         # unlink(2) looks the name up first: a file that is not there is ENOENT (HostFiles: nothing to do)
         # before EROFS or EACCES.
-        if os.path.lexists(self.on_host(host_path)):
+        if self.kind(host_path) is not None:
             self.faults.check("remove", host_path, self._writing(host_path, data=False))
         super().remove(host_path)

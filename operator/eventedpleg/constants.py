@@ -57,7 +57,12 @@ LEASE_NAME: Final = "eventedpleg-operator"
 # writes only in the states core.node.phases.agentdecide names, conditional on desired-config. One key, not
 # one
 # per writer, because `kubectl get node -L eventedpleg.io/state` and status must show one current state.
-# Release (7) removes every key, agent keys included: it is the end of the protocol for that node.
+# Release (7) removes every key, agent keys included, but the agent's host check (about the host, not about
+# a NodeConfig): it is the end of the protocol for that node.
+#
+# Live agent: the operator cordons a node only while its host check (ANN_HOST_CHECK) is fresh
+# (core.hostcheck.absence: younger than FRESH_PERIODS of the publishing period the check states), and
+# gives a node it took back, unchanged, when the check goes stale before the agent was asked to apply.
 ANN_DESIRED: Final = f"{GROUP}/desired-config"  # operator: hash the agent must apply (set once drained)
 ANN_CURRENT: Final = f"{GROUP}/current-config"  # agent: hash verified on this node (Release removes it)
 ANN_STATE: Final = f"{GROUP}/state"  # NodeState below; operator and agent, by phase (see Writers)

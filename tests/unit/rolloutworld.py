@@ -16,8 +16,9 @@ from typing import Any
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core import render
+from eventedpleg.core import hostcheck, render
 from eventedpleg.core.agentoptions import AgentOptions
+from eventedpleg.core.node.phases import hostcheckphase
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.rollout import planner, steppolicy
 from eventedpleg.core.rollout.actions import Action, Cordon
@@ -57,7 +58,10 @@ class SimNode:
     drain_never_until: datetime | None = None  # a PDB that allows no eviction at all, until it is changed
     mirror_pods: tuple[str, ...] = ()  # static pods the kubelet runs from files
     agent_fails: bool = False  # the agent rolls back (kubelet would not start)
-    agent_silent: bool = False  # no agent answers on this node
+    agent_silent: bool = False  # its agent publishes host checks but never answers an apply request
+    agent_absent: bool = False  # no agent ever runs here (not scheduled, wrong architecture, a taint)
+    agent_dies_on_cordon: bool = False  # its agent stops for good once the node is cordoned
+    agent_dead: bool = False  # set by the world: this node's agent stopped
     agent: ModelAgent | None = None  # the real agent's phases on a model host (made on first use)
     drains: int = 0  # times the operator took the node (cordoned it for a rollout)
     rv: int = 1
@@ -128,6 +132,9 @@ class World:
             node.user_autoscaler = {
                 k: v for k, v in node.annotations.items() if k in c.AUTOSCALER_ANNOTATIONS
             }
+            if not node.agent_absent:  # the agents ran before the NodeConfig came: part of the start
+                check = hostcheck.HostCheck(self.now, {}, hostcheckphase.REFRESH.total_seconds())
+                node.annotations.setdefault(c.ANN_HOST_CHECK, check.to_json())
             node.user_taints = [dict(t) for t in node.taints]
 
     @property
@@ -212,6 +219,11 @@ class World:
     def agents(self) -> None:
         """Each node's agent: the product's apply phase, its effects answered by a model host."""
         for node in self.nodes.values():
+            if node.agent_dies_on_cordon and node.unschedulable:
+                node.agent_dead = True
+            if node.agent_absent or node.agent_dead:
+                continue
+            self._host_check(node)
             if node.agent_silent:
                 continue
             if node.agent is None:
@@ -225,6 +237,15 @@ class World:
                 ready=node.ready,
             )
             node.agent.step(view, self.now, partial(self._report, node), partial(self._event, node))
+
+    def _host_check(self, node: SimNode) -> None:
+        """The agent's host check while it does not hold the node: nothing refused, published by the
+        product's own rule for when a check is news (hostcheckphase.is_news)."""
+        if node.annotations.get(c.ANN_STATE) in (NodeState.APPLYING, NodeState.VERIFYING):
+            return
+        check = hostcheck.HostCheck(self.now, {}, hostcheckphase.REFRESH.total_seconds())
+        if hostcheckphase.is_news(check, hostcheck.parse(node.annotations.get(c.ANN_HOST_CHECK))):
+            self._write(node, Write({c.ANN_HOST_CHECK: check.to_json()}))
 
     def _report(self, node: SimNode, changes: Mapping[str, str | None], desired: str) -> bool:
         """The agent's conditional patch: only while desired-config is what it acted on."""
@@ -267,9 +288,11 @@ class World:
         """Tick until nothing can change any more: no action, no node in progress, no deadline ahead."""
         result = self.plan()
         for _ in range(limit):
+            before = {name: n.rv for name, n in self.nodes.items()}
             result = self.tick(drop=drop)
             wake = result.summary.next_wake
-            if not result.actions and self._quiet() and (wake is None or wake < self.now):
+            moved = before != {name: n.rv for name, n in self.nodes.items()}  # an agent wrote
+            if not result.actions and not moved and self._quiet() and (wake is None or wake < self.now):
                 return self.plan()
         raise AssertionError(f"no convergence in {limit} ticks: {result.summary}")
 

@@ -234,12 +234,32 @@ def test_drain_timeout_force_delete_not_granted_fails_and_gives_the_node_back() 
     assert "automatic retry" not in str(writes(retried)[0].annotations[c.ANN_REASON])
 
 
-def test_release_removes_every_protocol_key_but_current_when_kept() -> None:
+def test_release_removes_every_protocol_key_but_current_when_kept_and_the_host_check() -> None:
     requests, _ = run(Release("n", "1", keep_current=True, uncordon=False, was_unschedulable=False))
     (write,) = writes(requests)
-    assert set(write.annotations) == set(c.NODE_ANNOTATIONS) - {c.ANN_CURRENT}
+    # The host check is the agent's word about the host: the next NodeConfig needs it to take the node.
+    assert set(write.annotations) == set(c.NODE_ANNOTATIONS) - {c.ANN_CURRENT, c.ANN_HOST_CHECK}
     assert write.unschedulable is None
     assert events(requests) == [("Normal", "Released")]
+
+
+def test_release_as_is_warns_with_what_is_left() -> None:
+    left = "left as it Failed: rollback failed; our drop-ins may still be on it"
+    requests, _ = run(Release("n", "1", keep_current=True, uncordon=True, was_unschedulable=False, left=left))
+    (write,) = writes(requests)
+    assert write.unschedulable is False  # given back
+    assert events(requests) == [("Warning", "ReleasedAsIs")]
+    assert any(isinstance(e, Emit) and left in e.message for e in requests)
+
+
+def test_uncordon_for_a_gone_agent_gives_the_node_back_without_a_state() -> None:
+    requests, end = run(Uncordon("n", "1", was_unschedulable=False, agent_gone="no host check"))
+    (write,) = writes(requests)
+    assert write.unschedulable is False
+    for key in (c.ANN_STATE, c.ANN_STATE_SINCE, c.ANN_REASON, c.ANN_CORDONED_BY_US):
+        assert key in write.annotations and write.annotations[key] is None, key
+    assert events(requests) == [("Warning", "AgentGone")]
+    assert end.transition is None
 
 
 def test_mark_failed() -> None:

@@ -4,8 +4,10 @@ The agent writes it on its own Node (at start and while idle), from the same pur
 writing anything when asked to apply (core.node.facts.hostplan.decide), for turning Evented PLEG on in each
 kubeletConfig mode. The operator reads it before the cordon: a node whose agent would refuse the change is
 marked Skipped with the agent's own reason and never cordoned or drained; `eventedpleg preflight` shows it.
-No annotation (an agent not started yet, or older): the operator goes on as before, and the agent's check
-when asked to apply still refuses, after the drain.
+The check is also the operator's sign of a live agent: a node is cordoned only while its check is fresh
+(`absence`). A live agent publishes at least every `every` seconds (it writes an unchanged verdict again
+once that old, hostcheckphase.REFRESH); a check older than FRESH_PERIODS times that, or none at all (an agent
+that never ran there, or stopped: it withdraws its check on exit), means no live agent.
 """
 
 from __future__ import annotations
@@ -13,19 +15,35 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+
+# The period a check without `every` (an older agent) is taken to be written again at: hostcheckphase.REFRESH.
+DEFAULT_EVERY = 3600.0
+# A check is fresh while younger than this many of its agent's publishing periods: one period missed is a
+# slow API server, three are an agent that is not running.
+FRESH_PERIODS = 3
 
 
 @dataclass(frozen=True)
 class HostCheck:
     at: datetime  # when the agent looked
     refusals: Mapping[str, str] = field(default_factory=dict)  # kubeletConfig mode -> refusal ("" if fine)
+    every: float = DEFAULT_EVERY  # seconds: the agent publishes its check again at least this often
+
+    @property
+    def fresh_until(self) -> datetime:
+        at = self.at if self.at.tzinfo is not None else self.at.replace(tzinfo=UTC)  # ours are in UTC
+        return at + timedelta(seconds=FRESH_PERIODS * self.every)
 
     def refusal(self, mode: str) -> str:
         return self.refusals.get(mode, "")
 
     def to_json(self) -> str:
-        doc = {"at": self.at.isoformat(timespec="seconds"), "refusals": dict(sorted(self.refusals.items()))}
+        doc = {
+            "at": self.at.isoformat(timespec="seconds"),
+            "every": int(self.every),
+            "refusals": dict(sorted(self.refusals.items())),
+        }
         return json.dumps(doc, separators=(",", ":"))
 
 
@@ -35,6 +53,32 @@ def parse(text: str | None) -> HostCheck | None:
         doc = json.loads(text or "")
         at = datetime.fromisoformat(str(doc["at"]))
         refusals = {str(mode): str(why) for mode, why in dict(doc.get("refusals") or {}).items()}
+        every = float(doc.get("every") or DEFAULT_EVERY)
     except (ValueError, KeyError, TypeError):
         return None
-    return HostCheck(at, refusals)
+    if not every > 0:
+        return None
+    return HostCheck(at, refusals, every)
+
+
+NO_CHECK = (
+    "no host check from the eventedpleg agent: its pod is not running there (not scheduled, not ready, "
+    "crash-looping, or the node's architecture or taints keep it off)"
+)
+
+
+def absence(text: str | None, now: datetime) -> str:
+    """Why `text` (the node's host-check annotation) shows no live agent at `now`; "" when it does."""
+    if not text:
+        return NO_CHECK
+    check = parse(text)
+    if check is None:
+        return (
+            f"unreadable host check {text[:80]!r}: the eventedpleg agent there is not one this operator knows"
+        )
+    if now <= check.fresh_until:
+        return ""
+    return (
+        f"the eventedpleg agent's last host check is from {check.at.isoformat(timespec='seconds')}, older "
+        f"than {FRESH_PERIODS} of its {int(check.every)}s publishing periods: its pod is not running"
+    )

@@ -85,6 +85,11 @@ class OnDrainBlocked(StrEnum):
     FAIL = "Fail"  # as Skip, but mark the node Failed (counts against maxFailedNodes)
 
 
+class OnNoAgent(StrEnum):
+    SKIP = "Skip"  # never cordon a node without a live agent; name it in status and go on with the others
+    HOLD = "Hold"  # the same, and no further node starts while one such node waits
+
+
 class DrainMode(StrEnum):
     CORDON_AND_DRAIN = "CordonAndDrain"  # the Kubernetes documentation's order: cordon, drain, restart
     IN_PLACE = "InPlace"  # restart under the running pods, where no known bug makes that unsafe
@@ -365,6 +370,17 @@ class Rollout(_Model):
             "as rancher's system-upgrade-controller does: time for alerts and workloads to settle.",
         ),
     ] = 0
+    on_no_agent: Annotated[
+        OnNoAgent,
+        Field(
+            description="A selected node whose eventedpleg agent shows no sign of life (no fresh "
+            "`eventedpleg.io/host-check`: the agent pod is not scheduled, not ready or crash-looping there) "
+            "is never cordoned; status names it and why. `Skip` (default): the rollout goes on with the "
+            "other nodes and takes it once its agent runs. `Hold`: no further node starts while one waits "
+            "for its agent. A node whose agent stops after the cordon is given back before the agent is "
+            "asked to change anything."
+        ),
+    ] = OnNoAgent.SKIP
     take_cordoned_nodes: Annotated[
         bool,
         Field(

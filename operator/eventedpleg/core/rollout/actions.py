@@ -72,6 +72,9 @@ class Uncordon:
     was_unschedulable: bool
     autoscaler_hold: tuple[str, ...] = ()  # the autoscaler keys our cordon added: removed with it
     taints: NodeTaints = NO_TAINTS  # our taint (taintBeforeCordon) goes with it
+    # Given back before the agent was asked to change anything, because its agent is gone: the state goes
+    # too (the node waits, in service, until its agent runs again) and a Warning says why.
+    agent_gone: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,9 @@ class Release:
     was_unschedulable: bool
     autoscaler_hold: tuple[str, ...] = ()  # the autoscaler keys our cordon added: removed with ours
     taints: NodeTaints = NO_TAINTS  # our taint (taintBeforeCordon) goes too
+    # What is left on the node that nobody will undo (a deletion letting go of a Failed node): a Warning
+    # says it, with the command that ends it.
+    left: str = ""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from eventedpleg import constants as c
 from eventedpleg.constants import ConditionType
 from eventedpleg.core import evidence
 from eventedpleg.core.rollout.planner import NodeNote, OwnerConflict, Summary
@@ -52,14 +53,19 @@ def _conflicts_text(conflicts: Sequence[OwnerConflict]) -> str:
 
 
 def deleting_text(summary: Summary) -> str:
-    """What a NodeConfig being deleted still waits for: the nodes it holds, by name (one line)."""
+    """What a NodeConfig being deleted still waits for: the nodes it holds, by name (one line); "" when
+    nothing (the finalizer may go). Every node a deletion holds has a step of its own each pass (decide.py:
+    failed ones are given back as they are), so this names nodes, never an opaque wait."""
     held = [n for n in summary.attention if n.state in IN_PROGRESS]
     if held:
         return f"{len(held)} node(s) still in progress: {_nodes_text(held)}"
     if summary.waiting:
         return summary.waiting
-    if not summary.complete:
-        return "nodes still to be reverted or given back"
+    if summary.attention and not summary.finalized:
+        return f"giving back: {_nodes_text(summary.attention)}"
+    if not summary.finalized:
+        owned = summary.tally.owned
+        return f"{owned} node(s) still marked {c.ANN_OWNER} to be reverted or given back"
     return ""
 
 

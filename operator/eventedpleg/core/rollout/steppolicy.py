@@ -528,12 +528,17 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
 
 
 def _uncordon(action: Uncordon) -> Step:
+    gone: Marks = {}
+    if action.agent_gone:  # nothing was asked of the agent: the node waits in service for it
+        gone = {c.ANN_STATE: None, c.ANN_STATE_SINCE: None, c.ANN_REASON: None}
     yield Write(
-        _give_back(action.autoscaler_hold, action.taints),
+        {**_give_back(action.autoscaler_hold, action.taints), **gone},
         action.was_unschedulable,
         action.taints.without_ours(),
     )
-    if action.was_unschedulable:  # never say Uncordoned about a node that stays cordoned
+    if action.agent_gone:
+        yield Emit("Warning", "AgentGone", f"given back, not changed: {action.agent_gone}")
+    elif action.was_unschedulable:  # never say Uncordoned about a node that stays cordoned
         yield Emit(
             "Normal", "KeptCordoned", "node given back, still cordoned: it was cordoned before the rollout"
         )
@@ -549,16 +554,22 @@ def _mark_failed(action: MarkFailed, clock: Clock) -> Step:
 
 
 def _release(action: Release, nodeconfig: str) -> Step:
-    drop: dict[str, str | None] = {
-        key: None for key in c.NODE_ANNOTATIONS if not (action.keep_current and key == c.ANN_CURRENT)
-    }
+    # The agent's host check stays: it is about the host, not about this NodeConfig, and the next
+    # NodeConfig to select the node needs it before it may take the node.
+    kept = {c.ANN_HOST_CHECK, c.ANN_CURRENT} if action.keep_current else {c.ANN_HOST_CHECK}
+    drop: dict[str, str | None] = {key: None for key in c.NODE_ANNOTATIONS if key not in kept}
     drop.update(dict.fromkeys(action.autoscaler_hold))
     unschedulable = action.was_unschedulable if action.uncordon else None
     yield Write(drop, unschedulable, action.taints.without_ours())
     undone = ""
     if action.uncordon:  # say what happened to the cordon: undone, or the one from before kept
         undone = "; still cordoned: it was before the rollout" if action.was_unschedulable else "; uncordoned"
-    yield Emit("Normal", "Released", f"no longer managed by NodeConfig {nodeconfig}{undone}")
+    if action.left:
+        yield Emit(
+            "Warning", "ReleasedAsIs", f"no longer managed by NodeConfig {nodeconfig}{undone}; {action.left}"
+        )
+    else:
+        yield Emit("Normal", "Released", f"no longer managed by NodeConfig {nodeconfig}{undone}")
     return StepEnd()
 
 

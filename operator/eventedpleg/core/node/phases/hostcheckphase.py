@@ -22,7 +22,8 @@ from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 
 # A verdict that has not changed is written again this often, so that its time (which the operator's Skipped
-# reason and preflight show) stays recent: one API write per node an hour, not one per look.
+# reason and preflight show) stays recent: one API write per node an hour, not one per look. The check says
+# so (`every`): the operator takes a check older than three of these as an agent that is not running.
 REFRESH = timedelta(hours=1)
 # The operator renders with the NodeConfig's name as owner, which the agent learns only once a NodeConfig
 # has taken the node (eventedpleg.io/owner). The owner only fills the comment on each rendered file's first
@@ -47,7 +48,7 @@ def look(node: AgentNode, clock: Now) -> Phase[HostCheck]:
         # (spec.includeControlPlane, judged from the node's mirror pods), not a verdict on the host.
         verdict = judge(node, facts, rendered, previous, allow_static_pods=True)
         refusals[mode.value] = verdict.message if isinstance(verdict, Refusal) else ""
-    return HostCheck(clock(), refusals)
+    return HostCheck(clock(), refusals, REFRESH.total_seconds())
 
 
 def is_news(check: HostCheck, published: HostCheck | None) -> bool:

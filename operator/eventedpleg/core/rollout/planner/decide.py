@@ -18,6 +18,9 @@ from eventedpleg.core.rollout.planner.tally import Tally, tally_of
 from eventedpleg.core.rollout.snapshot import AGENT_PHASE, IN_PROGRESS, NodeView, Target
 from eventedpleg.models.nodeconfig import DrainMode
 
+# Status notes of a node not taken because its agent shows no sign of life start with this.
+NO_AGENT = "not cordoned, no live agent: "
+
 # The agent gets the verification timeout plus this much for restarts and reporting before we give up.
 AGENT_GRACE = timedelta(seconds=120)
 
@@ -69,13 +72,14 @@ class _Decider:
     """Builds one NodeDecision; records whether it read the clock (then it holds only until a wake)."""
 
     __slots__ = (
-        "action", "candidate", "conflicts", "counted", "done", "failures", "foreign", "inputs", "node",
-        "notes", "read_clock", "retrying", "target", "wakes", "want",
+        "action", "candidate", "conflicts", "counted", "done", "failures", "foreign", "fresh_until", "inputs",
+        "node", "notes", "read_clock", "retrying", "target", "wakes", "want",
     )  # fmt: skip
 
     def __init__(self, node: NodeView, inputs: Inputs) -> None:
         self.node, self.inputs, self.target, self.want = node, inputs, inputs.target, inputs.want
         self.read_clock = False
+        self.fresh_until: datetime | None = None  # the decision took the agent as live until then
         self.counted: list[str] = []  # the Tally's counters this node adds one to, in the order counted
         # Most nodes have nothing to say: tuples, grown only by the few that do.
         self.notes: tuple[NodeNote, ...] = ()
@@ -108,11 +112,15 @@ class _Decider:
         self._visit(selection)
         wakes = self.wakes
         # A decision that read the clock compared it only with the wakes it recorded (deadlines from the
-        # node's `since`): it holds until the earliest of them.
+        # node's `since`): it holds until the earliest of them. One that found the agent live holds until
+        # its host check goes stale (without a wake: the next pass after that is soon enough).
         until = min(wakes) if self.read_clock and wakes and self.node.marks.since is not None else None
+        fresh = self.fresh_until
+        if fresh is not None and (until is not None or not self.read_clock):
+            until = fresh if until is None else min(until, fresh)
         return NodeDecision(
             node=self.node,
-            forever=not self.read_clock,
+            forever=not self.read_clock and fresh is None,
             until=until,
             tally=tally_of(tuple(self.counted)),
             notes=self.notes,
@@ -150,9 +158,39 @@ class _Decider:
         if ours:
             self._let_go()
 
+    def _agent_absence(self) -> str:
+        """Why the node's agent shows no sign of life now (core.hostcheck.absence); "" when it does."""
+        absent = hostcheck.absence(self.node.marks.host_check, self.inputs.now)
+        if not absent:
+            check = hostcheck.parse(self.node.marks.host_check)
+            assert check is not None  # fresh
+            self.fresh_until = check.fresh_until
+        return absent
+
+    def _offer(self, want: str) -> None:
+        """The node may be taken towards `want`: a candidate while its agent is live. Without one it is not
+        taken (named in status); a deletion gives it back as it is, as nothing can revert it."""
+        absent = self._agent_absence()
+        if not absent:
+            self.candidate = want
+            return
+        node, target = self.node, self.target
+        if target.deleting:
+            if node.marks.owner == target.name:
+                self.count("in_flight")
+                left = f"not reverted: {absent}; {_LEFT}"
+                self.note(node.marks.state or NodeState.PENDING, left)
+                self.act(_release(node, keep_current=True, left=left))
+            return
+        self.count("no_agent")
+        self.note(NodeState.PENDING, NO_AGENT + absent)
+
     def _managed(self, ours: bool) -> None:
         """A selected, eligible node: drive it to `want`."""
         node, marks, target, want = self.node, self.node.marks, self.target, self.want
+        if ours and target.deleting and marks.state in _FAILED:
+            self._let_go_failed()
+            return
         if ours and marks.state in IN_PROGRESS:
             self.count("in_flight")
             self.count("updating")
@@ -172,23 +210,13 @@ class _Decider:
             if give_back:
                 self.act(_uncordon(node))  # our cordon off first; then it is taken again like any other
             else:
-                self.candidate = want
+                self._offer(want)
             return
         if ours and self._drain_retry():
             return
         if give_back and marks.state is not NodeState.FAILED:
             self.count("in_flight")  # not complete (so not Available) while our cordon is still on
-        if ours and marks.state is NodeState.FAILED and (marks.cordoned_by_us or marks.desired == want):
-            self._failure()  # a node whose rollback failed stays cordoned for a human
-            return
-        if ours and marks.state is NodeState.ROLLED_BACK and marks.desired == want:
-            self._failure()
-            self.act(_uncordon(node) if give_back else None)
-            return
-        if ours and marks.state is NodeState.SKIPPED and marks.desired == want:
-            self.count("skipped")
-            self.note(NodeState.SKIPPED, marks.reason)
-            self.act(_uncordon(node) if give_back else None)
+        if ours and self._ended(give_back):
             return
         if _converged(node, want, target.hash_off):
             self.count("updated")
@@ -205,7 +233,28 @@ class _Decider:
         elif target.deleting and not target.reverting:
             self.act(_release(node, keep_current=True) if ours else None)
         else:
-            self.candidate = want
+            self._offer(want)
+
+    def _ended(self, give_back: bool) -> bool:
+        """A node of ours the agent or a step left Failed, RolledBack or Skipped: what that leaves to do.
+        True when this decides the node."""
+        node, marks, want = self.node, self.node.marks, self.want
+        if marks.state is NodeState.FAILED and give_back and marks.desired != want == self.target.hash_off:
+            self.act(_uncordon(node))  # eventedPleg turned off after it failed: given back first
+            return True
+        if marks.state is NodeState.FAILED and (marks.cordoned_by_us or marks.desired == want):
+            self._failure()  # a node whose rollback failed stays cordoned for a human
+            return True
+        if marks.state is NodeState.ROLLED_BACK and marks.desired == want:
+            self._failure()
+            self.act(_uncordon(node) if give_back else None)
+            return True
+        if marks.state is NodeState.SKIPPED and marks.desired == want:
+            self.count("skipped")
+            self.note(NodeState.SKIPPED, marks.reason)
+            self.act(_uncordon(node) if give_back else None)
+            return True
+        return False
 
     def _drain_retry(self) -> bool:
         """A node given back Failed after a drain timeout, with automatic retries left (spec.drain.retries):
@@ -226,7 +275,7 @@ class _Decider:
             self.note(NodeState.FAILED, f"{marks.reason}; taken again at {due.isoformat(timespec='seconds')}")
             self.retrying += (self.notes[-1],)
             return True
-        self.candidate = self.want
+        self._offer(self.want)
         return True
 
     def _tainted(self) -> None:
@@ -252,6 +301,19 @@ class _Decider:
             self.note(NodeState.PENDING, f"tainted (drain.taintBeforeCordon); cordoned at {at}")
         elif not node.ready:
             self.note(NodeState.PENDING, "tainted; waiting: node is NotReady")
+        elif absent := self._agent_absence():  # our taint off again: it waits in service for its agent
+            self.note(NodeState.PENDING, NO_AGENT + absent)
+            marks_ = node.marks
+            self.act(
+                Uncordon(
+                    node.name,
+                    node.resource_version,
+                    node.unschedulable,  # not cordoned by us: whatever it is stays
+                    marks_.autoscaler_hold,
+                    node.our_taints,
+                    agent_gone=absent,
+                )
+            )
         else:
             self.note(NodeState.PENDING, "tainted; cordoning")
             self.act(cordon(node, target, want, self.inputs.policy))
@@ -264,6 +326,8 @@ class _Decider:
             self.count("in_flight")  # not complete while we still hold it
         if marks.state in AGENT_PHASE:  # never pull a node out from under the agent
             self.act(self._step(marks.desired))
+        elif target.deleting and marks.state in _FAILED:
+            self._let_go_failed()
         elif node.skip_labelled:
             self.act(_release(node, keep_current=True))
         elif _converged(node, target.hash_off, target.hash_off):
@@ -275,7 +339,17 @@ class _Decider:
         elif marks.waiting_for_cordon:  # started: taken for our drop-ins to come off after its wait
             self._before_cordon(target.hash_off)
         else:
-            self.candidate = target.hash_off  # our drop-ins come off the same safe way
+            self._offer(target.hash_off)  # our drop-ins come off the same safe way
+
+    def _let_go_failed(self) -> None:
+        """A deletion lets go of a node that failed (Failed, RolledBack): given back as it is, at once, with
+        a Warning saying what may be left and how to end it; the agent is not asked again (a node whose
+        rollback failed must not be changed by a deletion), so the deletion does not wait on it."""
+        node, marks = self.node, self.node.marks
+        self.count("in_flight")
+        left = f"left as it {marks.state}: {marks.reason or 'no reason given'}; {_LEFT}"
+        self.note(marks.state or NodeState.FAILED, f"given back: {left}")
+        self.act(_release(node, keep_current=True, left=left))
 
     def _failure(self) -> None:
         node, marks = self.node, self.node.marks
@@ -289,6 +363,9 @@ class _Decider:
         """The next step for a node we already hold (Draining .. Verifying)."""
         node, marks, spec, now = self.node, self.node.marks, self.target.spec, self.now
         since = marks.since or now
+        if marks.state is NodeState.DRAINING and (absent := self._agent_absence()):
+            # Taken, but its agent is gone: nothing was asked of it yet, so the node is known unchanged.
+            return _uncordon(node, agent_gone=absent)
         if marks.state is NodeState.DRAINING:
             drain_deadline = self.target.drain.deadline(since)
             if drain_deadline is not None:
@@ -300,11 +377,15 @@ class _Decider:
         if now < deadline:
             return None
         waited = int((deadline - since).total_seconds())
+        seen = hostcheck.absence(marks.host_check, now) or "its agent's host check is fresh (the agent runs)"
         return MarkFailed(
             node.name,
             node.resource_version,
-            f"the agent on {node.name} did not report within {waited}s of state {marks.state}; "
-            "is the eventedpleg agent running there?",
+            f"no report from the agent within {waited}s of {marks.state} (since "
+            f"{since.isoformat(timespec='seconds')}); {seen}. Unknown whether its files changed, so it stays "
+            f"cordoned: `kubectl get pods -A -l app.kubernetes.io/component=agent --field-selector "
+            f"spec.nodeName={node.name}` finds its agent; once the agent runs it finishes or rolls back the "
+            f"apply by itself; `eventedpleg retry {node.name}` takes the node again",
         )
 
 
@@ -323,7 +404,16 @@ def _unavailable(node: NodeView, target: Target) -> bool:
     return not node.ready or node.unschedulable or in_our_hands
 
 
-def _release(node: NodeView, keep_current: bool) -> Release:
+# A deletion gives back nodes in these states as they are: nothing it could do would be known to work.
+_FAILED = frozenset({NodeState.FAILED, NodeState.ROLLED_BACK})
+# What ends the story of a node a deletion gave back as it is.
+_LEFT = (
+    "our drop-ins may still be on it: `eventedpleg status` shows it, and a NodeConfig with "
+    "eventedPleg: false selecting it removes them"
+)
+
+
+def _release(node: NodeView, keep_current: bool, left: str = "") -> Release:
     return Release(
         node.name,
         node.resource_version,
@@ -332,13 +422,19 @@ def _release(node: NodeView, keep_current: bool) -> Release:
         was_unschedulable=node.marks.was_unschedulable,
         autoscaler_hold=node.marks.autoscaler_hold,
         taints=node.our_taints,
+        left=left,
     )
 
 
-def _uncordon(node: NodeView) -> Uncordon:
+def _uncordon(node: NodeView, agent_gone: str = "") -> Uncordon:
     marks = node.marks
     return Uncordon(
-        node.name, node.resource_version, marks.was_unschedulable, marks.autoscaler_hold, node.our_taints
+        node.name,
+        node.resource_version,
+        marks.was_unschedulable,
+        marks.autoscaler_hold,
+        node.our_taints,
+        agent_gone=agent_gone,
     )
 
 

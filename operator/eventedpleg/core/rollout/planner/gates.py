@@ -11,7 +11,7 @@ from typing import Protocol
 from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout import window
 from eventedpleg.core.rollout.actions import Action
-from eventedpleg.core.rollout.planner.decide import Inputs, NodeDecision, cordon
+from eventedpleg.core.rollout.planner.decide import NO_AGENT, Inputs, NodeDecision, cordon
 from eventedpleg.core.rollout.planner.summary import (
     HeldNode,
     NodeNote,
@@ -23,6 +23,7 @@ from eventedpleg.core.rollout.planner.summary import (
 )
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeView, Target
+from eventedpleg.models.nodeconfig import OnNoAgent
 
 MAX_ATTENTION = 50
 ALERT_RECHECK = timedelta(seconds=15)  # how often a rollout held by alerts asks Prometheus again
@@ -71,22 +72,27 @@ def finish(
         wakes.extend(decision.wakes)
         if decision.action is not None:
             actions.append(decision.action)
-    canary_failed = tally.failed > 0 and not _canaries_passed(done, tally, target)
-    halted = tally.failed >= spec.rollout.max_failed_nodes or canary_failed
+    # A deletion is never halted: it gives back every node it holds, failed ones included (decide.py).
+    canary_failed = tally.failed > 0 and not _canaries_passed(done, tally, target) and not target.deleting
+    halted = (tally.failed >= spec.rollout.max_failed_nodes or canary_failed) and not target.deleting
     paused = spec.rollout.paused and not target.deleting
     window_closed = not window.is_open(spec.rollout.window, now)
     alerting = bool(target.alerts) and not target.deleting
+    no_agent = [n for n in notes if n.reason.startswith(NO_AGENT)]
+    holding = bool(no_agent) and spec.rollout.on_no_agent is OnNoAgent.HOLD and not target.deleting
     waiting, held_by = "", ()
-    if candidates:
+    if canary_failed:
+        waiting = (
+            f"halted: a canary node failed ({tally.failed} failed before the canaries passed; "
+            "a failed canary halts the rollout whatever rollout.maxFailedNodes says)"
+        )
+    elif halted:
+        limit = spec.rollout.max_failed_nodes
+        waiting = f"halted after {tally.failed} failed node(s) (rollout.maxFailedNodes={limit})"
+    elif candidates or holding:
         start = _Start(inputs, tally, actions, notes, wakes)
-        if canary_failed:
-            waiting = (
-                f"halted: a canary node failed ({tally.failed} failed before the canaries passed; "
-                "a failed canary halts the rollout whatever rollout.maxFailedNodes says)"
-            )
-        elif halted:
-            limit = spec.rollout.max_failed_nodes
-            waiting = f"halted after {tally.failed} failed node(s) (rollout.maxFailedNodes={limit})"
+        if holding:
+            waiting = f"holding (rollout.onNoAgent: Hold) while {_no_agent_text(no_agent)}"
         elif paused:
             waiting = "paused (spec.rollout.paused)"
         elif window_closed:
@@ -96,8 +102,10 @@ def finish(
             wakes.append(now + ALERT_RECHECK)  # asked again: the alert has no event of ours to wake us
         else:
             waiting, held_by = start.start(done, candidates, foreign)
+    if no_agent and not waiting:
+        waiting = _no_agent_text(no_agent)
     attention = notes[:MAX_ATTENTION]
-    complete = not candidates and tally.in_flight == 0 and not tally.retry_pending
+    complete = not candidates and tally.in_flight == 0 and not tally.retry_pending and not tally.no_agent
     return Plan(
         actions=tuple(actions),
         summary=Summary(
@@ -238,6 +246,13 @@ def _canaries_passed(done: Sequence[NodeView], tally: Tally, target: Target) -> 
     if nodes == 0 or target.deleting:
         return True
     return len(done) >= min(nodes, tally.eligible)
+
+
+def _no_agent_text(notes: Sequence[NodeNote]) -> str:
+    """The nodes waiting, not cordoned, for a live agent (each note's reason says why)."""
+    names = ", ".join(n.name for n in notes[:5])
+    more = f" and {len(notes) - 5} more" if len(notes) > 5 else ""
+    return f"{len(notes)} node(s) wait, not cordoned, for a live eventedpleg agent: {names}{more}"
 
 
 def _budget_text(value: int | str, total: int, unavailable: int, held: tuple[HeldNode, ...]) -> str:

@@ -25,6 +25,7 @@ class Tally:
     in_flight: int = 0  # ours and not finished (our cordon still on counts)
     owned: int = 0  # marked as ours
     retry_pending: int = 0  # a timed-out drain waits for (or starts) its automatic retry
+    no_agent: int = 0  # would be taken, but its agent shows no sign of life (core.hostcheck.absence)
 
     def __add__(self, other: Tally) -> Tally:
         return Tally(*[getattr(self, n) + getattr(other, n) for n in NAMES])

@@ -718,7 +718,8 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
     """A PassMemo recomputes only the nodes whose view changed or whose deadline passed -- found by looking
     at every node, or told which nodes changed (as the node cache tells it) -- and every pass plans
     exactly as a pass without it, through PDB-blocked drains and their timeouts and retries, silent and
-    failing agents, clock jumps past deadlines, label, selector, peer and spec changes, a retry request,
+    failing agents, absent agents and agents that die once their node is cordoned, clock jumps past
+    deadlines and past host checks' freshness, label, selector, peer and spec changes, a retry request,
     nodes joining and leaving, and deletion."""
     rng = random.Random(seed)
     memo, told = planner.PassMemo(), planner.PassMemo()  # told: is given the changed nodes
@@ -732,6 +733,11 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
             node.agent_silent = True
         elif roll < 0.4:
             node.agent_fails = True
+        elif roll < 0.45:
+            node.agent_absent = True
+            node.annotations.pop(c.ANN_HOST_CHECK, None)
+        elif roll < 0.5:
+            node.agent_dies_on_cordon = True
     drain = {
         "timeoutSeconds": rng.choice([0, 10, 30]),
         "onTimeout": rng.choice(["Fail", "Skip", "ForceDelete"]),
@@ -772,7 +778,7 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
             world.spec = spec(**{**base, "drain": drain, "allowRisky": not world.spec.allow_risky})
         if tick == 100:
             world.deleting = True
-        world.tick(seconds=rng.choice([1, 1, 1, 7, 60]), drop=rng)
+        world.tick(seconds=rng.choice([1, 1, 1, 7, 60, 3 * 3600]), drop=rng)  # 3 h: host checks go stale
 
 
 def test_post_node_delay_spaces_each_start_after_the_last_node_done() -> None:

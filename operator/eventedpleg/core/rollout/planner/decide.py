@@ -252,7 +252,10 @@ class _Decider:
         if marks.state is NodeState.SKIPPED and marks.desired == want:
             self.count("skipped")
             self.note(NodeState.SKIPPED, marks.reason)
-            self.act(_uncordon(node) if give_back else None)
+            if self.target.deleting:  # unchanged: nothing to revert (onDelete: Keep lands here)
+                self.act(_release(node, keep_current=True))
+            else:
+                self.act(_uncordon(node) if give_back else None)
             return True
         return False
 

@@ -8,10 +8,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.cli.report import benefit_text, preflight_json, preflight_rows, preflight_table, status_view
+from eventedpleg.cli.report import (
+    agent_pod_text,
+    benefit_text,
+    needs_agent_pods,
+    preflight_json,
+    preflight_rows,
+    preflight_table,
+    status_view,
+)
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.node.facts import benefit
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.planner.decide import NO_AGENT
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.models.nodeconfig import DrainSpec, OnDrainBlocked, OrderBy, RolloutOrder
 
@@ -176,3 +185,66 @@ def test_preflight_prints_each_advisory_once_with_its_nodes() -> None:
     doc = {row["node"]: row for row in json.loads(preflight_json(rows, policy))}
     assert any("KEP-4033" in text for text in doc["k17-new"]["advisories"])
     assert doc["k17-old"]["advisories"] == []
+
+
+def _agent_pod(node: str, *, scheduled: bool = True, **status: Any) -> dict[str, Any]:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "values": [node]}]}]
+            }
+        }
+    }
+    spec: dict[str, Any] = {"affinity": affinity, **({"nodeName": node} if scheduled else {})}
+    meta = {"name": f"agent-{node}", "namespace": "eps", "ownerReferences": [{"kind": "DaemonSet"}]}
+    return {"metadata": meta, "spec": spec, "status": status}
+
+
+def test_agent_pod_text_gives_the_pods_own_reason() -> None:
+    assert agent_pod_text("n1", []).startswith("no agent pod for this node")
+    pending = _agent_pod(
+        "n1",
+        scheduled=False,
+        conditions=[{"type": "PodScheduled", "status": "False", "message": "0/3 nodes are available: taint"}],
+    )
+    assert (
+        agent_pod_text("n1", [pending])
+        == "agent pod eps/agent-n1 not scheduled: 0/3 nodes are available: taint"
+    )
+    crashing = _agent_pod(
+        "n1",
+        containerStatuses=[
+            {
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}},
+            }
+        ],
+    )
+    assert agent_pod_text("n1", [crashing]) == (
+        "agent pod eps/agent-n1: CrashLoopBackOff: back-off 5m0s (last exit 1: Error)"
+    )
+    unready = _agent_pod("n1", phase="Running", conditions=[{"type": "Ready", "status": "False"}])
+    assert agent_pod_text("n1", [unready]) == "agent pod eps/agent-n1 not ready (Running)"
+    assert agent_pod_text("n2", [unready]).startswith("no agent pod")  # another node's pod
+
+
+def test_preflight_and_status_name_a_node_without_a_live_agent() -> None:
+    now = datetime(2026, 11, 25, tzinfo=UTC)
+    live = hostcheck.HostCheck(now, {}).to_json()
+    nodes = [node_view(_node("a", {c.ANN_HOST_CHECK: live})), node_view(_node("b", {}))]
+    pods = [
+        _agent_pod(
+            "b", scheduled=False, conditions=[{"type": "PodScheduled", "message": "untolerated taint"}]
+        )
+    ]
+    policy, drain = compat.Policy(), DrainPolicy.of(DrainSpec())
+    rows = preflight_rows(nodes, policy, [], [], drain, now=now, agent_pods=pods)
+    assert rows[0].no_agent == ""
+    assert "not scheduled: untolerated taint" in rows[1].no_agent
+    table = preflight_table(rows, policy, drain, wide=True)
+    assert "no agent" in table and "1 of them without a live agent" in table and "untolerated taint" in table
+    note = {"name": "b", "state": "Pending", "reason": NO_AGENT + "no host check"}
+    nodeconfig = {"metadata": {"name": "cluster"}, "spec": {}, "status": {"nodeStatuses": [note]}}
+    assert needs_agent_pods(nodeconfig)
+    text = status_view(nodeconfig, nodes, agent_pods=pods)
+    assert "not scheduled: untolerated taint" in text

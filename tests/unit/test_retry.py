@@ -7,6 +7,7 @@ import random
 from datetime import timedelta
 
 from eventedpleg import constants as c
+from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout import retry, status
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import node_view
@@ -136,3 +137,17 @@ def test_no_automatic_retry_when_retries_is_zero() -> None:
     world = World(nodes, spec(drain={"timeoutSeconds": 30, "retries": 0}))
     final = world.run()
     assert nodes["node-000"].drains == 1 and final.summary.halted
+
+
+def test_every_state_a_retry_cannot_take_says_what_ends_it() -> None:
+    for state in [*NodeState, None]:
+        annotations = {c.ANN_OWNER: "cluster"}
+        if state is not None:
+            annotations |= {c.ANN_STATE: state.value, c.ANN_STATE_SINCE: T0.isoformat()}
+        view = node_view({"metadata": {"name": "n", "annotations": annotations}})
+        if retry.retryable(view, "cluster"):
+            assert state in retry.RETRYABLE
+            continue
+        assert not retry.way_out(view, "cluster").startswith("state "), state  # a named way out each
+    stranger = node_view({"metadata": {"name": "n", "annotations": {}}})
+    assert "taken by itself once the agent runs" in retry.way_out(stranger, "cluster")

@@ -82,7 +82,7 @@ def preflight(
     with api_client(kubeconfig) as api:
         spec = _spec(api, name)
         all_nodes = _views(api)
-        pods, pdbs = nodes.all_pods(api), drainer.all_pdbs(api)
+        pods, pdbs, agents = nodes.all_pods(api), drainer.all_pdbs(api), nodes.agent_pods(api)
     policy = compat.Policy(include_control_plane, allow_risky)
     chosen = all_nodes
     if spec is not None:
@@ -91,7 +91,9 @@ def preflight(
     drain = DrainPolicy.of(spec.drain if spec is not None else DrainSpec())
     mode = (spec.kubelet_config if spec is not None else KubeletConfigMode.DROP_IN_ONLY).value
     order = spec.rollout.order if spec is not None else None
-    rows = views.preflight_rows(chosen, policy, pods, pdbs, drain, mode, now=datetime.now(UTC), order=order)
+    rows = views.preflight_rows(
+        chosen, policy, pods, pdbs, drain, mode, now=datetime.now(UTC), order=order, agent_pods=agents
+    )
     click.echo(
         views.preflight_json(rows, policy)
         if output == "json"
@@ -126,7 +128,8 @@ def status(name: str, watch: bool, interval: float, kubeconfig: str | None, verb
         while True:
             body = _nodeconfig(api, name)
             stamp = datetime.now(UTC).strftime("%H:%M:%S")
-            text = views.status_view(body, _views(api), now_text=stamp if watch else "")
+            agents = nodes.agent_pods(api) if views.needs_agent_pods(body) else None
+            text = views.status_view(body, _views(api), now_text=stamp if watch else "", agent_pods=agents)
             if watch and sys.stdout.isatty():
                 click.echo("\x1b[H\x1b[2J" + text)  # redraw in place
             else:

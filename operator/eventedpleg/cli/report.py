@@ -14,6 +14,7 @@ from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import budgets, drainpods
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.nodeorder import order_key
+from eventedpleg.core.rollout.planner.decide import NO_AGENT
 from eventedpleg.core.rollout.snapshot import NodeView
 from eventedpleg.models.nodeconfig import KubeletConfigMode, OnDrainBlocked, RolloutOrder
 
@@ -42,6 +43,57 @@ def writes(verdict: compat.Verdict) -> str:
     return " + ".join(parts)
 
 
+def _pod_node(pod: Mapping[str, Any]) -> str:
+    """The node a DaemonSet pod is for: where it runs, else the node its affinity names (a pod the
+    scheduler has not placed yet has no nodeName; the DaemonSet controller pins it by matchFields)."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return str(spec["nodeName"])
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    for term in required.get("nodeSelectorTerms") or []:
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("values"):
+                return str(field["values"][0])
+    return ""
+
+
+def agent_pod_text(node: str, pods: Sequence[Mapping[str, Any]]) -> str:
+    """What the agent DaemonSet's pod for `node` says about itself (one line): none, not scheduled (the
+    scheduler's message), a container waiting or terminated (its own reason), not ready, or running."""
+    mine = [p for p in pods if _pod_node(p) == node]
+    if not mine:
+        return (
+            "no agent pod for this node: the agent DaemonSet does not place one here (the node's taints "
+            "its tolerations lack, its nodeSelector or affinity)"
+        )
+    pod = mine[0]
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    name = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    conditions = {str(cond.get("type")): cond for cond in status.get("conditions") or []}
+    scheduled = conditions.get("PodScheduled") or {}
+    if not (pod.get("spec") or {}).get("nodeName"):
+        why = scheduled.get("message") or scheduled.get("reason") or "not scheduled yet"
+        return f"agent pod {name} not scheduled: {why}"
+    for container in status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        waiting = state.get("waiting") or {}
+        if waiting:
+            last = ((container.get("lastState") or {}).get("terminated")) or {}
+            before = f" (last exit {last.get('exitCode')}: {last.get('reason', '')})" if last else ""
+            message = f": {waiting['message']}" if waiting.get("message") else ""
+            return f"agent pod {name}: {waiting.get('reason', 'Waiting')}{message}{before}"
+        terminated = state.get("terminated") or {}
+        if terminated:
+            exit_code, why = terminated.get("exitCode"), terminated.get("reason", "")
+            return f"agent pod {name}: terminated, exit {exit_code}: {why}"
+    ready = conditions.get("Ready") or {}
+    if ready.get("status") != "True":
+        return f"agent pod {name} not ready ({status.get('phase', '?')})"
+    return f"agent pod {name} is running and ready: its first host check is still to come"
+
+
 @dataclass(frozen=True)
 class PreflightRow:
     node: NodeView
@@ -50,6 +102,7 @@ class PreflightRow:
     never: str  # what would keep its drain from ever finishing (drainpods.never), "" when nothing
     host: hostcheck.HostCheck | None  # its agent's own check (None: no agent has said yet)
     refusal: str  # what that check says the agent would refuse in this kubeletConfig mode ("" if fine)
+    no_agent: str = ""  # why the node shows no live agent, with its agent pod's own word ("" when live)
 
     def taken(self, policy: compat.Policy, drain: DrainPolicy) -> bool:
         """The rollout would take this node (Wait takes it once the blocker is gone)."""
@@ -67,6 +120,7 @@ def preflight_rows(
     *,
     now: datetime,
     order: RolloutOrder | None = None,
+    agent_pods: Sequence[Mapping[str, Any]] = (),
 ) -> list[PreflightRow]:
     """Each node's verdict, and what its drain would meet now (the checks the operator makes before the
     cordon: static pods, PodDisruptionBudgets that allow no eviction, pods no drain option lets go), in the
@@ -85,8 +139,10 @@ def preflight_rows(
         never = [str(n) for n in budgets.never_allowed(mine, selection.evict, pdbs)]
         host = hostcheck.parse(node.marks.host_check)
         refusal = host.refusal(mode) if host is not None else ""
+        absent = hostcheck.absence(node.marks.host_check, now)
+        no_agent = f"{absent}; {agent_pod_text(node.name, agent_pods)}" if absent else ""
         row = PreflightRow(
-            node, verdict, len(selection.evict), drainpods.never(selection, never), host, refusal
+            node, verdict, len(selection.evict), drainpods.never(selection, never), host, refusal, no_agent
         )
         out.append(row)
     return out
@@ -108,10 +164,12 @@ def preflight_table(
             text += f"; host: {row.refusal}"
         if row.never:
             text += f"; drain: {row.never}"
+        if row.no_agent:
+            text += f"; no live agent: {row.no_agent}"
         return text if wide else short(text)
 
     def host_text(row: PreflightRow) -> str:
-        return "?" if row.host is None else "refuses" if row.refusal else "ok"
+        return "no agent" if row.no_agent else "refuses" if row.refusal else "ok"
 
     headers = ["NODE", "KUBELET", "RUNTIME", "VERDICT", "WRITES", "HOST", "DRAIN", "REASON"]
     body = [
@@ -134,8 +192,12 @@ def preflight_table(
     refused = sum(1 for row in rows if row.refusal and row.verdict.eligible(policy))
     if refused:
         footer += f"\n{refused} of them refused by their agent's host check: not cordoned, marked Skipped"
-    if any(row.host is None for row in rows):
-        footer += "\nHOST ?: no agent has checked that host yet (is the agent DaemonSet running there?)"
+    absent = [row.node.name for row in rows if row.no_agent and row.verdict.eligible(policy)]
+    if absent:
+        footer += (
+            f"\n{len(absent)} of them without a live agent (HOST no agent; -o wide says why): not cordoned "
+            f"until their agent runs (rollout.onNoAgent): {', '.join(absent[:10])}"
+        )
     footer += _advisories_text(rows)
     blocked = sum(1 for row in rows if row.never and row.verdict.eligible(policy))
     if blocked:
@@ -185,6 +247,7 @@ def preflight_json(rows: Sequence[PreflightRow], policy: compat.Policy) -> str:
                 "host": None
                 if row.host is None
                 else {"checked": row.host.at.isoformat(timespec="seconds"), "refusal": row.refusal},
+                "agent": {"live": not row.no_agent, "why": row.no_agent},
             }
             for row in rows
         ],
@@ -218,7 +281,19 @@ def _order(spec: Mapping[str, Any]) -> RolloutOrder:
         return RolloutOrder()
 
 
-def status_view(nodeconfig: Mapping[str, Any], nodes: Sequence[NodeView], *, now_text: str = "") -> str:
+def needs_agent_pods(nodeconfig: Mapping[str, Any]) -> bool:
+    """Status names a node waiting for its agent: the agent pods say why (read only then)."""
+    notes = (nodeconfig.get("status") or {}).get("nodeStatuses") or []
+    return any(str(n.get("reason", "")).startswith(NO_AGENT) for n in notes)
+
+
+def status_view(
+    nodeconfig: Mapping[str, Any],
+    nodes: Sequence[NodeView],
+    *,
+    now_text: str = "",
+    agent_pods: Sequence[Mapping[str, Any]] | None = None,
+) -> str:
     """What `eventedpleg status` and the demo print: conditions, counts, nodes in our hands (in the order
     the rollout takes them)."""
     name = nodeconfig["metadata"]["name"]
@@ -246,6 +321,8 @@ def status_view(nodeconfig: Mapping[str, Any], nodes: Sequence[NodeView], *, now
         if not state:
             continue
         reason = marks.reason if marks.owner == name else note.get("reason", "")
+        if agent_pods is not None and str(reason).startswith(NO_AGENT):  # the agent pod's own word
+            reason = f"{NO_AGENT}{agent_pod_text(node.name, agent_pods)}"
         done = marks.current and marks.current == status.get("renderedHash")
         rows.append(
             (

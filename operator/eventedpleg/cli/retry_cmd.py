@@ -43,7 +43,7 @@ def retry_cmd(name: str, only: tuple[str, ...], kubeconfig: str | None, verbose:
                     state, owner = marks.state.value if marks.state else "none", marks.owner or "none"
                     fail(
                         f"node {node!r} is not in a failure of NodeConfig {name!r} "
-                        f"(state {state}, owner {owner})",
+                        f"(state {state}, owner {owner}): {retry.way_out(known[node], name)}",
                         EXIT_USAGE,
                     )
             annotations = body["metadata"].get("annotations") or {}

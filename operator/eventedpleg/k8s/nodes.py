@@ -74,6 +74,31 @@ def all_pods(api: client.ApiClient) -> list[dict[str, Any]]:
     return list(get_json(api, "/api/v1/pods")["items"])
 
 
+AGENT_POD_SELECTOR = "app.kubernetes.io/component=agent"  # the chart's agent DaemonSet (epo.agentSelector)
+AGENT_PAGE = 500
+
+
+@translated
+def agent_pods(api: client.ApiClient) -> list[dict[str, Any]]:
+    """The agent DaemonSet's pods in every namespace (chunked LIST), for preflight and status: why a node
+    shows no live agent."""
+    pods: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        query = {"labelSelector": AGENT_POD_SELECTOR, "limit": str(AGENT_PAGE)}
+        if token:
+            query["continue"] = token
+        page = get_json(api, "/api/v1/pods", query)
+        pods += [
+            pod
+            for pod in page.get("items") or []
+            if any(ref.get("kind") == "DaemonSet" for ref in pod["metadata"].get("ownerReferences") or [])
+        ]
+        token = str((page.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return pods
+
+
 @translated
 def list_nodes_page(
     api: client.ApiClient, label_selector: str | None, limit: int, token: str | None

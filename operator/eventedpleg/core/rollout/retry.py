@@ -64,6 +64,33 @@ def request(
     return {**keep, **new}
 
 
+def way_out(node: NodeView, nodeconfig: str) -> str:
+    """For a node `eventedpleg retry` cannot take again: what its state means and what ends it (one line).
+    Every state a node can be left in has one (README, Troubleshooting)."""
+    marks = node.marks
+    if marks.owner != nodeconfig:
+        owner = f"NodeConfig {marks.owner!r}" if marks.owner else "no NodeConfig"
+        return (
+            f"it is managed by {owner}; a node waiting, not cordoned, for its agent is taken by itself once "
+            "the agent runs (eventedpleg preflight says why it has none)"
+        )
+    match marks.state:
+        case NodeState.DRAINING:
+            return "it is being drained: it finishes, or drain.timeoutSeconds gives it back (drain.onTimeout)"
+        case NodeState.APPLYING | NodeState.VERIFYING:
+            return (
+                "its agent has it: it reports, or after verification.timeoutSeconds + 120 s the node is "
+                "marked Failed (then retry it)"
+            )
+        case NodeState.DONE:
+            return "it is done: nothing to retry"
+        case NodeState.DRIFTED:
+            return "the operator takes a Drifted node again by itself"
+        case NodeState.PENDING | None:
+            return "it has no state yet: it is waiting for its turn (eventedpleg status says why)"
+    return f"state {marks.state} cannot be retried"
+
+
 def encode(retry: Mapping[str, datetime]) -> str:
     return json.dumps(
         {node: since.isoformat(timespec="seconds") for node, since in sorted(retry.items())},

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eventedpleg import constants as c
+from eventedpleg.core import hostcheck
 from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action
 from eventedpleg.k8s import nodes
 from eventedpleg.k8s.errors import ApiError
@@ -45,6 +46,7 @@ class ProtocolAgents:
         self.done_at: dict[str, float] = {}  # node -> wall time of the last Done write
         self._due: list[tuple[float, str, str]] = []  # (monotonic due, node, desired hash)
         self._scheduled: set[str] = set()  # nodes with an apply pending
+        self._checking: set[str] = set()  # nodes whose host check is being published
         self._written: dict[
             str, int
         ] = {}  # node -> resourceVersion of our last report (older events are stale)
@@ -83,7 +85,29 @@ class ProtocolAgents:
 
     def _event(self, kind: str, node: dict[str, Any]) -> None:
         if kind != "DELETED":
+            self._host_check(node)
             self._see(node)
+
+    def _host_check(self, node: dict[str, Any]) -> None:
+        """As the real agent at its start (and hourly): publish a host check, so the operator knows a live
+        agent is there (core.hostcheck.absence); nothing refused. Once per node and stand-in lifetime, or
+        again when it is gone or stale."""
+        name = str(node["metadata"]["name"])
+        ann = node["metadata"].get("annotations") or {}
+        if not hostcheck.absence(ann.get(c.ANN_HOST_CHECK), datetime.now(UTC)):
+            return
+        with self._lock:
+            if name in self._checking:
+                return
+            self._checking.add(name)
+
+        def publish() -> None:
+            check = hostcheck.HostCheck(datetime.now(UTC), {}, hostcheck.DEFAULT_EVERY)
+            self._report(name, {c.ANN_HOST_CHECK: check.to_json()})
+            with self._lock:
+                self._checking.discard(name)
+
+        self._pool.submit(publish)
 
     def _timer(self) -> None:
         while not self._stop.is_set():

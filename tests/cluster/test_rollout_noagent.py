@@ -1,0 +1,97 @@
+"""Nodes without a live agent, and deletions that must finish, on the real control plane: an agent-less
+node is never cordoned and status names it; deleting a NodeConfig with a Failed (halted), a Skipped and an
+agent-less node finishes with every node given back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from eventedpleg import constants as c
+from eventedpleg.core import hostcheck
+from eventedpleg.core.rollout.planner.decide import NO_AGENT
+from eventedpleg_lab.demo.protocolagents import ProtocolAgents
+from eventedpleg_lab.localcluster.cluster import LocalCluster
+from tests.cluster.rollout_harness import nodeconfig, operator_running, wait_for
+from tests.cluster.test_rollout import NS, Env, crd  # noqa: F401 - the module fixture
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def env(cluster: LocalCluster, tmp_path: Path, crd: None) -> Iterator[Env]:  # noqa: F811
+    environment = Env(cluster, tmp_path)
+    yield environment
+    environment.cleanup()
+
+
+def agents_for(env: Env, behaviour: dict[str, str] | None = None) -> ProtocolAgents:
+    """Stand-in agents on the nodes labelled agent=yes only: the others have none."""
+    verdicts = behaviour or {}
+    return ProtocolAgents(
+        env.api,
+        label_selector=f"rollout-test={env.prefix},agent=yes",
+        apply_seconds=0.3,
+        behaviour=lambda node: verdicts.get(node, "Done"),
+    )
+
+
+def notes(env: Env, name: str) -> dict[str, str]:
+    return {n["name"]: n["reason"] for n in (env.nc(name).get("status") or {}).get("nodeStatuses") or []}
+
+
+def test_a_node_without_an_agent_is_not_cordoned_and_status_names_it(env: Env) -> None:
+    live, lone = env.nodes([{"labels": {"agent": "yes"}}, {}])
+    env.apply(nodeconfig("noagent", env.prefix, rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+    with operator_running(env.cluster, NS, env.tmp) as op, agents_for(env):
+        wait_for(lambda: env.node_states()[live] == ("Done", False), what="the node with an agent Done")
+        wait_for(lambda: lone in notes(env, "noagent"), what="status names the node without an agent")
+        assert notes(env, "noagent")[lone].startswith(NO_AGENT), notes(env, "noagent")
+        assert "no host check" in notes(env, "noagent")[lone]
+        assert env.node_states()[lone] == (None, False), op.log()[-2000:]  # never taken
+        progressing = env.condition("noagent", "Progressing")
+        assert f"for a live eventedpleg agent: {lone}" in progressing["message"], progressing
+        assert env.condition("noagent", "Ready")["status"] == "False"
+
+
+def test_deleting_with_failed_skipped_and_agentless_nodes_finishes_with_every_node_uncordoned(
+    env: Env,
+) -> None:
+    failed, skipped, lone = env.nodes([{"labels": {"agent": "yes"}}, {"labels": {"agent": "yes"}}, {}])
+    spec = {"maxUnavailable": 3, "maxFailedNodes": 1, "canary": {"nodes": 0}}
+    with agents_for(env, {failed: "Failed"}):
+        # The skipped node's agent says it would refuse the change (published over the stand-in's check).
+        wait_for(lambda: c.ANN_HOST_CHECK in env.annotations(skipped), what="the stand-in's host check")
+        refusal = hostcheck.HostCheck(datetime.now(UTC), {"DropInOnly": "test: refused"}, 3600.0)
+        env.core.patch_node(skipped, {"metadata": {"annotations": {c.ANN_HOST_CHECK: refusal.to_json()}}})
+        env.apply(nodeconfig("h2", env.prefix, rollout=spec))
+        with operator_running(env.cluster, NS, env.tmp) as op:
+            wait_for(
+                lambda: env.node_states()[failed] == ("Failed", True), what="a Failed node left cordoned"
+            )
+            wait_for(lambda: env.node_states()[skipped] == ("Skipped", False), what="a Skipped node")
+            wait_for(lambda: lone in notes(env, "h2"), what="the agent-less node named")
+            degraded = env.condition("h2", "Degraded")
+            assert degraded["reason"] == "RolloutHalted", degraded
+            assert degraded["message"].startswith("halted after 1 failed node(s)"), degraded  # no empty field
+            env.cluster.kubectl("delete", "nodeconfig", "h2", "--wait=false", check=True)
+
+            def gone() -> bool:
+                return env.cluster.kubectl("get", "nodeconfig", "h2").returncode != 0
+
+            wait_for(gone, what="NodeConfig h2 finalized", timeout=60)
+            for node, (state, cordoned) in env.node_states().items():
+                assert not cordoned, (node, op.log()[-3000:])
+                assert state is None, node
+                assert c.ANN_OWNER not in env.annotations(node), node
+            lines = op.log().splitlines()
+            assert not [line for line in lines if "steps in flight" in line], lines[-40:]
+            events = env.cluster.kubectl(
+                "get", "events", "-A", "--field-selector", f"involvedObject.name={failed}", "-o", "json"
+            )
+            reasons = [e["reason"] for e in json.loads(events.stdout)["items"]]
+            assert "ReleasedAsIs" in reasons, reasons

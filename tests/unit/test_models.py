@@ -55,6 +55,18 @@ BAD_SPECS: list[tuple[dict[str, Any], str, str]] = [
     ),
     ({"eventedPleg": True, "drain": {"taintBeforeCordon": {"seconds": 3601}}}, "seconds", "less than"),
     ({"eventedPleg": True, "drain": {"taintBeforeCordon": {"key": "a b"}}}, "key", "pattern"),
+    *(
+        ({"eventedPleg": True, "drain": {"taintBeforeCordon": {"key": key}}}, "key", "reserved taint key")
+        for key in (
+            "node.kubernetes.io/out-of-service",
+            "node-role.kubernetes.io/control-plane",
+            "node.cloudprovider.kubernetes.io/uninitialized",
+            "ToBeDeletedByClusterAutoscaler",
+            "DeletionCandidateOfClusterAutoscaler",
+            "karpenter.sh/disrupted",
+            "cluster-autoscaler.kubernetes.io/scale-down-disabled",
+        )
+    ),
     ({"eventedPleg": "yes please"}, "eventedPleg", "valid boolean"),
     ({"eventedPleg": True, "rollout": {"canary": {"nodes": "two"}}}, "nodes", "valid integer"),
     ({"eventedPleg": True, "rollout": {"maxFailedNodes": 0}}, "maxFailedNodes", "greater than or equal to 1"),
@@ -84,6 +96,15 @@ def test_bad_specs_are_rejected_naming_the_field(spec: dict[str, Any], field: st
     text = str(err.value)
     assert field in text
     assert words in text
+
+
+@pytest.mark.parametrize(
+    "key", ["eventedpleg.io/draining", "example.com/node.kubernetes.io", "node.kubernetes.io.example.com/x"]
+)
+def test_a_taint_key_of_ones_own_is_accepted(key: str) -> None:
+    """Only the reserved prefixes themselves are refused: a key that merely contains one is the user's."""
+    spec = NodeConfigSpec.model_validate({"eventedPleg": True, "drain": {"taintBeforeCordon": {"key": key}}})
+    assert spec.drain.taint_before_cordon is not None and spec.drain.taint_before_cordon.key == key
 
 
 def test_defaults_follow_the_design() -> None:

@@ -421,6 +421,32 @@ class TaintEffect(StrEnum):
     NO_SCHEDULE = "NoSchedule"
 
 
+# Taint keys that belong to Kubernetes or to an autoscaler: their owners add and remove them and act on
+# them (the node lifecycle controller's node.kubernetes.io/*, e.g. out-of-service, which deletes pods;
+# cluster-autoscaler's ToBeDeletedByClusterAutoscaler/DeletionCandidateOfClusterAutoscaler; Karpenter's
+# karpenter.sh/disrupted). Our taint must never be mistaken for one of theirs, nor take one of theirs off.
+# The chart's operator ValidatingAdmissionPolicy (operator-vap.yaml) pins the same lists; a chart test
+# checks they agree.
+RESERVED_TAINT_PREFIXES = (
+    "node.kubernetes.io/",
+    "node-role.kubernetes.io/",
+    "node.cloudprovider.kubernetes.io/",
+    "karpenter.sh/",
+    "cluster-autoscaler.kubernetes.io/",
+)
+RESERVED_TAINT_KEYS = ("ToBeDeletedByClusterAutoscaler", "DeletionCandidateOfClusterAutoscaler")
+RESERVED_TAINT_MESSAGE = (
+    "is a reserved taint key (node.kubernetes.io/*, node-role.kubernetes.io/*, "
+    "node.cloudprovider.kubernetes.io/*, karpenter.sh/*, cluster-autoscaler.kubernetes.io/*, "
+    "ToBeDeletedByClusterAutoscaler, DeletionCandidateOfClusterAutoscaler): Kubernetes and the autoscalers "
+    "act on these; choose a key of your own such as eventedpleg.io/draining"
+)
+
+
+def _cel_strings(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
 class TaintBeforeCordon(_Model):
     """A taint put on the node chosen `seconds` before its cordon (as MCO and kured do), so that operators
     watching for it (e.g. a database moving its primary away) act first. Removed whenever the node is
@@ -428,7 +454,21 @@ class TaintBeforeCordon(_Model):
 
     key: Annotated[
         str,
-        Field(max_length=317, pattern=LABEL_KEY_RE, description="The taint's key (label key syntax)."),
+        Field(
+            max_length=317,
+            pattern=LABEL_KEY_RE,
+            description="The taint's key (label key syntax); not one Kubernetes or an autoscaler reserves "
+            "(node.kubernetes.io/*, node-role.kubernetes.io/*, node.cloudprovider.kubernetes.io/*, "
+            "karpenter.sh/*, cluster-autoscaler.kubernetes.io/*, ToBeDeletedByClusterAutoscaler, "
+            "DeletionCandidateOfClusterAutoscaler).",
+            json_schema_extra=cel(
+                (
+                    f"!(self in {_cel_strings(RESERVED_TAINT_KEYS)}) && "
+                    f"!{_cel_strings(RESERVED_TAINT_PREFIXES)}.exists(p, self.startsWith(p))",
+                    RESERVED_TAINT_MESSAGE,
+                )
+            ),
+        ),
     ] = "eventedpleg.io/draining"
     value: Annotated[
         str,
@@ -447,6 +487,13 @@ class TaintBeforeCordon(_Model):
     seconds: Annotated[
         int, Field(ge=0, le=3600, description="How long the node carries the taint before it is cordoned.")
     ] = 30
+
+    @field_validator("key")
+    @classmethod
+    def _not_reserved(cls, key: str) -> str:
+        if key in RESERVED_TAINT_KEYS or key.startswith(RESERVED_TAINT_PREFIXES):
+            raise ValueError(f"{key!r} {RESERVED_TAINT_MESSAGE}")
+        return key
 
 
 class DrainSpec(_Model):

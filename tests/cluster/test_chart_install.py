@@ -297,11 +297,21 @@ def test_agent_may_not_write_the_operator_owned_keys(release: Release) -> None:
     assert c.ANN_AGENT_OPTIONS not in annotations
 
 
-def test_operator_may_change_only_cordon_and_its_annotations(release: Release) -> None:
+def test_operator_may_change_only_cordon_and_its_annotations(release: Release, taint_nodeconfig: str) -> None:
     """With the operator's own ServiceAccount token: cordon, uncordon, eventedpleg.io/* and the autoscaler
     annotations are admitted; a label, a taint or another annotation is denied by the chart's policy."""
     node = release.nodes[1]
     kubeconfig = release.cluster.service_account_kubeconfig(release.namespace, release.operator, create=False)
+    # drain.taintBeforeCordon: its own taint, named in eventedpleg.io/taint in the write that adds it
+    # (before the cordon, whose node.kubernetes.io/unschedulable taint the node controller adds)
+    ours = {"key": MINE, "value": "x", "effect": "PreferNoSchedule"}
+    _taint_write(release, node, kubeconfig, add=ours, mark=MINE, owner=taint_nodeconfig)
+    assert ours in release.get("node", node)["spec"]["taints"]
+    denied = release.cluster.kubectl("taint", "node", node, f"{MINE}:NoExecute", kubeconfig=kubeconfig)
+    assert denied.returncode != 0 and "may add only its own taint" in denied.stderr, denied.stderr
+    _taint_write(release, node, kubeconfig, remove=MINE, mark=None)
+    assert ours not in release.get("node", node)["spec"].get("taints", [])
+    release.kubectl("annotate", "node", node, f"{c.ANN_OWNER}-", kubeconfig=kubeconfig)
     release.kubectl("cordon", node, kubeconfig=kubeconfig)
     assert release.get("node", node)["spec"]["unschedulable"] is True
     allowed = (
@@ -312,23 +322,11 @@ def test_operator_may_change_only_cordon_and_its_annotations(release: Release) -
     annotations = release.get("node", node)["metadata"]["annotations"]
     assert all(annotations[a.split("=")[0]] == a.split("=")[1] for a in allowed)
     release.kubectl("annotate", "node", node, "karpenter.sh/do-not-disrupt-", kubeconfig=kubeconfig)
-    # drain.taintBeforeCordon: its own taint, the key eventedpleg.io/taint names, on and off again
-    release.kubectl("annotate", "node", node, f"{c.ANN_TAINT}=example.com/mine", kubeconfig=kubeconfig)
-    release.kubectl("taint", "node", node, "example.com/mine=x:PreferNoSchedule", kubeconfig=kubeconfig)
-    assert {"key": "example.com/mine", "value": "x", "effect": "PreferNoSchedule"} in release.get(
-        "node", node
-    )["spec"]["taints"]
-    denied = release.cluster.kubectl(
-        "taint", "node", node, "example.com/mine:NoExecute", kubeconfig=kubeconfig
-    )
-    assert denied.returncode != 0 and "only its own taint" in denied.stderr, denied.stderr  # never evicts
-    release.kubectl("taint", "node", node, "example.com/mine:PreferNoSchedule-", kubeconfig=kubeconfig)
-    release.kubectl("annotate", "node", node, f"{c.ANN_TAINT}-", kubeconfig=kubeconfig)
     release.kubectl("uncordon", node, kubeconfig=kubeconfig)
     assert not release.get("node", node)["spec"].get("unschedulable", False)
     for args, because in (
         (("label", "node", node, "steer=here"), "may not change a Node's labels"),
-        (("taint", "node", node, "steer=here:NoSchedule"), "may add or remove only its own taint"),
+        (("taint", "node", node, "steer=here:NoSchedule"), "may add only its own taint"),
         (("annotate", "node", node, "example.com/other=1"), "may change only eventedpleg.io/*"),
     ):
         done = release.cluster.kubectl(*args, kubeconfig=kubeconfig)
@@ -336,6 +334,133 @@ def test_operator_may_change_only_cordon_and_its_annotations(release: Release) -
     after = release.get("node", node)
     assert "steer" not in after["metadata"].get("labels", {})
     assert not any(t["key"] == "steer" for t in after["spec"].get("taints", []))
+
+
+# --- the operator's taint (drain.taintBeforeCordon): operator-vap.yaml's three layers ------------------
+
+MINE = "example.com/mine"  # the key of this module's NodeConfig
+FOREIGN = "example.com/foreign"  # someone else's taint
+
+
+@pytest.fixture(scope="module")
+def taint_nodeconfig(release: Release) -> Iterator[str]:
+    """A NodeConfig whose taint key is MINE: only the policy's param (no operator runs on kwok nodes)."""
+    name = f"{release.prefix}-taint"
+    body = {
+        "apiVersion": f"{c.GROUP}/{c.VERSION}",
+        "kind": "NodeConfig",
+        "metadata": {"name": name},
+        "spec": {
+            "eventedPleg": True,
+            "nodeSelector": {"matchLabels": {"chart-test": "no-node"}},
+            "drain": {"taintBeforeCordon": {"key": MINE}},
+        },
+    }
+    release.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(body))
+    try:
+        yield name
+    finally:
+        release.kubectl("delete", "nodeconfig", name, "--ignore-not-found", "--wait=false")
+
+
+def _taint_patch(
+    release: Release,
+    node: str,
+    *,
+    add: dict[str, str] | None = None,
+    remove: str | None = None,
+    mark: str | None = "",
+    owner: str | None = None,
+) -> str:
+    """One merge patch as the operator writes it: the node's taints with `add` added / `remove` removed,
+    eventedpleg.io/taint set to `mark` (None removes it, "" leaves it) and eventedpleg.io/owner."""
+    current = release.get("node", node)
+    taints = [t for t in current["spec"].get("taints", []) if t["key"] != remove]
+    annotations: dict[str, str | None] = {}
+    if mark != "":
+        annotations[c.ANN_TAINT] = mark
+    if owner is not None:
+        annotations[c.ANN_OWNER] = owner
+    # Conditional on what was read, as the operator's writes are: a taint added meanwhile is never lost.
+    metadata = {"annotations": annotations, "resourceVersion": current["metadata"]["resourceVersion"]}
+    return json.dumps({"metadata": metadata, "spec": {"taints": taints + ([add] if add else [])}})
+
+
+def _taint_write(release: Release, node: str, kubeconfig: Path, **change: Any) -> None:
+    for _ in range(5):
+        patch = _taint_patch(release, node, **change)
+        done = release.cluster.kubectl(
+            "patch", "node", node, "--type=merge", "-p", patch, kubeconfig=kubeconfig
+        )
+        if done.returncode == 0 or "the object has been modified" not in done.stderr:
+            break
+    assert done.returncode == 0, done.stderr
+
+
+def _taint_denied(release: Release, node: str, kubeconfig: Path, **change: Any) -> str:
+    patch = _taint_patch(release, node, **change)
+    done = release.cluster.kubectl("patch", "node", node, "--type=merge", "-p", patch, kubeconfig=kubeconfig)
+    assert done.returncode != 0, f"admitted: {patch}"
+    return done.stderr
+
+
+def test_operator_taints_only_with_the_key_of_the_nodeconfig_holding_the_node(
+    release: Release, taint_nodeconfig: str
+) -> None:
+    """With the operator's token: it adds and removes its NodeConfig's key, in one write with the mark;
+    it cannot take off a foreign taint by naming it first, nor add another key, a reserved one or
+    NoExecute, nor change the NodeConfig's key."""
+    node = release.nodes[0]
+    op = release.cluster.service_account_kubeconfig(release.namespace, release.operator, create=False)
+    foreign = {"key": FOREIGN, "value": "db", "effect": "PreferNoSchedule"}
+    release.kubectl("taint", "node", node, f"{FOREIGN}=db:PreferNoSchedule")  # someone else's
+    try:
+        # The NodeConfig's key: on, then off, each in one write with eventedpleg.io/taint.
+        mine = {"key": MINE, "effect": "NoSchedule"}
+        _taint_write(release, node, op, add=mine, mark=MINE, owner=taint_nodeconfig)
+        assert mine in release.get("node", node)["spec"]["taints"]
+        stderr = _taint_denied(release, node, op, remove=MINE, mark="")
+        assert "may remove only the taint it added" in stderr, stderr  # the mark goes with the taint
+        _taint_write(release, node, op, remove=MINE, mark=None)
+        assert mine not in release.get("node", node)["spec"].get("taints", [])
+        # The two-write hole: naming the foreign taint is refused, so its removal is too.
+        stderr = _taint_denied(release, node, op, mark=FOREIGN)
+        assert "eventedpleg.io/taint may name only a taint the operator adds in the same write" in stderr
+        stderr = _taint_denied(release, node, op, remove=FOREIGN, mark=None)
+        assert "may remove only the taint it added" in stderr, stderr
+        stderr = _taint_denied(release, node, op, remove=FOREIGN, mark=FOREIGN)
+        assert "may remove only the taint it added" in stderr, stderr
+        # Another key than the NodeConfig's: refused by the NodeConfig param, naming the key it allows.
+        stderr = _taint_denied(
+            release, node, op, add={"key": "example.com/other", "effect": "NoSchedule"},
+            mark="example.com/other", owner=taint_nodeconfig,
+        )  # fmt: skip
+        assert f"may add only the taint key of NodeConfig {taint_nodeconfig}" in stderr, stderr
+        assert f"spec.drain.taintBeforeCordon.key: {MINE}" in stderr, stderr
+        # A reserved key, even with an owner naming no NodeConfig (which escapes the param's layer).
+        reserved = {"key": "node.kubernetes.io/out-of-service", "effect": "NoSchedule"}
+        stderr = _taint_denied(release, node, op, add=reserved, mark=reserved["key"], owner="no-such-config")
+        assert "may not add a reserved taint key" in stderr, stderr
+        # NoExecute with the right key, and the key of a taint already on the node.
+        stderr = _taint_denied(
+            release, node, op, add={"key": MINE, "effect": "NoExecute"}, mark=MINE, owner=taint_nodeconfig
+        )
+        assert "may add only its own taint" in stderr, stderr
+        # The NodeConfig's key comes from people: the operator may annotate it, not change its spec.
+        key = {"spec": {"drain": {"taintBeforeCordon": {"key": FOREIGN}}}}
+        done = release.cluster.kubectl(
+            "patch", "nodeconfig", taint_nodeconfig, "--type=merge", "-p", json.dumps(key), kubeconfig=op
+        )
+        assert done.returncode != 0 and "may not change a NodeConfig's spec" in done.stderr, done.stderr
+        release.kubectl("annotate", "nodeconfig", taint_nodeconfig, "kopf.zalando.org/x=1", kubeconfig=op)
+        after = release.get("node", node)["spec"]["taints"]
+        assert foreign in after and not any(t["key"] in (MINE, reserved["key"]) for t in after)
+        assert (
+            release.get("nodeconfig", taint_nodeconfig)["spec"]["drain"]["taintBeforeCordon"]["key"] == MINE
+        )
+    finally:
+        release.kubectl("taint", "node", node, f"{FOREIGN}-")
+        release.kubectl("annotate", "node", node, f"{c.ANN_TAINT}-", f"{c.ANN_OWNER}-")
 
 
 # --- RBAC: what each ServiceAccount can and cannot do -----------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from eventedpleg import crdgen
-from eventedpleg.models.nodeconfig import NodeConfigSpec, NodeConfigStatus
+from eventedpleg.models.nodeconfig import RESERVED_TAINT_MESSAGE, NodeConfigSpec, NodeConfigStatus
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.unit.test_models import BAD_SPECS
 
@@ -166,6 +166,18 @@ def test_bad_spec_is_rejected_at_admission_naming_the_field(
     path = field if field.startswith("spec.") else field_path(spec, field)
     assert path in result.stderr, result.stderr
     assert crd.kubectl("get", "nodeconfig", name).returncode != 0  # nothing half-created
+
+
+@pytest.mark.parametrize("key", ["node.kubernetes.io/out-of-service", "ToBeDeletedByClusterAutoscaler"])
+def test_a_reserved_taint_key_is_refused_at_admission_with_the_reason(crd: LocalCluster, key: str) -> None:
+    """The CEL twin of TaintBeforeCordon._not_reserved: one line naming the field and why."""
+    spec = {"eventedPleg": True, "drain": {"taintBeforeCordon": {"key": key}}}
+    result = crd.kubectl("apply", "-f", "-", stdin=nodeconfig("reserved-taint", spec))
+    assert result.returncode != 0, f"accepted: {spec}"
+    assert "spec.drain.taintBeforeCordon.key" in result.stderr, result.stderr
+    assert RESERVED_TAINT_MESSAGE in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert crd.kubectl("get", "nodeconfig", "reserved-taint").returncode != 0
 
 
 def test_printer_columns_and_status_subresource(crd: LocalCluster) -> None:

@@ -23,6 +23,7 @@ from eventedpleg import constants as c
 from eventedpleg.cli import main as cli_main
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.node.facts.promtext import parse_metrics
+from eventedpleg.models.nodeconfig import RESERVED_TAINT_KEYS, RESERVED_TAINT_PREFIXES
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION
 from eventedpleg_lab.localcluster import debtools
 from tests.chart.chartlib import (
@@ -79,6 +80,17 @@ CASES: dict[str, dict[str, Any]] = {
         "agent.priorityClassName": "",
         "agent.updateStrategy": {"maxSurge": 0, "maxUnavailable": 5},
         "imagePullSecrets": [{"name": "registry"}],
+    },
+    "network-policy": {
+        "networkPolicy": {
+            "enabled": True,
+            "prometheus": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+            },
+            "nodeCIDRs": ["10.0.0.0/16", "fd00::/64"],
+        },
+        "agent.health.port": 9555,
     },
     # An image imported straight into each node's runtime (`eventedpleg lab image`), no registry to pull from.
     "local-image": {
@@ -164,9 +176,13 @@ def test_default_objects(default: Rendered) -> None:
             f"ServiceAccount/{AGENT}", f"ServiceAccount/{OPERATOR}", f"ServiceAccount/{OPERATOR}-test",
             f"ValidatingAdmissionPolicy/{AGENT}-own-events", f"ValidatingAdmissionPolicy/{AGENT}-own-node",
             f"ValidatingAdmissionPolicy/{OPERATOR}-node-fields",
+            f"ValidatingAdmissionPolicy/{OPERATOR}-node-taint-key",
+            f"ValidatingAdmissionPolicy/{OPERATOR}-nodeconfig-spec",
             f"ValidatingAdmissionPolicyBinding/{AGENT}-own-events",
             f"ValidatingAdmissionPolicyBinding/{AGENT}-own-node",
             f"ValidatingAdmissionPolicyBinding/{OPERATOR}-node-fields",
+            f"ValidatingAdmissionPolicyBinding/{OPERATOR}-node-taint-key",
+            f"ValidatingAdmissionPolicyBinding/{OPERATOR}-nodeconfig-spec",
         ]
     )  # fmt: skip
 
@@ -327,6 +343,63 @@ def test_operator_policy_admits_exactly_the_autoscaler_keys_the_operator_writes(
     policy = default.find("ValidatingAdmissionPolicy", f"{OPERATOR}-node-fields")
     (ours,) = [v["expression"] for v in policy["spec"]["variables"] if v["name"] == "ours"]
     assert tuple(json.loads(ours)) == c.AUTOSCALER_ANNOTATIONS
+
+
+def test_operator_policy_refuses_the_reserved_taint_keys_the_crd_refuses(default: Rendered) -> None:
+    """The node-fields policy pins the same reserved taint keys as the NodeConfig model, no fewer."""
+    policy = default.find("ValidatingAdmissionPolicy", f"{OPERATOR}-node-fields")
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert tuple(json.loads(variables["reservedPrefixes"])) == RESERVED_TAINT_PREFIXES
+    assert tuple(json.loads(variables["reservedKeys"])) == RESERVED_TAINT_KEYS
+
+
+def test_operator_taint_key_policy_reads_every_nodeconfig(default: Rendered) -> None:
+    """Layer 2 of operator-vap.yaml: every NodeConfig is a param, and no NodeConfig means no taint."""
+    policy = default.find("ValidatingAdmissionPolicy", f"{OPERATOR}-node-taint-key")
+    assert policy["spec"]["paramKind"] == {"apiVersion": f"{c.GROUP}/{c.VERSION}", "kind": "NodeConfig"}
+    binding = default.find("ValidatingAdmissionPolicyBinding", f"{OPERATOR}-node-taint-key")
+    assert binding["spec"]["paramRef"] == {"selector": {}, "parameterNotFoundAction": "Deny"}
+    assert binding["spec"]["validationActions"] == ["Deny"]
+
+
+def test_network_policies_only_when_enabled(default: Rendered) -> None:
+    assert default.all("NetworkPolicy") == []
+    rendered = render(CASES["network-policy"])
+    operator = rendered.find("NetworkPolicy", OPERATOR)
+    deploy = rendered.find("Deployment", OPERATOR)
+    assert operator["metadata"]["namespace"] == NAMESPACE
+    assert operator["spec"]["podSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+    assert operator["spec"]["policyTypes"] == ["Ingress"]  # egress to the API server stays open
+    (rule,) = operator["spec"]["ingress"]
+    ports = [p["name"] for p in _container(deploy)["ports"]]
+    assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}] and ports == ["metrics"]
+    prometheus = CASES["network-policy"]["networkPolicy"]["prometheus"]
+    assert rule["from"] == [
+        {"namespaceSelector": prometheus["namespaceSelector"], "podSelector": prometheus["podSelector"]},
+        {"ipBlock": {"cidr": "10.0.0.0/16"}},
+        {"ipBlock": {"cidr": "fd00::/64"}},
+    ]
+    agent = rendered.find("NetworkPolicy", AGENT)
+    daemonset = rendered.find("DaemonSet", AGENT)
+    assert agent["metadata"]["namespace"] == AGENT_NS
+    assert agent["spec"]["podSelector"]["matchLabels"] == daemonset["spec"]["selector"]["matchLabels"]
+    probe_port = _container(daemonset)["livenessProbe"]["httpGet"]["port"]
+    assert agent["spec"]["ingress"] == [
+        {
+            "ports": [{"port": probe_port, "protocol": "TCP"}],
+            "from": [{"ipBlock": {"cidr": "10.0.0.0/16"}}, {"ipBlock": {"cidr": "fd00::/64"}}],
+        }
+    ]
+    # Without nodeCIDRs: the agent admits nothing but what the plugin admits by itself (its node).
+    bare = render({"networkPolicy.enabled": True})
+    assert bare.find("NetworkPolicy", AGENT)["spec"]["ingress"] == []
+    (default_rule,) = bare.find("NetworkPolicy", OPERATOR)["spec"]["ingress"]
+    assert default_rule["from"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        }
+    ]
 
 
 def test_metrics_service_and_pdb(default: Rendered) -> None:
@@ -509,6 +582,9 @@ BAD_VALUES = [
     ({"serviceMonitor": {"enabled": "true"}}, "/serviceMonitor/enabled", "want boolean"),
     ({"prometheusRule": {"enabled": True, "degradedFor": "5 min"}}, "/prometheusRule/degradedFor", "pattern"),
     ({"nameOverride": "Evented_PLEG"}, "/nameOverride", "does not match pattern"),
+    ({"networkPolicy": {"enabled": True, "nodeCIDRs": ["10.0.0.1"]}}, "/networkPolicy/nodeCIDRs/0", "pattern"),  # noqa: E501
+    ({"networkPolicy": {"enabled": True, "prometheus": {"podSelector": {"app": "x"}}}},
+     "/networkPolicy/prometheus/podSelector", "additional properties 'app' not allowed"),
     ({"typo": True}, "", "additional properties 'typo' not allowed"),
 ]  # fmt: skip
 

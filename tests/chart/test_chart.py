@@ -354,11 +354,13 @@ def test_operator_policy_refuses_the_reserved_taint_keys_the_crd_refuses(default
 
 
 def test_operator_taint_key_policy_reads_every_nodeconfig(default: Rendered) -> None:
-    """Layer 2 of operator-vap.yaml: every NodeConfig is a param, and no NodeConfig means no taint."""
+    """Layer 2 of operator-vap.yaml: every NodeConfig is a param. With none the binding allows: the API
+    server applies parameterNotFoundAction before any match condition, so Deny would refuse every Node
+    update by anyone (the agents' included; tests/cluster/test_chart_install.py runs them)."""
     policy = default.find("ValidatingAdmissionPolicy", f"{OPERATOR}-node-taint-key")
     assert policy["spec"]["paramKind"] == {"apiVersion": f"{c.GROUP}/{c.VERSION}", "kind": "NodeConfig"}
     binding = default.find("ValidatingAdmissionPolicyBinding", f"{OPERATOR}-node-taint-key")
-    assert binding["spec"]["paramRef"] == {"selector": {}, "parameterNotFoundAction": "Deny"}
+    assert binding["spec"]["paramRef"] == {"selector": {}, "parameterNotFoundAction": "Allow"}
     assert binding["spec"]["validationActions"] == ["Deny"]
 
 

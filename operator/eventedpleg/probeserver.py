@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -51,6 +52,11 @@ class _BoundedServer(ThreadingHTTPServer):
         except BaseException:
             self._slots.release()
             raise
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # the client went away or was cut off: not the server's fault, no traceback on stderr
+        super().handle_error(request, client_address)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:

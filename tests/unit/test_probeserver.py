@@ -21,7 +21,7 @@ from eventedpleg.core.health import Heartbeats
 from eventedpleg.probeserver import TEXT
 from tests.healthprobe import healthz, until
 
-ROUTES = {"/healthz": lambda: (200, b"ok", TEXT)}
+ROUTES = {"/healthz": lambda: (200, b"ok", TEXT), "/big": lambda: (200, b"x" * 8_000_000, TEXT)}
 GENEROUS = 60.0
 
 
@@ -122,6 +122,20 @@ def test_a_slowloris_flood_cannot_exhaust_the_server() -> None:
         finally:
             for conn in conns:
                 conn.close()
+
+
+def test_a_client_that_leaves_mid_answer_prints_nothing_and_the_server_serves_on(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with serving() as server:
+        for _ in range(5):
+            conn = socket.create_connection(("127.0.0.1", port_of(server)), timeout=GENEROUS)
+            conn.sendall(b"GET /big HTTP/1.0\r\n\r\n")
+            conn.recv(1)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            conn.close()  # a reset while the server still writes its 8 MB answer
+        assert healthz(port_of(server)) == (200, "ok")
+    assert "Traceback" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("server_of", ["agent", "operator"])

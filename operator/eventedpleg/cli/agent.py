@@ -43,6 +43,7 @@ _OPTIONS = (
         "--node", envvar="NODE_NAME", required=True, help="This node's name (downward API spec.nodeName)."
     ),
     click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="Default: in-cluster credentials."),
+    click.option("--context", default=None, help="The kubeconfig context to use. Default: its current one."),
     click.option(
         "--namespace",
         envvar="EVENTEDPLEG_NAMESPACE",
@@ -76,6 +77,7 @@ class AgentProcess:
     settings: AgentSettings
     once: bool
     verbose: bool
+    context: str | None = None
 
 
 def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -86,6 +88,7 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
         *,
         node: str,
         kubeconfig: str | None,
+        context: str | None,
         namespace: str,
         poll_seconds: float,
         min_window_seconds: float,
@@ -106,7 +109,7 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
             event_consumer_check_seconds=event_consumer_check_seconds,
             event_consumer_wait_seconds=event_consumer_wait_seconds,
         )
-        command(AgentProcess(node, kubeconfig, settings, once, verbose), **own)
+        command(AgentProcess(node, kubeconfig, settings, once, verbose, context), **own)
 
     wrapped: Callable[..., None] = from_options
     for option in reversed(_OPTIONS):
@@ -138,7 +141,7 @@ def run_agent(
     try:
         with (
             hostlock.held(host.root, stop=stopping.is_set, waiting=lambda: beats.beat(health.LOOP)) as ours,
-            api_client(process.kubeconfig) as client,
+            api_client(process.kubeconfig, context=process.context) as client,
         ):
             if not ours:
                 logging.getLogger(__name__).info("stopped by signal while another agent held the host")

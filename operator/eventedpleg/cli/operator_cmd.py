@@ -21,6 +21,7 @@ from eventedpleg.core.rollout.leaderelection import ElectionConfigError, Electio
     help="Where rendered ConfigMaps and the Lease live.",
 )
 @click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="Default: in-cluster credentials.")
+@click.option("--context", default=None, help="The kubeconfig context to use. Default: its current one.")
 @click.option("--metrics-port", envvar="EVENTEDPLEG_METRICS_PORT", default=8080, show_default=True, type=int)
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
 @click.option("--identity", envvar="POD_NAME", default="", help="Lease holder identity (default: hostname).")
@@ -73,6 +74,7 @@ from eventedpleg.core.rollout.leaderelection import ElectionConfigError, Electio
 def operator(
     namespace: str,
     kubeconfig: str | None,
+    context: str | None,
     metrics_port: int,
     leader_elect: bool,
     identity: str,
@@ -97,6 +99,7 @@ def operator(
     options = controller.OperatorOptions(
         namespace=namespace,
         kubeconfig=kubeconfig,
+        context=context,
         metrics_port=metrics_port,
         leader_elect=leader_elect,
         identity=identity,

@@ -73,8 +73,8 @@ chunk_size_option = click.option(
 What it judges, per node:
   - versions: the kubelet's and the container runtime's (node status) against the compatibility matrix
     (README "Compatibility"): Supported, Risky (only with --allow-risky / spec.allowRisky) or Unsupported;
-  - the host: the check the node's agent last reported (which kubelet config it found, whether it could
-    write the drop-in in the NodeConfig's kubeletConfig mode); `?` until an agent has checked that host;
+  - the host: the check the node's agent last reported on its Node (eventedpleg.io/host-check): whether
+    it would refuse the change in the NodeConfig's kubeletConfig mode, and why; `?` until an agent checked;
   - the drain: what draining the node now would meet: the pods it would evict, static pods, and pods no
     PodDisruptionBudget or drain option would ever let go.
 

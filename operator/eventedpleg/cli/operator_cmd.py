@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import click
 
+from eventedpleg.cli import logformat
 from eventedpleg.cli.failures import verbose_option
+from eventedpleg.cli.logformat import log_format_option
 from eventedpleg.controller import main as controller
 from eventedpleg.controller.probes import Thresholds
 from eventedpleg.core.rollout.leaderelection import ElectionConfigError, ElectionTimings
@@ -70,6 +71,7 @@ from eventedpleg.core.rollout.leaderelection import ElectionConfigError, Electio
     show_default=True,
     help="Honour onTimeout: ForceDelete (needs RBAC pods delete; the chart's drain.allowForceDelete).",
 )
+@log_format_option
 @verbose_option
 def operator(
     namespace: str,
@@ -85,13 +87,11 @@ def operator(
     rollout_stale_seconds: float,
     informer_stale_seconds: float,
     allow_force_delete: bool,
+    log_format: str,
     verbose: bool,
 ) -> None:
     """Watch NodeConfigs and Nodes and roll Evented PLEG out node by node."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logformat.configure(log_format, verbose)
     try:
         election = ElectionTimings(lease_duration, renew_deadline, retry_period, lease_request_timeout)
     except ElectionConfigError as exc:

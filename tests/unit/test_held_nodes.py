@@ -9,8 +9,6 @@ import json
 import logging
 import re
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any
 
 from prometheus_client import generate_latest
 
@@ -19,11 +17,9 @@ from eventedpleg import constants as c
 from eventedpleg.cli import logformat
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
+from tests.dashboard import dashboard_exprs, exported_names, metric_names
 
 T0 = datetime(2026, 11, 27, 8, 0, tzinfo=UTC)
-DASHBOARD = (
-    Path(__file__).resolve().parents[2] / "manifests/evented-pleg-operator/files/grafana-dashboard.json"
-)
 
 
 def _view(
@@ -97,37 +93,9 @@ def test_operator_registry_has_build_info_and_process_metrics() -> None:
     assert "process_resident_memory_bytes" in text and "python_info" in text
 
 
-def _dashboard_exprs() -> list[str]:
-    doc: dict[str, Any] = json.loads(DASHBOARD.read_text())
-    exprs = [t["expr"] for p in doc["panels"] for t in p.get("targets", [])]
-    exprs += [v["query"]["query"] for v in doc["templating"]["list"] if isinstance(v.get("query"), dict)]
-    return exprs
-
-
-def metric_names(expr: str) -> set[str]:
-    """The metric names a PromQL expression reads: identifiers followed by a selector or range, or the
-    first argument of label_values(); never function names, labels or keywords."""
-    expr = re.sub(r'"[^"]*"', '""', expr)  # label values
-    names = set(re.findall(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?=\{|\[)", expr))
-    names |= set(re.findall(r"label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)", expr))
-    return names
-
-
-def exported_names(exposition: str) -> set[str]:
-    """Every sample name a /metrics text can hold, from its TYPE lines (families with no series yet too)."""
-    names: set[str] = set()
-    for name, kind in re.findall(r"^# TYPE (\S+) (\S+)$", exposition, flags=re.M):
-        names.add(name)
-        if kind == "histogram":
-            names |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
-        if kind == "counter":
-            names |= {f"{name}_total", name.removesuffix("_total") + "_total"}
-    return names
-
-
 def test_dashboard_queries_name_only_metrics_the_operator_registry_exports() -> None:
     exported = exported_names(generate_latest(OperatorMetrics().registry).decode())
-    used = set().union(*(metric_names(expr) for expr in _dashboard_exprs()))
+    used = set().union(*(metric_names(expr) for expr in dashboard_exprs()))
     assert used, "no metric found in the dashboard's queries"
     assert used <= exported, sorted(used - exported)
     assert {"eventedpleg_nodes", "eventedpleg_held_node_seconds", "eventedpleg_build_info"} <= used

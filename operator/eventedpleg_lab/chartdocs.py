@@ -26,7 +26,7 @@ MORE = re.compile(r"^(?P<indent>\s*)#\s?(?P<text>.*)$")
 
 
 @dataclass(frozen=True)
-class Row:
+class ValueRow:
     key: str  # dotted path
     value: Any
     description: str
@@ -85,11 +85,11 @@ def _lookup(values: dict[str, Any], dotted: str) -> Any:
     return node
 
 
-def rows(values_text: str) -> tuple[list[Row], list[str]]:
+def rows(values_text: str) -> tuple[list[ValueRow], list[str]]:
     """The documented keys, and the leaves no documented key covers."""
     values = yaml.safe_load(values_text)
     docs = described(values_text)
-    table = [Row(key, _lookup(values, key), text) for key, text in docs.items()]
+    table = [ValueRow(key, _lookup(values, key), text) for key, text in docs.items()]
     missing = [
         leaf
         for leaf in _leaves(values, "")

@@ -177,3 +177,50 @@ def test_kubectl_plugin_names_itself_as_typed() -> None:
         "--chunk-size",
     ):
         assert flag in result.output
+
+
+def _with_ready(status: str) -> dict[str, Any]:
+    condition = {"type": "Ready", "status": status, "reason": "R", "message": ""}
+    return {**NODECONFIG, "status": {**NODECONFIG["status"], "conditions": [condition]}}
+
+
+def test_watch_prints_only_what_changed_and_ends_when_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watch loop over what eventedpleg.k8s.follow yields: a change nothing shows (a node heartbeat)
+    prints nothing; Ready ends it with 0."""
+    import contextlib  # noqa: PLC0415
+
+    from eventedpleg.cli import inspect  # noqa: PLC0415
+    from eventedpleg.k8s import follow as following  # noqa: PLC0415
+
+    progressing = _with_ready("False")
+    heartbeat = [{**_node("n3", {}), "metadata": {**_node("n3", {})["metadata"], "resourceVersion": "2"}}]
+    seen = [
+        following.Seen(progressing, (_node("n3", {}),)),
+        following.Seen(progressing, tuple(heartbeat)),
+        following.Seen(_with_ready("True"), tuple(heartbeat)),
+        following.Seen(_with_ready("False"), ()),  # never reached: Ready ended the watch
+    ]
+    monkeypatch.setattr(Kube, "client", lambda self: contextlib.nullcontext(object()))
+    monkeypatch.setattr(inspect, "_nodeconfig", lambda api, name: progressing)
+    monkeypatch.setattr(inspect, "_views", lambda api, chunk_size: [])
+    monkeypatch.setattr(following, "follow", lambda api, name, stop, page: iter(seen))
+    result = CliRunner().invoke(main, ["status", "--watch", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    docs = [json.loads("{" + part) for part in result.output.strip().lstrip("{").split("\n{")]
+    assert [doc["nodeConfig"]["conditions"][0]["status"] for doc in docs] == ["False", "True"]
+
+
+def test_operator_context_reaches_kopfs_own_login(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`eventedpleg operator --context`: kopf logs in from $KUBECONFIG's current context, which
+    select_context makes the chosen one (kubectl's merge rule: the first file to set it wins)."""
+    import kopf  # noqa: PLC0415
+
+    from eventedpleg.controller.main import select_context  # noqa: PLC0415
+
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path / "config", "two")))
+    select_context("one")
+    info = kopf.login_with_kubeconfig(settings=kopf.OperatorSettings())
+    assert info is not None
+    assert info.server == "https://127.0.0.1:6443"
+    assert info.default_namespace == "ops"
+    assert Kube().client().configuration.host == "https://127.0.0.1:6443"  # our client reads it alike

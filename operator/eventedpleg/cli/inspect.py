@@ -188,8 +188,8 @@ def _show(text: str, output: str, watching: bool) -> None:
     "-w",
     "--watch",
     is_flag=True,
-    help="Show it again at each change (a watch on the NodeConfig and the nodes) until it is Available or "
-    "Degraded; -o json|yaml print one document per change.",
+    help="Show it again at each change it shows (a watch on the NodeConfig and the nodes) until it is Ready "
+    "or Degraded; -o json|yaml print one document per change.",
 )
 @click.option(
     "--timeout",
@@ -222,6 +222,7 @@ def status(
         if timer is not None:
             timer.daemon = True
             timer.start()
+        shown = ""
         try:
             for seen in follow(api, name, stop, page=chunk_size):
                 if seen.nodeconfig is None:
@@ -229,7 +230,11 @@ def status(
                 body, views = seen.nodeconfig, [node_view(n) for n in seen.nodes]
                 code = _status_code(body)
                 agents = _agents(api, body, chunk_size)
-                _show(_status_text(body, views, output, True, agents), output, watching=True)
+                # Most events change nothing shown (a node's heartbeat, a status write that repeats itself).
+                now = _status_text(body, views, output, False, agents)
+                if now != shown:
+                    shown = now
+                    _show(_status_text(body, views, output, True, agents), output, watching=True)
                 if code != EXIT_PARTIAL:
                     break
         except KeyboardInterrupt:

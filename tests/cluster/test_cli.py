@@ -119,7 +119,12 @@ def nodeconfig(cluster: LocalCluster) -> Iterator[str]:
         "apiVersion": f"{c.GROUP}/{c.VERSION}",
         "kind": "NodeConfig",
         "metadata": {"name": NAME},
-        "spec": {"eventedPleg": True, "nodeSelector": {"matchLabels": {"cli-test": NAME}}},
+        # drain.force: the pods of crowded_node have no controller, and only force lets a drain take them.
+        "spec": {
+            "eventedPleg": True,
+            "nodeSelector": {"matchLabels": {"cli-test": NAME}},
+            "drain": {"force": True},
+        },
     }
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(body), check=True)
     yield NAME

@@ -18,11 +18,16 @@ from tests.dashboard import dashboard_exprs, exported_names, metric_names
 
 pytestmark = pytest.mark.cluster
 NS = "evented-pleg-system"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        return str(response.read().decode())
+    """The operator's /metrics; "" while it is not listening yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            return str(response.read().decode())
+    except OSError:
+        return ""
 
 
 def test_every_dashboard_metric_is_served_by_a_live_operator(cluster: LocalCluster, tmp_path: Path) -> None:
@@ -32,6 +37,8 @@ def test_every_dashboard_metric_is_served_by_a_live_operator(cluster: LocalClust
         for i in range(2)
     ]
     cluster.add_nodes(nodes)
+    cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
+    cluster.kubectl("wait", "--for=condition=Established", "crd/nodeconfigs.eventedpleg.io", check=True)
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(nodeconfig(prefix, prefix)), check=True)
     try:
         with cluster.api() as api, operator_running(cluster, NS, tmp_path) as op, ProtocolAgents(api, prefix):

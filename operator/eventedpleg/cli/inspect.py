@@ -163,11 +163,11 @@ def _status_text(
     agents: list[dict[str, Any]] | None = None,
 ) -> str:
     if output == "json":
-        return json.dumps(report.status_document(body, views), indent=2)
+        return json.dumps(report.status_document(body, views, agents), indent=2)
     if output == "yaml":
         import yaml  # noqa: PLC0415
 
-        return "---\n" + yaml.safe_dump(report.status_document(body, views), sort_keys=False).rstrip()
+        return "---\n" + yaml.safe_dump(report.status_document(body, views, agents), sort_keys=False).rstrip()
     stamp = datetime.now(UTC).strftime("%H:%M:%S") if watching else ""
     return report.status_view(body, views, now_text=stamp, agent_pods=agents, wide=output == "wide")
 

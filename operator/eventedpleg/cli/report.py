@@ -383,7 +383,11 @@ def status_view(
 STATUS_API_VERSION = "cli.eventedpleg.io/v1"  # the document's version: fields are only ever added to it
 
 
-def status_document(nodeconfig: Mapping[str, Any], nodes: Sequence[NodeView]) -> dict[str, Any]:
+def status_document(
+    nodeconfig: Mapping[str, Any],
+    nodes: Sequence[NodeView],
+    agent_pods: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     """`eventedpleg status -o json|yaml`: the NodeConfig's summary and the nodes table's rows, with the same
     names as the NodeConfig's own fields (camelCase), so scripts need not parse the table."""
     meta = nodeconfig["metadata"]
@@ -420,7 +424,7 @@ def status_document(nodeconfig: Mapping[str, Any], nodes: Sequence[NodeView]) ->
                 "since": row.since.isoformat(timespec="seconds") if row.since else None,
                 "detail": " ".join(row.detail.split()),
             }
-            for row in status_rows(nodeconfig, nodes)
+            for row in status_rows(nodeconfig, nodes, agent_pods)
         ],
     }
 

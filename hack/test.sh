@@ -14,7 +14,7 @@ step() { printf '\n==> %s\n' "$*"; }
 step "ruff";            ruff check operator tests bench && ruff format --check operator tests bench
 step "mypy --strict";   mypy
 step "import layers";   lint-imports
-step "generated files"; python -m eventedpleg.crdgen --check && python -m eventedpleg.docgen --check
+step "generated files"; python -m eventedpleg.crdgen --check && python -m eventedpleg.docgen --check && python -m eventedpleg_lab.chartdocs --check
 step "versions";        python -m eventedpleg_lab.release check
 step "workflows (actionlint)"
 # Built from Go modules on first use (~1 min, cached); the fast lane builds nothing, so there only if built.

@@ -39,7 +39,8 @@ from tests.chart.chartlib import (
     template,
 )
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "chart"
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "golden" / "chart"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 OPERATOR = "evented-pleg-operator"
 AGENT = "evented-pleg-agent"
@@ -54,9 +55,12 @@ CASES: dict[str, dict[str, Any]] = {
             "labels": {"release": "kube-prometheus-stack"},
         },
         "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        "grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "Kubernetes"}},
         "operator.replicas": 3,
         "operator.logLevel": "debug",
+        "operator.logFormat": "json",
         "agent.logLevel": "debug",
+        "agent.logFormat": "json",
         "image.digest": "sha256:" + "ab" * 32,
         "drain.allowForceDelete": True,
     },
@@ -268,6 +272,7 @@ def test_operator_env_and_argv_are_accepted_by_the_cli(default: Rendered) -> Non
     assert params == {
         "namespace": NAMESPACE,
         "kubeconfig": None,  # in-cluster credentials
+        "context": None,
         "metrics_port": 8080,
         "leader_elect": True,
         "identity": "op-abc",
@@ -279,6 +284,7 @@ def test_operator_env_and_argv_are_accepted_by_the_cli(default: Rendered) -> Non
         "rollout_stale_seconds": 120.0,
         "informer_stale_seconds": 420.0,
         "allow_force_delete": False,
+        "log_format": "text",
         "verbose": False,
     }
     lease = render(
@@ -636,13 +642,15 @@ def test_alerts_use_metrics_the_operator_exports() -> None:
         metrics.condition.labels("cluster", kind.value).set(0)
     metrics.failures.labels("cluster").inc()
     metrics.failed_cordoned.labels("cluster").set(1)
+    metrics.held_seconds.labels("cluster").set(7200)
     metrics.leader.set(1)
     exported = parse_metrics(generate_latest(metrics.registry).decode())
     rule = render(CASES["monitoring"]).find("PrometheusRule", OPERATOR)
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
     assert {
         "EventedPlegRolloutDegraded", "EventedPlegNodeFailures", "EventedPlegNoLeader",
-        "EventedPlegOperatorAbsent", "EventedPlegNodeFailedAndCordoned",
+        "EventedPlegOperatorAbsent", "EventedPlegNodeFailedAndCordoned", "EventedPlegRolloutStalled",
+        "EventedPlegNodeHeldTooLong",
     } <= set(alerts)  # fmt: skip
     selector = re.compile(r"(eventedpleg_[a-z_]+)(?:\{([^}]*)\})?")
     for name, alert in alerts.items():
@@ -672,6 +680,56 @@ def test_alerts_cover_no_operator_and_failed_cordoned_nodes() -> None:
     assert "{{ $labels.nodeconfig }}" in stuck["annotations"]["summary"]
 
 
+def test_every_alert_has_a_runbook_section() -> None:
+    """Each alert's runbook_url is the configured base plus the anchor of its own section of
+    docs/runbooks.md, and that section says what it means, how to confirm it and what to do."""
+    base = "https://runbooks.example/runbooks.md"
+    rule = render({**CASES["monitoring"], "prometheusRule.runbookBaseUrl": base}).find(
+        "PrometheusRule", OPERATOR
+    )
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+    runbooks = (REPO / "docs" / "runbooks.md").read_text()
+    sections = dict(re.findall(r"^## (\w+)\n(.*?)(?=^## |\Z)", runbooks, flags=re.M | re.S))
+    assert set(sections) == {alert["alert"] for alert in alerts}
+    for alert in alerts:
+        assert alert["annotations"]["runbook_url"] == f"{base}#{alert['alert'].lower()}"
+        body = sections[alert["alert"]]
+        assert all(part in body for part in ("**Means.**", "**Confirm.**", "**Do.**")), alert["alert"]
+
+
+def test_stalled_and_held_node_alerts_follow_their_values() -> None:
+    values = {
+        **CASES["monitoring"],
+        "prometheusRule.stalledFor": "45m",
+        "prometheusRule.heldNodeSeconds": 5400,
+    }
+    rule = render(values).find("PrometheusRule", OPERATOR)
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    stalled = alerts["EventedPlegRolloutStalled"]
+    assert stalled["expr"] == 'max by (nodeconfig) (eventedpleg_condition{type="Stalled"}) == 1'
+    assert stalled["for"] == "45m"
+    held = alerts["EventedPlegNodeHeldTooLong"]
+    assert held["expr"] == "max by (nodeconfig) (eventedpleg_held_node_seconds) > 5400"
+
+
+def test_grafana_dashboard_only_when_enabled(default: Rendered) -> None:
+    assert not [d for d in default.all("ConfigMap") if d["metadata"]["name"].endswith("-dashboard")]
+    rendered = render(CASES["monitoring"])
+    dashboard = rendered.find("ConfigMap", f"{OPERATOR}-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dashboard["metadata"]["annotations"] == {"grafana_folder": "Kubernetes"}
+    shipped = json.loads((CHART / "files" / "grafana-dashboard.json").read_text())
+    assert json.loads(dashboard["data"]["evented-pleg-operator.json"]) == shipped
+
+
+def test_log_format_reaches_both_commands() -> None:
+    rendered = render(CASES["monitoring"])
+    operator = rendered.find("Deployment", OPERATOR)["spec"]["template"]["spec"]["containers"][0]
+    agent = rendered.find("DaemonSet", AGENT)["spec"]["template"]["spec"]["containers"][0]
+    assert "--log-format=json" in operator["args"]
+    assert "--log-format=json" in agent["args"]
+
+
 def test_promtool_accepts_the_rules(tmp_path: Path) -> None:
     """Prometheus' own parser on the rules the chart renders (PromQL and templates): Debian's promtool,
     unpacked into the cache on first use."""
@@ -685,7 +743,7 @@ def test_promtool_accepts_the_rules(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 5 rules found" in done.stdout
+    assert "SUCCESS: 7 rules found" in done.stdout
 
 
 # --- helpers ---------------------------------------------------------------------------------------------
@@ -703,7 +761,8 @@ def _parse_cli(container: Doc, env: dict[str, str]) -> dict[str, Any]:
     # auto_envvar/envvar defaults must not leak in from the test's environment.
     saved = {k: os.environ.pop(k) for k in list(os.environ) if k in {"KUBECONFIG", "NODE_NAME", "POD_NAME",
              "EVENTEDPLEG_NAMESPACE", "EVENTEDPLEG_HOST_ROOT", "EVENTEDPLEG_METRICS_PORT",
-             "EVENTEDPLEG_HEALTH_PORT", "EVENTEDPLEG_ALLOW_FORCE_DELETE"}}  # fmt: skip
+             "EVENTEDPLEG_HEALTH_PORT", "EVENTEDPLEG_ALLOW_FORCE_DELETE",
+             "EVENTEDPLEG_LOG_FORMAT"}}  # fmt: skip
     try:
         ctx = command.make_context(argv[1], argv[2:], parent=group_ctx)
     finally:

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.interpreter import Interpreter, Work, drive
+from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.core.node.facts.benefit import Reading
 from eventedpleg.core.node.phases import applyphase, donephase, hostcheckphase, servicephase
 from eventedpleg.core.node.phases.agentdecide import AgentAction, holds_node, next_action, unexpected
@@ -38,9 +39,12 @@ class Agent:
     readings: tuple[Reading, ...] = ()  # the kubelet's counters while the node served (servicephase)
     trace: list[Effect] | None = field(default=None)  # every effect performed, when a list is given
     files: HostFiles | None = field(default=None)  # the host's file work (a simulated host's, in tests)
+    metrics: AgentMetrics | None = None  # phase durations and failures (agent.metrics), when served
 
     def __post_init__(self) -> None:
-        self.interpreter = Interpreter(self.node, self.host, self.api, self.trace, self.files)
+        self.interpreter = Interpreter(
+            self.node, self.host, self.api, self.trace, self.files, metrics=self.metrics
+        )
 
     @property
     def clock(self) -> Callable[[], datetime]:
@@ -52,7 +56,7 @@ class Agent:
         if seen.name != self.node:
             return
         sample = servicephase.sample(seen, self.readings, self.settings, self.clock)
-        self.readings = yield from self.interpreter.run(sample, seen)
+        self.readings = yield from self.interpreter.run(sample, seen, "service")
         if next_action(seen.annotations) is not AgentAction.APPLY:
             return
         # Decide on a fresh read: a queued watch event may predate our own last report.
@@ -60,7 +64,7 @@ class Agent:
         if node is None or next_action(node.annotations) is not AgentAction.APPLY:
             return
         phase = applyphase.apply(node, self.settings, self.clock, self.readings)
-        yield from self.interpreter.run(phase, node)
+        yield from self.interpreter.run(phase, node, "apply")
 
     def check(self) -> Work[None]:
         """After Done: drift, silent fallback, another event consumer (run every check_interval_seconds)."""
@@ -68,7 +72,7 @@ class Agent:
         if node is None or next_action(node.annotations) is not AgentAction.WATCH:
             return
         phase = donephase.after_done(node, self.done, self.settings, self.clock)
-        self.done = yield from self.interpreter.run(phase, node)
+        self.done = yield from self.interpreter.run(phase, node, "after_done")
 
     def host_check(self) -> Work[bool]:
         """Publish what an apply would decide on this host now (run every host_check_interval_seconds);
@@ -76,7 +80,7 @@ class Agent:
         node = self.api.get_node(self.node)
         if node is None or holds_node(node.annotations):
             return False
-        yield from self.interpreter.run(hostcheckphase.host_check(node, self.clock), node)
+        yield from self.interpreter.run(hostcheckphase.host_check(node, self.clock), node, "host_check")
         return True
 
     def report_error(self, error: str, retry_in: float) -> Work[None]:

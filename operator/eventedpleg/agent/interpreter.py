@@ -25,6 +25,7 @@ from typing import TypeVar
 from eventedpleg import constants as c
 from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.hostread import read_facts
+from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.agent.observe import Observer
 from eventedpleg.agent.statestore import StateStore
 from eventedpleg.core.node.facts.hostplan import FileChange
@@ -99,19 +100,24 @@ class Interpreter:
     api: AgentApi
     trace: list[Effect] | None = field(default=None)  # every effect performed, when a list is given
     host_files: InitVar[HostFiles | None] = None  # the host's file work (default: HostFiles on its root)
+    metrics: AgentMetrics | None = None
 
     def __post_init__(self, host_files: HostFiles | None) -> None:
         self.files = host_files or HostFiles(self.host.root)
         self.store = StateStore(self.files)
         self.observer = Observer(self.host, self.api, self.node)
 
-    def run(self, phase: Phase[T], node: AgentNode) -> Work[T]:
-        """Perform `phase`, which acts on `node` as read when it began."""
+    def run(self, phase: Phase[T], node: AgentNode, name: str = "") -> Work[T]:
+        """Perform `phase`, which acts on `node` as read when it began; its time goes to the metrics
+        under `name` (agent.metrics.PHASES) when it ends."""
         answer: EffectAnswer = None
+        started = self.host.clock.now()
         while True:
             try:
                 effect = phase.send(answer)
             except StopIteration as stop:
+                if self.metrics is not None and name:
+                    self.metrics.phase(name, (self.host.clock.now() - started).total_seconds())
                 return stop.value  # type: ignore[no-any-return]
             if self.trace is not None:
                 self.trace.append(effect)
@@ -201,7 +207,10 @@ class Interpreter:
             case DropConfigBaseline():
                 self.store.drop_config_baseline()
             case Report():
-                return self._patch(effect.annotations(self.host.clock.now()), node)
+                patched = self._patch(effect.annotations(self.host.clock.now()), node)
+                if patched and self.metrics is not None:
+                    self.metrics.reported(effect.state, effect.evidence)
+                return patched
             case PublishBenefit(text):
                 return self._patch({c.ANN_BENEFIT: text}, node)
             case PublishHostCheck(check):

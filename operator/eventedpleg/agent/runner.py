@@ -175,4 +175,6 @@ def run(
             drive(agent.check(), sleep)
             errors.passed()
         except Exception as exc:  # neither a bad moment of the API server nor a bug may kill the agent
+            if agent.metrics is not None:
+                agent.metrics.loop_error()
             sleep(errors.failed(exc))

@@ -86,3 +86,9 @@ class LazyGroup(click.Group):
 @verbose_option
 def main(verbose: bool) -> None:
     """Turn on the kubelet's Evented PLEG across a cluster, safely, node by node."""
+
+
+def kubectl_plugin() -> None:
+    """`kubectl eventedpleg ...`: kubectl finds `kubectl-eventedpleg` on PATH and runs it with the rest of
+    the command line; help and completion name it as the user typed it."""
+    main(prog_name="kubectl eventedpleg", complete_var="_KUBECTL_EVENTEDPLEG_COMPLETE")

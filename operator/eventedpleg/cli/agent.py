@@ -23,7 +23,10 @@ from eventedpleg import constants as c
 from eventedpleg.agent import health, hostlock, runner
 from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.agent.linuxhost import LinuxHost
+from eventedpleg.agent.metrics import AgentMetrics
+from eventedpleg.cli import logformat
 from eventedpleg.cli.failures import verbose_option
+from eventedpleg.cli.logformat import log_format_option
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.core.node.phases.host import Host
 from eventedpleg.k8s.agentapi import KubeAgentApi
@@ -43,6 +46,7 @@ _OPTIONS = (
         "--node", envvar="NODE_NAME", required=True, help="This node's name (downward API spec.nodeName)."
     ),
     click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="Default: in-cluster credentials."),
+    click.option("--context", default=None, help="The kubeconfig context to use. Default: its current one."),
     click.option(
         "--namespace",
         envvar="EVENTEDPLEG_NAMESPACE",
@@ -63,6 +67,7 @@ _OPTIONS = (
         "the runtime's event stream (it makes containerd log a goroutine dump); 0 = never.",
     ),
     click.option("--once", is_flag=True, help="Handle the node's current request and check once, then exit."),
+    log_format_option,
     verbose_option,
 )
 
@@ -76,6 +81,8 @@ class AgentProcess:
     settings: AgentSettings
     once: bool
     verbose: bool
+    context: str | None = None
+    log_format: str = "text"
 
 
 def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -86,6 +93,7 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
         *,
         node: str,
         kubeconfig: str | None,
+        context: str | None,
         namespace: str,
         poll_seconds: float,
         min_window_seconds: float,
@@ -94,6 +102,7 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
         event_consumer_wait_seconds: float,
         event_consumer_check_seconds: float,
         once: bool,
+        log_format: str,
         verbose: bool,
         **own: Any,
     ) -> None:
@@ -106,7 +115,7 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
             event_consumer_check_seconds=event_consumer_check_seconds,
             event_consumer_wait_seconds=event_consumer_wait_seconds,
         )
-        command(AgentProcess(node, kubeconfig, settings, once, verbose), **own)
+        command(AgentProcess(node, kubeconfig, settings, once, verbose, context, log_format), **own)
 
     wrapped: Callable[..., None] = from_options
     for option in reversed(_OPTIONS):
@@ -119,10 +128,7 @@ def run_agent(
 ) -> None:
     """Run the agent on `host` until SIGTERM/SIGINT (or one pass with `once`), once no other agent holds the
     host (agent.hostlock); with `health_port`, serve /healthz from the loop's heartbeat."""
-    logging.basicConfig(
-        level=logging.DEBUG if process.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logformat.configure(process.log_format, process.verbose)
     stopping = threading.Event()
     idle = threading.Event()
 
@@ -134,16 +140,18 @@ def run_agent(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     beats = Heartbeats(time.monotonic)
-    server = health.serve(beats, health_stale_seconds, health_port) if health_port else None
+    metrics = AgentMetrics()
+    server = health.serve(beats, health_stale_seconds, health_port, metrics=metrics) if health_port else None
     try:
         with (
             hostlock.held(host.root, stop=stopping.is_set, waiting=lambda: beats.beat(health.LOOP)) as ours,
-            api_client(process.kubeconfig) as client,
+            api_client(process.kubeconfig, context=process.context) as client,
         ):
             if not ours:
                 logging.getLogger(__name__).info("stopped by signal while another agent held the host")
                 return
-            the_agent = Agent(process.node, host, KubeAgentApi(client, host=process.node), process.settings)
+            api = KubeAgentApi(client, host=process.node)
+            the_agent = Agent(process.node, host, api, process.settings, metrics=metrics)
             try:
                 runner.run(the_agent, stop=stopping.is_set, once=process.once, beats=beats, idle=idle)
             except runner.Stopped:

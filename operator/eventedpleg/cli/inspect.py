@@ -3,8 +3,9 @@ Exit codes: eventedpleg.cli.failures (API and kubeconfig failures are reported t
 
 from __future__ import annotations
 
+import json
 import sys
-import time
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +13,7 @@ import click
 from pydantic import ValidationError
 
 from eventedpleg import constants as c
-from eventedpleg.cli import report as views
+from eventedpleg.cli import report
 from eventedpleg.cli.failures import (
     EXIT_DEGRADED,
     EXIT_NONE,
@@ -22,19 +23,16 @@ from eventedpleg.cli.failures import (
     fail,
     verbose_option,
 )
+from eventedpleg.cli.kubeflags import Kube, kube_options
 from eventedpleg.core import compat
 from eventedpleg.core.rollout import selector
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s import nodeconfigs, nodes
-from eventedpleg.k8s.client import api_client
-from eventedpleg.k8s.errors import NotFound, NotServed
+from eventedpleg.k8s.client import PAGE
+from eventedpleg.k8s.errors import ApiError, NotFound, NotServed
 from eventedpleg.models.nodeconfig import DrainSpec, KubeletConfigMode, NodeConfigSpec
-
-kubeconfig_option = click.option(
-    "--kubeconfig", envvar="KUBECONFIG", default=None, help="Default: $KUBECONFIG."
-)
 
 
 def _nodeconfig(api: Any, name: str) -> dict[str, Any]:
@@ -57,32 +55,68 @@ def _spec(api: Any, name: str | None) -> NodeConfigSpec | None:
         fail(f"NodeConfig {name!r} has an invalid spec: {exc}")
 
 
-def _views(api: Any) -> list[NodeView]:
-    return [node_view(body) for body in nodes.list_nodes(api)]
+def _views(api: Any, chunk_size: int = PAGE) -> list[NodeView]:
+    return [node_view(body) for body in nodes.list_nodes(api, limit=chunk_size)]
 
 
-@click.command()
+chunk_size_option = click.option(
+    "--chunk-size",
+    default=PAGE,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Read LISTs in pages of this many items (limit/continue), as kubectl's --chunk-size.",
+)
+
+
+@click.command(
+    epilog="""\b
+What it judges, per node:
+  - versions: the kubelet's and the container runtime's (node status) against the compatibility matrix
+    (README "Compatibility"): Supported, Risky (only with --allow-risky / spec.allowRisky) or Unsupported;
+  - the host: the check the node's agent last reported on its Node (eventedpleg.io/host-check): whether
+    it would refuse the change in the NodeConfig's kubeletConfig mode, and why; `?` until an agent checked;
+  - the drain: what draining the node now would meet: the pods it would evict, static pods, and pods no
+    PodDisruptionBudget or drain option would ever let go.
+
+\b
+Columns:
+  NODE      the node, in the order the rollout would take it (spec.rollout.order)
+  KUBELET   the kubelet's version (node status)
+  RUNTIME   the container runtime and its version (node status)
+  VERDICT   Supported, Risky or Unsupported; "(eligible)" when a Risky node would still be taken
+  WRITES    what the agent would write there: the kubelet drop-in, and the CRI-O drop-in on CRI-O
+  HOST      ok, refuses (the agent would not write there: skipped), or ? (no agent has checked it yet)
+  DRAIN     pods the drain would evict, or "never finishes" (a PodDisruptionBudget or pod blocks it)
+  REASON    why, in one line (-o wide: in full)
+
+\b
+Exit codes: 0 every selected node eligible, 3 some would be skipped, 4 none is eligible.""",
+)
 @click.option("--nodeconfig", "name", default=None, help="Judge with this NodeConfig's selector and opt-ins.")
 @click.option("--include-control-plane", is_flag=True, help="As spec.includeControlPlane: true.")
 @click.option("--allow-risky", is_flag=True, help="As spec.allowRisky: true.")
 @click.option(
     "-o", "--output", type=click.Choice(["table", "wide", "json"]), default="table", show_default=True
 )
-@kubeconfig_option
+@chunk_size_option
+@kube_options
 @verbose_option
 def preflight(
     name: str | None,
     include_control_plane: bool,
     allow_risky: bool,
     output: str,
-    kubeconfig: str | None,
+    chunk_size: int,
+    kube: Kube,
     verbose: bool,
 ) -> None:
     """Per-node verdicts from the compatibility matrix: what would be changed, skipped, and why."""
-    with api_client(kubeconfig) as api:
+    with kube.client() as api:
         spec = _spec(api, name)
-        all_nodes = _views(api)
-        pods, pdbs, agents = nodes.all_pods(api), drainer.all_pdbs(api), nodes.agent_pods(api)
+        all_nodes = _views(api, chunk_size)
+        pods = nodes.all_pods(api, limit=chunk_size)
+        pdbs = drainer.all_pdbs(api, limit=chunk_size)
+        agents = nodes.agent_pods(api, limit=chunk_size)
     policy = compat.Policy(include_control_plane, allow_risky)
     chosen = all_nodes
     if spec is not None:
@@ -91,13 +125,13 @@ def preflight(
     drain = DrainPolicy.of(spec.drain if spec is not None else DrainSpec())
     mode = (spec.kubelet_config if spec is not None else KubeletConfigMode.DROP_IN_ONLY).value
     order = spec.rollout.order if spec is not None else None
-    rows = views.preflight_rows(
+    rows = report.preflight_rows(
         chosen, policy, pods, pdbs, drain, mode, now=datetime.now(UTC), order=order, agent_pods=agents
     )
     click.echo(
-        views.preflight_json(rows, policy)
+        report.preflight_json(rows, policy)
         if output == "json"
-        else views.preflight_table(rows, policy, drain, wide=output == "wide")
+        else report.preflight_table(rows, policy, drain, wide=output == "wide")
     )
     eligible = sum(1 for row in rows if row.taken(policy, drain))
     sys.exit(EXIT_OK if rows and eligible == len(rows) else EXIT_NONE if eligible == 0 else EXIT_PARTIAL)
@@ -106,38 +140,125 @@ def preflight(
 def _status_code(body: dict[str, Any]) -> int:
     """Degraded 1; complete (Ready, or Available from an operator that predates Ready) 0; else 3. A status
     older than the spec (observedGeneration behind) is still in progress, whatever it says."""
-    if views.condition_status(body, "Degraded") == "True":
+    if report.condition_status(body, "Degraded") == "True":
         return EXIT_DEGRADED
     status = body.get("status") or {}
     if int(status.get("observedGeneration") or 0) < int(body["metadata"].get("generation") or 0):
         return EXIT_PARTIAL
-    ready = views.condition_status(body, "Ready")
-    done = ready == "True" if ready != "Unknown" else views.condition_status(body, "Available") == "True"
+    ready = report.condition_status(body, "Ready")
+    done = ready == "True" if ready != "Unknown" else report.condition_status(body, "Available") == "True"
     return EXIT_OK if done else EXIT_PARTIAL
+
+
+def _agents(api: Any, body: dict[str, Any], chunk_size: int) -> list[dict[str, Any]] | None:
+    """The agent pods, read only when the status names a node waiting for its agent."""
+    return nodes.agent_pods(api, limit=chunk_size) if report.needs_agent_pods(body) else None
+
+
+def _status_text(
+    body: dict[str, Any],
+    views: list[NodeView],
+    output: str,
+    watching: bool,
+    agents: list[dict[str, Any]] | None = None,
+) -> str:
+    if output == "json":
+        return json.dumps(report.status_document(body, views, agents), indent=2)
+    if output == "yaml":
+        import yaml  # noqa: PLC0415
+
+        return "---\n" + yaml.safe_dump(report.status_document(body, views, agents), sort_keys=False).rstrip()
+    stamp = datetime.now(UTC).strftime("%H:%M:%S") if watching else ""
+    return report.status_view(body, views, now_text=stamp, agent_pods=agents, wide=output == "wide")
+
+
+def _show(text: str, output: str, watching: bool) -> None:
+    if watching and output in ("table", "wide") and sys.stdout.isatty():
+        click.echo("\x1b[H\x1b[2J" + text)  # redraw in place
+    else:
+        click.echo(text + ("\n" if watching and output in ("table", "wide") else ""))
 
 
 @click.command()
 @click.argument("name", default="cluster")
-@click.option("-w", "--watch", is_flag=True, help="Redraw until Available or Degraded (Ctrl-C to stop).")
-@click.option("--interval", default=1.0, show_default=True, type=float, help="Seconds between redraws.")
-@kubeconfig_option
+@click.option(
+    "-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default="table", show_default=True
+)
+@click.option(
+    "-w",
+    "--watch",
+    is_flag=True,
+    help="Show it again at each change it shows (a watch on the NodeConfig and the nodes) until it is Ready "
+    "or Degraded; -o json|yaml print one document per change.",
+)
+@click.option(
+    "--timeout",
+    default=0.0,
+    type=click.FloatRange(min=0),
+    help="With --watch: stop after this many seconds (0: no limit); the exit code is the last state's.",
+)
+@chunk_size_option
+@kube_options
 @verbose_option
-def status(name: str, watch: bool, interval: float, kubeconfig: str | None, verbose: bool) -> None:
-    """Conditions and per-node progress of a NodeConfig (default: `cluster`)."""
-    with api_client(kubeconfig) as api:
-        while True:
-            body = _nodeconfig(api, name)
-            stamp = datetime.now(UTC).strftime("%H:%M:%S")
-            agents = nodes.agent_pods(api) if views.needs_agent_pods(body) else None
-            text = views.status_view(body, _views(api), now_text=stamp if watch else "", agent_pods=agents)
-            if watch and sys.stdout.isatty():
-                click.echo("\x1b[H\x1b[2J" + text)  # redraw in place
-            else:
-                click.echo(text + ("\n" if watch else ""))
-            code = _status_code(body)
-            if not watch or code != EXIT_PARTIAL:
-                sys.exit(code)
-            time.sleep(interval)
+def status(
+    name: str, output: str, watch: bool, timeout: float, chunk_size: int, kube: Kube, verbose: bool
+) -> None:
+    """Conditions and per-node progress of a NodeConfig (default: `cluster`).
+
+    \b
+    Exit codes: 0 Ready, 1 Degraded, 3 still progressing (or paused, or the status is older than the
+    spec); 6 no such NodeConfig."""
+    with kube.client() as api:
+        body = _nodeconfig(api, name)
+        views = _views(api, chunk_size)
+        code = _status_code(body)
+        if not watch or code != EXIT_PARTIAL:
+            click.echo(_status_text(body, views, output, False, _agents(api, body, chunk_size)))
+            sys.exit(code)
+        from eventedpleg.k8s.follow import follow  # noqa: PLC0415 - only a watch needs the informers
+
+        stop = threading.Event()
+        timer = threading.Timer(timeout, stop.set) if timeout else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        shown = ""
+        try:
+            for seen in follow(api, name, stop, page=chunk_size):
+                if seen.nodeconfig is None:
+                    fail(f"NodeConfig {name!r} was deleted", EXIT_NOT_FOUND)
+                body, views = seen.nodeconfig, [node_view(n) for n in seen.nodes]
+                code = _status_code(body)
+                agents = _agents(api, body, chunk_size)
+                # Most events change nothing shown (a node's heartbeat, a status write that repeats itself).
+                now = _status_text(body, views, output, False, agents)
+                if now != shown:
+                    shown = now
+                    _show(_status_text(body, views, output, True, agents), output, watching=True)
+                if code != EXIT_PARTIAL:
+                    break
+        except KeyboardInterrupt:
+            pass
+        finally:
+            stop.set()
+            if timer is not None:
+                timer.cancel()
+        sys.exit(code)
+
+
+def _configmap_note(kube: Kube, configmap: str) -> str:
+    """Whether the operator has rendered that ConfigMap in its namespace yet."""
+    from eventedpleg.k8s import configmaps  # noqa: PLC0415 - it imports the renderer (jinja2, tomlkit)
+
+    namespace = kube.resolved_namespace()
+    with kube.client() as api:
+        try:
+            configmaps.read(api, namespace, configmap)
+        except NotFound:
+            return f"namespace {namespace}: not there (not rendered yet, or the operator runs elsewhere: -n)"
+        except ApiError as exc:
+            return f"namespace {namespace}: cannot read it ({exc.reason or exc.status})"
+    return f"namespace {namespace}: present"
 
 
 @click.command("render")
@@ -148,7 +269,7 @@ def status(name: str, watch: bool, interval: float, kubeconfig: str | None, verb
     "--nodeconfig", "name", default="cluster", show_default=True, help="Spec to render (if it exists)."
 )
 @click.option("--disable", is_flag=True, help="Show what turning Evented PLEG off does instead.")
-@kubeconfig_option
+@kube_options
 @verbose_option
 def render_cmd(
     node: str | None,
@@ -156,14 +277,14 @@ def render_cmd(
     runtime_version: str | None,
     name: str,
     disable: bool,
-    kubeconfig: str | None,
+    kube: Kube,
     verbose: bool,
 ) -> None:
     """The exact drop-ins a node would get, and where they go."""
     spec = NodeConfigSpec.model_validate({"eventedPleg": not disable})
     source = "defaults"
     if node is not None:
-        with api_client(kubeconfig) as api:
+        with kube.client() as api:
             try:
                 facts = node_view(nodes.get_node(api, node)).facts
             except NotFound:
@@ -189,7 +310,10 @@ def render_cmd(
     click.echo(f"# node {facts.name}: kubelet {facts.kubelet_version}, runtime {facts.runtime_version}")
     click.echo(f"# spec: {source}")
     click.echo(f"# verdict: {verdict.level} — {verdict.summary}")
-    click.echo(f"# config {rendered.hash} (ConfigMap {rendered.configmap_name})")
+    where = f"ConfigMap {rendered.configmap_name}"
+    if node is not None:
+        where += f" in {_configmap_note(kube, rendered.configmap_name)}"
+    click.echo(f"# config {rendered.hash} ({where})")
     if verdict.targets is None:
         click.echo("# this node would be skipped: nothing is written")
         sys.exit(EXIT_NONE)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import click
 
+from eventedpleg.cli import logformat
 from eventedpleg.cli.failures import verbose_option
+from eventedpleg.cli.logformat import log_format_option
 from eventedpleg.controller import main as controller
 from eventedpleg.controller.probes import Thresholds
 from eventedpleg.core.rollout.leaderelection import ElectionConfigError, ElectionTimings
@@ -21,6 +22,7 @@ from eventedpleg.core.rollout.leaderelection import ElectionConfigError, Electio
     help="Where rendered ConfigMaps and the Lease live.",
 )
 @click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help="Default: in-cluster credentials.")
+@click.option("--context", default=None, help="The kubeconfig context to use. Default: its current one.")
 @click.option("--metrics-port", envvar="EVENTEDPLEG_METRICS_PORT", default=8080, show_default=True, type=int)
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
 @click.option("--identity", envvar="POD_NAME", default="", help="Lease holder identity (default: hostname).")
@@ -69,10 +71,12 @@ from eventedpleg.core.rollout.leaderelection import ElectionConfigError, Electio
     show_default=True,
     help="Honour onTimeout: ForceDelete (needs RBAC pods delete; the chart's drain.allowForceDelete).",
 )
+@log_format_option
 @verbose_option
 def operator(
     namespace: str,
     kubeconfig: str | None,
+    context: str | None,
     metrics_port: int,
     leader_elect: bool,
     identity: str,
@@ -83,13 +87,11 @@ def operator(
     rollout_stale_seconds: float,
     informer_stale_seconds: float,
     allow_force_delete: bool,
+    log_format: str,
     verbose: bool,
 ) -> None:
     """Watch NodeConfigs and Nodes and roll Evented PLEG out node by node."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logformat.configure(log_format, verbose)
     try:
         election = ElectionTimings(lease_duration, renew_deadline, retry_period, lease_request_timeout)
     except ElectionConfigError as exc:
@@ -97,6 +99,7 @@ def operator(
     options = controller.OperatorOptions(
         namespace=namespace,
         kubeconfig=kubeconfig,
+        context=context,
         metrics_port=metrics_port,
         leader_elect=leader_elect,
         identity=identity,

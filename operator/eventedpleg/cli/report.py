@@ -287,15 +287,69 @@ def needs_agent_pods(nodeconfig: Mapping[str, Any]) -> bool:
     return any(str(n.get("reason", "")).startswith(NO_AGENT) for n in notes)
 
 
+@dataclass(frozen=True)
+class StatusRow:
+    """One node in a NodeConfig's hands, as `eventedpleg status` shows it (every output format)."""
+
+    name: str
+    kubelet: str
+    runtime: str
+    state: str
+    done: bool  # Done, and runs the NodeConfig's current rendered config
+    cordoned: bool
+    detail: str  # Done: the agent's before/after figures; else the reason of its state
+    config: str  # the rendered-config hash the node runs ("" when none)
+    since: datetime | None  # when it entered `state`
+
+
+def status_rows(
+    nodeconfig: Mapping[str, Any],
+    nodes: Sequence[NodeView],
+    agent_pods: Sequence[Mapping[str, Any]] | None = None,
+) -> list[StatusRow]:
+    """The nodes in our hands, in the order the rollout takes them."""
+    name = nodeconfig["metadata"]["name"]
+    spec = nodeconfig.get("spec") or {}
+    status = nodeconfig.get("status") or {}
+    notes = {n["name"]: n for n in status.get("nodeStatuses") or []}
+    rows = []
+    for node in sorted(nodes, key=order_key(_order(spec))):
+        marks = node.marks
+        ours = marks.owner == name
+        note = notes.get(node.name, {})
+        state = marks.state.value if marks.state and ours else note.get("state", "")
+        if not state:
+            continue
+        reason = marks.reason if ours else note.get("reason", "")
+        if agent_pods is not None and str(reason).startswith(NO_AGENT):  # the agent pod's own word
+            reason = f"{NO_AGENT}{agent_pod_text(node.name, agent_pods)}"
+        rows.append(
+            StatusRow(
+                name=node.name,
+                kubelet=node.facts.kubelet_version,
+                runtime=node.facts.runtime_version,
+                state=state,
+                done=state == "Done" and bool(marks.current) and marks.current == status.get("renderedHash"),
+                cordoned=node.unschedulable,
+                detail=benefit_text(marks.benefit) if state == "Done" else reason,
+                config=marks.current if ours else "",
+                since=marks.since if ours else None,
+            )
+        )
+    return rows
+
+
 def status_view(
     nodeconfig: Mapping[str, Any],
     nodes: Sequence[NodeView],
     *,
     now_text: str = "",
     agent_pods: Sequence[Mapping[str, Any]] | None = None,
+    wide: bool = False,
 ) -> str:
     """What `eventedpleg status` and the demo print: conditions, counts, nodes in our hands (in the order
-    the rollout takes them)."""
+    the rollout takes them). `wide` adds each node's config hash and since when it is in its state, and
+    does not shorten the detail."""
     name = nodeconfig["metadata"]["name"]
     spec = nodeconfig.get("spec") or {}
     status = nodeconfig.get("status") or {}
@@ -312,31 +366,67 @@ def status_view(
         if cond:
             message = f": {short(str(cond.get('message')), 110)}" if cond.get("message") else ""
             lines.append(f"  {kind:<12} {cond.get('status', '?'):<6} {cond.get('reason', '')}{message}")
-    notes = {n["name"]: n for n in status.get("nodeStatuses") or []}
-    rows = []
-    for node in sorted(nodes, key=order_key(_order(spec))):
-        marks = node.marks
-        note = notes.get(node.name, {})
-        state = marks.state.value if marks.state and marks.owner == name else note.get("state", "")
-        if not state:
-            continue
-        reason = marks.reason if marks.owner == name else note.get("reason", "")
-        if agent_pods is not None and str(reason).startswith(NO_AGENT):  # the agent pod's own word
-            reason = f"{NO_AGENT}{agent_pod_text(node.name, agent_pods)}"
-        done = marks.current and marks.current == status.get("renderedHash")
-        rows.append(
-            (
-                node.name,
-                node.facts.kubelet_version,
-                node.facts.runtime_version,
-                state + (" ✓" if done and state == "Done" else ""),
-                "yes" if node.unschedulable else "",
-                short(benefit_text(marks.benefit) if state == "Done" else reason, 100),
-            )
-        )
-    if rows:
-        lines += ["", table(["NODE", "KUBELET", "RUNTIME", "STATE", "CORDONED", "DETAIL"], rows)]
+    headers = ["NODE", "KUBELET", "RUNTIME", "STATE", "CORDONED"]
+    headers += ["CONFIG", "SINCE", "DETAIL"] if wide else ["DETAIL"]
+    body = []
+    for row in status_rows(nodeconfig, nodes, agent_pods):
+        cells = [row.name, row.kubelet, row.runtime, row.state + (" ✓" if row.done else "")]
+        cells.append("yes" if row.cordoned else "")
+        if wide:
+            cells += [row.config or "-", row.since.isoformat(timespec="seconds") if row.since else "-"]
+        body.append((*cells, " ".join(row.detail.split()) if wide else short(row.detail, 100)))
+    if body:
+        lines += ["", table(headers, body)]
     return "\n".join(lines)
+
+
+STATUS_API_VERSION = "cli.eventedpleg.io/v1"  # the document's version: fields are only ever added to it
+
+
+def status_document(
+    nodeconfig: Mapping[str, Any],
+    nodes: Sequence[NodeView],
+    agent_pods: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """`eventedpleg status -o json|yaml`: the NodeConfig's summary and the nodes table's rows, with the same
+    names as the NodeConfig's own fields (camelCase), so scripts need not parse the table."""
+    meta = nodeconfig["metadata"]
+    spec = nodeconfig.get("spec") or {}
+    status = nodeconfig.get("status") or {}
+    counts = status.get("nodes") or {}
+    return {
+        "apiVersion": STATUS_API_VERSION,
+        "kind": "StatusReport",
+        "nodeConfig": {
+            "name": meta["name"],
+            "generation": int(meta.get("generation") or 0),
+            "observedGeneration": int(status.get("observedGeneration") or 0),
+            "eventedPleg": bool(spec.get("eventedPleg")),
+            "renderedHash": str(status.get("renderedHash") or ""),
+            "nodes": {
+                key: int(counts.get(key) or 0)
+                for key in ("total", "eligible", "updated", "updating", "failed", "skipped")
+            },
+            "conditions": [
+                {key: str(cond.get(key) or "") for key in ("type", "status", "reason", "message")}
+                for cond in status.get("conditions") or []
+            ],
+        },
+        "nodes": [
+            {
+                "name": row.name,
+                "kubeletVersion": row.kubelet,
+                "containerRuntimeVersion": row.runtime,
+                "state": row.state,
+                "current": row.done,
+                "cordoned": row.cordoned,
+                "config": row.config,
+                "since": row.since.isoformat(timespec="seconds") if row.since else None,
+                "detail": " ".join(row.detail.split()),
+            }
+            for row in status_rows(nodeconfig, nodes, agent_pods)
+        ],
+    }
 
 
 def condition_status(nodeconfig: Mapping[str, Any], kind: str) -> str:

@@ -12,10 +12,10 @@ import click
 
 from eventedpleg import constants as c
 from eventedpleg.cli.failures import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, fail, verbose_option
-from eventedpleg.cli.inspect import _nodeconfig, _views, kubeconfig_option
+from eventedpleg.cli.inspect import _nodeconfig, _views
+from eventedpleg.cli.kubeflags import Kube, kube_options
 from eventedpleg.core.rollout import retry
 from eventedpleg.k8s import nodeconfigs
-from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.errors import Conflict
 
 ATTEMPTS = 5  # read-modify-write against a NodeConfig whose status the operator keeps writing
@@ -26,11 +26,11 @@ ATTEMPTS = 5  # read-modify-write against a NodeConfig whose status the operator
 @click.option(
     "--node", "only", multiple=True, help="Retry only this node (repeatable). Default: every failed one."
 )
-@kubeconfig_option
+@kube_options
 @verbose_option
-def retry_cmd(name: str, only: tuple[str, ...], kubeconfig: str | None, verbose: bool) -> None:
+def retry_cmd(name: str, only: tuple[str, ...], kube: Kube, verbose: bool) -> None:
     """Take the Failed, RolledBack or Skipped nodes of a NodeConfig again, once the cause is fixed."""
-    with api_client(kubeconfig) as api:
+    with kube.client() as api:
         for _ in range(ATTEMPTS):
             body = _nodeconfig(api, name)
             views = _views(api)

@@ -55,6 +55,14 @@ class ConfigState:
             if failures:
                 self.metrics.failures.labels(self.name).inc(failures)
 
+    def observe_held(
+        self, views: list[NodeView], changed: dict[str, NodeView | None] | None, now: datetime
+    ) -> None:
+        """The nodes this NodeConfig holds cordoned, for eventedpleg_held_node_seconds."""
+        with self.lock:
+            if not self.closed:
+                self.metrics.observe_held(self.name, views, changed, now)
+
     def drain_retried(self) -> None:
         with self.lock:
             if not self.closed:

@@ -13,12 +13,15 @@ renew thread) and exits; the standby may take over only after the longer lease d
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import os
 import signal
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import kopf
 
@@ -41,6 +44,7 @@ log = logging.getLogger(__name__)
 class OperatorOptions:
     namespace: str
     kubeconfig: str | None = None
+    context: str | None = None
     metrics_port: int = 8080
     leader_elect: bool = True
     identity: str = ""
@@ -69,11 +73,23 @@ def _renew_until_lost(
             return
 
 
+def select_context(context: str) -> None:
+    """Make `context` the current one for kopf's login, which reads $KUBECONFIG and uses its current
+    context: a file that sets only current-context goes first, and the first file to set it wins (kubectl's
+    merge rule, which kopf and the kubernetes client follow too)."""
+    files = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    chosen = Path(tempfile.mkdtemp(prefix="eventedpleg-")) / "context"
+    chosen.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": context}))
+    os.environ["KUBECONFIG"] = os.pathsep.join([str(chosen), files])
+
+
 def run(options: OperatorOptions) -> int:
     """Run until stopped; returns the process exit code (1 when leadership was lost)."""
     if options.kubeconfig:
         os.environ["KUBECONFIG"] = options.kubeconfig  # kopf's own login reads it
-    api = api_client(options.kubeconfig, pool_size=STEP_THREADS + 8)  # + informer, Events, Lease
+    if options.context:
+        select_context(options.context)
+    api = api_client(options.kubeconfig, context=options.context, pool_size=STEP_THREADS + 8)
     # Fail fast on a server we cannot reach or that refuses our credentials: one line and an exit code
     # (cli/failures.py) instead of an informer and a Lease loop retrying in silence for ever.
     get_json(api, "/version")

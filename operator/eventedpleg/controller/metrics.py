@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from http.server import ThreadingHTTPServer
 
 from prometheus_client import (
@@ -21,9 +22,10 @@ from prometheus_client import (
     generate_latest,
 )
 
-from eventedpleg import probeserver
+from eventedpleg import buildinfo, probeserver
 from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout.planner import Summary
+from eventedpleg.core.rollout.snapshot import NodeView
 from eventedpleg.probeserver import TEXT, Reply
 
 
@@ -79,7 +81,16 @@ class OperatorMetrics:
         self.conflicts = Counter(
             "eventedpleg_write_conflicts_total", "Steps dropped because the node changed (409)", registry=r
         )
+        self.held_seconds = Gauge(
+            "eventedpleg_held_node_seconds",
+            "How long the longest-held node of a NodeConfig has been cordoned by it (at least: since its "
+            "current state or since this replica first saw it cordoned, whichever is earlier); 0 when none",
+            ["nodeconfig"],
+            registry=r,
+        )
         self.leader = Gauge("eventedpleg_leader", "1 when this replica holds the leader Lease", registry=r)
+        buildinfo.register(r, "operator")
+        self._held: dict[str, dict[str, datetime]] = {}  # nodeconfig -> node -> held since (lower bound)
         self.ready = threading.Event()
         self.live: Callable[[], tuple[bool, str]] = lambda: (True, "ok")
 
@@ -91,8 +102,32 @@ class OperatorMetrics:
         stuck = [n for n in summary.failures if n.state == NodeState.FAILED and n.unschedulable]
         self.failed_cordoned.labels(nodeconfig).set(len(stuck))
 
+    def observe_held(
+        self,
+        nodeconfig: str,
+        views: Iterable[NodeView],
+        changed: Mapping[str, NodeView | None] | None,
+        now: datetime,
+    ) -> None:
+        """Track the nodes `nodeconfig` holds cordoned: from every view (`changed` None), else from the
+        changed ones only (a pass stays proportional to what changed)."""
+        held = self._held.setdefault(nodeconfig, {})
+        if changed is None:
+            changed = {view.name: view for view in views}
+            for gone in set(held) - set(changed):
+                del held[gone]
+        for name, view in changed.items():
+            if view is None or view.marks.owner != nodeconfig or not view.marks.cordoned_by_us:
+                held.pop(name, None)
+                continue
+            since = min(held.get(name, now), view.marks.since or now)
+            held[name] = since
+        longest = max(((now - since).total_seconds() for since in held.values()), default=0.0)
+        self.held_seconds.labels(nodeconfig).set(max(longest, 0.0))
+
     def forget(self, nodeconfig: str) -> None:
         """Drop every series of a deleted NodeConfig, so its alerts stop firing at once."""
+        self._held.pop(nodeconfig, None)
         by_config = ("nodeconfig",)
         for metric, names in (
             (self.nodes, ("nodeconfig", "bucket")),
@@ -100,6 +135,7 @@ class OperatorMetrics:
             (self.drain_retries, by_config),
             (self.failures, by_config),
             (self.failed_cordoned, by_config),
+            (self.held_seconds, by_config),
         ):
             for labels in _label_sets(metric, nodeconfig, names):
                 with contextlib.suppress(KeyError):

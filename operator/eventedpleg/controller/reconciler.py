@@ -125,13 +125,15 @@ class Reconciler:
         now = self.clock()
         target = self._target(state, body, spec, peers, deleting=deleting)
         if not incremental:
-            result = planner.plan(self.nodes.snapshot(), target, now)
+            views, changed = self.nodes.snapshot(), None
+            result = planner.plan(views, target, now)
         else:
             seen = state.changes()
             if seen is None:
                 return None, None
             views, changed = seen
             result = planner.plan(views, target, now, state.memo, changed)
+        state.observe_held(views, changed, now)
         self.steps.submit(result.actions, state)
         new_status = status.build_status(
             result.summary,

@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 from urllib3.exceptions import HTTPError
 
 from eventedpleg import __version__
-from eventedpleg.k8s.errors import KubeconfigError, config_failure
+from eventedpleg.k8s.errors import KubeconfigError, config_failure, translated
 
 # (connect, read) seconds. Read is per socket read: a healthy API server answers a LIST page of 500
 # nodes well within it, a stopped one never does.
@@ -93,6 +94,7 @@ def api_client(
         raise KubeconfigError(f"{', '.join(files)}: no such file")
     try:
         if path or (Path.home() / ".kube" / "config").exists():
+            context = context or first_current_context(files)
             config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=cfg)
@@ -127,6 +129,41 @@ def api_client(
     # "<binary>/<version> (...) kubernetes/<commit>"); the client's own User-Agent stays in it.
     api.user_agent = f"evented-pleg-operator/{__version__} {api.user_agent}"
     return api
+
+
+def first_current_context(files: list[str]) -> str | None:
+    """The current context as kubectl merges $KUBECONFIG: the first file that sets current-context wins
+    (the kubernetes client lets the last one win). None: leave it to the client (and its errors)."""
+    for name in files:
+        try:
+            doc = yaml.safe_load(Path(name).expanduser().read_text())
+        except (OSError, yaml.YAMLError):
+            return None
+        if isinstance(doc, dict) and doc.get("current-context"):
+            return str(doc["current-context"])
+    return None
+
+
+def context_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
+    """The namespace kubectl would use: the context's own (the current one unless `context` names
+    another) from the kubeconfig (or $KUBECONFIG, its files merged as kubectl merges them), else the pod's
+    namespace in a cluster, else `default`."""
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    if path or (Path.home() / ".kube" / "config").exists():
+        context = context or first_current_context([p for p in (path or "").split(os.pathsep) if p])
+        try:
+            contexts, current = config.list_kube_config_contexts(config_file=path)
+        except Exception as exc:
+            failure = config_failure(exc)
+            if failure is None:
+                raise
+            raise failure from exc
+        chosen = next((ctx for ctx in contexts if ctx.get("name") == context), None) if context else current
+        if context and chosen is None:
+            raise KubeconfigError(f"context {context!r} not found in the kubeconfig")
+        return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
+    in_pod = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+    return in_pod.read_text().strip() if in_pod.is_file() else "default"
 
 
 def in_cluster_server(environ: Mapping[str, str] = os.environ) -> str:
@@ -178,6 +215,35 @@ def send_json(
         raise ApiException.from_response(http_resp=response, body=None, data=None)
     answer: dict[str, Any] = json.loads(data)
     return answer
+
+
+PAGE = 500  # items per LIST page: kubectl's default --chunk-size
+
+
+@translated
+def list_page(
+    api: client.ApiClient, path: str, query: Mapping[str, str] | None, limit: int, token: str | None
+) -> dict[str, Any]:
+    """One page of a chunked LIST (items, metadata.continue, metadata.resourceVersion) as a plain dict."""
+    page = {**(query or {}), "limit": str(limit)}
+    if token:
+        page["continue"] = token
+    return get_json(api, path, page)
+
+
+def list_all(
+    api: client.ApiClient, path: str, query: Mapping[str, str] | None = None, *, limit: int = PAGE
+) -> list[dict[str, Any]]:
+    """Every item of a LIST, read in pages of `limit` (limit/continue, as kubectl's --chunk-size), so that
+    neither the API server nor this process builds one answer of the whole cluster's pods at once."""
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        body = list_page(api, path, query, limit, token)
+        items.extend(body.get("items") or [])
+        token = (body.get("metadata") or {}).get("continue")
+        if not token:
+            return items
 
 
 @dataclass(frozen=True)

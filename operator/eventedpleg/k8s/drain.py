@@ -17,7 +17,7 @@ from kubernetes import client
 from eventedpleg.core.rollout import budgets, drainpods
 from eventedpleg.core.rollout.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
 from eventedpleg.core.rollout.drainpolicy import DrainPolicy
-from eventedpleg.k8s.client import get_json
+from eventedpleg.k8s.client import PAGE, get_json, list_all
 from eventedpleg.k8s.errors import ApiError, NotFound, TooManyRequests, translated
 
 
@@ -69,9 +69,9 @@ def _list(api: client.ApiClient, path: str) -> list[dict[str, Any]]:
 
 
 @translated
-def all_pdbs(api: client.ApiClient) -> list[dict[str, Any]]:
-    """Every PodDisruptionBudget of the cluster, for preflight."""
-    return _list(api, "/apis/policy/v1/poddisruptionbudgets")
+def all_pdbs(api: client.ApiClient, *, limit: int = PAGE) -> list[dict[str, Any]]:
+    """Every PodDisruptionBudget of the cluster, for preflight, read in pages of `limit`."""
+    return list_all(api, "/apis/policy/v1/poddisruptionbudgets", limit=limit)
 
 
 def never_allowed(api: client.ApiClient, pods: list[dict[str, Any]], evict: Sequence[PodRef]) -> list[str]:

@@ -1,4 +1,5 @@
-"""A Node informer for the operator: LIST in pages, then WATCH from the list's resourceVersion; LIST again
+"""A Node informer for the operator (and, with `path`, any list: the CLI's `status --watch` follows its
+NodeConfig with one): LIST in pages, then WATCH from the list's resourceVersion; LIST again
 only when the watch is gone (410 Gone) or broken.
 
 Each Node goes to `on_event` as a plain dict and is dropped there: the caller keeps what it plans on (a
@@ -20,12 +21,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from eventedpleg.k8s.client import Watch, open_watch
+from eventedpleg.k8s.client import PAGE, Watch, list_page, open_watch
 from eventedpleg.k8s.errors import ApiError, from_api_exception
-from eventedpleg.k8s.nodes import list_nodes_page
 
 log = logging.getLogger(__name__)
-PAGE = 500  # nodes per LIST page (kubectl's default chunk size)
+NODES = "/api/v1/nodes"
 WATCH_SECONDS = 300  # the server ends each watch after this; we re-watch from the last resourceVersion
 RETRY_SECONDS = (0.5, 1, 2, 5, 10)  # back-off after failures, capped at the last
 
@@ -38,6 +38,8 @@ class NodeInformer:
     stop: threading.Event = field(default_factory=threading.Event)
     label_selector: str | None = None
     page: int = PAGE
+    path: str = NODES  # the collection to list and watch
+    field_selector: str | None = None
     watch_seconds: int = WATCH_SECONDS
     lists: int = 0  # complete LISTs so far: 1 unless the watch was lost
     # Called whenever the loop makes progress (a page, an event, a bookmark, a new watch, a retry):
@@ -76,10 +78,14 @@ class NodeInformer:
                 log.warning("node informer: %s; listing again in %ss", exc, delay)
                 self.stop.wait(delay)
 
+    def _selectors(self) -> dict[str, str]:
+        query = {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
+        return {key: value for key, value in query.items() if value}
+
     def _list(self) -> str:
         names, token = set[str](), None
         while True:
-            body = list_nodes_page(self.api, self.label_selector, self.page, token)
+            body = list_page(self.api, self.path, self._selectors(), self.page, token)
             self.on_progress()
             for item in body.get("items", []):
                 names.add(str(item["metadata"]["name"]))
@@ -96,10 +102,9 @@ class NodeInformer:
         self.on_progress()
         query = {"watch": "true", "resourceVersion": version, "allowWatchBookmarks": "true"}
         query["timeoutSeconds"] = str(self.watch_seconds)
-        if self.label_selector:
-            query["labelSelector"] = self.label_selector
+        query.update(self._selectors())
         try:
-            self._stream = open_watch(self.api, "/api/v1/nodes", query, self.watch_seconds + 30)
+            self._stream = open_watch(self.api, self.path, query, self.watch_seconds + 30)
         except ApiException as exc:
             if exc.status == 410:
                 return ""

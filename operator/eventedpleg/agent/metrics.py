@@ -1,0 +1,55 @@
+"""The agent's Prometheus metrics, served on its health port (agent.health) at /metrics: how long each phase
+took, the failures it reported by reason, build_info and the process metrics (eventedpleg.buildinfo)."""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+
+from eventedpleg import buildinfo
+from eventedpleg.constants import NodeState
+from eventedpleg.core.evidence import Evidence
+
+# The phases the agent runs (agent.agent.Agent): the label values of eventedpleg_agent_phase_seconds.
+PHASES = ("service", "apply", "after_done", "host_check")
+# Evidence results that mean the change did not hold (core.evidence.Evidence.result); any other failing
+# report counts under its node state, so the label set stays small and known.
+FAILING_RESULTS = ("fail", "rejected", "refused", "drift")
+FAILING_STATES = (NodeState.FAILED, NodeState.ROLLED_BACK)
+LOOP_ERROR = "loop_error"  # the agent's loop failed (an API outage, a bug) and retries after a pause
+
+
+class AgentMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.phase_seconds = Histogram(
+            "eventedpleg_agent_phase_seconds",
+            "Time one agent phase took, by phase (apply includes the restarts and the verification window)",
+            ["phase"],
+            buckets=(0.05, 0.25, 1, 5, 15, 30, 60, 120, 300, 600, 1200),
+            registry=self.registry,
+        )
+        self.failures = Counter(
+            "eventedpleg_agent_failures_total",
+            "Failures the agent reported or met, by reason: an evidence result (fail, rejected, refused, "
+            "drift), a node state (Failed, RolledBack), or loop_error",
+            ["reason"],
+            registry=self.registry,
+        )
+        buildinfo.register(self.registry, "agent")
+
+    def phase(self, name: str, seconds: float) -> None:
+        self.phase_seconds.labels(name).observe(max(seconds, 0.0))
+
+    def reported(self, state: NodeState, evidence: Evidence | None) -> None:
+        """Count a report of the agent's when it says the change failed."""
+        result = evidence.result if evidence is not None else None
+        if result in FAILING_RESULTS:
+            self.failures.labels(result).inc()
+        elif state in FAILING_STATES:
+            self.failures.labels(state.value).inc()
+
+    def loop_error(self) -> None:
+        self.failures.labels(LOOP_ERROR).inc()
+
+    def exposition(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

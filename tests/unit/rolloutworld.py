@@ -22,7 +22,7 @@ from eventedpleg.core.node.phases import hostcheckphase
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.rollout import planner, steppolicy
 from eventedpleg.core.rollout.actions import Action, Cordon
-from eventedpleg.core.rollout.drainpods import Blocker, DrainResult
+from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult
 from eventedpleg.core.rollout.snapshot import IN_PROGRESS, NodeView, Peer, Target, node_view
 from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, PodSurvey, Write
 from eventedpleg.models.nodeconfig import NodeConfigSpec
@@ -186,7 +186,7 @@ class World:
         return node.drain_blocked_until is not None and self.now < node.drain_blocked_until
 
     def _never(self, node: SimNode) -> str:
-        """What a PDB that allows no eviction says (core.rollout.budgets), while it is in place."""
+        """What a PDB that allows no eviction says (core.rollout.drain.budgets), while it is in place."""
         if node.drain_never_until is not None and self.now < node.drain_never_until:
             return NEVER
         return ""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from eventedpleg.core.rollout import drainpods
-from eventedpleg.core.rollout.drainpods import PodRef
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.pods import PodRef
 from eventedpleg.models.nodeconfig import LabelSelector
 
 

@@ -19,7 +19,7 @@ from eventedpleg.cli.report import (
 )
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.node.facts import benefit
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.planner.decide import NO_AGENT
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.models.nodeconfig import DrainSpec, OnDrainBlocked, OrderBy, RolloutOrder

@@ -11,10 +11,12 @@ import pytest
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core.rollout import drainpods, steppolicy
+from eventedpleg.core.rollout import steppolicy
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain, MarkFailed, Release, Uncordon
-from eventedpleg.core.rollout.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult, EvictionProblem, PodRef
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint
 from eventedpleg.core.rollout.snapshot import NodeMarks
 from eventedpleg.core.rollout.steppolicy import (
     AttemptDrain,
@@ -25,7 +27,6 @@ from eventedpleg.core.rollout.steppolicy import (
     SurveyPods,
     Write,
 )
-from eventedpleg.core.rollout.taints import NodeTaints, Taint
 from eventedpleg.models.nodeconfig import DrainSpec, LabelSelector, OnDrainBlocked, OnDrainTimeout
 from tests.unit.rolloutworld import T0, World, fleet, spec
 

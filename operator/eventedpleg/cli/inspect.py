@@ -24,7 +24,7 @@ from eventedpleg.cli.failures import (
 )
 from eventedpleg.core import compat
 from eventedpleg.core.rollout import selector
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s import nodeconfigs, nodes

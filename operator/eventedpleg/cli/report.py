@@ -11,8 +11,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from eventedpleg.core import compat, hostcheck
-from eventedpleg.core.rollout import budgets, drainpods
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.drain import budgets
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.nodeorder import order_key
 from eventedpleg.core.rollout.planner.decide import NO_AGENT
 from eventedpleg.core.rollout.snapshot import NodeView

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from eventedpleg.core.rollout import drainpods, steppolicy
+from eventedpleg.core.rollout import steppolicy
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain
-from eventedpleg.core.rollout.drainpods import DrainResult
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.pods import DrainResult
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
 from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, PodSurvey, Write
 from eventedpleg.k8s import drain as drainer

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
-from eventedpleg.core.rollout.taints import NO_TAINTS, NodeTaints
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.taints import NO_TAINTS, NodeTaints
 
 
 @dataclass(frozen=True)

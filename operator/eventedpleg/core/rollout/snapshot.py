@@ -11,8 +11,8 @@ from typing import Any
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.compat import NodeFacts
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
-from eventedpleg.core.rollout.taints import NodeTaints, Taint, taints_of
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint, taints_of
 from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec
 
 IN_PROGRESS = frozenset({NodeState.DRAINING, NodeState.APPLYING, NodeState.VERIFYING})

@@ -31,9 +31,9 @@ from eventedpleg.core.rollout.actions import (
     SetAgentOptions,
     Uncordon,
 )
-from eventedpleg.core.rollout.drainpods import NEEDS_ATTENTION, DrainResult
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
-from eventedpleg.core.rollout.taints import NodeTaints, Taint
+from eventedpleg.core.rollout.drain.pods import NEEDS_ATTENTION, DrainResult
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint
 from eventedpleg.models.nodeconfig import OnDrainBlocked, OnDrainTimeout
 
 MAX_NAMED_STATIC_PODS = 3

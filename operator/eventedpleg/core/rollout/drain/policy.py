@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 
-from eventedpleg.core.rollout import drainpods
-from eventedpleg.core.rollout.taints import Taint
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.taints import Taint
 from eventedpleg.models.nodeconfig import DrainSpec, LabelSelector, OnDrainBlocked, OnDrainTimeout
 
 

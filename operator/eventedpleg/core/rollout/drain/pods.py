@@ -47,7 +47,7 @@ class Blocker(StrEnum):
     NO_CONTROLLER = "has no controller (it would not come back); set drain.force: true"
     EVICTION_REFUSED = "eviction refused"  # HTTP 429: a PodDisruptionBudget says not now
     EVICTION_FAILED = "eviction failed"  # any other API error: try again on the next pass
-    NEVER_ALLOWED = "eviction can never be allowed as things are"  # core.rollout.budgets names the PDB
+    NEVER_ALLOWED = "eviction can never be allowed as things are"  # core.rollout.drain.budgets names the PDB
 
 
 # Blockers a person has to look at (a PDB that never allows, a spec option): they get a Warning Event.
@@ -201,7 +201,7 @@ def _listed(texts: Sequence[str]) -> list[str]:
 
 
 def never(selection: DrainSelection, never_allowed: Sequence[str] = ()) -> str:
-    """What keeps pods on the node for good (`never_allowed`: core.rollout.budgets' findings), or ""."""
+    """What keeps pods on the node for good (`never_allowed`: core.rollout.drain.budgets' findings), or ""."""
     texts = [f"{ref} {kind}" for ref, kind in selection.blocked if kind in PERMANENT]
     return "; ".join(_listed(texts + list(never_allowed)))
 
@@ -210,7 +210,7 @@ def result(
     selection: DrainSelection, problems: Sequence[EvictionProblem] = (), never_allowed: Sequence[str] = ()
 ) -> DrainResult:
     """The outcome of one attempt: `selection` as listed, `problems` from the evictions requested,
-    `never_allowed`: refused evictions no PDB can allow as things are (core.rollout.budgets)."""
+    `never_allowed`: refused evictions no PDB can allow as things are (core.rollout.drain.budgets)."""
     if selection.done:
         return DrainResult(done=True)
     texts = [f"{ref} {kind}" for ref, kind in selection.blocked] + [str(p) for p in problems]

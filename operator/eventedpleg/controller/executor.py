@@ -185,7 +185,11 @@ class _ApiAnswers:
         never = drainpods.never(selection, drainer.never_allowed(self.api, pods, selection.evict))
         holding = drainpods.holding(pods, policy.blocking_pods, drainer.maintenance_of(self.api, self.node))
         return PodSurvey(
-            drainer.mirror_pods_in(pods), nothing_to_evict=selection.done, never=never, holding=holding
+            drainer.mirror_pods_in(pods),
+            nothing_to_evict=selection.done,
+            never=never,
+            holding=holding,
+            protected=drainpods.protected(selection),
         )
 
     def find_mirror_pods(self) -> tuple[str, ...]:

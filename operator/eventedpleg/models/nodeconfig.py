@@ -559,11 +559,14 @@ class DrainSpec(_Model):
             description="A drain that can never finish as things are: a PodDisruptionBudget that allows no "
             "eviction even with all its pods healthy (`maxUnavailable: 0`, `minAvailable` equal to the "
             "replicas), a pod matched by two PDBs, a pod without a controller and no `force`, emptyDir "
-            "data without `deleteEmptyDirData`. Checked before the cordon, and again whenever an eviction "
-            "is refused. `Skip` never cordons the node (gives it back at once if the blocker appears "
-            "after the cordon) and marks it Skipped; `Wait` leaves the node in service and takes it once "
-            "the blocker is gone, holding the rollout; `Fail` is `Skip` marking the node Failed. Not used "
-            "with `onTimeout: ForceDelete` where it is granted: such a drain finishes at its timeout."
+            "data without `deleteEmptyDirData`, a running pod annotated `karpenter.sh/do-not-disrupt: "
+            '"true"` or `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` (never evicted nor '
+            "deleted, not even by `onTimeout: ForceDelete`; named with its annotation). Checked before "
+            "the cordon, and again whenever an eviction is refused. `Skip` never cordons the node (gives "
+            "it back at once if the blocker appears after the cordon) and marks it Skipped; `Wait` leaves "
+            "the node in service and takes it once the blocker is gone, holding the rollout; `Fail` is "
+            "`Skip` marking the node Failed. Not used with `onTimeout: ForceDelete` where it is granted, "
+            "except for those annotated pods: such a drain finishes at its timeout."
         ),
     ] = OnDrainBlocked.SKIP
     taint_before_cordon: Annotated[

@@ -59,6 +59,7 @@ class PodSurvey:
     nothing_to_evict: bool  # a drain with the step's options would be done at once
     never: str = ""  # what would keep the drain from ever finishing as things are (drainpods.never)
     holding: str = ""  # what holds the node where it is for now (drainpods.holding): it is not taken
+    protected: str = ""  # pods that asked not to be disrupted (drainpods.protected), also in `never`
 
 
 @dataclass(frozen=True)
@@ -345,6 +346,12 @@ def _forced_at_timeout(policy: DrainPolicy, allow_force_delete: bool) -> bool:
     return policy.on_timeout is OnDrainTimeout.FORCE_DELETE and allow_force_delete
 
 
+def _never(found: PodSurvey | DrainResult, *, forced: bool) -> str:
+    """What keeps the drain from ever finishing, as the step acts on it: with a forced delete at the
+    timeout (`forced`) only the pods that asked not to be disrupted, which no delete of ours touches."""
+    return found.protected if forced else found.never
+
+
 def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     """Take the node in kubectl drain's order (cordon, list, evict), then the first drain attempt.
 
@@ -385,12 +392,13 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     if action.in_place and not survey.mirror_pods:  # no eviction ahead: no taint to warn of one either
         return (yield from _in_place(action, clock))
     forced = _forced_at_timeout(action.drain, allow_force_delete)
-    if survey.never and not forced:
-        asked = action.drain.on_timeout is OnDrainTimeout.FORCE_DELETE  # but not granted here
+    never = _never(survey, forced=forced)
+    if never:
+        asked = action.drain.on_timeout is OnDrainTimeout.FORCE_DELETE and not forced  # asked, not granted
         return (
             yield from _blocked(
                 action.drain.on_blocked,
-                survey.never,
+                never,
                 clock,
                 node_hash=action.hash,
                 marks={c.ANN_OWNER: action.owner},
@@ -433,11 +441,12 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     if result.done:
         return (yield from _request_apply(action.hash, action.agent_options, "cordoned and drained", clock))
     # Found only after the cordon (a pod bound since the survey): give the node back now.
-    if result.never and not forced:
+    never = _never(result, forced=forced)
+    if never:
         return (
             yield from _blocked(
                 action.drain.on_blocked,
-                result.never,
+                never,
                 clock,
                 node_hash=action.hash,
                 marks=_give_back(_hold(action.autoscaler_user)[0], taints),
@@ -483,12 +492,15 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
     result = _drain_result((yield AttemptDrain(force_delete=force)))
     if result.done:
         return (yield from _request_apply(action.hash, action.agent_options, "drained", clock))
-    # Waiting for the timeout gains nothing: give the node back now (at the timeout, onTimeout decides).
-    if result.never and not (action.deadline_reached or _forced_at_timeout(policy, allow_force_delete)):
+    # Waiting for the timeout gains nothing: give the node back now (at the timeout, onTimeout decides,
+    # but a forced delete leaves the pods that asked not to be disrupted: they give the node back too).
+    forced = _forced_at_timeout(policy, allow_force_delete)
+    never = _never(result, forced=forced) if forced or not action.deadline_reached else ""
+    if never:
         return (
             yield from _blocked(
                 policy.on_blocked,
-                result.never,
+                never,
                 clock,
                 node_hash=action.hash,
                 marks=_give_back(action.autoscaler_hold, action.taints),

@@ -69,7 +69,10 @@ BAD_SPECS: list[tuple[dict[str, Any], str, str]] = [
     ),
     ({"eventedPleg": "yes please"}, "eventedPleg", "valid boolean"),
     ({"eventedPleg": True, "rollout": {"canary": {"nodes": "two"}}}, "nodes", "valid integer"),
-    ({"eventedPleg": True, "rollout": {"maxFailedNodes": 0}}, "maxFailedNodes", "greater than or equal to 1"),
+    ({"eventedPleg": True, "rollout": {"maxFailedNodes": 0}}, "maxFailedNodes", ">= 1"),
+    ({"eventedPleg": True, "rollout": {"maxFailedNodes": "0%"}}, "maxFailedNodes", "percentage"),
+    ({"eventedPleg": True, "rollout": {"maxFailedNodes": "120%"}}, "maxFailedNodes", "percentage"),
+    ({"eventedPleg": True, "rollout": {"maxFailedNodes": "two"}}, "maxFailedNodes", "percentage"),
     (
         {"eventedPleg": True, "drain": {"gracePeriodSeconds": -2}},
         "gracePeriodSeconds",

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventedpleg import constants as c
+from eventedpleg.core.rollout import planner
 from tests.unit.rolloutworld import H_ON, World, fleet, pod, spec
 
 KARPENTER = {"karpenter.sh/do-not-disrupt": "true"}
@@ -83,3 +84,44 @@ def test_no_node_running_such_a_pod_is_ever_cordoned_despite_crashes(
         for node, asks in zip(nodes.values(), marks, strict=True):
             assert node.annotations[c.ANN_STATE] == ("Skipped" if asks else "Done"), node.name
             assert not node.unschedulable and (node.drains == 0 or not asks)
+
+
+# --- rollout.maxFailedNodes as a count or a percentage ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "limit"), [(2, 2), ("10%", 2), ("15%", 3), ("1%", 1), ("100%", 20)])
+def test_max_failed_nodes_in_percent_resolves_as_max_unavailable_does(value: int | str, limit: int) -> None:
+    assert planner.int_or_percent(value, 20) == limit
+    nodes = fleet(20)
+    failing = ["node-003", "node-007", "node-011", "node-015"]
+    for name in failing:
+        nodes[name].agent_fails = True
+    world = World(nodes, spec(rollout={"maxFailedNodes": value}))
+    final = world.run()
+    failed = final.summary.counts.failed
+    assert final.summary.halted is (limit <= len(failing))
+    assert failed == min(limit, len(failing))  # one node at a time: it halts at the limit exactly
+    if final.summary.halted:
+        shown = f"{value} ({limit} of 20 node(s))" if isinstance(value, str) else str(value)
+        assert (
+            final.summary.waiting == f"halted after {failed} failed node(s) (rollout.maxFailedNodes={shown})"
+        )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(1, 12), st.integers(1, 100), st.sets(st.integers(0, 11), max_size=6), st.integers(0, 2**32)
+)
+def test_the_rollout_halts_exactly_when_the_failed_nodes_reach_the_percentage(
+    size: int, percent: int, failing: set[int], seed: int
+) -> None:
+    nodes = fleet(size)
+    for i in failing:
+        if i < size:
+            nodes[f"node-{i:03d}"].agent_fails = True
+    world = World(nodes, spec(rollout={"maxFailedNodes": f"{percent}%", "maxUnavailable": 1}))
+    final = world.run(drop=random.Random(seed))
+    limit = planner.int_or_percent(f"{percent}%", size)
+    assert limit == max(1, size * percent // 100)
+    assert final.summary.halted is (final.summary.counts.failed >= limit)
+    assert final.summary.counts.failed <= limit  # one node at a time: never past the limit

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from eventedpleg.constants import ConditionType, NodeState
@@ -326,14 +326,24 @@ class RolloutOrder(
         return self
 
 
+INT_OR_PERCENT_RULE = "type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')"
 IntOrPercent = Annotated[
     int | str,
     Field(
         json_schema_extra=cel(
             (
-                "type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",
+                INT_OR_PERCENT_RULE,
                 "must be an integer >= 1 or a percentage from 1% to 100% (use rollout.paused to stop)",
             )
+        )
+    ),
+]
+# maxFailedNodes: the same form and resolution (planner.int_or_percent), its own message.
+FailedNodes = Annotated[
+    int | str,
+    Field(
+        json_schema_extra=cel(
+            (INT_OR_PERCENT_RULE, "must be an integer >= 1 or a percentage from 1% to 100%")
         )
     ),
 ]
@@ -353,7 +363,11 @@ class Rollout(_Model):
     order: RolloutOrder = RolloutOrder()
     paused: Annotated[bool, Field(description="No new node starts; nodes in progress finish.")] = False
     max_failed_nodes: Annotated[
-        int, Field(ge=1, le=100000, description="Halt (Degraded) once this many nodes failed or rolled back.")
+        FailedNodes,
+        Field(
+            description="Halt (Degraded) once this many nodes failed or rolled back: an integer >= 1, or "
+            "1% to 100% of selected nodes (rounded down, min 1), as `maxUnavailable` is resolved."
+        ),
     ] = 1
     on_failure: Annotated[
         OnFailure,
@@ -401,14 +415,19 @@ class Rollout(_Model):
         ),
     ] = 1800
 
-    @field_validator("max_unavailable")
+    @field_validator("max_unavailable", "max_failed_nodes")
     @classmethod
-    def _int_or_percent(cls, value: int | str) -> int | str:
+    def _int_or_percent(cls, value: int | str, info: ValidationInfo) -> int | str:
         if isinstance(value, bool):
             raise ValueError("must be an integer >= 1 or a percentage such as '10%'")
         if isinstance(value, int):
             if value < 1:
-                raise ValueError("must be >= 1 (use rollout.paused to stop the rollout)")
+                hint = (
+                    " (use rollout.paused to stop the rollout)"
+                    if info.field_name == "max_unavailable"
+                    else ""
+                )
+                raise ValueError(f"must be >= 1{hint}")
             return value
         if not PERCENT_RE.match(value):
             raise ValueError(f"{value!r} is not a percentage from 1% to 100%")

@@ -19,7 +19,7 @@ from eventedpleg.core.rollout.planner.summary import (
     Plan,
     Summary,
     held_text,
-    max_unavailable,
+    int_or_percent,
 )
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeView, Target
@@ -74,7 +74,8 @@ def finish(
             actions.append(decision.action)
     # A deletion is never halted: it gives back every node it holds, failed ones included (decide.py).
     canary_failed = tally.failed > 0 and not _canaries_passed(done, tally, target) and not target.deleting
-    halted = (tally.failed >= spec.rollout.max_failed_nodes or canary_failed) and not target.deleting
+    max_failed = int_or_percent(spec.rollout.max_failed_nodes, tally.total)
+    halted = (tally.failed >= max_failed or canary_failed) and not target.deleting
     paused = spec.rollout.paused and not target.deleting
     window_closed = not window.is_open(spec.rollout.window, now)
     alerting = bool(target.alerts) and not target.deleting
@@ -87,7 +88,8 @@ def finish(
             "a failed canary halts the rollout whatever rollout.maxFailedNodes says)"
         )
     elif halted:
-        limit = spec.rollout.max_failed_nodes
+        value = spec.rollout.max_failed_nodes
+        limit = f"{value} ({max_failed} of {tally.total} node(s))" if isinstance(value, str) else value
         waiting = f"halted after {tally.failed} failed node(s) (rollout.maxFailedNodes={limit})"
     elif candidates or holding:
         start = _Start(inputs, tally, actions, notes, wakes)
@@ -157,7 +159,7 @@ class _Start:
         if settling:
             return settling, ()
         total = tally.total
-        budget = max_unavailable(spec.rollout.max_unavailable, total) - tally.unavailable
+        budget = int_or_percent(spec.rollout.max_unavailable, total) - tally.unavailable
         started = 0
         blocked: list[str] = []  # started, but only to look again at a drain that could never finish
         for node, want in candidates.starting_order(room, budget):
@@ -256,7 +258,7 @@ def _no_agent_text(notes: Sequence[NodeNote]) -> str:
 
 
 def _budget_text(value: int | str, total: int, unavailable: int, held: tuple[HeldNode, ...]) -> str:
-    allowed = max_unavailable(value, total)
+    allowed = int_or_percent(value, total)
     text = (
         f"waiting for capacity: {unavailable} of {total} node(s) unavailable, "
         f"maxUnavailable={value} ({allowed})"

@@ -76,8 +76,9 @@ class Plan:
     summary: Summary
 
 
-def max_unavailable(value: int | str, total: int) -> int:
-    """Resolve int-or-percent against the number of selected nodes; a percentage rounds down, min 1."""
+def int_or_percent(value: int | str, total: int) -> int:
+    """Resolve an int-or-percent (rollout.maxUnavailable, rollout.maxFailedNodes) against the number of
+    selected nodes; a percentage rounds down, min 1."""
     if isinstance(value, int):
         return value
     return max(1, math.floor(total * int(value.rstrip("%")) / 100))

@@ -10,8 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventedpleg import constants as c
-from eventedpleg.core.rollout import planner
-from tests.unit.rolloutworld import H_ON, World, fleet, pod, spec
+from eventedpleg.cli.approve_cmd import approved_config
+from eventedpleg.cli.report import status_view
+from eventedpleg.core.rollout import planner, status
+from tests.unit.rolloutworld import H_OFF, H_ON, T0, World, fleet, pod, spec
 
 KARPENTER = {"karpenter.sh/do-not-disrupt": "true"}
 AUTOSCALER = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
@@ -125,3 +127,122 @@ def test_the_rollout_halts_exactly_when_the_failed_nodes_reach_the_percentage(
     assert limit == max(1, size * percent // 100)
     assert final.summary.halted is (final.summary.counts.failed >= limit)
     assert final.summary.counts.failed <= limit  # one node at a time: never past the limit
+
+
+# --- rollout.approval: Manual --------------------------------------------------------------------------
+
+
+def approve(world: World, name: str, config: str = H_ON) -> None:
+    """What `eventedpleg approve NAME` writes on the node."""
+    world.nodes[name].annotations[c.ANN_APPROVED] = config
+    world.nodes[name].rv += 1
+
+
+def test_manual_approval_keeps_every_node_in_service_until_a_person_approves_it() -> None:
+    nodes = fleet(3)
+    world = World(nodes, spec(rollout={"approval": "Manual", "maxUnavailable": 3}))
+    for _ in range(30):
+        world.tick()
+    assert all(n.drains == 0 and not n.unschedulable for n in nodes.values())
+    result = world.plan()
+    assert not result.summary.complete and result.summary.counts.awaiting_approval == 3
+    assert result.summary.awaiting_approval == ("node-000", "node-001", "node-002")
+    note = {n.name: (n.state, n.reason) for n in result.summary.attention}["node-001"]
+    assert note == (
+        "AwaitingApproval",
+        f"not cordoned: waiting for approval of config {H_ON} (spec.rollout.approval: Manual); "
+        "approve with `eventedpleg approve node-001`",
+    )
+    # one Event per node and config, however often the planner looks
+    assert sorted(e for e in world.events if e[1] == "AwaitingApproval") == [
+        (name, "AwaitingApproval") for name in nodes
+    ]
+    approve(world, "node-001")
+    approve(world, "node-002", "an-older-config")  # an approval is for one config only
+    for _ in range(60):
+        world.tick()
+    assert states(world) == {"node-000": None, "node-001": "Done", "node-002": None}
+    assert nodes["node-001"].annotations[c.ANN_APPROVED] == H_ON  # the operator's writes kept it
+    approve(world, "node-000")
+    approve(world, "node-002")
+    final = world.run()
+    assert final.summary.complete and final.summary.counts.awaiting_approval == 0
+    assert all(n.annotations[c.ANN_APPROVED] == H_ON for n in nodes.values())
+
+
+def states(world: World) -> dict[str, str | None]:
+    return {name: n.annotations.get(c.ANN_STATE) for name, n in world.nodes.items()}
+
+
+def test_a_new_config_needs_a_new_approval_and_says_so_again() -> None:
+    nodes = fleet(1)
+    world = World(nodes, spec(rollout={"approval": "Manual"}))
+    world.tick()
+    approve(world, "node-000")
+    world.run()
+    assert nodes["node-000"].annotations[c.ANN_CURRENT] == H_ON
+    world.spec = spec(eventedPleg=False, rollout={"approval": "Manual"})  # turning it off: another config
+    for _ in range(10):
+        world.tick()
+    assert nodes["node-000"].annotations[c.ANN_CURRENT] == H_ON and nodes["node-000"].drains == 1
+    assert [e for e in world.events if e[1] == "AwaitingApproval"] == [("node-000", "AwaitingApproval")] * 2
+    approve(world, "node-000", H_OFF)
+    world.run()
+    assert nodes["node-000"].annotations[c.ANN_CURRENT] == H_OFF and nodes["node-000"].drains == 2
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 8), st.sets(st.integers(0, 7)), st.integers(0, 2**32))
+def test_no_node_is_ever_cordoned_without_its_approval_despite_crashes(
+    size: int, approved: set[int], seed: int
+) -> None:
+    nodes = fleet(size)
+    world = World(nodes, spec(rollout={"approval": "Manual", "maxUnavailable": "50%"}))
+    for i in approved:
+        if i < size:
+            approve(world, f"node-{i:03d}")
+    world.run(drop=random.Random(seed))
+    for name, node in nodes.items():
+        if c.ANN_APPROVED in node.annotations:
+            assert node.annotations[c.ANN_STATE] == "Done", name
+        else:
+            assert node.drains == 0 and not node.unschedulable and c.ANN_STATE not in node.annotations, name
+    assert world.plan().summary.complete is (len([i for i in approved if i < size]) == size)
+
+
+def test_status_and_the_status_command_say_which_nodes_await_approval() -> None:
+    nodes = fleet(2)
+    world = World(nodes, spec(rollout={"approval": "Manual"}))
+    for _ in range(3):
+        world.tick()
+    built = status.build_status(
+        world.plan().summary, enabled=True, deleting=False, generation=3, previous=[], now=T0
+    )
+    got = {cond.type.value: (cond.status.value, cond.reason, cond.message) for cond in built.conditions}
+    assert got["Progressing"] == (
+        "True",
+        "AwaitingApproval",
+        "0/2 updated; awaiting approval (rollout.approval: Manual; `eventedpleg approve NODE`): "
+        "node-000, node-001",
+    )
+    assert got["Ready"][0] == "False" and got["Stalled"][0] == "False"
+    assert built.nodes.awaiting_approval == 2
+    assert {(n.name, n.state.value) for n in built.node_statuses} == {
+        ("node-000", "AwaitingApproval"),
+        ("node-001", "AwaitingApproval"),
+    }
+    body = {"metadata": {"name": "cluster"}, "spec": {"eventedPleg": True}, "status": built.to_api()}
+    text = status_view(body, world.views())
+    assert "0/2 updated, 0 updating, 0 failed, 0 skipped, 2 selected, 2 awaiting approval" in text
+    rows = [line.split()[:4] for line in text.splitlines() if line.startswith("node-")]
+    assert [row[0] for row in rows] == ["node-000", "node-001"] and {row[3] for row in rows} == {
+        "AwaitingApproval"
+    }
+
+
+def test_approve_writes_the_config_the_nodeconfig_rolls_out_now_and_only_once_rendered() -> None:
+    current = {"metadata": {"generation": 4}, "status": {"observedGeneration": 4, "renderedHash": H_ON}}
+    assert approved_config(current) == H_ON
+    behind = {"metadata": {"generation": 5}, "status": {"observedGeneration": 4, "renderedHash": H_ON}}
+    assert approved_config(behind) == ""  # the hash would be the config before the present spec
+    assert approved_config({"metadata": {"generation": 1}}) == ""

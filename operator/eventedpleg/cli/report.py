@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from eventedpleg.constants import NodeState
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout.drain import budgets
 from eventedpleg.core.rollout.drain import pods as drainpods
@@ -306,7 +307,8 @@ def status_view(
         f"config={status.get('renderedHash', '-')}  {now_text}".rstrip(),
         f"nodes: {counts.get('updated', 0)}/{counts.get('eligible', 0)} updated, "
         f"{counts.get('updating', 0)} updating, {counts.get('failed', 0)} failed, "
-        f"{counts.get('skipped', 0)} skipped, {counts.get('total', 0)} selected",
+        f"{counts.get('skipped', 0)} skipped, {counts.get('total', 0)} selected"
+        + (f", {counts['awaitingApproval']} awaiting approval" if counts.get("awaitingApproval") else ""),
     ]
     for kind in ("Ready", "Available", "Progressing", "Degraded", "Paused", "Stalled"):
         cond = _condition(status, kind)
@@ -318,10 +320,13 @@ def status_view(
     for node in sorted(nodes, key=order_key(_order(spec))):
         marks = node.marks
         note = notes.get(node.name, {})
-        state = marks.state.value if marks.state and marks.owner == name else note.get("state", "")
+        # A node waiting for approval of a new config may carry the state of an older one: status says
+        # what it waits for now.
+        mine = marks.owner == name and note.get("state") != NodeState.AWAITING_APPROVAL
+        state = marks.state.value if marks.state and mine else note.get("state", "")
         if not state:
             continue
-        reason = marks.reason if marks.owner == name else note.get("reason", "")
+        reason = marks.reason if mine else note.get("reason", "")
         if agent_pods is not None and str(reason).startswith(NO_AGENT):  # the agent pod's own word
             reason = f"{NO_AGENT}{agent_pod_text(node.name, agent_pods)}"
         done = marks.current and marks.current == status.get("renderedHash")

@@ -95,6 +95,11 @@ class DrainMode(StrEnum):
     IN_PLACE = "InPlace"  # restart under the running pods, where no known bug makes that unsafe
 
 
+class Approval(StrEnum):
+    AUTOMATIC = "Automatic"  # nodes are taken as the gates allow
+    MANUAL = "Manual"  # each node also waits, in service, for `eventedpleg approve NODE`
+
+
 class OnDelete(StrEnum):
     REVERT = "Revert"
     KEEP = "Keep"
@@ -375,6 +380,16 @@ class Rollout(_Model):
     ] = OnFailure.ROLLBACK
     window: Window = Window()
     alert_gate: AlertGate = AlertGate()
+    approval: Annotated[
+        Approval,
+        Field(
+            description="`Automatic` (the default): nodes are taken as the other gates allow. `Manual`: "
+            "each node also waits, in service and not cordoned, until a person approves it with "
+            "`eventedpleg approve NODE` (the node annotation `eventedpleg.io/approved: <config hash>`, so "
+            "an approval holds for one config); status lists the nodes `AwaitingApproval` and each gets "
+            "an `AwaitingApproval` Event."
+        ),
+    ] = Approval.AUTOMATIC
     post_node_delay_seconds: Annotated[
         int,
         Field(
@@ -710,6 +725,10 @@ class NodeCounts(_Model):
     updating: Annotated[int, Field(description="Nodes being drained, changed or verified now.")] = 0
     failed: Annotated[int, Field(description="Nodes that failed or rolled back.")] = 0
     skipped: Annotated[int, Field(description="Nodes left alone, each with its reason in nodeStatuses.")] = 0
+    awaiting_approval: Annotated[
+        int,
+        Field(description="Nodes waiting, in service, for `eventedpleg approve` (rollout.approval: Manual)."),
+    ] = 0
 
 
 class NodeStatus(_Model):

@@ -43,6 +43,24 @@ class Cordon:
 
 
 @dataclass(frozen=True)
+class AskApproval:
+    """spec.rollout.approval: Manual: say, once per config (the node's Event and ANN_AWAITING_APPROVAL),
+    that the node waits in service for `eventedpleg approve`. Nothing else on the node changes."""
+
+    node: str
+    resource_version: str
+    hash: str
+
+
+def approval_text(node: str, config: str) -> str:
+    """What a node waiting for approval says, in its Event and in status."""
+    return (
+        f"not cordoned: waiting for approval of config {config} (spec.rollout.approval: Manual); "
+        f"approve with `eventedpleg approve {node}`"
+    )
+
+
+@dataclass(frozen=True)
 class Drain:
     """Evict what kubectl drain would evict (PDBs respected). Once nothing is left: desired=hash,
     agent-options, state=Applying. `deadline_reached` applies `on_timeout` instead of waiting longer.
@@ -112,4 +130,4 @@ class SetAgentOptions:
     agent_options: str
 
 
-Action = Cordon | Drain | Uncordon | MarkFailed | Release | SetAgentOptions
+Action = Cordon | Drain | Uncordon | MarkFailed | Release | SetAgentOptions | AskApproval

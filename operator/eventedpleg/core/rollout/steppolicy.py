@@ -24,12 +24,14 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core import compat
 from eventedpleg.core.rollout.actions import (
     Action,
+    AskApproval,
     Cordon,
     Drain,
     MarkFailed,
     Release,
     SetAgentOptions,
     Uncordon,
+    approval_text,
 )
 from eventedpleg.core.rollout.drain.pods import NEEDS_ATTENTION, DrainResult
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
@@ -161,7 +163,16 @@ def step(action: Action, *, clock: Clock, nodeconfig: str, allow_force_delete: b
             return _release(action, nodeconfig)
         case SetAgentOptions():
             return _set_agent_options(action)
+        case AskApproval():
+            return _ask_approval(action)
     raise AssertionError(f"unknown action {action!r}")
+
+
+def _ask_approval(action: AskApproval) -> Step:
+    """The node waits, in service, for a person (spec.rollout.approval: Manual): said once per config."""
+    yield Write({c.ANN_AWAITING_APPROVAL: action.hash})
+    yield Emit("Normal", "AwaitingApproval", approval_text(action.node, action.hash))
+    return StepEnd()
 
 
 def _state(state: NodeState, reason: str, clock: Clock) -> dict[str, str | None]:

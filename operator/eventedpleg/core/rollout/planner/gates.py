@@ -107,7 +107,13 @@ def finish(
     if no_agent and not waiting:
         waiting = _no_agent_text(no_agent)
     attention = notes[:MAX_ATTENTION]
-    complete = not candidates and tally.in_flight == 0 and not tally.retry_pending and not tally.no_agent
+    complete = (
+        not candidates
+        and tally.in_flight == 0
+        and not tally.retry_pending
+        and not tally.no_agent
+        and not tally.awaiting_approval
+    )
     return Plan(
         actions=tuple(actions),
         summary=Summary(
@@ -129,6 +135,7 @@ def finish(
             held_by=held_by,
             budget_stuck=bool(held_by) and tally.in_flight == 0,
             retrying=tuple(retrying[:MAX_ATTENTION]),
+            awaiting_approval=tuple(n.name for n in notes if n.state == NodeState.AWAITING_APPROVAL),
         ),
     )
 

@@ -63,6 +63,7 @@ class Summary:
     budget_stuck: bool = False
     retrying: tuple[NodeNote, ...] = ()  # timed-out drains waiting for their automatic retry
     alerting: bool = False  # spec.rollout.alertGate holds new nodes (waiting says which alerts)
+    awaiting_approval: tuple[str, ...] = ()  # nodes waiting for `eventedpleg approve` (approval: Manual)
 
     @cached_property
     def counts(self) -> NodeCounts:

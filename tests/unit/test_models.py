@@ -73,6 +73,8 @@ BAD_SPECS: list[tuple[dict[str, Any], str, str]] = [
     ({"eventedPleg": True, "rollout": {"maxFailedNodes": "0%"}}, "maxFailedNodes", "percentage"),
     ({"eventedPleg": True, "rollout": {"maxFailedNodes": "120%"}}, "maxFailedNodes", "percentage"),
     ({"eventedPleg": True, "rollout": {"maxFailedNodes": "two"}}, "maxFailedNodes", "percentage"),
+    ({"eventedPleg": True, "rollout": {"steps": [1, 0]}}, "steps", ">= 1"),
+    ({"eventedPleg": True, "rollout": {"steps": ["5%", "101%"]}}, "steps", "percentage"),
     (
         {"eventedPleg": True, "drain": {"gracePeriodSeconds": -2}},
         "gracePeriodSeconds",

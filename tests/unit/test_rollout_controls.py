@@ -3,7 +3,9 @@ pods that ask the autoscalers not to be disrupted block the drain before the cor
 
 from __future__ import annotations
 
+import itertools
 import random
+from datetime import datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +15,7 @@ from eventedpleg import constants as c
 from eventedpleg.cli.approve_cmd import approved_config
 from eventedpleg.cli.report import status_view
 from eventedpleg.core.rollout import planner, status
+from eventedpleg.core.rollout.planner import gates
 from tests.unit.rolloutworld import H_OFF, H_ON, T0, World, fleet, pod, spec
 
 KARPENTER = {"karpenter.sh/do-not-disrupt": "true"}
@@ -246,3 +249,75 @@ def test_approve_writes_the_config_the_nodeconfig_rolls_out_now_and_only_once_re
     behind = {"metadata": {"generation": 5}, "status": {"observedGeneration": 4, "renderedHash": H_ON}}
     assert approved_config(behind) == ""  # the hash would be the config before the present spec
     assert approved_config({"metadata": {"generation": 1}}) == ""
+
+
+# --- rollout.steps: growing batches after the canary ---------------------------------------------------
+
+
+def test_steps_grow_the_batches_each_after_the_previous_one_is_done_and_soaked() -> None:
+    nodes = fleet(20)
+    rollout = {"canary": {"nodes": 1, "soakSeconds": 30}, "steps": [2, "25%", "100%"], "maxUnavailable": 10}
+    world = World(nodes, spec(rollout=rollout))
+    assert gates.stages(world.spec.rollout, 20, 20) == [
+        (0, 1, "canary"),
+        (1, 2, "step 1 of 3 (rollout.steps[0]: 2)"),
+        (2, 5, "step 2 of 3 (rollout.steps[1]: 25%)"),
+        (3, 20, "step 3 of 3 (rollout.steps[2]: 100%)"),
+    ]
+    world.run()
+    done_at = sorted(n.annotations[c.ANN_STATE_SINCE] for n in nodes.values())
+    # batches of 1, 1, 3, 10 and 5 (maxUnavailable 10 bounds the last step): each starts after the one
+    # before is all Done and 30 s older
+    batches = sorted(set(done_at))
+    counts = [done_at.count(t) for t in batches]
+    assert counts == [1, 1, 3, 10, 5], counts
+    gaps = [
+        (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
+        for a, b in itertools.pairwise(batches)
+    ]
+    assert all(gap >= 30 for gap in gaps[:3]), gaps  # the soak between stages
+    assert max(u for _, u in world.history) == 10
+
+
+def test_a_step_waits_for_its_soak_and_says_which_step() -> None:
+    nodes = fleet(10)
+    world = World(
+        nodes,
+        spec(rollout={"canary": {"nodes": 0, "soakSeconds": 60}, "steps": ["20%"], "maxUnavailable": 5}),
+    )
+    for _ in range(40):
+        world.tick()
+        waiting = world.plan().summary.waiting
+        if "soaking" in waiting:
+            break
+    assert waiting.startswith("step 1 of 1 (rollout.steps[0]: 20%) (2 node(s) Done) soaking until "), waiting
+    assert sum(1 for n in nodes.values() if n.annotations.get(c.ANN_STATE) == "Done") == 2
+    assert sum(1 for n in nodes.values() if c.ANN_STATE in n.annotations) == 2  # no third node started
+    world.run()
+    assert all(n.annotations[c.ANN_STATE] == "Done" for n in nodes.values())
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(1, 12),
+    st.integers(0, 2),
+    st.lists(st.one_of(st.integers(1, 12), st.sampled_from(["10%", "30%", "60%", "100%"])), max_size=4),
+    st.integers(0, 2**32),
+)
+def test_no_stage_starts_before_the_one_before_is_done_despite_crashes(
+    size: int, canary: int, steps: list[int | str], seed: int
+) -> None:
+    nodes = fleet(size)
+    rollout = {"canary": {"nodes": canary, "soakSeconds": 5}, "steps": steps, "maxUnavailable": 4}
+    world = World(nodes, spec(rollout=rollout))
+    bounds = [needed for _, needed, _ in gates.stages(world.spec.rollout, size, size)]
+    rng = random.Random(seed)
+    for _ in range(400):
+        world.tick(drop=rng)
+        done = sum(1 for n in nodes.values() if n.annotations.get(c.ANN_STATE) == "Done")
+        taken = sum(1 for n in nodes.values() if c.ANN_STATE in n.annotations or n.unschedulable)
+        # the nodes taken never go past the first stage not Done yet
+        limit = next((b for b in bounds if done < b), size)
+        assert taken <= limit, (done, taken, bounds)
+    world.run(drop=rng)
+    assert all(n.annotations[c.ANN_STATE] == "Done" for n in nodes.values())

@@ -74,7 +74,7 @@ class OnFailure(StrEnum):
 
 
 class OnDrainTimeout(StrEnum):
-    FAIL = "Fail"  # uncordon, mark the node Failed, count it against maxFailedNodes
+    FAIL = "Fail"  # uncordon, mark the node Failed, count it against maxNodeCount
     SKIP = "Skip"  # uncordon, mark the node Skipped, go on with the next one
     FORCE_DELETE = "ForceDelete"  # delete the remaining pods, bypassing PodDisruptionBudgets
 
@@ -82,7 +82,7 @@ class OnDrainTimeout(StrEnum):
 class OnDrainBlocked(StrEnum):
     SKIP = "Skip"  # never cordon the node (give it back at once if cordoned), mark it Skipped, go on
     WAIT = "Wait"  # leave the node in service and take it when the blocker is gone; the rollout waits
-    FAIL = "Fail"  # as Skip, but mark the node Failed (counts against maxFailedNodes)
+    FAIL = "Fail"  # as Skip, but mark the node Failed (counts against maxNodeCount)
 
 
 class OnNoAgent(StrEnum):
@@ -343,8 +343,8 @@ IntOrPercent = Annotated[
         )
     ),
 ]
-# maxFailedNodes: the same form and resolution (planner.int_or_percent), its own message.
-FailedNodes = Annotated[
+# maxNodeCount: the same form and resolution (planner.int_or_percent), its own message.
+NodeCount = Annotated[
     int | str,
     Field(
         json_schema_extra=cel(
@@ -365,10 +365,22 @@ class Rollout(_Model):
         ),
     ] = 1
     canary: Canary = Canary()
+    steps: Annotated[
+        list[NodeCount],
+        Field(
+            max_length=20,
+            description="Growing batches after the canary: each entry is how many nodes (an integer, or "
+            "1% to 100% of selected nodes, rounded down, min 1) are Done in all once that step is over, "
+            'e.g. `[1, "5%", "25%", "100%"]`. A step starts only when every node of the previous ones '
+            "(the canary's included) is Done and has stayed so for `canary.soakSeconds`; `maxUnavailable` "
+            "still bounds each batch. A step smaller than an earlier one adds nothing. After the last step "
+            "the rest go as `maxUnavailable` allows. Empty (the default): no steps.",
+        ),
+    ] = []
     order: RolloutOrder = RolloutOrder()
     paused: Annotated[bool, Field(description="No new node starts; nodes in progress finish.")] = False
     max_failed_nodes: Annotated[
-        FailedNodes,
+        NodeCount,
         Field(
             description="Halt (Degraded) once this many nodes failed or rolled back: an integer >= 1, or "
             "1% to 100% of selected nodes (rounded down, min 1), as `maxUnavailable` is resolved."
@@ -429,6 +441,16 @@ class Rollout(_Model):
             "before it reports `Stalled` (uncordon them or raise `maxUnavailable`); 0: at once.",
         ),
     ] = 1800
+
+    @field_validator("steps")
+    @classmethod
+    def _steps(cls, value: list[int | str], info: ValidationInfo) -> list[int | str]:
+        for i, step in enumerate(value):
+            try:
+                cls._int_or_percent(step, info)
+            except ValueError as exc:
+                raise ValueError(f"steps[{i}]: {exc}") from exc
+        return value
 
     @field_validator("max_unavailable", "max_failed_nodes")
     @classmethod

@@ -18,8 +18,9 @@ Rules, in the order they apply:
   someone else costs nothing to process, and keeps its cordon afterwards.
 - Gates on *starting* a node: halted (failures >= maxFailedNodes, a count or a percentage of the selected
   nodes as maxUnavailable is, or any failure before the canaries have
-  passed: a canary exists to stop the rest), paused, outside the window, canary soak. A node already
-  started always finishes, so no gate ever leaves a node cordoned.
+  passed: a canary exists to stop the rest), paused, outside the window, canary soak, then each step of
+  spec.rollout.steps (gates.stages) as one more canary: Done and soaked before the next one starts. A
+  node already started always finishes, so no gate ever leaves a node cordoned.
 - Order: zone, then spec.rollout.order within the zone (name by default; nodeorder.py), then name: zone
   by zone limits the blast radius, as MCO does.
 

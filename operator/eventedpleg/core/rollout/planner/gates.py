@@ -23,7 +23,7 @@ from eventedpleg.core.rollout.planner.summary import (
 )
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeView, Target
-from eventedpleg.models.nodeconfig import OnNoAgent
+from eventedpleg.models.nodeconfig import OnNoAgent, Rollout
 
 MAX_ATTENTION = 50
 ALERT_RECHECK = timedelta(seconds=15)  # how often a rollout held by alerts asks Prometheus again
@@ -152,6 +152,7 @@ class _Start:
         wakes: list[datetime],
     ) -> None:
         self.inputs, self.tally, self.actions, self.notes, self.wakes = inputs, tally, actions, notes, wakes
+        self.stage = ""  # the step (rollout.steps) whose nodes in progress hold the rest, "" for the canary
 
     def start(
         self, done: Sequence[NodeView], candidates: Candidates, foreign: list[HeldNode]
@@ -208,6 +209,8 @@ class _Start:
                 return "waiting, not cordoned (drain.onBlocked: Wait): " + "; ".join(blocked), ()
             return "", ()
         if room == 0:
+            if self.stage:
+                return f"{self.stage}: waiting for its node(s) in progress to finish", ()
             return "canary: waiting for the canary node(s) in progress to finish", ()
         held_by = tuple(foreign)
         return _budget_text(spec.rollout.max_unavailable, total, tally.unavailable, held_by), held_by
@@ -230,22 +233,43 @@ class _Start:
         )
 
     def _canary_gate(self, done: Sequence[NodeView]) -> tuple[str, int | None]:
-        """(why starts are held, how many more nodes may start) for the canary phase; ("", None) after it."""
+        """(why starts are held, how many more nodes may start) for the canary and the steps after it
+        (spec.rollout.steps): each must be Done and soaked before the next starts; ("", None) after them."""
         target, now = self.inputs.target, self.inputs.now
-        canary = target.spec.rollout.canary
-        if canary.nodes == 0 or target.deleting:
+        rollout = target.spec.rollout
+        if target.deleting:
             return "", None
-        needed = min(canary.nodes, self.tally.eligible)
-        if len(done) < needed:
-            return "", max(0, needed - len(done) - self.tally.in_flight)
-        soak = timedelta(seconds=canary.soak_seconds)
-        soaked = [n for n in done if n.marks.since is not None and now - n.marks.since >= soak]
-        if len(soaked) >= needed:
-            return "", None
-        ends = sorted((n.marks.since or now) + soak for n in done)
-        until = ends[needed - 1]
-        self.wakes.append(until)
-        return f"canary soaking until {until.isoformat(timespec='seconds')}", 0
+        soak = timedelta(seconds=rollout.canary.soak_seconds)
+        for number, needed, name in stages(rollout, self.tally.eligible, self.tally.total):
+            if len(done) < needed:
+                self.stage = name if number else ""
+                return "", max(0, needed - len(done) - self.tally.in_flight)
+            soaked = [n for n in done if n.marks.since is not None and now - n.marks.since >= soak]
+            if len(soaked) >= needed:
+                continue
+            ends = sorted((n.marks.since or now) + soak for n in done)
+            until = ends[needed - 1]
+            self.wakes.append(until)
+            what = "canary" if number == 0 else f"{name} ({needed} node(s) Done)"
+            return f"{what} soaking until {until.isoformat(timespec='seconds')}", 0
+        return "", None
+
+
+def stages(rollout: Rollout, eligible: int, total: int) -> list[tuple[int, int, str]]:
+    """(number, nodes Done in all once it is over, name) of the canary (number 0, when it has nodes) and of
+    each step of spec.rollout.steps that adds nodes; a percentage is of the selected nodes (`total`), as
+    maxUnavailable's is. Nodes Done in all never shrink and never exceed the eligible nodes."""
+    out: list[tuple[int, int, str]] = []
+    reached = 0
+    if rollout.canary.nodes:
+        reached = min(rollout.canary.nodes, eligible)
+        out.append((0, reached, "canary"))
+    for i, step in enumerate(rollout.steps, start=1):
+        needed = min(int_or_percent(step, total), eligible)
+        if needed > reached:
+            reached = needed
+            out.append((i, needed, f"step {i} of {len(rollout.steps)} (rollout.steps[{i - 1}]: {step})"))
+    return out
 
 
 def _canaries_passed(done: Sequence[NodeView], tally: Tally, target: Target) -> bool:

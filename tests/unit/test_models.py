@@ -76,6 +76,18 @@ BAD_SPECS: list[tuple[dict[str, Any], str, str]] = [
     ({"eventedPleg": True, "rollout": {"steps": [1, 0]}}, "steps", ">= 1"),
     ({"eventedPleg": True, "rollout": {"steps": ["5%", "101%"]}}, "steps", "percentage"),
     (
+        {
+            "eventedPleg": True,
+            "rollout": {
+                "window": {"start": "01:00", "end": "03:00"},
+                "windows": [{"start": "22:00", "end": "23:00"}],
+            },
+        },
+        "rollout",
+        "move rollout.window into rollout.windows",
+    ),
+    ({"eventedPleg": True, "rollout": {"windows": [{"start": "22:00"}]}}, "windows", "set together"),
+    (
         {"eventedPleg": True, "drain": {"gracePeriodSeconds": -2}},
         "gracePeriodSeconds",
         "greater than or equal to -1",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from eventedpleg import constants as c
 from eventedpleg.cli.approve_cmd import approved_config
 from eventedpleg.cli.report import status_view
-from eventedpleg.core.rollout import planner, status
+from eventedpleg.core.rollout import planner, status, window
 from eventedpleg.core.rollout.planner import gates
 from tests.unit.rolloutworld import H_OFF, H_ON, T0, World, fleet, pod, spec
 
@@ -321,3 +321,35 @@ def test_no_stage_starts_before_the_one_before_is_done_despite_crashes(
         assert taken <= limit, (done, taken, bounds)
     world.run(drop=rng)
     assert all(n.annotations[c.ANN_STATE] == "Done" for n in nodes.values())
+
+
+# --- rollout.windows: several maintenance windows ------------------------------------------------------
+
+TUESDAY_NIGHT = {"days": ["tuesday"], "start": "01:00", "end": "05:00"}
+MONDAY_LUNCH_BERLIN = {"days": ["monday"], "start": "12:30", "end": "14:00", "timeZone": "Europe/Berlin"}
+
+
+def test_nodes_start_while_any_of_the_windows_is_open_each_in_its_own_zone() -> None:
+    # T0 is Monday 12:00 UTC: 13:00 in Berlin, inside the second window only
+    world = World(fleet(2), spec(rollout={"windows": [TUESDAY_NIGHT, MONDAY_LUNCH_BERLIN]}))
+    assert world.plan().actions
+    both_closed = World(
+        fleet(2), spec(rollout={"windows": [TUESDAY_NIGHT, {**MONDAY_LUNCH_BERLIN, "end": "12:45"}]})
+    )
+    result = both_closed.plan()
+    assert result.actions == ()
+    assert result.summary.waiting == (
+        "outside the maintenance window (tuesday 01:00-05:00 UTC; monday 12:30-12:45 Europe/Berlin)"
+    )
+
+
+def test_the_single_window_keeps_working_and_is_the_list_of_one() -> None:
+    single = spec(rollout={"window": TUESDAY_NIGHT}).rollout
+    listed = spec(rollout={"windows": [TUESDAY_NIGHT]}).rollout
+    assert window.windows_of(single) == window.windows_of(listed)
+    for hours in range(0, 24 * 7, 5):
+        now = T0 + timedelta(hours=hours)
+        assert (
+            window.any_open(single, now) is window.any_open(listed, now) is window.is_open(single.window, now)
+        )
+    assert window.any_open(spec().rollout, T0)  # none set: always open

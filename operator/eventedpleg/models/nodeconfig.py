@@ -354,8 +354,22 @@ NodeCount = Annotated[
 ]
 
 
-class Rollout(_Model):
-    """How nodes are taken: batch size, order, canaries, pause, failure budget and maintenance window."""
+WINDOWS_RULE = (
+    "rollout.window and rollout.windows are exclusive: move rollout.window into rollout.windows as one entry"
+)
+
+
+class Rollout(
+    _Model,
+    json_schema_extra=cel(
+        (
+            "!has(self.window) || !has(self.window.start) || self.window.start == '' || "
+            "!has(self.windows) || size(self.windows) == 0",
+            WINDOWS_RULE,
+        )
+    ),
+):
+    """How nodes are taken: batch size, order, canaries, pause, failure budget and maintenance windows."""
 
     max_unavailable: Annotated[
         IntOrPercent,
@@ -390,7 +404,22 @@ class Rollout(_Model):
         OnFailure,
         Field(description="`Rollback` restores the node's previous files; `Halt` leaves it as it failed."),
     ] = OnFailure.ROLLBACK
-    window: Window = Window()
+    window: Annotated[
+        Window,
+        Field(
+            description="One maintenance window (the single form, kept as it was): as `windows` with this "
+            "one entry. Not together with `windows`."
+        ),
+    ] = Window()
+    windows: Annotated[
+        list[Window],
+        Field(
+            max_length=16,
+            description="Maintenance windows: new nodes start only while one of them is open (a node "
+            "already in progress finishes), each with its own `days`, `start`, `end` and `timeZone`. "
+            "Empty (the default): `window` decides. Not together with `window`.",
+        ),
+    ] = []
     alert_gate: AlertGate = AlertGate()
     approval: Annotated[
         Approval,
@@ -441,6 +470,12 @@ class Rollout(_Model):
             "before it reports `Stalled` (uncordon them or raise `maxUnavailable`); 0: at once.",
         ),
     ] = 1800
+
+    @model_validator(mode="after")
+    def _one_form_of_windows(self) -> Rollout:
+        if self.window.enabled and self.windows:
+            raise ValueError(WINDOWS_RULE)
+        return self
 
     @field_validator("steps")
     @classmethod

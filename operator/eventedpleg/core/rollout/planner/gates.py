@@ -77,7 +77,7 @@ def finish(
     max_failed = int_or_percent(spec.rollout.max_failed_nodes, tally.total)
     halted = (tally.failed >= max_failed or canary_failed) and not target.deleting
     paused = spec.rollout.paused and not target.deleting
-    window_closed = not window.is_open(spec.rollout.window, now)
+    window_closed = not window.any_open(spec.rollout, now)
     alerting = bool(target.alerts) and not target.deleting
     no_agent = [n for n in notes if n.reason.startswith(NO_AGENT)]
     holding = bool(no_agent) and spec.rollout.on_no_agent is OnNoAgent.HOLD and not target.deleting
@@ -98,7 +98,7 @@ def finish(
         elif paused:
             waiting = "paused (spec.rollout.paused)"
         elif window_closed:
-            waiting = f"outside the maintenance window ({window.describe(spec.rollout.window)})"
+            waiting = f"outside the maintenance window ({window.describe_all(spec.rollout)})"
         elif alerting:
             waiting = f"no new node while {target.alerts} (rollout.alertGate)"
             wakes.append(now + ALERT_RECHECK)  # asked again: the alert has no event of ours to wake us

@@ -62,6 +62,7 @@ NEW_DEFAULTS: dict[tuple[str, str], object] = {
     ("rollout", "steps"): [],
     ("rollout", "windows"): [],
     ("rollout", "approval"): "Automatic",
+    ("drain", "inPlace"): {"onIneligible": "Drain"},
 }
 
 

@@ -132,6 +132,7 @@ def test_defaults_follow_the_design() -> None:
     assert api["rollout"]["onFailure"] == "Rollback"
     assert api["drain"] == {
         "mode": "CordonAndDrain",
+        "inPlace": {"onIneligible": "Drain"},  # InPlace where unsafe: drained first, as before
         "timeoutSeconds": 600,
         "gracePeriodSeconds": -1,
         "deleteEmptyDirData": True,
@@ -145,6 +146,12 @@ def test_defaults_follow_the_design() -> None:
         "retryBackoffSeconds": 300,
     }
     assert api["rollout"]["stallAfterSeconds"] == 1800
+    assert (api["rollout"]["steps"], api["rollout"]["windows"], api["rollout"]["approval"]) == (
+        [],
+        [],
+        "Automatic",
+    )
+    assert api["rollout"]["maxFailedNodes"] == 1
     assert api["verification"] == {"timeoutSeconds": 300}
     assert (api["runtime"], api["kubeletConfig"], api["onDelete"]) == ("auto", "DropInOnly", "Revert")
     assert api["includeControlPlane"] is False

@@ -353,3 +353,42 @@ def test_the_single_window_keeps_working_and_is_the_list_of_one() -> None:
             window.any_open(single, now) is window.any_open(listed, now) is window.is_open(single.window, now)
         )
     assert window.any_open(spec().rollout, T0)  # none set: always open
+
+
+# --- drain.inPlace.onIneligible: Skip (fail closed) ----------------------------------------------------
+
+
+def test_strict_in_place_skips_and_names_a_node_it_cannot_do_in_place_never_draining_it() -> None:
+    nodes = fleet(3)
+    nodes["node-002"].runtime = "containerd://1.7.35"  # Risky: not safe in place
+    nodes["node-002"].pods = [pod("web-0")]
+    strict = {"mode": "InPlace", "inPlace": {"onIneligible": "Skip"}}
+    world = World(nodes, spec(drain=strict, allowRisky=True))
+    final = world.run()
+    assert {n.name: n.drains for n in nodes.values()} == {"node-000": 0, "node-001": 0, "node-002": 0}
+    assert not any(n.unschedulable for n in nodes.values())
+    assert [nodes[n].annotations[c.ANN_STATE] for n in nodes] == ["Done", "Done", "Skipped"]
+    reason = nodes["node-002"].annotations[c.ANN_REASON]
+    assert reason.startswith("not cordoned: drain.mode is InPlace, not safe on this node: ")
+    assert reason.endswith("(drain.inPlace.onIneligible: Skip)") and "Risky" in reason
+    assert ("node-002", "NotInPlace") in world.events and final.summary.counts.skipped == 1
+    # the default, Drain, keeps the fallback: drained first
+    fallback = World(
+        fleet(1, runtime="containerd://1.7.35"), spec(drain={"mode": "InPlace"}, allowRisky=True)
+    )
+    fallback.run()
+    assert (
+        fallback.nodes["node-000"].drains == 1
+        and fallback.nodes["node-000"].annotations[c.ANN_STATE] == "Done"
+    )
+
+
+def test_strict_in_place_skips_a_node_whose_static_pods_are_included() -> None:
+    nodes = fleet(1, mirror_pods=("kube-system/etcd-node-000",), labels={c.LABEL_CONTROL_PLANE: ""})
+    world = World(
+        nodes, spec(drain={"mode": "InPlace", "inPlace": {"onIneligible": "Skip"}}, includeControlPlane=True)
+    )
+    world.run()
+    node = nodes["node-000"]
+    assert node.drains == 0 and not node.unschedulable and node.annotations[c.ANN_STATE] == "Skipped"
+    assert "static pods" in node.annotations[c.ANN_REASON]

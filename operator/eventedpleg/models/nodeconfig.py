@@ -100,6 +100,11 @@ class Approval(StrEnum):
     MANUAL = "Manual"  # each node also waits, in service, for `eventedpleg approve NODE`
 
 
+class OnInPlaceIneligible(StrEnum):
+    DRAIN = "Drain"  # cordon and drain the node first, saying why (an Event)
+    SKIP = "Skip"  # fail closed: never cordon or drain it; mark it Skipped, naming why
+
+
 class OnDelete(StrEnum):
     REVERT = "Revert"
     KEEP = "Keep"
@@ -587,6 +592,19 @@ class TaintBeforeCordon(_Model):
         return key
 
 
+class InPlace(_Model):
+    """What `mode: InPlace` does with a node where a restart under running pods is not safe."""
+
+    on_ineligible: Annotated[
+        OnInPlaceIneligible,
+        Field(
+            description="`Drain` (the default): the node is cordoned and drained first, and a "
+            "`NotInPlace` Event says why. `Skip`: fail closed, the node is never cordoned or drained; it "
+            "is marked Skipped with the reason (a Warning `NotInPlace` Event names it)."
+        ),
+    ] = OnInPlaceIneligible.DRAIN
+
+
 class DrainSpec(_Model):
     """kubectl drain semantics (k8s.io/kubectl/pkg/drain): eviction API, PDBs respected, DaemonSets skip."""
 
@@ -600,6 +618,9 @@ class DrainSpec(_Model):
             "verification fails see a second kubelet restart for the rollback."
         ),
     ] = DrainMode.CORDON_AND_DRAIN
+    in_place: Annotated[
+        InPlace, Field(description="With `mode: InPlace`: what a node that cannot be done in place gets.")
+    ] = InPlace()
 
     timeout_seconds: Annotated[
         int, Field(ge=0, le=86400, description="How long a drain may take; 0 waits forever (like kubectl).")

@@ -351,6 +351,27 @@ def _in_place(action: Cordon, clock: Clock) -> Step:
     return StepEnd(NodeState.APPLYING)
 
 
+def _not_in_place(action: Cordon, why: str, clock: Clock) -> Step:
+    """spec.drain.mode: InPlace with inPlace.onIneligible: Skip on a node where that is not safe: fail
+    closed, never cordoned or drained, Skipped and named."""
+    reason = (
+        f"not cordoned: drain.mode is InPlace, not safe on this node: {why} "
+        "(drain.inPlace.onIneligible: Skip)"
+    )
+    taints = action.taints
+    yield Write(
+        {
+            c.ANN_OWNER: action.owner,
+            c.ANN_DESIRED: action.hash,
+            **_untaint(taints),
+            **_state(NodeState.SKIPPED, reason, clock),
+        },
+        taints=taints.without_ours(),
+    )
+    yield Emit("Warning", "NotInPlace", reason)
+    return StepEnd(NodeState.SKIPPED)
+
+
 def _forced_at_timeout(policy: DrainPolicy, allow_force_delete: bool) -> bool:
     """onTimeout: ForceDelete, granted: every drain finishes at its timeout (deletes bypass PDBs and the
     drain options), so none is blocked for good."""
@@ -385,6 +406,8 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
         )
         yield Emit("Warning", "Unsupported", reason)
         return StepEnd(NodeState.SKIPPED)
+    if action.drained_because and action.drain.in_place_strict:  # known without asking the API anything
+        return (yield from _not_in_place(action, action.drained_because, clock))
     survey = _survey((yield SurveyPods()))
     if survey.mirror_pods and not action.include_control_plane:
         ours = {c.ANN_OWNER: action.owner, **_untaint(taints)}
@@ -398,6 +421,8 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
                 taints=taints.without_ours(),
             )
         )
+    if action.in_place and survey.mirror_pods and action.drain.in_place_strict:
+        return (yield from _not_in_place(action, compat.IN_PLACE_STATIC_PODS, clock))
     if survey.holding:
         return (yield from _held(action.owner, survey.holding, action.blocked, taints))
     if action.in_place and not survey.mirror_pods:  # no eviction ahead: no taint to warn of one either

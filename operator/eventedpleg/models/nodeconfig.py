@@ -74,7 +74,7 @@ class OnFailure(StrEnum):
 
 
 class OnDrainTimeout(StrEnum):
-    FAIL = "Fail"  # uncordon, mark the node Failed, count it against maxNodeCount
+    FAIL = "Fail"  # uncordon, mark the node Failed, count it against maxFailedNodes
     SKIP = "Skip"  # uncordon, mark the node Skipped, go on with the next one
     FORCE_DELETE = "ForceDelete"  # delete the remaining pods, bypassing PodDisruptionBudgets
 
@@ -82,7 +82,7 @@ class OnDrainTimeout(StrEnum):
 class OnDrainBlocked(StrEnum):
     SKIP = "Skip"  # never cordon the node (give it back at once if cordoned), mark it Skipped, go on
     WAIT = "Wait"  # leave the node in service and take it when the blocker is gone; the rollout waits
-    FAIL = "Fail"  # as Skip, but mark the node Failed (counts against maxNodeCount)
+    FAIL = "Fail"  # as Skip, but mark the node Failed (counts against maxFailedNodes)
 
 
 class OnNoAgent(StrEnum):
@@ -348,13 +348,16 @@ IntOrPercent = Annotated[
         )
     ),
 ]
-# maxNodeCount: the same form and resolution (planner.int_or_percent), its own message.
+# maxFailedNodes and rollout.steps: the same form and resolution (planner.int_or_percent), their own
+# message. maxLength (of the string form, "100%") bounds the rule's cost: the API server rejected the CRD
+# for rollout.steps' items without it ("estimated rule cost exceeds budget", kube-apiserver v1.36.4).
 NodeCount = Annotated[
     int | str,
     Field(
-        json_schema_extra=cel(
-            (INT_OR_PERCENT_RULE, "must be an integer >= 1 or a percentage from 1% to 100%")
-        )
+        json_schema_extra={
+            **cel((INT_OR_PERCENT_RULE, "must be an integer >= 1 or a percentage from 1% to 100%")),
+            "maxLength": 4,
+        }
     ),
 ]
 

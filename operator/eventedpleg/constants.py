@@ -112,7 +112,14 @@ AUTOSCALER_VALUE: Final = "true"
 # state-since of the failure to retry (core.rollout.retry).
 ANN_RETRY: Final = f"{GROUP}/retry"
 
-# Every node annotation of the protocol: what Release removes.
+# spec.rollout.approval: Manual. `eventedpleg approve` (a person) writes ANN_APPROVED: the config hash the
+# node may be taken for, so an approval is for one config; the operator never writes or removes it. The
+# operator writes ANN_AWAITING_APPROVAL (the hash it asked approval for) with the node's AwaitingApproval
+# Event, so that the Event is sent once per config.
+ANN_APPROVED: Final = f"{GROUP}/approved"
+ANN_AWAITING_APPROVAL: Final = f"{GROUP}/awaiting-approval"
+
+# Every node annotation of the protocol: what Release removes (ANN_APPROVED is a person's: kept).
 NODE_ANNOTATIONS: Final = (
     ANN_OWNER,
     ANN_DESIRED,
@@ -131,6 +138,7 @@ NODE_ANNOTATIONS: Final = (
     ANN_HOST_CHECK,
     ANN_TAINTED_SINCE,
     ANN_TAINT,
+    ANN_AWAITING_APPROVAL,
 )
 
 # A node labelled with this (any value but "false") is never touched; status lists it as Skipped.
@@ -164,6 +172,7 @@ class NodeState(StrEnum):
     """Per-node rollout state, in the order a node moves through them."""
 
     PENDING = "Pending"  # status only (waiting for capacity or a gate); never written on a node
+    AWAITING_APPROVAL = "AwaitingApproval"  # status only (spec.rollout.approval: Manual); never written
     DRAINING = "Draining"
     APPLYING = "Applying"
     VERIFYING = "Verifying"

@@ -73,8 +73,14 @@ def test_minimal_nodeconfig_gets_every_default(crd: LocalCluster) -> None:
     assert spec["rollout"]["postNodeDelaySeconds"] == 0
     assert spec["rollout"]["order"] == {"by": "Name", "label": ""}
     assert spec["rollout"]["alertGate"] == {"prometheusUrl": "", "alertNameRegexp": ".*"}  # off
+    assert (spec["rollout"]["steps"], spec["rollout"]["windows"], spec["rollout"]["approval"]) == (
+        [],
+        [],
+        "Automatic",
+    )
     assert spec["drain"] == {
         "mode": "CordonAndDrain",
+        "inPlace": {"onIneligible": "Drain"},
         "timeoutSeconds": 600,
         "gracePeriodSeconds": -1,
         "deleteEmptyDirData": True,
@@ -123,6 +129,27 @@ def test_valid_specs_are_accepted(crd: LocalCluster) -> None:
         stdin=nodeconfig("valid-100", {"eventedPleg": False, "rollout": {"maxUnavailable": "100%"}}),
     )
     assert applied.returncode == 0, applied.stderr
+    controls = {
+        "eventedPleg": True,
+        "rollout": {
+            "maxFailedNodes": "10%",
+            "steps": [1, "5%", "25%", "100%"],
+            "approval": "Manual",
+            "windows": [
+                {"days": ["tuesday"], "start": "01:00", "end": "05:00"},
+                {"start": "22:00", "end": "23:00", "timeZone": "Asia/Tokyo"},
+            ],
+        },
+        "drain": {"mode": "InPlace", "inPlace": {"onIneligible": "Skip"}},
+    }
+    applied = crd.kubectl("apply", "-f", "-", stdin=nodeconfig("valid-controls", controls))
+    assert applied.returncode == 0, applied.stderr
+    stored = get(crd, "valid-controls")["spec"]
+    assert (
+        stored["rollout"]["steps"] == [1, "5%", "25%", "100%"]
+        and stored["rollout"]["maxFailedNodes"] == "10%"
+    )
+    assert [w["timeZone"] for w in stored["rollout"]["windows"]] == ["UTC", "Asia/Tokyo"]
 
 
 def field_path(spec: dict[str, Any], field: str, prefix: str = "spec") -> str:

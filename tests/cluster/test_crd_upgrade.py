@@ -59,10 +59,15 @@ NEW_DEFAULTS: dict[tuple[str, str], object] = {
     ("drain", "blockingPodSelector"): EMPTY_SELECTOR,
     ("drain", "mode"): "CordonAndDrain",
     ("rollout", "takeCordonedNodes"): False,
+    ("rollout", "steps"): [],
+    ("rollout", "windows"): [],
+    ("rollout", "approval"): "Automatic",
+    ("drain", "inPlace"): {"onIneligible": "Drain"},
 }
 
 
 NEW_STATUS_DEFAULTS: dict[str, object] = {"budgetHeldBy": []}  # a status field added since, defaulted on read
+NEW_COUNT_DEFAULTS: dict[str, object] = {"awaitingApproval": 0}  # status.nodes counters added since
 
 
 def _without(spec: dict[str, Any], added: Mapping[tuple[str, str], object]) -> dict[str, Any]:
@@ -120,6 +125,10 @@ def test_server_side_apply_upgrades_the_crd_and_keeps_the_objects(cluster: Local
     status = dict(after["upgrade-nodeconfig"]["status"])
     for field, default in NEW_STATUS_DEFAULTS.items():
         assert status.pop(field) == default
+    counts: dict[str, Any] = dict(after["upgrade-nodeconfig"]["status"]["nodes"])
+    status["nodes"] = counts
+    for field, default in NEW_COUNT_DEFAULTS.items():
+        assert counts.pop(field) == default
     assert status == before["upgrade-nodeconfig"]["status"]
     assert after["upgrade-nodeconfig"]["status"]["nodes"]["updated"] == 1
 

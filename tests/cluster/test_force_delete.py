@@ -12,7 +12,7 @@ import yaml
 from eventedpleg import constants as c
 from eventedpleg.controller.executor import Executor
 from eventedpleg.core.rollout.actions import Drain
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.steppolicy import FORCE_DELETE_DISABLED
 from eventedpleg.k8s.events import EventRecorder
 from eventedpleg.models.nodeconfig import DrainSpec, OnDrainTimeout

@@ -137,6 +137,7 @@ def test_full_rollout_over_mixed_nodes(env: Env) -> None:
         "updating": 0,
         "failed": 0,
         "skipped": 3,
+        "awaitingApproval": 0,
     }
     skipped = {n["name"]: n["reason"] for n in status["nodeStatuses"] if n["state"] == "Skipped"}
     assert "unrecognized feature gate" in skipped[names[1]]

@@ -22,7 +22,9 @@ from eventedpleg.core.node.phases import hostcheckphase
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.rollout import planner, steppolicy
 from eventedpleg.core.rollout.actions import Action, Cordon
-from eventedpleg.core.rollout.drainpods import Blocker, DrainResult
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import IN_PROGRESS, NodeView, Peer, Target, node_view
 from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, PodSurvey, Write
 from eventedpleg.models.nodeconfig import NodeConfigSpec
@@ -57,6 +59,9 @@ class SimNode:
     drain_blocked_until: datetime | None = None  # a PDB keeps pods here until then
     drain_never_until: datetime | None = None  # a PDB that allows no eviction at all, until it is changed
     mirror_pods: tuple[str, ...] = ()  # static pods the kubelet runs from files
+    # Pods as the API lists them, through the drain's own filters (core.rollout.drain.pods.select); the
+    # model evicts at once every pod those let go.
+    pods: list[dict[str, Any]] = field(default_factory=list)
     agent_fails: bool = False  # the agent rolls back (kubelet would not start)
     agent_silent: bool = False  # its agent publishes host checks but never answers an apply request
     agent_absent: bool = False  # no agent ever runs here (not scheduled, wrong architecture, a taint)
@@ -186,12 +191,19 @@ class World:
         return node.drain_blocked_until is not None and self.now < node.drain_blocked_until
 
     def _never(self, node: SimNode) -> str:
-        """What a PDB that allows no eviction says (core.rollout.budgets), while it is in place."""
+        """What a PDB that allows no eviction says (core.rollout.drain.budgets), while it is in place."""
         if node.drain_never_until is not None and self.now < node.drain_never_until:
             return NEVER
         return ""
 
+    def _selection(self, node: SimNode, *, force_delete: bool = False) -> drainpods.DrainSelection:
+        options = DrainPolicy.of(self.spec.drain).options(self.now, force_delete=force_delete)
+        return drainpods.select(node.pods, options)
+
     def _drain(self, node: SimNode, request: AttemptDrain) -> DrainResult:
+        selection = self._selection(node, force_delete=request.force_delete)
+        if selection.blocked:  # what the filters keep; the rest is evicted by this very attempt
+            return drainpods.result(drainpods.DrainSelection((), (), (), selection.blocked))
         if self._never(node) and not request.force_delete:
             refused = frozenset({Blocker.EVICTION_REFUSED, Blocker.NEVER_ALLOWED})
             return DrainResult(False, "PDB blocks eviction", refused, never=self._never(node))
@@ -320,9 +332,16 @@ class _ModelAnswers:
         self.done += 1
 
     def survey_pods(self) -> PodSurvey:
-        never = self.world._never(self.node)
-        nothing = not (self.world._blocked(self.node) or never)
-        return PodSurvey(self.node.mirror_pods, nothing_to_evict=nothing, never=never)
+        pdb = self.world._never(self.node)
+        selection = self.world._selection(self.node)
+        never = drainpods.never(selection, [pdb] if pdb else [])
+        nothing = selection.done and not (self.world._blocked(self.node) or never)
+        return PodSurvey(
+            self.node.mirror_pods,
+            nothing_to_evict=nothing,
+            never=never,
+            protected=drainpods.protected(selection),
+        )
 
     def find_mirror_pods(self) -> tuple[str, ...]:
         return self.node.mirror_pods
@@ -342,6 +361,20 @@ def spec(**kw: Any) -> NodeConfigSpec:
         else:
             data[key] = value
     return NodeConfigSpec.model_validate(data)
+
+
+def pod(
+    name: str, annotations: Mapping[str, str] | None = None, namespace: str = "default"
+) -> dict[str, Any]:
+    """A running ReplicaSet pod as the API lists it."""
+    owner = {"kind": "ReplicaSet", "name": name, "controller": True}
+    meta = {
+        "name": name,
+        "namespace": namespace,
+        "annotations": dict(annotations or {}),
+        "ownerReferences": [owner],
+    }
+    return {"metadata": meta, "spec": {}, "status": {"phase": "Running"}}
 
 
 def fleet(n: int, **kw: Any) -> dict[str, SimNode]:

@@ -1,4 +1,4 @@
-"""Evictions no PodDisruptionBudget can allow as things stand (core.rollout.budgets), over PDBs as the
+"""Evictions no PodDisruptionBudget can allow as things stand (core.rollout.drain.budgets), over PDBs as the
 disruption controller writes their status. The cluster tier checks the same rule against the real
 controller's status (tests/cluster/test_drain_blocked.py)."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from eventedpleg.core.rollout import budgets
-from eventedpleg.core.rollout.drainpods import PodRef
+from eventedpleg.core.rollout.drain import budgets
+from eventedpleg.core.rollout.drain.pods import PodRef
 
 
 def pod(

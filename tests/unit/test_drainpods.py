@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from eventedpleg.core.rollout import drainpods
-from eventedpleg.core.rollout.drainpods import PodRef
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.pods import PodRef
 from eventedpleg.models.nodeconfig import LabelSelector
 
 
@@ -86,3 +86,51 @@ def test_the_users_choices_of_what_a_drain_evicts() -> None:
     assert set(default.evict) == {PodRef("ns", "web"), PodRef("ns", "db")}
     assert set(default.terminating) == {PodRef("ns", "stuck"), PodRef("ns", "leaving")}
     assert dict(default.skipped) == {PodRef("ns", "pinned"): drainpods.SkipKind.OPTED_OUT}
+
+
+KARPENTER = {"karpenter.sh/do-not-disrupt": "true"}
+AUTOSCALER = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+
+
+def test_pods_that_ask_not_to_be_disrupted_block_the_drain_whatever_the_options() -> None:
+    pods = [
+        pod("batch", meta={"annotations": KARPENTER}),
+        pod("cache", meta={"annotations": AUTOSCALER}),
+        pod("fine", meta={"annotations": {"karpenter.sh/do-not-disrupt": "false"}}),  # asks nothing
+        pod("evictable", meta={"annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}}),
+        pod("finished", meta={"annotations": KARPENTER}, status={"phase": "Succeeded"}),  # may go
+        pod("agent", owner="DaemonSet", meta={"annotations": KARPENTER}),  # skipped as ever
+    ]
+    # a forced delete's options (onTimeout: ForceDelete at the deadline) included
+    for options in (
+        drainpods.Options(delete_empty_dir_data=False, force=False),
+        drainpods.Options(delete_empty_dir_data=True, force=True),
+    ):
+        chosen = drainpods.select(pods, options)
+        assert dict(chosen.blocked) == {
+            PodRef("ns", "batch"): drainpods.Blocker.DO_NOT_DISRUPT,
+            PodRef("ns", "cache"): drainpods.Blocker.NOT_SAFE_TO_EVICT,
+        }
+        assert chosen.evict == (PodRef("ns", "fine"), PodRef("ns", "evictable"), PodRef("ns", "finished"))
+        named = (
+            'ns/batch annotated karpenter.sh/do-not-disrupt: "true"; '
+            'ns/cache annotated cluster-autoscaler.kubernetes.io/safe-to-evict: "false"'
+        )
+        assert drainpods.protected(chosen) == named
+        assert drainpods.never(chosen) == named  # never finishes: onBlocked decides, before the cordon
+        result = drainpods.result(chosen)
+        assert (result.done, result.protected, result.never) == (False, named, named)
+    # a pod kept by drain.podSelector or our own opt-out is not evicted anyway: it blocks nothing
+    kept = pod("kept", meta={"annotations": {**KARPENTER, "eventedpleg.io/drain": "skip"}})
+    assert drainpods.protected(drainpods.select([kept], drainpods.Options(True, False))) == ""
+
+
+def test_protected_names_only_the_pods_that_asked_and_the_blocker_kinds_say_which() -> None:
+    pods = [pod("bare", owner=None), pod("batch", meta={"annotations": KARPENTER})]
+    chosen = drainpods.select(pods, drainpods.Options(delete_empty_dir_data=True, force=False))
+    assert drainpods.protected(chosen) == 'ns/batch annotated karpenter.sh/do-not-disrupt: "true"'
+    assert drainpods.result(chosen).blockers == {
+        drainpods.Blocker.NO_CONTROLLER,
+        drainpods.Blocker.DO_NOT_DISRUPT,
+    }
+    assert drainpods.PROTECTED <= drainpods.PERMANENT and drainpods.PROTECTED <= drainpods.NEEDS_ATTENTION

@@ -69,7 +69,24 @@ BAD_SPECS: list[tuple[dict[str, Any], str, str]] = [
     ),
     ({"eventedPleg": "yes please"}, "eventedPleg", "valid boolean"),
     ({"eventedPleg": True, "rollout": {"canary": {"nodes": "two"}}}, "nodes", "valid integer"),
-    ({"eventedPleg": True, "rollout": {"maxFailedNodes": 0}}, "maxFailedNodes", "greater than or equal to 1"),
+    ({"eventedPleg": True, "rollout": {"maxFailedNodes": 0}}, "maxFailedNodes", ">= 1"),
+    ({"eventedPleg": True, "rollout": {"maxFailedNodes": "0%"}}, "maxFailedNodes", "percentage"),
+    ({"eventedPleg": True, "rollout": {"maxFailedNodes": "120%"}}, "maxFailedNodes", "percentage"),
+    ({"eventedPleg": True, "rollout": {"maxFailedNodes": "two"}}, "maxFailedNodes", "percentage"),
+    ({"eventedPleg": True, "rollout": {"steps": [1, 0]}}, "steps", ">= 1"),
+    ({"eventedPleg": True, "rollout": {"steps": ["5%", "101%"]}}, "steps", "percentage"),
+    (
+        {
+            "eventedPleg": True,
+            "rollout": {
+                "window": {"start": "01:00", "end": "03:00"},
+                "windows": [{"start": "22:00", "end": "23:00"}],
+            },
+        },
+        "rollout",
+        "move rollout.window into rollout.windows",
+    ),
+    ({"eventedPleg": True, "rollout": {"windows": [{"start": "22:00"}]}}, "windows", "set together"),
     (
         {"eventedPleg": True, "drain": {"gracePeriodSeconds": -2}},
         "gracePeriodSeconds",
@@ -115,6 +132,7 @@ def test_defaults_follow_the_design() -> None:
     assert api["rollout"]["onFailure"] == "Rollback"
     assert api["drain"] == {
         "mode": "CordonAndDrain",
+        "inPlace": {"onIneligible": "Drain"},  # InPlace where unsafe: drained first, as before
         "timeoutSeconds": 600,
         "gracePeriodSeconds": -1,
         "deleteEmptyDirData": True,
@@ -128,6 +146,12 @@ def test_defaults_follow_the_design() -> None:
         "retryBackoffSeconds": 300,
     }
     assert api["rollout"]["stallAfterSeconds"] == 1800
+    assert (api["rollout"]["steps"], api["rollout"]["windows"], api["rollout"]["approval"]) == (
+        [],
+        [],
+        "Automatic",
+    )
+    assert api["rollout"]["maxFailedNodes"] == 1
     assert api["verification"] == {"timeoutSeconds": 300}
     assert (api["runtime"], api["kubeletConfig"], api["onDelete"]) == ("auto", "DropInOnly", "Revert")
     assert api["includeControlPlane"] is False

@@ -630,7 +630,7 @@ def end_state(world: World) -> dict[str, tuple[str | None, str | None, bool]]:
 def test_random_clusters_converge_within_budget_despite_crashes(world: World, seed: int) -> None:
     originally_cordoned = {name for name, n in world.nodes.items() if n.unschedulable}
     external = len(originally_cordoned)
-    allowed = planner.max_unavailable(world.spec.rollout.max_unavailable, len(world.nodes))
+    allowed = planner.int_or_percent(world.spec.rollout.max_unavailable, len(world.nodes))
     final = world.run(drop=random.Random(seed))
     assert max(u for _, u in world.history) <= max(allowed, external)
     if world.spec.rollout.take_cordoned_nodes:

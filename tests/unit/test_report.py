@@ -19,7 +19,8 @@ from eventedpleg.cli.report import (
 )
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.node.facts import benefit
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.planner.decide import NO_AGENT
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.models.nodeconfig import DrainSpec, OnDrainBlocked, OrderBy, RolloutOrder
@@ -248,3 +249,31 @@ def test_preflight_and_status_name_a_node_without_a_live_agent() -> None:
     assert needs_agent_pods(nodeconfig)
     text = status_view(nodeconfig, nodes, agent_pods=pods)
     assert "not scheduled: untolerated taint" in text
+
+
+def test_preflight_drain_column_names_pods_that_ask_not_to_be_disrupted_as_the_operator_does() -> None:
+    owned = {"ownerReferences": [{"controller": True, "kind": "ReplicaSet", "name": "r"}]}
+
+    def pod(name: str, node: str, annotations: dict[str, str]) -> dict[str, Any]:
+        meta = {"namespace": "ml", "name": name, "annotations": annotations, **owned}
+        return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": "Running"}}
+
+    pods = [
+        pod("train-0", "a", {"karpenter.sh/do-not-disrupt": "true"}),
+        pod("cache-0", "b", {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}),
+        pod("web-0", "c", {"karpenter.sh/do-not-disrupt": "false"}),
+    ]
+    nodes = [node_view(_node(n, {})) for n in ("a", "b", "c")]
+    policy, drain = compat.Policy(), DrainPolicy.of(DrainSpec())
+    now = datetime(2026, 11, 25, tzinfo=UTC)
+    rows = {row.node.name: row for row in preflight_rows(nodes, policy, pods, [], drain, now=now)}
+    assert rows["a"].never == 'ml/train-0 annotated karpenter.sh/do-not-disrupt: "true"'
+    assert rows["b"].never == 'ml/cache-0 annotated cluster-autoscaler.kubernetes.io/safe-to-evict: "false"'
+    assert (rows["c"].evict, rows["c"].never) == (1, "")
+    # the operator's look before the cordon reads the same pure function over the same pods
+    for name in ("a", "b", "c"):
+        mine = [p for p in pods if p["spec"]["nodeName"] == name]
+        assert rows[name].never == drainpods.never(drainpods.select(mine, drain.options(now)))
+    table = preflight_table(list(rows.values()), policy, drain, wide=True).splitlines()
+    assert "never finishes" in table[1] and 'karpenter.sh/do-not-disrupt: "true"' in table[1]
+    assert "1 pod(s)" in table[3]

@@ -9,7 +9,7 @@ from datetime import timedelta
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout import retry, status
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.models.nodeconfig import DrainSpec
 from tests.unit.rolloutworld import T0, World, fleet, spec

@@ -11,10 +11,12 @@ import pytest
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core.rollout import drainpods, steppolicy
+from eventedpleg.core.rollout import steppolicy
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain, MarkFailed, Release, Uncordon
-from eventedpleg.core.rollout.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult, EvictionProblem, PodRef
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint
 from eventedpleg.core.rollout.snapshot import NodeMarks
 from eventedpleg.core.rollout.steppolicy import (
     AttemptDrain,
@@ -25,7 +27,6 @@ from eventedpleg.core.rollout.steppolicy import (
     SurveyPods,
     Write,
 )
-from eventedpleg.core.rollout.taints import NodeTaints, Taint
 from eventedpleg.models.nodeconfig import DrainSpec, LabelSelector, OnDrainBlocked, OnDrainTimeout
 from tests.unit.rolloutworld import T0, World, fleet, spec
 
@@ -39,6 +40,7 @@ class Recorded:
     pods_to_evict: bool
     drain: DrainResult
     never: str = ""
+    protected: str = ""
     requests: list[steppolicy.Request] = field(default_factory=list)
 
     def write(self, request: Write) -> None:
@@ -46,7 +48,12 @@ class Recorded:
 
     def survey_pods(self) -> PodSurvey:
         self.requests.append(SurveyPods())
-        return PodSurvey(self.survey_mirror, nothing_to_evict=not self.pods_to_evict, never=self.never)
+        return PodSurvey(
+            self.survey_mirror,
+            nothing_to_evict=not self.pods_to_evict,
+            never=self.never,
+            protected=self.protected,
+        )
 
     def find_mirror_pods(self) -> tuple[str, ...]:
         self.requests.append(FindMirrorPods())
@@ -69,16 +76,17 @@ def run(
     pods_to_evict: bool = False,
     survey_mirror: tuple[str, ...] | None = None,
     never: str = "",
+    protected: str = "",
 ) -> tuple[list[steppolicy.Request], StepEnd]:
     """Run a step to its end with the interpreter the executor uses, answering from the arguments
     (`pods_to_evict`: what a look at the pods before the cordon finds; `survey_mirror`: the static pods it
-    sees, when not `mirror`; `never`: the blockers it finds that cannot clear by themselves); returns its
-    requests in order."""
+    sees, when not `mirror`; `never`: the blockers it finds that cannot clear by themselves, `protected`:
+    the part of them that are pods asking not to be disrupted); returns its requests in order."""
     step = steppolicy.step(
         action, clock=lambda: T0, nodeconfig="cluster", allow_force_delete=allow_force_delete
     )
     seen = mirror if survey_mirror is None else survey_mirror
-    answers = Recorded(mirror, seen, pods_to_evict, drain or DrainResult(True), never)
+    answers = Recorded(mirror, seen, pods_to_evict, drain or DrainResult(True), never, protected)
     end = steppolicy.run(step, answers)
     return answers.requests, end
 
@@ -714,3 +722,43 @@ def test_in_place_puts_no_taint_on_and_takes_ours_off() -> None:
     (write,) = writes(requests)
     assert write.taints == (GPU,) and write.unschedulable is None
     assert write.annotations[c.ANN_TAINT] is None and write.annotations[c.ANN_STATE] == "Applying"
+
+
+KEPT = 'ml/train-0 annotated karpenter.sh/do-not-disrupt: "true"'
+KEPT_RESULT = DrainResult(False, KEPT, frozenset({Blocker.DO_NOT_DISRUPT}), never=KEPT, protected=KEPT)
+
+
+@pytest.mark.parametrize("allow_force_delete", [True, False])
+def test_a_pod_that_asks_not_to_be_disrupted_blocks_even_a_granted_force_delete(
+    allow_force_delete: bool,
+) -> None:
+    forced = replace(POLICY, on_timeout=OnDrainTimeout.FORCE_DELETE)
+    # found before the cordon: not cordoned, Skipped, the pod and its annotation named
+    requests, end = run(
+        cordon(drain=forced),
+        pods_to_evict=True,
+        never=KEPT,
+        protected=KEPT,
+        allow_force_delete=allow_force_delete,
+    )
+    assert [type(r) for r in requests] == [SurveyPods, Write, Emit] and end == StepEnd(NodeState.SKIPPED)
+    (write,) = writes(requests)
+    assert write.unschedulable is None and KEPT in str(write.annotations[c.ANN_REASON])
+    # a forced delete at the deadline leaves such a pod: the node is given back, never held cordoned
+    requests, end = run(
+        drain(deadline_reached=True, policy={"on_timeout": OnDrainTimeout.FORCE_DELETE}),
+        drain=KEPT_RESULT,
+        allow_force_delete=True,
+    )
+    assert AttemptDrain(force_delete=True) in requests  # deleted what it could
+    (back,) = writes(requests)
+    assert back.unschedulable is False and back.annotations[c.ANN_CORDONED_BY_US] is None
+    assert end == StepEnd(NodeState.SKIPPED) and events(requests) == [("Warning", "DrainBlocked")]
+
+
+def test_a_pod_that_asks_not_to_be_disrupted_waits_in_service_with_on_blocked_wait() -> None:
+    wait = replace(POLICY, on_blocked=OnDrainBlocked.WAIT)
+    requests, end = run(cordon(drain=wait), pods_to_evict=True, never=KEPT, protected=KEPT)
+    (write,) = writes(requests)
+    assert write.annotations == {c.ANN_OWNER: "cluster", c.ANN_BLOCKED: KEPT} and write.unschedulable is None
+    assert end == StepEnd(drain_retry=True)

@@ -19,6 +19,7 @@ LAB_COMMANDS = "eventedpleg.commands"  # the entry-point group the lab's distrib
 # name -> "module:attribute" of the production commands.
 COMMANDS = {
     "agent": "eventedpleg.cli.agent:agent",
+    "approve": "eventedpleg.cli.approve_cmd:approve_cmd",
     "crd": "eventedpleg.cli.crd:crd",
     "operator": "eventedpleg.cli.operator_cmd:operator",
     "preflight": "eventedpleg.cli.inspect:preflight",
@@ -30,6 +31,7 @@ COMMANDS = {
 # and agent commands pull in kopf and the kubernetes client: seconds). tests/unit/test_cli_imports.py
 # checks each against the command's own first docstring line.
 SUMMARIES = {
+    "approve": "Let a node be taken for a NodeConfig's present config (spec.rollout.approval: Manual).",
     "agent": "Apply, verify and watch Evented PLEG on this node when the operator asks (node annotations).",
     "crd": "The NodeConfig CustomResourceDefinition (generated from the API models).",
     "operator": "Watch NodeConfigs and Nodes and roll Evented PLEG out node by node.",

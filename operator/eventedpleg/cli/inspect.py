@@ -26,7 +26,7 @@ from eventedpleg.cli.failures import (
 from eventedpleg.cli.kubeflags import Kube, kube_options
 from eventedpleg.core import compat
 from eventedpleg.core.rollout import selector
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s import nodeconfigs, nodes

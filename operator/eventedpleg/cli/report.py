@@ -10,9 +10,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from eventedpleg.constants import NodeState
 from eventedpleg.core import compat, hostcheck
-from eventedpleg.core.rollout import budgets, drainpods
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.drain import budgets
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.nodeorder import order_key
 from eventedpleg.core.rollout.planner.decide import NO_AGENT
 from eventedpleg.core.rollout.snapshot import NodeView
@@ -315,8 +317,10 @@ def status_rows(
     rows = []
     for node in sorted(nodes, key=order_key(_order(spec))):
         marks = node.marks
-        ours = marks.owner == name
         note = notes.get(node.name, {})
+        # A node waiting for approval of a new config may carry the state of an older one: status says
+        # what it waits for now.
+        ours = marks.owner == name and note.get("state") != NodeState.AWAITING_APPROVAL
         state = marks.state.value if marks.state and ours else note.get("state", "")
         if not state:
             continue
@@ -359,7 +363,8 @@ def status_view(
         f"config={status.get('renderedHash', '-')}  {now_text}".rstrip(),
         f"nodes: {counts.get('updated', 0)}/{counts.get('eligible', 0)} updated, "
         f"{counts.get('updating', 0)} updating, {counts.get('failed', 0)} failed, "
-        f"{counts.get('skipped', 0)} skipped, {counts.get('total', 0)} selected",
+        f"{counts.get('skipped', 0)} skipped, {counts.get('total', 0)} selected"
+        + (f", {counts['awaitingApproval']} awaiting approval" if counts.get("awaitingApproval") else ""),
     ]
     for kind in ("Ready", "Available", "Progressing", "Degraded", "Paused", "Stalled"):
         cond = _condition(status, kind)

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from eventedpleg.core.rollout import drainpods, steppolicy
+from eventedpleg.core.rollout import steppolicy
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain
-from eventedpleg.core.rollout.drainpods import DrainResult
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.pods import DrainResult
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
 from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, PodSurvey, Write
 from eventedpleg.k8s import drain as drainer
@@ -184,7 +185,11 @@ class _ApiAnswers:
         never = drainpods.never(selection, drainer.never_allowed(self.api, pods, selection.evict))
         holding = drainpods.holding(pods, policy.blocking_pods, drainer.maintenance_of(self.api, self.node))
         return PodSurvey(
-            drainer.mirror_pods_in(pods), nothing_to_evict=selection.done, never=never, holding=holding
+            drainer.mirror_pods_in(pods),
+            nothing_to_evict=selection.done,
+            never=never,
+            holding=holding,
+            protected=drainpods.protected(selection),
         )
 
     def find_mirror_pods(self) -> tuple[str, ...]:

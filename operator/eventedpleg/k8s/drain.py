@@ -14,9 +14,10 @@ from typing import Any
 
 from kubernetes import client
 
-from eventedpleg.core.rollout import budgets, drainpods
-from eventedpleg.core.rollout.drainpods import Blocker, DrainResult, EvictionProblem, PodRef
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
+from eventedpleg.core.rollout.drain import budgets
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult, EvictionProblem, PodRef
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.k8s.client import PAGE, get_json, list_all
 from eventedpleg.k8s.errors import ApiError, NotFound, TooManyRequests, translated
 
@@ -75,7 +76,7 @@ def all_pdbs(api: client.ApiClient, *, limit: int = PAGE) -> list[dict[str, Any]
 
 
 def never_allowed(api: client.ApiClient, pods: list[dict[str, Any]], evict: Sequence[PodRef]) -> list[str]:
-    """Which of `evict` no PodDisruptionBudget can let go as things are (core.rollout.budgets)."""
+    """Which of `evict` no PodDisruptionBudget can let go as things are (core.rollout.drain.budgets)."""
     if not evict:
         return []
     return [str(n) for n in budgets.never_allowed(pods, evict, pdbs_in(api, budgets.namespaces(evict)))]

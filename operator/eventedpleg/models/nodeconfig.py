@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from eventedpleg.constants import ConditionType, NodeState
@@ -93,6 +93,16 @@ class OnNoAgent(StrEnum):
 class DrainMode(StrEnum):
     CORDON_AND_DRAIN = "CordonAndDrain"  # the Kubernetes documentation's order: cordon, drain, restart
     IN_PLACE = "InPlace"  # restart under the running pods, where no known bug makes that unsafe
+
+
+class Approval(StrEnum):
+    AUTOMATIC = "Automatic"  # nodes are taken as the gates allow
+    MANUAL = "Manual"  # each node also waits, in service, for `eventedpleg approve NODE`
+
+
+class OnInPlaceIneligible(StrEnum):
+    DRAIN = "Drain"  # cordon and drain the node first, saying why (an Event)
+    SKIP = "Skip"  # fail closed: never cordon or drain it; mark it Skipped, naming why
 
 
 class OnDelete(StrEnum):
@@ -326,21 +336,48 @@ class RolloutOrder(
         return self
 
 
+INT_OR_PERCENT_RULE = "type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')"
 IntOrPercent = Annotated[
     int | str,
     Field(
         json_schema_extra=cel(
             (
-                "type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",
+                INT_OR_PERCENT_RULE,
                 "must be an integer >= 1 or a percentage from 1% to 100% (use rollout.paused to stop)",
             )
         )
     ),
 ]
+# maxFailedNodes and rollout.steps: the same form and resolution (planner.int_or_percent), their own
+# message. maxLength (of the string form, "100%") bounds the rule's cost: the API server rejected the CRD
+# for rollout.steps' items without it ("estimated rule cost exceeds budget", kube-apiserver v1.36.4).
+NodeCount = Annotated[
+    int | str,
+    Field(
+        json_schema_extra={
+            **cel((INT_OR_PERCENT_RULE, "must be an integer >= 1 or a percentage from 1% to 100%")),
+            "maxLength": 4,
+        }
+    ),
+]
 
 
-class Rollout(_Model):
-    """How nodes are taken: batch size, order, canaries, pause, failure budget and maintenance window."""
+WINDOWS_RULE = (
+    "rollout.window and rollout.windows are exclusive: move rollout.window into rollout.windows as one entry"
+)
+
+
+class Rollout(
+    _Model,
+    json_schema_extra=cel(
+        (
+            "!has(self.window) || !has(self.window.start) || self.window.start == '' || "
+            "!has(self.windows) || size(self.windows) == 0",
+            WINDOWS_RULE,
+        )
+    ),
+):
+    """How nodes are taken: batch size, order, canaries, pause, failure budget and maintenance windows."""
 
     max_unavailable: Annotated[
         IntOrPercent,
@@ -350,17 +387,58 @@ class Rollout(_Model):
         ),
     ] = 1
     canary: Canary = Canary()
+    steps: Annotated[
+        list[NodeCount],
+        Field(
+            max_length=20,
+            description="Growing batches after the canary: each entry is how many nodes (an integer, or "
+            "1% to 100% of selected nodes, rounded down, min 1) are Done in all once that step is over, "
+            'e.g. `[1, "5%", "25%", "100%"]`. A step starts only when every node of the previous ones '
+            "(the canary's included) is Done and has stayed so for `canary.soakSeconds`; `maxUnavailable` "
+            "still bounds each batch. A step smaller than an earlier one adds nothing. After the last step "
+            "the rest go as `maxUnavailable` allows. Empty (the default): no steps.",
+        ),
+    ] = []
     order: RolloutOrder = RolloutOrder()
     paused: Annotated[bool, Field(description="No new node starts; nodes in progress finish.")] = False
     max_failed_nodes: Annotated[
-        int, Field(ge=1, le=100000, description="Halt (Degraded) once this many nodes failed or rolled back.")
+        NodeCount,
+        Field(
+            description="Halt (Degraded) once this many nodes failed or rolled back: an integer >= 1, or "
+            "1% to 100% of selected nodes (rounded down, min 1), as `maxUnavailable` is resolved."
+        ),
     ] = 1
     on_failure: Annotated[
         OnFailure,
         Field(description="`Rollback` restores the node's previous files; `Halt` leaves it as it failed."),
     ] = OnFailure.ROLLBACK
-    window: Window = Window()
+    window: Annotated[
+        Window,
+        Field(
+            description="One maintenance window (the single form, kept as it was): as `windows` with this "
+            "one entry. Not together with `windows`."
+        ),
+    ] = Window()
+    windows: Annotated[
+        list[Window],
+        Field(
+            max_length=16,
+            description="Maintenance windows: new nodes start only while one of them is open (a node "
+            "already in progress finishes), each with its own `days`, `start`, `end` and `timeZone`. "
+            "Empty (the default): `window` decides. Not together with `window`.",
+        ),
+    ] = []
     alert_gate: AlertGate = AlertGate()
+    approval: Annotated[
+        Approval,
+        Field(
+            description="`Automatic` (the default): nodes are taken as the other gates allow. `Manual`: "
+            "each node also waits, in service and not cordoned, until a person approves it with "
+            "`eventedpleg approve NODE` (the node annotation `eventedpleg.io/approved: <config hash>`, so "
+            "an approval holds for one config); status lists the nodes `AwaitingApproval` and each gets "
+            "an `AwaitingApproval` Event."
+        ),
+    ] = Approval.AUTOMATIC
     post_node_delay_seconds: Annotated[
         int,
         Field(
@@ -401,14 +479,35 @@ class Rollout(_Model):
         ),
     ] = 1800
 
-    @field_validator("max_unavailable")
+    @model_validator(mode="after")
+    def _one_form_of_windows(self) -> Rollout:
+        if self.window.enabled and self.windows:
+            raise ValueError(WINDOWS_RULE)
+        return self
+
+    @field_validator("steps")
     @classmethod
-    def _int_or_percent(cls, value: int | str) -> int | str:
+    def _steps(cls, value: list[int | str], info: ValidationInfo) -> list[int | str]:
+        for i, step in enumerate(value):
+            try:
+                cls._int_or_percent(step, info)
+            except ValueError as exc:
+                raise ValueError(f"steps[{i}]: {exc}") from exc
+        return value
+
+    @field_validator("max_unavailable", "max_failed_nodes")
+    @classmethod
+    def _int_or_percent(cls, value: int | str, info: ValidationInfo) -> int | str:
         if isinstance(value, bool):
             raise ValueError("must be an integer >= 1 or a percentage such as '10%'")
         if isinstance(value, int):
             if value < 1:
-                raise ValueError("must be >= 1 (use rollout.paused to stop the rollout)")
+                hint = (
+                    " (use rollout.paused to stop the rollout)"
+                    if info.field_name == "max_unavailable"
+                    else ""
+                )
+                raise ValueError(f"must be >= 1{hint}")
             return value
         if not PERCENT_RE.match(value):
             raise ValueError(f"{value!r} is not a percentage from 1% to 100%")
@@ -496,6 +595,19 @@ class TaintBeforeCordon(_Model):
         return key
 
 
+class InPlace(_Model):
+    """What `mode: InPlace` does with a node where a restart under running pods is not safe."""
+
+    on_ineligible: Annotated[
+        OnInPlaceIneligible,
+        Field(
+            description="`Drain` (the default): the node is cordoned and drained first, and a "
+            "`NotInPlace` Event says why. `Skip`: fail closed, the node is never cordoned or drained; it "
+            "is marked Skipped with the reason (a Warning `NotInPlace` Event names it)."
+        ),
+    ] = OnInPlaceIneligible.DRAIN
+
+
 class DrainSpec(_Model):
     """kubectl drain semantics (k8s.io/kubectl/pkg/drain): eviction API, PDBs respected, DaemonSets skip."""
 
@@ -509,6 +621,9 @@ class DrainSpec(_Model):
             "verification fails see a second kubelet restart for the rollback."
         ),
     ] = DrainMode.CORDON_AND_DRAIN
+    in_place: Annotated[
+        InPlace, Field(description="With `mode: InPlace`: what a node that cannot be done in place gets.")
+    ] = InPlace()
 
     timeout_seconds: Annotated[
         int, Field(ge=0, le=86400, description="How long a drain may take; 0 waits forever (like kubectl).")
@@ -559,11 +674,14 @@ class DrainSpec(_Model):
             description="A drain that can never finish as things are: a PodDisruptionBudget that allows no "
             "eviction even with all its pods healthy (`maxUnavailable: 0`, `minAvailable` equal to the "
             "replicas), a pod matched by two PDBs, a pod without a controller and no `force`, emptyDir "
-            "data without `deleteEmptyDirData`. Checked before the cordon, and again whenever an eviction "
-            "is refused. `Skip` never cordons the node (gives it back at once if the blocker appears "
-            "after the cordon) and marks it Skipped; `Wait` leaves the node in service and takes it once "
-            "the blocker is gone, holding the rollout; `Fail` is `Skip` marking the node Failed. Not used "
-            "with `onTimeout: ForceDelete` where it is granted: such a drain finishes at its timeout."
+            "data without `deleteEmptyDirData`, a running pod annotated `karpenter.sh/do-not-disrupt: "
+            '"true"` or `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` (never evicted nor '
+            "deleted, not even by `onTimeout: ForceDelete`; named with its annotation). Checked before "
+            "the cordon, and again whenever an eviction is refused. `Skip` never cordons the node (gives "
+            "it back at once if the blocker appears after the cordon) and marks it Skipped; `Wait` leaves "
+            "the node in service and takes it once the blocker is gone, holding the rollout; `Fail` is "
+            "`Skip` marking the node Failed. Not used with `onTimeout: ForceDelete` where it is granted, "
+            "except for those annotated pods: such a drain finishes at its timeout."
         ),
     ] = OnDrainBlocked.SKIP
     taint_before_cordon: Annotated[
@@ -688,6 +806,10 @@ class NodeCounts(_Model):
     updating: Annotated[int, Field(description="Nodes being drained, changed or verified now.")] = 0
     failed: Annotated[int, Field(description="Nodes that failed or rolled back.")] = 0
     skipped: Annotated[int, Field(description="Nodes left alone, each with its reason in nodeStatuses.")] = 0
+    awaiting_approval: Annotated[
+        int,
+        Field(description="Nodes waiting, in service, for `eventedpleg approve` (rollout.approval: Manual)."),
+    ] = 0
 
 
 class NodeStatus(_Model):

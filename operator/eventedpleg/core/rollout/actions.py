@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
-from eventedpleg.core.rollout.taints import NO_TAINTS, NodeTaints
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.taints import NO_TAINTS, NodeTaints
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,24 @@ class Cordon:
     # why this node is drained first all the same (compat.in_place_refusal).
     in_place: bool = False
     drained_because: str = ""
+
+
+@dataclass(frozen=True)
+class AskApproval:
+    """spec.rollout.approval: Manual: say, once per config (the node's Event and ANN_AWAITING_APPROVAL),
+    that the node waits in service for `eventedpleg approve`. Nothing else on the node changes."""
+
+    node: str
+    resource_version: str
+    hash: str
+
+
+def approval_text(node: str, config: str) -> str:
+    """What a node waiting for approval says, in its Event and in status."""
+    return (
+        f"not cordoned: waiting for approval of config {config} (spec.rollout.approval: Manual); "
+        f"approve with `eventedpleg approve {node}`"
+    )
 
 
 @dataclass(frozen=True)
@@ -112,4 +130,4 @@ class SetAgentOptions:
     agent_options: str
 
 
-Action = Cordon | Drain | Uncordon | MarkFailed | Release | SetAgentOptions
+Action = Cordon | Drain | Uncordon | MarkFailed | Release | SetAgentOptions | AskApproval

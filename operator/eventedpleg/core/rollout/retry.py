@@ -88,6 +88,8 @@ def way_out(node: NodeView, nodeconfig: str) -> str:
             return "the operator takes a Drifted node again by itself"
         case NodeState.PENDING | None:
             return "it has no state yet: it is waiting for its turn (eventedpleg status says why)"
+        case NodeState.AWAITING_APPROVAL:  # status only, like Pending: named for completeness
+            return "it waits for approval (spec.rollout.approval: Manual): `eventedpleg approve NODE`"
     return f"state {marks.state} cannot be retried"
 
 

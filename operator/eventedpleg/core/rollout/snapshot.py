@@ -11,8 +11,8 @@ from typing import Any
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.compat import NodeFacts
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
-from eventedpleg.core.rollout.taints import NodeTaints, Taint, taints_of
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint, taints_of
 from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec
 
 IN_PROGRESS = frozenset({NodeState.DRAINING, NodeState.APPLYING, NodeState.VERIFYING})
@@ -50,6 +50,8 @@ class NodeMarks:
     host_check: str = ""  # the agent's pre-cordon verdict, raw (core.hostcheck parses it when needed)
     tainted_since: datetime | None = None  # chosen and tainted, waiting for its cordon (taintBeforeCordon)
     taint: str = ""  # the key of the taint we added ("" when none of ours is on)
+    approved: str = ""  # the config hash a person approved the node for (rollout.approval: Manual)
+    awaiting_approval: str = ""  # the config hash we asked approval for (its Event was sent)
 
     @property
     def waiting_for_cordon(self) -> bool:
@@ -78,6 +80,8 @@ class NodeMarks:
             host_check=annotations.get(c.ANN_HOST_CHECK, ""),
             tainted_since=parse_time(annotations.get(c.ANN_TAINTED_SINCE)),
             taint=annotations.get(c.ANN_TAINT, ""),
+            approved=annotations.get(c.ANN_APPROVED, ""),
+            awaiting_approval=annotations.get(c.ANN_AWAITING_APPROVAL, ""),
         )
 
 

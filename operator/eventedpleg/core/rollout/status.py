@@ -36,6 +36,13 @@ def _nodes_text(notes: Sequence[NodeNote]) -> str:
     return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
 
 
+def _awaiting_text(names: Sequence[str]) -> str:
+    """The nodes waiting for `eventedpleg approve` (spec.rollout.approval: Manual)."""
+    more = len(names) - MAX_MESSAGE_NODES
+    shown = ", ".join(names[:MAX_MESSAGE_NODES]) + (f" and {more} more" if more > 0 else "")
+    return f"awaiting approval (rollout.approval: Manual; `eventedpleg approve NODE`): {shown}"
+
+
 def _conflicts_text(conflicts: Sequence[OwnerConflict]) -> str:
     """Each node once, grouped by the NodeConfig that manages it."""
     owners: dict[str, list[str]] = {}
@@ -154,7 +161,10 @@ def conditions_for(
             parts.append(f"drain timed out, automatic retry pending: {_nodes_text(summary.retrying)}")
         if summary.waiting:
             parts.append(summary.waiting)
-        prog = (True, "NodesUpdating" if in_progress else "Waiting", "; ".join(parts))
+        if summary.awaiting_approval:
+            parts.append(_awaiting_text(summary.awaiting_approval))
+        idle = "AwaitingApproval" if summary.awaiting_approval else "Waiting"
+        prog = (True, "NodesUpdating" if in_progress else idle, "; ".join(parts))
 
     if summary.halted:
         reason = "CanaryFailed" if summary.canary_failed else "RolloutHalted"

@@ -24,16 +24,18 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core import compat
 from eventedpleg.core.rollout.actions import (
     Action,
+    AskApproval,
     Cordon,
     Drain,
     MarkFailed,
     Release,
     SetAgentOptions,
     Uncordon,
+    approval_text,
 )
-from eventedpleg.core.rollout.drainpods import NEEDS_ATTENTION, DrainResult
-from eventedpleg.core.rollout.drainpolicy import DrainPolicy
-from eventedpleg.core.rollout.taints import NodeTaints, Taint
+from eventedpleg.core.rollout.drain.pods import NEEDS_ATTENTION, DrainResult
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint
 from eventedpleg.models.nodeconfig import OnDrainBlocked, OnDrainTimeout
 
 MAX_NAMED_STATIC_PODS = 3
@@ -59,6 +61,7 @@ class PodSurvey:
     nothing_to_evict: bool  # a drain with the step's options would be done at once
     never: str = ""  # what would keep the drain from ever finishing as things are (drainpods.never)
     holding: str = ""  # what holds the node where it is for now (drainpods.holding): it is not taken
+    protected: str = ""  # pods that asked not to be disrupted (drainpods.protected), also in `never`
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,16 @@ def step(action: Action, *, clock: Clock, nodeconfig: str, allow_force_delete: b
             return _release(action, nodeconfig)
         case SetAgentOptions():
             return _set_agent_options(action)
+        case AskApproval():
+            return _ask_approval(action)
     raise AssertionError(f"unknown action {action!r}")
+
+
+def _ask_approval(action: AskApproval) -> Step:
+    """The node waits, in service, for a person (spec.rollout.approval: Manual): said once per config."""
+    yield Write({c.ANN_AWAITING_APPROVAL: action.hash})
+    yield Emit("Normal", "AwaitingApproval", approval_text(action.node, action.hash))
+    return StepEnd()
 
 
 def _state(state: NodeState, reason: str, clock: Clock) -> dict[str, str | None]:
@@ -339,10 +351,37 @@ def _in_place(action: Cordon, clock: Clock) -> Step:
     return StepEnd(NodeState.APPLYING)
 
 
+def _not_in_place(action: Cordon, why: str, clock: Clock) -> Step:
+    """spec.drain.mode: InPlace with inPlace.onIneligible: Skip on a node where that is not safe: fail
+    closed, never cordoned or drained, Skipped and named."""
+    reason = (
+        f"not cordoned: drain.mode is InPlace, not safe on this node: {why} "
+        "(drain.inPlace.onIneligible: Skip)"
+    )
+    taints = action.taints
+    yield Write(
+        {
+            c.ANN_OWNER: action.owner,
+            c.ANN_DESIRED: action.hash,
+            **_untaint(taints),
+            **_state(NodeState.SKIPPED, reason, clock),
+        },
+        taints=taints.without_ours(),
+    )
+    yield Emit("Warning", "NotInPlace", reason)
+    return StepEnd(NodeState.SKIPPED)
+
+
 def _forced_at_timeout(policy: DrainPolicy, allow_force_delete: bool) -> bool:
     """onTimeout: ForceDelete, granted: every drain finishes at its timeout (deletes bypass PDBs and the
     drain options), so none is blocked for good."""
     return policy.on_timeout is OnDrainTimeout.FORCE_DELETE and allow_force_delete
+
+
+def _never(found: PodSurvey | DrainResult, *, forced: bool) -> str:
+    """What keeps the drain from ever finishing, as the step acts on it: with a forced delete at the
+    timeout (`forced`) only the pods that asked not to be disrupted, which no delete of ours touches."""
+    return found.protected if forced else found.never
 
 
 def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
@@ -367,6 +406,8 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
         )
         yield Emit("Warning", "Unsupported", reason)
         return StepEnd(NodeState.SKIPPED)
+    if action.drained_because and action.drain.in_place_strict:  # known without asking the API anything
+        return (yield from _not_in_place(action, action.drained_because, clock))
     survey = _survey((yield SurveyPods()))
     if survey.mirror_pods and not action.include_control_plane:
         ours = {c.ANN_OWNER: action.owner, **_untaint(taints)}
@@ -380,17 +421,20 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
                 taints=taints.without_ours(),
             )
         )
+    if action.in_place and survey.mirror_pods and action.drain.in_place_strict:
+        return (yield from _not_in_place(action, compat.IN_PLACE_STATIC_PODS, clock))
     if survey.holding:
         return (yield from _held(action.owner, survey.holding, action.blocked, taints))
     if action.in_place and not survey.mirror_pods:  # no eviction ahead: no taint to warn of one either
         return (yield from _in_place(action, clock))
     forced = _forced_at_timeout(action.drain, allow_force_delete)
-    if survey.never and not forced:
-        asked = action.drain.on_timeout is OnDrainTimeout.FORCE_DELETE  # but not granted here
+    never = _never(survey, forced=forced)
+    if never:
+        asked = action.drain.on_timeout is OnDrainTimeout.FORCE_DELETE and not forced  # asked, not granted
         return (
             yield from _blocked(
                 action.drain.on_blocked,
-                survey.never,
+                never,
                 clock,
                 node_hash=action.hash,
                 marks={c.ANN_OWNER: action.owner},
@@ -433,11 +477,12 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     if result.done:
         return (yield from _request_apply(action.hash, action.agent_options, "cordoned and drained", clock))
     # Found only after the cordon (a pod bound since the survey): give the node back now.
-    if result.never and not forced:
+    never = _never(result, forced=forced)
+    if never:
         return (
             yield from _blocked(
                 action.drain.on_blocked,
-                result.never,
+                never,
                 clock,
                 node_hash=action.hash,
                 marks=_give_back(_hold(action.autoscaler_user)[0], taints),
@@ -483,12 +528,15 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
     result = _drain_result((yield AttemptDrain(force_delete=force)))
     if result.done:
         return (yield from _request_apply(action.hash, action.agent_options, "drained", clock))
-    # Waiting for the timeout gains nothing: give the node back now (at the timeout, onTimeout decides).
-    if result.never and not (action.deadline_reached or _forced_at_timeout(policy, allow_force_delete)):
+    # Waiting for the timeout gains nothing: give the node back now (at the timeout, onTimeout decides,
+    # but a forced delete leaves the pods that asked not to be disrupted: they give the node back too).
+    forced = _forced_at_timeout(policy, allow_force_delete)
+    never = _never(result, forced=forced) if forced or not action.deadline_reached else ""
+    if never:
         return (
             yield from _blocked(
                 policy.on_blocked,
-                result.never,
+                never,
                 clock,
                 node_hash=action.hash,
                 marks=_give_back(action.autoscaler_hold, action.taints),

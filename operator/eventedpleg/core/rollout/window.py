@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from eventedpleg.models.nodeconfig import Window
+from eventedpleg.models.nodeconfig import Rollout, Window
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
@@ -36,6 +36,20 @@ def is_open(window: Window, now: datetime) -> bool:
         return today in days and start <= clock < end
     # Wraps midnight: the evening part belongs to today, the morning part to yesterday's window.
     return (today in days and clock >= start) or (yesterday in days and clock < end)
+
+
+def windows_of(rollout: Rollout) -> tuple[Window, ...]:
+    """The windows in force: rollout.windows, or the single rollout.window (the model allows one form)."""
+    return tuple(rollout.windows) or (rollout.window,)
+
+
+def any_open(rollout: Rollout, now: datetime) -> bool:
+    """True while one of the rollout's windows is open (always, with none set)."""
+    return any(is_open(w, now) for w in windows_of(rollout))
+
+
+def describe_all(rollout: Rollout) -> str:
+    return "; ".join(describe(w) for w in windows_of(rollout))
 
 
 def describe(window: Window) -> str:

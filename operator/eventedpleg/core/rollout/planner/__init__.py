@@ -16,9 +16,11 @@ Rules, in the order they apply:
 - Budget (gates.py): at most maxUnavailable selected nodes unavailable (NotReady, cordoned by anyone, or
   in our hands) -- nodes already unavailable count, as in MCO. A node that is already cordoned by
   someone else costs nothing to process, and keeps its cordon afterwards.
-- Gates on *starting* a node: halted (failures >= maxFailedNodes, or any failure before the canaries have
-  passed: a canary exists to stop the rest), paused, outside the window, canary soak. A node already
-  started always finishes, so no gate ever leaves a node cordoned.
+- Gates on *starting* a node: halted (failures >= maxFailedNodes, a count or a percentage of the selected
+  nodes as maxUnavailable is, or any failure before the canaries have
+  passed: a canary exists to stop the rest), paused, outside the window, canary soak, then each step of
+  spec.rollout.steps (gates.stages) as one more canary: Done and soaked before the next one starts. A
+  node already started always finishes, so no gate ever leaves a node cordoned.
 - Order: zone, then spec.rollout.order within the zone (name by default; nodeorder.py), then name: zone
   by zone limits the blast radius, as MCO does.
 
@@ -40,7 +42,7 @@ from eventedpleg.core.rollout.planner.summary import (
     Plan,
     Summary,
     held_text,
-    max_unavailable,
+    int_or_percent,
 )
 from eventedpleg.core.rollout.planner.tally import Tally
 
@@ -59,6 +61,6 @@ __all__ = [
     "Tally",
     "decide",
     "held_text",
-    "max_unavailable",
+    "int_or_percent",
     "plan",
 ]

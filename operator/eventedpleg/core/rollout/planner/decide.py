@@ -11,12 +11,21 @@ from typing import NamedTuple
 from eventedpleg.constants import NodeState
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import actions, retry
-from eventedpleg.core.rollout.actions import Action, Drain, MarkFailed, Release, SetAgentOptions, Uncordon
+from eventedpleg.core.rollout.actions import (
+    Action,
+    AskApproval,
+    Drain,
+    MarkFailed,
+    Release,
+    SetAgentOptions,
+    Uncordon,
+    approval_text,
+)
 from eventedpleg.core.rollout.planner.selection import Selection, skip_reason
 from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, OwnerConflict
 from eventedpleg.core.rollout.planner.tally import Tally, tally_of
 from eventedpleg.core.rollout.snapshot import AGENT_PHASE, IN_PROGRESS, NodeView, Target
-from eventedpleg.models.nodeconfig import DrainMode
+from eventedpleg.models.nodeconfig import Approval, DrainMode
 
 # Status notes of a node not taken because its agent shows no sign of life start with this.
 NO_AGENT = "not cordoned, no live agent: "
@@ -172,7 +181,7 @@ class _Decider:
         taken (named in status); a deletion gives it back as it is, as nothing can revert it."""
         absent = self._agent_absence()
         if not absent:
-            self.candidate = want
+            self._candidate(want)
             return
         node, target = self.node, self.target
         if target.deleting:
@@ -258,6 +267,19 @@ class _Decider:
                 self.act(_uncordon(node) if give_back else None)
             return True
         return False
+
+    def _candidate(self, want: str) -> None:
+        """The node may start towards `want`, once a person approved it for `want` (approval: Manual; a
+        node being reverted on deletion needs none). Until then it stays in service, untouched but for the
+        mark that its Event was sent."""
+        node, marks, target = self.node, self.node.marks, self.target
+        if target.spec.rollout.approval is Approval.MANUAL and not target.deleting and marks.approved != want:
+            self.count("awaiting_approval")
+            self.note(NodeState.AWAITING_APPROVAL, approval_text(node.name, want))
+            if marks.awaiting_approval != want:
+                self.act(AskApproval(node.name, node.resource_version, want))
+            return
+        self.candidate = want
 
     def _drain_retry(self) -> bool:
         """A node given back Failed after a drain timeout, with automatic retries left (spec.drain.retries):

@@ -19,11 +19,11 @@ from eventedpleg.core.rollout.planner.summary import (
     Plan,
     Summary,
     held_text,
-    max_unavailable,
+    int_or_percent,
 )
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeView, Target
-from eventedpleg.models.nodeconfig import OnNoAgent
+from eventedpleg.models.nodeconfig import OnNoAgent, Rollout
 
 MAX_ATTENTION = 50
 ALERT_RECHECK = timedelta(seconds=15)  # how often a rollout held by alerts asks Prometheus again
@@ -74,9 +74,10 @@ def finish(
             actions.append(decision.action)
     # A deletion is never halted: it gives back every node it holds, failed ones included (decide.py).
     canary_failed = tally.failed > 0 and not _canaries_passed(done, tally, target) and not target.deleting
-    halted = (tally.failed >= spec.rollout.max_failed_nodes or canary_failed) and not target.deleting
+    max_failed = int_or_percent(spec.rollout.max_failed_nodes, tally.total)
+    halted = (tally.failed >= max_failed or canary_failed) and not target.deleting
     paused = spec.rollout.paused and not target.deleting
-    window_closed = not window.is_open(spec.rollout.window, now)
+    window_closed = not window.any_open(spec.rollout, now)
     alerting = bool(target.alerts) and not target.deleting
     no_agent = [n for n in notes if n.reason.startswith(NO_AGENT)]
     holding = bool(no_agent) and spec.rollout.on_no_agent is OnNoAgent.HOLD and not target.deleting
@@ -87,7 +88,8 @@ def finish(
             "a failed canary halts the rollout whatever rollout.maxFailedNodes says)"
         )
     elif halted:
-        limit = spec.rollout.max_failed_nodes
+        value = spec.rollout.max_failed_nodes
+        limit = f"{value} ({max_failed} of {tally.total} node(s))" if isinstance(value, str) else value
         waiting = f"halted after {tally.failed} failed node(s) (rollout.maxFailedNodes={limit})"
     elif candidates or holding:
         start = _Start(inputs, tally, actions, notes, wakes)
@@ -96,7 +98,7 @@ def finish(
         elif paused:
             waiting = "paused (spec.rollout.paused)"
         elif window_closed:
-            waiting = f"outside the maintenance window ({window.describe(spec.rollout.window)})"
+            waiting = f"outside the maintenance window ({window.describe_all(spec.rollout)})"
         elif alerting:
             waiting = f"no new node while {target.alerts} (rollout.alertGate)"
             wakes.append(now + ALERT_RECHECK)  # asked again: the alert has no event of ours to wake us
@@ -105,7 +107,13 @@ def finish(
     if no_agent and not waiting:
         waiting = _no_agent_text(no_agent)
     attention = notes[:MAX_ATTENTION]
-    complete = not candidates and tally.in_flight == 0 and not tally.retry_pending and not tally.no_agent
+    complete = (
+        not candidates
+        and tally.in_flight == 0
+        and not tally.retry_pending
+        and not tally.no_agent
+        and not tally.awaiting_approval
+    )
     return Plan(
         actions=tuple(actions),
         summary=Summary(
@@ -127,6 +135,7 @@ def finish(
             held_by=held_by,
             budget_stuck=bool(held_by) and tally.in_flight == 0,
             retrying=tuple(retrying[:MAX_ATTENTION]),
+            awaiting_approval=tuple(n.name for n in notes if n.state == NodeState.AWAITING_APPROVAL),
         ),
     )
 
@@ -143,6 +152,7 @@ class _Start:
         wakes: list[datetime],
     ) -> None:
         self.inputs, self.tally, self.actions, self.notes, self.wakes = inputs, tally, actions, notes, wakes
+        self.stage = ""  # the step (rollout.steps) whose nodes in progress hold the rest, "" for the canary
 
     def start(
         self, done: Sequence[NodeView], candidates: Candidates, foreign: list[HeldNode]
@@ -157,7 +167,7 @@ class _Start:
         if settling:
             return settling, ()
         total = tally.total
-        budget = max_unavailable(spec.rollout.max_unavailable, total) - tally.unavailable
+        budget = int_or_percent(spec.rollout.max_unavailable, total) - tally.unavailable
         started = 0
         blocked: list[str] = []  # started, but only to look again at a drain that could never finish
         for node, want in candidates.starting_order(room, budget):
@@ -199,6 +209,8 @@ class _Start:
                 return "waiting, not cordoned (drain.onBlocked: Wait): " + "; ".join(blocked), ()
             return "", ()
         if room == 0:
+            if self.stage:
+                return f"{self.stage}: waiting for its node(s) in progress to finish", ()
             return "canary: waiting for the canary node(s) in progress to finish", ()
         held_by = tuple(foreign)
         return _budget_text(spec.rollout.max_unavailable, total, tally.unavailable, held_by), held_by
@@ -221,22 +233,43 @@ class _Start:
         )
 
     def _canary_gate(self, done: Sequence[NodeView]) -> tuple[str, int | None]:
-        """(why starts are held, how many more nodes may start) for the canary phase; ("", None) after it."""
+        """(why starts are held, how many more nodes may start) for the canary and the steps after it
+        (spec.rollout.steps): each must be Done and soaked before the next starts; ("", None) after them."""
         target, now = self.inputs.target, self.inputs.now
-        canary = target.spec.rollout.canary
-        if canary.nodes == 0 or target.deleting:
+        rollout = target.spec.rollout
+        if target.deleting:
             return "", None
-        needed = min(canary.nodes, self.tally.eligible)
-        if len(done) < needed:
-            return "", max(0, needed - len(done) - self.tally.in_flight)
-        soak = timedelta(seconds=canary.soak_seconds)
-        soaked = [n for n in done if n.marks.since is not None and now - n.marks.since >= soak]
-        if len(soaked) >= needed:
-            return "", None
-        ends = sorted((n.marks.since or now) + soak for n in done)
-        until = ends[needed - 1]
-        self.wakes.append(until)
-        return f"canary soaking until {until.isoformat(timespec='seconds')}", 0
+        soak = timedelta(seconds=rollout.canary.soak_seconds)
+        for number, needed, name in stages(rollout, self.tally.eligible, self.tally.total):
+            if len(done) < needed:
+                self.stage = name if number else ""
+                return "", max(0, needed - len(done) - self.tally.in_flight)
+            soaked = [n for n in done if n.marks.since is not None and now - n.marks.since >= soak]
+            if len(soaked) >= needed:
+                continue
+            ends = sorted((n.marks.since or now) + soak for n in done)
+            until = ends[needed - 1]
+            self.wakes.append(until)
+            what = "canary" if number == 0 else f"{name} ({needed} node(s) Done)"
+            return f"{what} soaking until {until.isoformat(timespec='seconds')}", 0
+        return "", None
+
+
+def stages(rollout: Rollout, eligible: int, total: int) -> list[tuple[int, int, str]]:
+    """(number, nodes Done in all once it is over, name) of the canary (number 0, when it has nodes) and of
+    each step of spec.rollout.steps that adds nodes; a percentage is of the selected nodes (`total`), as
+    maxUnavailable's is. Nodes Done in all never shrink and never exceed the eligible nodes."""
+    out: list[tuple[int, int, str]] = []
+    reached = 0
+    if rollout.canary.nodes:
+        reached = min(rollout.canary.nodes, eligible)
+        out.append((0, reached, "canary"))
+    for i, step in enumerate(rollout.steps, start=1):
+        needed = min(int_or_percent(step, total), eligible)
+        if needed > reached:
+            reached = needed
+            out.append((i, needed, f"step {i} of {len(rollout.steps)} (rollout.steps[{i - 1}]: {step})"))
+    return out
 
 
 def _canaries_passed(done: Sequence[NodeView], tally: Tally, target: Target) -> bool:
@@ -256,7 +289,7 @@ def _no_agent_text(notes: Sequence[NodeNote]) -> str:
 
 
 def _budget_text(value: int | str, total: int, unavailable: int, held: tuple[HeldNode, ...]) -> str:
-    allowed = max_unavailable(value, total)
+    allowed = int_or_percent(value, total)
     text = (
         f"waiting for capacity: {unavailable} of {total} node(s) unavailable, "
         f"maxUnavailable={value} ({allowed})"

@@ -63,6 +63,7 @@ class Summary:
     budget_stuck: bool = False
     retrying: tuple[NodeNote, ...] = ()  # timed-out drains waiting for their automatic retry
     alerting: bool = False  # spec.rollout.alertGate holds new nodes (waiting says which alerts)
+    awaiting_approval: tuple[str, ...] = ()  # nodes waiting for `eventedpleg approve` (approval: Manual)
 
     @cached_property
     def counts(self) -> NodeCounts:
@@ -76,8 +77,9 @@ class Plan:
     summary: Summary
 
 
-def max_unavailable(value: int | str, total: int) -> int:
-    """Resolve int-or-percent against the number of selected nodes; a percentage rounds down, min 1."""
+def int_or_percent(value: int | str, total: int) -> int:
+    """Resolve an int-or-percent (rollout.maxUnavailable, rollout.maxFailedNodes) against the number of
+    selected nodes; a percentage rounds down, min 1."""
     if isinstance(value, int):
         return value
     return max(1, math.floor(total * int(value.rstrip("%")) / 100))

@@ -20,6 +20,7 @@ class Tally:
     updating: int = 0  # in progress
     failed: int = 0
     skipped: int = 0
+    awaiting_approval: int = 0  # selected and eligible, waiting for `eventedpleg approve` (approval: Manual)
     # The pass's own.
     unavailable: int = 0  # selected or ours, and NotReady, cordoned or in our hands (uses the budget)
     in_flight: int = 0  # ours and not finished (our cordon still on counts)

@@ -8,9 +8,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 
-from eventedpleg.core.rollout import drainpods
-from eventedpleg.core.rollout.taints import Taint
-from eventedpleg.models.nodeconfig import DrainSpec, LabelSelector, OnDrainBlocked, OnDrainTimeout
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.taints import Taint
+from eventedpleg.models.nodeconfig import (
+    DrainMode,
+    DrainSpec,
+    LabelSelector,
+    OnDrainBlocked,
+    OnDrainTimeout,
+    OnInPlaceIneligible,
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,7 @@ class DrainPolicy:
     stalled_delete_seconds: int  # a deletion older than this no longer holds the drain (0: always does)
     taint: Taint | None = None  # put on the node chosen, `taint_seconds` before its cordon (None: off)
     taint_seconds: int = 0
+    in_place_strict: bool = False  # mode: InPlace, inPlace.onIneligible: Skip: never drain instead
 
     @staticmethod
     @cache
@@ -49,6 +57,8 @@ class DrainPolicy:
             stalled_delete_seconds=spec.skip_wait_for_delete_timeout_seconds,
             taint=None if before is None else Taint(before.key, before.value, before.effect.value),
             taint_seconds=0 if before is None else before.seconds,
+            in_place_strict=spec.mode is DrainMode.IN_PLACE
+            and spec.in_place.on_ineligible is OnInPlaceIneligible.SKIP,
         )
 
     def cordon_at(self, tainted_since: datetime) -> datetime:

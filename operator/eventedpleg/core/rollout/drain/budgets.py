@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eventedpleg.core.rollout.drainpods import PodRef
+from eventedpleg.core.rollout.drain.pods import PodRef
 
 
 @dataclass(frozen=True)

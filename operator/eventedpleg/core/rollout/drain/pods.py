@@ -4,6 +4,8 @@ filters.go), pure, over pods as API dicts.
 In kubectl's order: pods already being deleted are waited for; DaemonSet pods are skipped (we always
 behave as --ignore-daemonsets, like MCO and SUC); mirror (static) pods are skipped; emptyDir pods need
 deleteEmptyDirData; pods without a controller need force. Succeeded/Failed pods are always removable.
+Before the last two, a running pod that asks the autoscalers not to be disrupted (DO_NOT_DISRUPT) blocks
+the drain whatever the options say, a forced delete included.
 
 Why a pod is skipped or blocks the drain is a kind (SkipKind, Blocker), never parsed text: the step policy
 (core.rollout.steppolicy) decides on kinds; the English is only for people (the reason annotation, Events).
@@ -47,16 +49,28 @@ class Blocker(StrEnum):
     NO_CONTROLLER = "has no controller (it would not come back); set drain.force: true"
     EVICTION_REFUSED = "eviction refused"  # HTTP 429: a PodDisruptionBudget says not now
     EVICTION_FAILED = "eviction failed"  # any other API error: try again on the next pass
-    NEVER_ALLOWED = "eviction can never be allowed as things are"  # core.rollout.budgets names the PDB
+    NEVER_ALLOWED = "eviction can never be allowed as things are"  # core.rollout.drain.budgets names the PDB
+    DO_NOT_DISRUPT = 'annotated karpenter.sh/do-not-disrupt: "true"'
+    NOT_SAFE_TO_EVICT = 'annotated cluster-autoscaler.kubernetes.io/safe-to-evict: "false"'
 
 
+# Pod annotations that ask not to be disrupted, as the autoscalers read them: Karpenter's
+# (kubernetes-sigs/karpenter pkg/apis/v1/labels.go, DoNotDisruptAnnotationKey) and the cluster-autoscaler's
+# (kubernetes/autoscaler cluster-autoscaler/utils/drain/drain.go, PodSafeToEvictKey). Such a pod is never
+# evicted nor deleted by our drains: it blocks the drain (spec.drain.onBlocked), found before the cordon.
+DO_NOT_DISRUPT = {
+    "karpenter.sh/do-not-disrupt": ("true", Blocker.DO_NOT_DISRUPT),
+    "cluster-autoscaler.kubernetes.io/safe-to-evict": ("false", Blocker.NOT_SAFE_TO_EVICT),
+}
+# Blockers no option of ours overrides: not even onTimeout: ForceDelete deletes these pods.
+PROTECTED = frozenset({Blocker.DO_NOT_DISRUPT, Blocker.NOT_SAFE_TO_EVICT})
 # Blockers a person has to look at (a PDB that never allows, a spec option): they get a Warning Event.
 NEEDS_ATTENTION = frozenset(
-    {Blocker.EMPTY_DIR, Blocker.NO_CONTROLLER, Blocker.EVICTION_REFUSED, Blocker.NEVER_ALLOWED}
+    {Blocker.EMPTY_DIR, Blocker.NO_CONTROLLER, Blocker.EVICTION_REFUSED, Blocker.NEVER_ALLOWED} | PROTECTED
 )
 # Blockers that cannot clear by themselves: waiting for the drain timeout gains nothing
 # (spec.drain.onBlocked).
-PERMANENT = frozenset({Blocker.EMPTY_DIR, Blocker.NO_CONTROLLER, Blocker.NEVER_ALLOWED})
+PERMANENT = frozenset({Blocker.EMPTY_DIR, Blocker.NO_CONTROLLER, Blocker.NEVER_ALLOWED}) | PROTECTED
 
 
 @dataclass(frozen=True)
@@ -134,6 +148,13 @@ def _stalled(meta: Mapping[str, Any], options: Options) -> bool:
     return (options.now - since).total_seconds() > options.stalled_delete_seconds
 
 
+def _do_not_disrupt(annotations: Mapping[str, Any]) -> Blocker | None:
+    for key, (value, blocker) in DO_NOT_DISRUPT.items():
+        if annotations.get(key) == value:
+            return blocker
+    return None
+
+
 def select(pods: Iterable[Mapping[str, Any]], options: Options) -> DrainSelection:
     evict: list[PodRef] = []
     terminating: list[PodRef] = []
@@ -160,6 +181,8 @@ def select(pods: Iterable[Mapping[str, Any]], options: Options) -> DrainSelectio
             skipped.append((ref, SkipKind.NOT_SELECTED))
         elif finished:
             evict.append(ref)
+        elif (protected := _do_not_disrupt(annotations)) is not None:
+            blocked.append((ref, protected))
         elif not options.delete_empty_dir_data and any(
             "emptyDir" in v for v in (pod.get("spec") or {}).get("volumes") or []
         ):
@@ -192,6 +215,7 @@ class DrainResult:
     waiting: str = ""  # why not done, naming the pods and PDBs, for people (empty when done)
     blockers: frozenset[Blocker] = frozenset()  # the kinds of what keeps pods on the node
     never: str = ""  # what keeps pods on the node and cannot clear by itself, for people ("" when nothing)
+    protected: str = ""  # the part of `never` no option overrides, a forced delete included (`protected`)
 
 
 def _listed(texts: Sequence[str]) -> list[str]:
@@ -201,16 +225,22 @@ def _listed(texts: Sequence[str]) -> list[str]:
 
 
 def never(selection: DrainSelection, never_allowed: Sequence[str] = ()) -> str:
-    """What keeps pods on the node for good (`never_allowed`: core.rollout.budgets' findings), or ""."""
+    """What keeps pods on the node for good (`never_allowed`: core.rollout.drain.budgets' findings), or ""."""
     texts = [f"{ref} {kind}" for ref, kind in selection.blocked if kind in PERMANENT]
     return "; ".join(_listed(texts + list(never_allowed)))
+
+
+def protected(selection: DrainSelection) -> str:
+    """The pods that asked not to be disrupted (PROTECTED), with the annotation, for people; "" when none.
+    They hold the drain even where onTimeout: ForceDelete would delete everything else."""
+    return "; ".join(_listed([f"{ref} {kind}" for ref, kind in selection.blocked if kind in PROTECTED]))
 
 
 def result(
     selection: DrainSelection, problems: Sequence[EvictionProblem] = (), never_allowed: Sequence[str] = ()
 ) -> DrainResult:
     """The outcome of one attempt: `selection` as listed, `problems` from the evictions requested,
-    `never_allowed`: refused evictions no PDB can allow as things are (core.rollout.budgets)."""
+    `never_allowed`: refused evictions no PDB can allow as things are (core.rollout.drain.budgets)."""
     if selection.done:
         return DrainResult(done=True)
     texts = [f"{ref} {kind}" for ref, kind in selection.blocked] + [str(p) for p in problems]
@@ -226,5 +256,9 @@ def result(
         + ([Blocker.NEVER_ALLOWED] if never_allowed else [])
     )
     return DrainResult(
-        done=False, waiting="; ".join(parts), blockers=kinds, never=never(selection, never_allowed)
+        done=False,
+        waiting="; ".join(parts),
+        blockers=kinds,
+        never=never(selection, never_allowed),
+        protected=protected(selection),
     )

@@ -1,0 +1,54 @@
+"""`eventedpleg approve NODE [--nodeconfig NAME]`: let a node be taken under spec.rollout.approval: Manual.
+It writes the node annotation eventedpleg.io/approved with the config hash the NodeConfig rolls out now,
+so an approval holds for that config alone. Exit codes (eventedpleg.cli.failures): 0 approved, 2 the
+NodeConfig has not rendered its present spec yet, 5 API failures, 6 the node, the NodeConfig or the CRD
+not found."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import click
+
+from eventedpleg import constants as c
+from eventedpleg.cli.failures import EXIT_NOT_FOUND, EXIT_USAGE, fail, verbose_option
+from eventedpleg.cli.inspect import _nodeconfig
+from eventedpleg.cli.kubeflags import Kube, kube_options
+from eventedpleg.k8s import nodes
+from eventedpleg.k8s.errors import NotFound
+
+
+def approved_config(nodeconfig: Mapping[str, Any]) -> str:
+    """The config hash an approval is for now, or "" when the operator has not acted on the NodeConfig's
+    present spec yet (an approval would be for the config before it)."""
+    meta = nodeconfig.get("metadata") or {}
+    status = nodeconfig.get("status") or {}
+    if not status.get("renderedHash") or status.get("observedGeneration") != meta.get("generation"):
+        return ""
+    return str(status["renderedHash"])
+
+
+@click.command("approve")
+@click.argument("node")
+@click.option(
+    "--nodeconfig", "name", default="cluster", show_default=True, help="The NodeConfig approved for."
+)
+@kube_options
+@verbose_option
+def approve_cmd(node: str, name: str, kube: Kube, verbose: bool) -> None:
+    """Let a node be taken for a NodeConfig's present config (spec.rollout.approval: Manual)."""
+    with kube.client() as api:
+        config = approved_config(_nodeconfig(api, name))
+        if not config:
+            fail(
+                f"NodeConfig {name!r} has not rendered its present spec yet (status.observedGeneration "
+                "behind metadata.generation): try again in a few seconds",
+                EXIT_USAGE,
+            )
+        try:
+            nodes.patch_node(api, node, nodes.node_patch(annotations={c.ANN_APPROVED: config}))
+        except NotFound:
+            fail(f"node {node!r} not found (kubectl get nodes)", EXIT_NOT_FOUND)
+        click.echo(f"node {node} approved for config {config} of NodeConfig {name}")
+        click.echo(f"watch: eventedpleg status {name} --watch")

@@ -2,8 +2,12 @@
 # One image, two entrypoints: `eventedpleg operator` (the Deployment, uid 65532, the default here) and
 # `eventedpleg agent` (the DaemonSet, which runs it as root, privileged; see the chart).
 #
-#   docker build -t evented-pleg-operator:0.1.0 .
-#   eventedpleg lab image          # the same build without a daemon (buildah), to an OCI archive
+#   docker buildx build --platform linux/amd64,linux/arm64 -t evented-pleg-operator:0.1.0 .
+#   eventedpleg lab image --platform linux/amd64 --platform linux/arm64
+#                                  # the same build without a daemon (buildah), to an OCI archive
+#
+# Nothing here depends on the architecture: every apt package below has the same version on amd64 and
+# arm64, and hack/constraints.txt holds the hashes of every platform's wheels.
 #
 # The base is Debian itself: bookworm's python3 in a virtualenv (PEP 668 forbids installing into the
 # system Python). debian:bookworm-slim is made from the Debian archive; `eventedpleg lab image` makes the

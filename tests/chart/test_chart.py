@@ -460,9 +460,16 @@ def test_values_reach_the_objects() -> None:
     assert ds["spec"]["updateStrategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 5}
     deploy = rendered.find("Deployment", "epo-operator")
     op_pod = deploy["spec"]["template"]["spec"]
-    assert (
-        op_pod["affinity"] == CASES["single-replica-own-namespace"]["operator.affinity"]
-    )  # replaces the default
+    # The given affinity replaces the default (no anti-affinity); its term gains the image's architectures.
+    infra = {"key": "node-role.kubernetes.io/infra", "operator": "Exists"}
+    arch = {"key": "kubernetes.io/arch", "operator": "In", "values": list(image.ARCHES)}
+    assert op_pod["affinity"] == {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [infra, arch]}]
+            }
+        }
+    }
     assert op_pod["tolerations"] == [KWOK_TOLERATION]
     # nameOverride renames the cluster-wide objects, and the admission policy follows the agent's new name.
     vap = rendered.find("ValidatingAdmissionPolicy", "epo-agent-own-node")

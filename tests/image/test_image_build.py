@@ -102,6 +102,14 @@ def test_a_foreign_architecture_needs_qemu_registered_with_the_f_flag(
     assert image.foreign_arch_problem("arm64") is None
 
 
+def test_emulation_script_answers_for_the_host_and_refuses_an_unknown_architecture() -> None:
+    script = str(REPO / "hack" / "emulation.sh")
+    host = subprocess.run(["bash", script, image.host_arch()], capture_output=True, text=True, check=False)
+    assert (host.returncode, host.stdout, host.stderr) == (0, "", "")
+    unknown = subprocess.run(["bash", script, "mips"], capture_output=True, text=True, check=False)
+    assert unknown.returncode == 2 and "no qemu mapping for mips" in unknown.stderr
+
+
 def test_build_passes_the_ca_bundle_as_a_secret(tmp_path: Path) -> None:
     ca = tmp_path / "ca.crt"
     argv = image.bud_argv(tmp_path / "s", tmp_path / "r", REPO, image.TAG, {"VERSION": "0.1.0"}, ca)

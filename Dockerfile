@@ -2,8 +2,12 @@
 # One image, two entrypoints: `eventedpleg operator` (the Deployment, uid 65532, the default here) and
 # `eventedpleg agent` (the DaemonSet, which runs it as root, privileged; see the chart).
 #
-#   docker build -t evented-pleg-operator:0.1.0 .
-#   eventedpleg lab image          # the same build without a daemon (buildah), to an OCI archive
+#   docker buildx build --platform linux/amd64,linux/arm64 -t evented-pleg-operator:0.1.0 .
+#   eventedpleg lab image --platform linux/amd64 --platform linux/arm64
+#                                  # the same build without a daemon (buildah), to an OCI archive
+#
+# Nothing here depends on the architecture: every apt package below has the same version on amd64 and
+# arm64, and hack/constraints.txt holds the hashes of every platform's wheels.
 #
 # The base is Debian itself: bookworm's python3 in a virtualenv (PEP 668 forbids installing into the
 # system Python). debian:bookworm-slim is made from the Debian archive; `eventedpleg lab image` makes the
@@ -61,11 +65,15 @@ RUN --mount=type=secret,id=pip-ca \
 FROM ${BASE_IMAGE}
 # LICENSE reaches the image inside the wheel (its .dist-info/licenses). VERSION is pyproject.toml's (eventedpleg_lab.release keeps this default equal); REVISION (the commit) and
 # CREATED (its commit time, RFC 3339, so a rebuild of one commit is labelled alike) come from the build:
-# hack/release.sh and the release workflow pass both. BASE_DIGEST names the base the image was made from.
+# hack/release.sh and the release workflow pass both. BASE_IMAGE names the base; where it is made locally
+# with mmdebstrap (`eventedpleg lab image`, hack/release.sh), BASE_ID is its image id and BASE_PACKAGES the
+# sha256 of its package set (every `name:arch=version`, the release's *.base-packages file): what pins it.
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG CREATED=unknown
 ARG BASE_IMAGE
+ARG BASE_ID=unknown
+ARG BASE_PACKAGES=unknown
 LABEL org.opencontainers.image.title="evented-pleg-operator" \
       org.opencontainers.image.description="Turns on the kubelet's event-based PLEG (EventedPLEG) safely, node by node: operator and node agent." \
       org.opencontainers.image.version="${VERSION}" \
@@ -73,6 +81,8 @@ LABEL org.opencontainers.image.title="evented-pleg-operator" \
       org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="${BASE_IMAGE}" \
+      io.eventedpleg.base.id="${BASE_ID}" \
+      io.eventedpleg.base.packages="${BASE_PACKAGES}" \
       org.opencontainers.image.source="https://github.com/eventedpleg/evented-pleg-operator"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

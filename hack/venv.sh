@@ -15,9 +15,19 @@ fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 # Editable installs follow code changes by themselves; pip runs again only when what it installed from
 # (the two pyproject files, the extras) changed since the last install into this venv.
-stamp=".venv/.installed-$(cat pyproject.toml operator/pyproject.toml | sha256sum | cut -c1-16)-${extras:-none}"
-if [ ! -e "$stamp" ]; then
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}" -e ./operator
+# EVENTEDPLEG_VENV_LOCK=hack/release-requirements.txt (the release job): every dependency, pip and the
+# build backend from that file with --require-hashes, then the two distributions without resolving
+# anything and with that backend (no build isolation, so nothing unpinned is fetched).
+lock=${EVENTEDPLEG_VENV_LOCK-}
+stamp=".venv/.installed-$(cat pyproject.toml operator/pyproject.toml ${lock:+"$lock"} | sha256sum | cut -c1-16)-${extras:-none}"
+pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+if [ ! -e "$stamp" ] && [ -n "$lock" ]; then
+  [ -z "$extras" ] || { echo "EVENTEDPLEG_VENV_LOCK installs no extras (asked for: $extras)" >&2; exit 2; }
+  "${pip[@]}" --require-hashes --no-deps -r "$lock"
+  "${pip[@]}" --no-deps --no-build-isolation -e . -e ./operator
+  touch "$stamp"
+elif [ ! -e "$stamp" ]; then
+  "${pip[@]}" --upgrade pip
+  "${pip[@]}" -e ".${extras:+[$extras]}" -e ./operator
   touch "$stamp"
 fi

@@ -16,6 +16,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
@@ -29,8 +30,15 @@ from eventedpleg_lab.localcluster.build import Log, cache_dir
 NAME = "evented-pleg-operator"
 TAG = f"localhost/{NAME}:{__version__}"
 # The Dockerfile's `ARG BASE_IMAGE` without its digest: the name the local mmdebstrap base is committed
-# under and passed as that build argument, so buildah finds it without asking a registry.
+# under (one per architecture, `base_name`) and passed as that build argument, so buildah finds it without
+# asking a registry.
 BASE_IMAGE = "docker.io/library/debian:bookworm-slim"
+# The architectures a release's image index holds (the chart's image.architectures lists the same); a
+# foreign one is built under qemu-user-static through binfmt_misc (`foreign_arch_problem` says when not).
+ARCHES = ("amd64", "arm64")
+_MACHINES = {"x86_64": "amd64", "aarch64": "arm64"}
+_QEMU = {"arm64": "qemu-aarch64", "amd64": "qemu-x86_64"}
+BINFMT = Path("/proc/sys/fs/binfmt_misc")
 SUITE = "bookworm"
 MIRRORS = (
     "deb http://deb.debian.org/debian bookworm main",
@@ -73,7 +81,13 @@ HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 # The host's CA bundle reaches pip as the build secret pip-ca (the Dockerfile's wheel step), never a layer.
 CA_SECRET_ID = "pip-ca"  # noqa: S105 - the id of a build secret, not a secret
 BUILD_CA = f"/run/secrets/{CA_SECRET_ID}"
-DEBIAN_TOOLS = {"buildah": "buildah", "fuse-overlayfs": "fuse-overlayfs", "mmdebstrap": "mmdebstrap"}
+# arch-test: mmdebstrap needs it to bootstrap a foreign architecture.
+DEBIAN_TOOLS = {
+    "buildah": "buildah",
+    "fuse-overlayfs": "fuse-overlayfs",
+    "mmdebstrap": "mmdebstrap",
+    "arch-test": "arch-test",
+}
 
 
 class ImageError(RuntimeError):
@@ -88,6 +102,44 @@ class Built:
     size: int
     base_seconds: float | None  # None: the cached base was used
     image_seconds: float | None  # None: the cached archive was up to date
+
+
+def host_arch() -> str:
+    machine = os.uname().machine
+    return _MACHINES.get(machine, machine)
+
+
+def base_name(arch: str) -> str:
+    """The local base of one architecture: BASE_IMAGE for the host's, a suffixed tag for a foreign one."""
+    return BASE_IMAGE if arch == host_arch() else f"{BASE_IMAGE}-{arch}"
+
+
+def foreign_arch_problem(arch: str) -> str | None:
+    """Why `arch` binaries cannot run here (None: the host's, or qemu is registered with binfmt_misc with
+    the F flag, so it also runs inside a chroot)."""
+    if arch == host_arch():
+        return None
+    entry = BINFMT / _QEMU.get(arch, f"qemu-{arch}")
+    if not entry.is_file():
+        return f"no {entry} (mount binfmt_misc and install qemu-user-static)"
+    text = entry.read_text()
+    if not text.startswith("enabled"):
+        return f"{entry} is disabled"
+    if not any(line.startswith("flags:") and "F" in line for line in text.splitlines()):
+        return f"{entry} lacks the F flag (loading the interpreter at registration makes it work in a chroot)"
+    return None
+
+
+def dpkg_packages(status: str) -> list[str]:
+    """`name:arch=version` of every installed package in a dpkg status file, sorted: a base's package set."""
+    found = []
+    for stanza in status.split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in stanza.splitlines() if ": " in line and not line.startswith(" ")
+        )
+        if fields.get("Status") == "install ok installed":
+            found.append(f"{fields['Package']}:{fields['Architecture']}={fields['Version']}")
+    return sorted(found)
 
 
 def image_dir() -> Path:
@@ -163,10 +215,11 @@ def inputs_digest(repo: Path, files: Iterable[str], base_id: str, build_args: di
 # --- the commands --------------------------------------------------------------------------------------
 
 
-def mmdebstrap_argv(out: Path) -> list[str]:
+def mmdebstrap_argv(out: Path, arch: str | None = None) -> list[str]:
     return [
         "mmdebstrap",
         "--variant=minbase",
+        *([f"--architectures={arch}"] if arch else []),
         "--format=tar",
         *(f"--dpkgopt={rule}" for rule in SLIM_DPKG),
         '--aptopt=Acquire::Languages "none"',
@@ -187,9 +240,17 @@ def buildah_base(store: Path, run: Path) -> list[str]:
 
 
 def bud_argv(
-    store: Path, run: Path, repo: Path, tag: str, build_args: dict[str, str], ca_bundle: Path | None
+    store: Path,
+    run: Path,
+    repo: Path,
+    tag: str,
+    build_args: dict[str, str],
+    ca_bundle: Path | None,
+    arch: str | None = None,
 ) -> list[str]:
     argv = [*buildah_base(store, run), "bud", "--isolation=chroot", "--pull-never", f"--tag={tag}"]
+    if arch:
+        argv.append(f"--platform=linux/{arch}")
     argv += [f"--build-arg={k}={v}" for k, v in sorted(build_args.items())]
     if ca_bundle is not None:  # pip's trust store for the wheel step only: a secret, not a layer
         argv.append(f"--secret=id={CA_SECRET_ID},src={ca_bundle}")
@@ -231,35 +292,46 @@ class ImageBuilder:
             subprocess.run(["apt-get", "update"], env=env, capture_output=True, check=False)
             self._run(argv, "apt-get install")
 
-    def base_id(self) -> str | None:
+    def base_id(self, arch: str | None = None) -> str | None:
         done = subprocess.run(
             [*buildah_base(self.store, self.runroot), "images", "--noheading", "--no-trunc", "--quiet",
-             BASE_IMAGE],
+             base_name(arch or host_arch())],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         return done.stdout.split()[0] if done.returncode == 0 and done.stdout.strip() else None
 
-    def ensure_base(self) -> tuple[str, float | None]:
+    def base_packages(self, arch: str) -> Path:
+        """The base's package set (`dpkg_packages`), written when the base is made: what it is pinned to."""
+        return self.dir / f"base-{arch}.packages"
+
+    def ensure_base(self, arch: str | None = None) -> tuple[str, float | None]:
         """The base image's id, making it first (mmdebstrap, then a commit into the store) when missing."""
-        found = self.base_id()
-        if found:
+        arch = arch or host_arch()
+        name, packages = base_name(arch), self.base_packages(arch)
+        found = self.base_id(arch)
+        if found and packages.is_file():
             return found, None
         start = time.monotonic()
-        self.log(f"[image] making {BASE_IMAGE} with mmdebstrap from the Debian archive")
+        self.log(f"[image] making {name} ({arch}) with mmdebstrap from the Debian archive")
         with tempfile.TemporaryDirectory(dir=self.dir) as tmp:
             tar = Path(tmp) / "rootfs.tar"
-            self._run(mmdebstrap_argv(tar), "mmdebstrap")
+            self._run(mmdebstrap_argv(tar, arch), "mmdebstrap")
+            with tarfile.open(tar) as rootfs:
+                member = rootfs.extractfile("./var/lib/dpkg/status")
+                status = member.read().decode() if member else ""
             container = self._buildah("from", "scratch", what="buildah from scratch")
             try:
                 self._buildah("add", container, str(tar), "/", what="buildah add")
-                self._buildah("config", *BASE_CONFIG, container, what="buildah config")
-                self._buildah("commit", "--rm", container, BASE_IMAGE, what="buildah commit")
+                config = [*BASE_CONFIG, "--os=linux", f"--arch={arch}"]
+                self._buildah("config", *config, container, what="buildah config")
+                self._buildah("commit", "--rm", container, name, what="buildah commit")
             except ImageError:
                 subprocess.run([*buildah_base(self.store, self.runroot), "rm", container], check=False)
                 raise
-        found = self.base_id()
+        packages.write_text("".join(f"{line}\n" for line in dpkg_packages(status)))
+        found = self.base_id(arch)
         if not found:
-            raise ImageError(f"{BASE_IMAGE} is not in {self.store} after the commit")
+            raise ImageError(f"{name} is not in {self.store} after the commit")
         return found, time.monotonic() - start
 
     def build(
@@ -269,20 +341,52 @@ class ImageBuilder:
         ca_bundle: Path | None = HOST_CA,
         force: bool = False,
         labels: dict[str, str] | None = None,
+        arches: Sequence[str] = (),
     ) -> Built:
         """`labels`: more build arguments (hack/release.sh passes REVISION and CREATED); they are inputs
-        too, so the lab's builds, which pass none, are not redone for every commit."""
+        too, so the lab's builds, which pass none, are not redone for every commit. `arches`: the image
+        index's architectures (hack/release.sh: ARCHES); none, one image of the host's architecture.
+
+        Each architecture's image is labelled with its base: the local base's image id and the sha256 of
+        its package set, which is also written beside the archive (ARCHIVE.base-packages, `arch line`)."""
         if os.geteuid() != 0:
             raise ImageError("building the image with buildah --isolation chroot needs root")
+        for arch in arches:
+            problem = foreign_arch_problem(arch)
+            if problem:
+                raise ImageError(f"cannot build linux/{arch} here: {problem}")
         self.dir.mkdir(parents=True, exist_ok=True)
         self.ensure_tools()
-        base, base_seconds = self.ensure_base()
-        build_args = {"VERSION": __version__, "BASE_IMAGE": BASE_IMAGE, **(labels or {})}
-        digest = inputs_digest(self.repo, context_files(self.repo), base, {**build_args, "tag": tag})
+        platforms = tuple(arches) or (host_arch(),)
+        bases = {arch: self.ensure_base(arch) for arch in platforms}
+        args: dict[str, dict[str, str]] = {}
+        for arch, (base, _) in bases.items():
+            packages = self.base_packages(arch).read_bytes()
+            args[arch] = {
+                "VERSION": __version__,
+                "BASE_IMAGE": base_name(arch),
+                "BASE_ID": base,
+                "BASE_PACKAGES": f"sha256:{hashlib.sha256(packages).hexdigest()}",
+                **(labels or {}),
+            }
+        context = context_files(self.repo)
+        digest = hashlib.sha256(
+            "".join(
+                inputs_digest(self.repo, context, bases[arch][0], {**args[arch], "tag": tag, "arch": arch})
+                for arch in platforms
+            ).encode()
+        ).hexdigest()
+        base_seconds = (
+            sum(s for _, s in bases.values() if s is not None)
+            if any(s is not None for _, s in bases.values())
+            else None
+        )
         stamp = out.with_name(out.name + ".inputs.json")
+        listing = out.with_name(out.name + ".base-packages")
         if (
             not force
             and out.is_file()
+            and listing.is_file()
             and stamp.is_file()
             and json.loads(stamp.read_text()).get("digest") == digest
         ):
@@ -290,16 +394,47 @@ class ImageBuilder:
             return Built(out, tag, digest, out.stat().st_size, base_seconds, None)
         start = time.monotonic()
         bundle = ca_bundle if ca_bundle is not None and ca_bundle.is_file() else None
-        self.log(f"[image] buildah bud {tag} (vfs, chroot isolation)")
-        self._run(bud_argv(self.store, self.runroot, self.repo, tag, build_args, bundle), "buildah bud")
         out.parent.mkdir(parents=True, exist_ok=True)
         partial = out.with_name(out.name + ".partial")
         partial.unlink(missing_ok=True)
-        self._buildah("push", tag, f"oci-archive:{partial}:{tag}", what="buildah push")
+        if not arches:
+            self.log(f"[image] buildah bud {tag} (vfs, chroot isolation)")
+            self._run(
+                bud_argv(self.store, self.runroot, self.repo, tag, args[platforms[0]], bundle), "buildah bud"
+            )
+            self._buildah("push", tag, f"oci-archive:{partial}:{tag}", what="buildah push")
+            built = [tag]
+        else:
+            built = []
+            for arch in platforms:
+                self.log(f"[image] buildah bud {tag} for linux/{arch} (vfs, chroot isolation)")
+                one = f"{tag}-{arch}"
+                argv = bud_argv(self.store, self.runroot, self.repo, one, args[arch], bundle, arch)
+                self._run(argv, f"buildah bud (linux/{arch})")
+                built.append(one)
+            index = f"{tag}-index"
+            subprocess.run([*buildah_base(self.store, self.runroot), "manifest", "rm", index],
+                           capture_output=True, check=False)  # fmt: skip
+            self._buildah("manifest", "create", index, what="buildah manifest create")
+            for one in built:
+                added = f"containers-storage:{one}"
+                self._buildah("manifest", "add", index, added, what="buildah manifest add")
+            self._buildah(
+                "manifest", "push", "--all", "--format=oci", index, f"oci-archive:{partial}:{tag}",
+                what="buildah manifest push",
+            )  # fmt: skip
+            self._buildah("manifest", "rm", index, what="buildah manifest rm")
         partial.replace(out)
-        stamp.write_text(json.dumps({"digest": digest, "tag": tag, "base": base}) + "\n")
-        # The archive is the product: the store keeps only the base, so vfs copies do not pile up.
-        self._buildah("rmi", "--force", tag, what="buildah rmi")
+        listing.write_text(
+            "".join(f"{arch} {line}\n" for arch in platforms
+                    for line in self.base_packages(arch).read_text().splitlines())
+        )  # fmt: skip
+        stamp.write_text(
+            json.dumps({"digest": digest, "tag": tag, "bases": {a: b for a, (b, _) in bases.items()}}) + "\n"
+        )
+        # The archive is the product: the store keeps only the bases, so vfs copies do not pile up.
+        for one in built:
+            self._buildah("rmi", "--force", one, what="buildah rmi")
         subprocess.run([*buildah_base(self.store, self.runroot), "rmi", "--prune"], capture_output=True,
                        check=False)  # fmt: skip
         return Built(out, tag, digest, out.stat().st_size, base_seconds, time.monotonic() - start)

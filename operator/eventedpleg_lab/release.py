@@ -1,21 +1,25 @@
 """The release's version, one value in every place that carries it, and the release's checksums.
 
-`[project] version` in pyproject.toml is the source; `set_version` writes the same value into every other
-place that must state it literally (the lab's distribution and its pin, the package's __version__, the
-chart's `version` and `appVersion`, the Dockerfile's default image label), and `mismatches` lists any that
-disagree. hack/release.sh refuses to build while any does; tests/unit/test_versions_agree.py checks the tree.
+`[project] version` in pyproject.toml is the source (PEP 440); `set_version` writes the same version into
+every other place that must state it literally, each in its own spelling (the lab's distribution and its
+pin, the package's __version__ and the Dockerfile's default image label in PEP 440; the chart's `version`
+and `appVersion` in SemVer), and `mismatches` lists any that disagree. hack/release.sh refuses to build
+while any does; tests/unit/test_versions_agree.py checks the tree.
 
     python -m eventedpleg_lab.release check             # exit 1 and one line per disagreement
-    python -m eventedpleg_lab.release set 0.2.0         # write it everywhere
+    python -m eventedpleg_lab.release set 0.2.0-rc.1    # write it everywhere (either spelling)
+    python -m eventedpleg_lab.release versions 0.2.0rc1 # "0.2.0rc1 0.2.0-rc.1": PEP 440, SemVer
+    python -m eventedpleg_lab.release pin-image VALUES sha256:... amd64 arm64  # the packaged chart's image
     python -m eventedpleg_lab.release sums DIR          # SHA256SUMS for every file in DIR (sha256sum -c)
-    python -m eventedpleg_lab.release digest ARCHIVE    # the image manifest's digest in an OCI archive
+    python -m eventedpleg_lab.release digest ARCHIVE    # the image (index) digest in an OCI archive
+    python -m eventedpleg_lab.release platforms ARCHIVE # "linux/arm64 sha256:..." per platform in it
     python -m eventedpleg_lab.release tool syft         # the path of a release tool, built when missing
     python -m eventedpleg_lab.release cached-image V    # where hack/release.sh keeps its image between runs
     python -m eventedpleg_lab.release build             # hack/release.sh's files for this tree, in the cache
 
 `ensure` is how the lab gets what it installs: the files hack/release.sh made for this tree (its wheel,
-chart package, image archive, SBOM, release.json and SHA256SUMS), made again unless the cache holds a
-release of this very commit whose checksums verify.
+chart package, image archive, SBOMs, base package sets, release.json and SHA256SUMS), made again unless
+the cache holds a release of this very commit whose checksums verify.
 """
 
 from __future__ import annotations
@@ -31,19 +35,50 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-# PEP 440 public versions as releases use them (1.2.3, 1.2.3rc1); also valid SemVer for the chart when
-# the pre-release part is absent, which is what a published chart should carry.
-VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?$")
+# A release version in either spelling: PEP 440 (0.2.0, 0.2.0rc1: the wheel, the package's __version__) or
+# SemVer 2 (0.2.0, 0.2.0-rc.1: the chart, the image tag, the git tag v0.2.0-rc.1). Pre-releases are
+# alpha, beta and rc; `ReleaseVersion.parse` maps one spelling to the other.
+VERSION_RE = re.compile(
+    r"^(?P<release>\d+\.\d+\.\d+)(?:(?:(?P<pep>a|b|rc)|-(?P<semver>alpha|beta|rc)\.)(?P<n>\d+))?$"
+)
+_PRE = {"a": "alpha", "b": "beta", "rc": "rc"}
 SUMS = "SHA256SUMS"
 
 
 @dataclass(frozen=True)
+class ReleaseVersion:
+    """One release's version in both spellings a release needs."""
+
+    python: str  # PEP 440, normalized: 0.2.0rc1
+    semver: str  # SemVer 2: 0.2.0-rc.1
+
+    @classmethod
+    def parse(cls, text: str) -> ReleaseVersion:
+        match = VERSION_RE.match(text)
+        if match is None:
+            raise ValueError(
+                f"{text!r} is not a release version: MAJOR.MINOR.PATCH, optionally a pre-release"
+                " (0.2.0rc1 or 0.2.0-rc.1; a/alpha, b/beta, rc)"
+            )
+        release, n = match.group("release"), match.group("n")
+        pep = match.group("pep") or {v: k for k, v in _PRE.items()}.get(match.group("semver") or "")
+        if pep is None:
+            return cls(release, release)
+        return cls(f"{release}{pep}{n}", f"{release}-{_PRE[pep]}.{n}")
+
+    @property
+    def prerelease(self) -> bool:
+        return self.python != self.semver
+
+
+@dataclass(frozen=True)
 class Place:
-    """One literal version in one file: `pattern` has a single group, the version."""
+    """One literal version in one file: `pattern` has a single group, the version, in `spelling`."""
 
     path: str
     pattern: str
     template: str  # the text written back, with {v}
+    spelling: str = "python"  # or "semver"
 
     def find(self, repo: Path) -> str | None:
         match = re.search(self.pattern, (repo / self.path).read_text(), re.MULTILINE)
@@ -59,13 +94,14 @@ class Place:
         file.write_text(text)
 
 
+CHART_YAML = "manifests/evented-pleg-operator/Chart.yaml"
 SOURCE = Place("pyproject.toml", r'^version = "([^"]+)"$', 'version = "{v}"')
 PLACES = (
     Place("operator/pyproject.toml", r'^version = "([^"]+)"$', 'version = "{v}"'),
     Place("operator/pyproject.toml", r'"evented-pleg-operator==([^"]+)"', '"evented-pleg-operator=={v}"'),
     Place("operator/eventedpleg/__init__.py", r'^__version__ = "([^"]+)"$', '__version__ = "{v}"'),
-    Place("manifests/evented-pleg-operator/Chart.yaml", r"^version: (\S+)$", "version: {v}"),
-    Place("manifests/evented-pleg-operator/Chart.yaml", r'^appVersion: "([^"]+)"$', 'appVersion: "{v}"'),
+    Place(CHART_YAML, r"^version: (\S+)$", "version: {v}", "semver"),
+    Place(CHART_YAML, r'^appVersion: "([^"]+)"$', 'appVersion: "{v}"', "semver"),
     Place("Dockerfile", r"^ARG VERSION=(\S+)$", "ARG VERSION={v}"),
 )
 
@@ -78,21 +114,47 @@ def version(repo: Path) -> str:
 
 
 def mismatches(repo: Path) -> list[str]:
-    """One line per place whose version is not pyproject.toml's."""
-    want = version(repo)
+    """One line per place whose version is not pyproject.toml's (in that place's spelling)."""
+    source = version(repo)
+    try:
+        want = ReleaseVersion.parse(source)
+    except ValueError as exc:
+        return [f"pyproject.toml: {exc}"]
+    if want.python != source:
+        return [f"pyproject.toml: {source} is not PEP 440's normal form {want.python}"]
     problems = []
     for place in PLACES:
-        found = place.find(repo)
-        if found != want:
-            problems.append(f"{place.path}: {found or 'no version'} (pyproject.toml says {want})")
+        found, expected = place.find(repo), getattr(want, place.spelling)
+        if found != expected:
+            problems.append(f"{place.path}: {found or 'no version'} (pyproject.toml says {expected})")
     return problems
 
 
 def set_version(repo: Path, new: str) -> None:
-    if not VERSION_RE.match(new):
-        raise ValueError(f"{new!r} is not a release version (MAJOR.MINOR.PATCH, optionally a|b|rcN)")
-    for place in (SOURCE, *PLACES):
-        place.write(repo, new)
+    """Write `new` (either spelling) everywhere, each place in its own spelling."""
+    wanted = ReleaseVersion.parse(new)
+    SOURCE.write(repo, wanted.python)
+    for place in PLACES:
+        place.write(repo, getattr(wanted, place.spelling))
+
+
+# The packaged chart's image: `image.digest` and `image.architectures` in values.yaml, which hack/release.sh
+# sets to the release's image index and its platforms, so `helm install` of a release pulls exactly the
+# image released with it, on the nodes it runs on.
+DIGEST_RE = re.compile(r'^(  digest: )""', re.MULTILINE)
+ARCHES_RE = re.compile(r"^(  architectures: )\[[^\]\n]*\]", re.MULTILINE)
+
+
+def pin_image(values: Path, digest: str, arches: Sequence[str]) -> None:
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        raise ValueError(f"{digest!r} is not an image digest (sha256:<64 hex>)")
+    if not arches or not all(re.fullmatch(r"[a-z0-9]+", a) for a in arches):
+        raise ValueError(f"{list(arches)!r}: name one or more architectures (amd64, arm64)")
+    text, pinned = DIGEST_RE.subn(rf'\g<1>"{digest}"', values.read_text(), count=1)
+    text, listed = ARCHES_RE.subn(rf"\g<1>[{', '.join(arches)}]", text, count=1)
+    if pinned != 1 or listed != 1:
+        raise ValueError(f'{values}: no `  digest: ""` and `  architectures: [...]` under image: to pin')
+    values.write_text(text)
 
 
 def _sha256(file: Path) -> str:
@@ -137,7 +199,8 @@ def sum_problems(directory: Path) -> list[str]:
 
 
 def archive_digest(archive: Path) -> str:
-    """The digest of the one image manifest an OCI archive holds (what `image@digest` pulls)."""
+    """The digest of the one image manifest or image index an OCI archive holds (what `image@digest`
+    pulls)."""
     with tarfile.open(archive) as tar:
         member = tar.extractfile("index.json")
         if member is None:
@@ -149,6 +212,27 @@ def archive_digest(archive: Path) -> str:
     return digest
 
 
+INDEX_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+
+
+def platform_digests(archive: Path) -> dict[str, str]:
+    """`os/arch` -> the digest of that platform's image manifest, in the image index an OCI archive holds
+    (an archive of one image: its platform is not recorded there, so the key is "")."""
+    top = archive_digest(archive)
+    with tarfile.open(archive) as tar:
+        index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
+        if index["manifests"][0].get("mediaType") not in INDEX_TYPES:
+            return {"": top}
+        member = tar.extractfile(f"blobs/{top.replace(':', '/')}")
+        if member is None:
+            raise ValueError(f"{archive}: the image index {top} is not in the archive")
+        listed = json.load(member)["manifests"]
+    return {f"{m['platform']['os']}/{m['platform']['architecture']}": m["digest"] for m in listed}
+
+
 class ReleaseError(RuntimeError):
     """hack/release.sh failed, or its files are not what it promises."""
 
@@ -158,14 +242,15 @@ class ReleaseFiles:
     """The files of one hack/release.sh run (release.json says what they are)."""
 
     directory: Path
-    version: str
+    version: str  # SemVer: the chart's version and the image's tag
+    python_version: str  # PEP 440: the wheel's
     revision: str  # the commit, with "-dirty" when the tree had changes
     image_name: str  # localhost/evented-pleg-operator:VERSION, the name inside the archive
     image_digest: str  # the image manifest's digest: what a node pulls by
 
     @property
     def wheel(self) -> Path:
-        return self.directory / f"evented_pleg_operator-{self.version}-py3-none-any.whl"
+        return self.directory / f"evented_pleg_operator-{self.python_version}-py3-none-any.whl"
 
     @property
     def chart(self) -> Path:
@@ -175,9 +260,8 @@ class ReleaseFiles:
     def archive(self) -> Path:
         return self.directory / f"evented-pleg-operator-{self.version}.oci.tar"
 
-    @property
-    def sbom(self) -> Path:
-        return self.directory / f"evented-pleg-operator-{self.version}.spdx.json"
+    def sbom(self, arch: str) -> Path:
+        return self.directory / f"evented-pleg-operator-{self.version}.linux-{arch}.spdx.json"
 
 
 def read_release(directory: Path) -> ReleaseFiles:
@@ -191,7 +275,12 @@ def read_release(directory: Path) -> ReleaseFiles:
     if not image.get("digest"):
         raise ReleaseError(f"{directory}: a release without its image (hack/release.sh --no-image)")
     return ReleaseFiles(
-        directory, described["version"], described["revision"], image["name"], image["digest"]
+        directory,
+        described["version"],
+        described.get("python_version", described["version"]),
+        described["revision"],
+        image["name"],
+        image["digest"],
     )
 
 
@@ -204,7 +293,7 @@ def cached_image(version_: str) -> Path:
 def release_dir(version_: str) -> Path:
     from eventedpleg_lab.localcluster import build  # noqa: PLC0415 - only the commands that build need it
 
-    return build.cache_dir() / "release" / version_
+    return build.cache_dir() / "release" / ReleaseVersion.parse(version_).semver
 
 
 def _head(repo: Path) -> str | None:
@@ -268,11 +357,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(args) == 2 and args[0] == "set":
             set_version(repo, args[1])
             return 0
+        if len(args) == 2 and args[0] == "versions":
+            parsed = ReleaseVersion.parse(args[1])
+            print(parsed.python, parsed.semver)
+            return 0
+        if len(args) >= 4 and args[0] == "pin-image":
+            pin_image(Path(args[1]), args[2], args[3:])
+            return 0
         if len(args) == 2 and args[0] == "sums":
             print(write_sums(Path(args[1])))
             return 0
         if len(args) == 2 and args[0] == "digest":
             print(archive_digest(Path(args[1])))
+            return 0
+        if len(args) == 2 and args[0] == "platforms":
+            for platform, digest in platform_digests(Path(args[1])).items():
+                print(platform, digest)
             return 0
         if len(args) == 2 and args[0] == "tool":
             print(tool(args[1]))
@@ -287,7 +387,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(
-        "usage: eventedpleg_lab.release check | set VERSION | sums DIR | digest ARCHIVE | tool NAME"
+        "usage: eventedpleg_lab.release check | set VERSION | versions VERSION"
+        " | pin-image VALUES DIGEST ARCH... | platforms ARCHIVE | sums DIR | digest ARCHIVE | tool NAME"
         " | cached-image VERSION | build",
         file=sys.stderr,
     )

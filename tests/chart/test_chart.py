@@ -24,6 +24,7 @@ from eventedpleg.cli import main as cli_main
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg.models.nodeconfig import RESERVED_TAINT_KEYS, RESERVED_TAINT_PREFIXES
+from eventedpleg_lab import image
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION
 from eventedpleg_lab.localcluster import debtools
 from tests.chart.chartlib import (
@@ -540,9 +541,16 @@ def test_values_reach_the_objects() -> None:
     assert ds["spec"]["updateStrategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 5}
     deploy = rendered.find("Deployment", "epo-operator")
     op_pod = deploy["spec"]["template"]["spec"]
-    assert (
-        op_pod["affinity"] == CASES["single-replica-own-namespace"]["operator.affinity"]
-    )  # replaces the default
+    # The given affinity replaces the default (no anti-affinity); its term gains the image's architectures.
+    infra = {"key": "node-role.kubernetes.io/infra", "operator": "Exists"}
+    arch = {"key": "kubernetes.io/arch", "operator": "In", "values": list(image.ARCHES)}
+    assert op_pod["affinity"] == {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [infra, arch]}]
+            }
+        }
+    }
     assert op_pod["tolerations"] == [KWOK_TOLERATION]
     # nameOverride renames the cluster-wide objects, and the admission policy follows the agent's new name.
     vap = rendered.find("ValidatingAdmissionPolicy", "epo-agent-own-node")
@@ -563,6 +571,59 @@ def test_image_tag_digest_and_debug() -> None:
         assert "--verbose" in container["args"]
 
 
+ARCH = "kubernetes.io/arch"
+
+
+def _affinity(rendered: Rendered, kind: str, name: str) -> Doc:
+    affinity: Doc = rendered.find(kind, name)["spec"]["template"]["spec"]["affinity"]
+    return affinity
+
+
+def test_pods_land_only_on_the_architectures_the_image_has(default: Rendered) -> None:
+    """image.architectures is what a release's image index holds (the builder's ARCHES; a release's chart
+    package sets it to the platforms it built), and both pods require one of them."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["image"]["architectures"] == list(image.ARCHES)
+    arch = {"key": ARCH, "operator": "In", "values": list(image.ARCHES)}
+    for kind, name in (("Deployment", OPERATOR), ("DaemonSet", AGENT)):
+        node = _affinity(default, kind, name)["nodeAffinity"]
+        terms = node["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms == [{"matchExpressions": [arch]}], kind
+    # The operator's default spreading stays.
+    assert "podAntiAffinity" in _affinity(default, "Deployment", OPERATOR)
+
+
+def test_the_architecture_joins_every_required_term_of_a_given_affinity() -> None:
+    """Required node selector terms are ORed: each one carries the architecture, or a term without it
+    would schedule a pod where the image cannot run. The rest of the given affinity is kept as it is."""
+    infra = {"key": "node-role.kubernetes.io/infra", "operator": "Exists"}
+    pool = {"key": "pool", "operator": "In", "values": ["a"]}
+    preferred = [{"weight": 1, "preference": {"matchExpressions": [pool]}}]
+    zone = {"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"a": "b"}}}
+    spread = {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "podAffinityTerm": zone}]}
+    given = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [infra]}, {"matchExpressions": [pool]}]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": preferred,
+        },
+        "podAntiAffinity": spread,
+    }
+    rendered = render({"image.architectures": ["arm64"], "operator.affinity": given, "agent.affinity": given})
+    arch = {"key": ARCH, "operator": "In", "values": ["arm64"]}
+    for kind, name in (("Deployment", OPERATOR), ("DaemonSet", AGENT)):
+        affinity = _affinity(rendered, kind, name)
+        assert affinity["nodeAffinity"] == {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [infra, arch]}, {"matchExpressions": [pool, arch]}]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": preferred,
+        }, kind
+        assert affinity["podAntiAffinity"] == spread, kind
+        assert set(affinity) == {"nodeAffinity", "podAntiAffinity"}, kind
+
+
 def test_local_image_is_never_pulled() -> None:
     """The lab's image exists only in each node's runtime: both pods name it and must not try a registry."""
     rendered = render(CASES["local-image"])
@@ -581,6 +642,8 @@ BAD_VALUES = [
     ({"operator.bogus": 1}, "/operator", "additional properties 'bogus' not allowed"),
     ({"image.pullPolicy": "Sometimes"}, "/image/pullPolicy", "value must be one of"),
     ({"image.digest": "latest"}, "/image/digest", "does not match pattern"),
+    ({"image.architectures": ["s390x"]}, "/image/architectures/0", "value must be one of"),
+    ({"image.architectures": []}, "/image/architectures", "minItems"),
     ({"agent.namespace": "Agents_NS"}, "/agent/namespace", "does not match pattern"),
     ({"agent.createNamespace": "yes"}, "/agent/createNamespace", "want boolean"),
     ({"agent.updateStrategy": {"maxUnavailable": -1}}, "/agent/updateStrategy/maxUnavailable", "oneOf"),

@@ -56,8 +56,20 @@ def test_release_files_agree_on_the_version(tmp_path: Path) -> None:
     assert check.returncode == 0, check.stdout
 
 
-def test_another_version_is_refused_before_building(tmp_path: Path) -> None:
-    done = release(tmp_path, "9.9.9")
+@pytest.mark.parametrize("other", ["9.9.9", f"{__version__}-rc.1", f"{__version__}rc1"])
+def test_another_version_is_refused_before_building(tmp_path: Path, other: str) -> None:
+    done = release(tmp_path, other)
     assert done.returncode == 2
-    assert f"error: the tree is {__version__}, not 9.9.9" in done.stderr
+    assert f"error: the tree is {__version__}, not {other}" in done.stderr
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("bad", ["0.2", "v0.2.0", "0.2.0-rc1"])
+def test_what_is_not_a_version_is_refused_with_the_forms_that_are(tmp_path: Path, bad: str) -> None:
+    done = release(tmp_path, bad)
+    assert done.returncode == 2
+    assert "not a release version: MAJOR.MINOR.PATCH, optionally a pre-release (0.2.0rc1 or 0.2.0-rc.1" in (
+        done.stderr
+    )
+    assert f"error: bad version {bad}" in done.stderr
     assert not list(tmp_path.iterdir())

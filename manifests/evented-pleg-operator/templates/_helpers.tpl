@@ -37,3 +37,20 @@ app.kubernetes.io/component: operator
 app.kubernetes.io/name: {{ include "epo.agentName" . }}
 app.kubernetes.io/component: agent
 {{- end -}}
+
+{{/*
+nodeAffinity: the given affinity's, with kubernetes.io/arch In image.architectures added to every required
+node selector term (the terms are ORed, so each must carry it): pods land only on nodes the image runs on.
+*/}}
+{{- define "epo.nodeAffinity" -}}
+{{- $node := deepCopy (get (.affinity | default dict) "nodeAffinity" | default dict) -}}
+{{- $required := get $node "requiredDuringSchedulingIgnoredDuringExecution" | default dict -}}
+{{- $arch := dict "key" "kubernetes.io/arch" "operator" "In" "values" .architectures -}}
+{{- $terms := list -}}
+{{- range (get $required "nodeSelectorTerms" | default (list dict)) -}}
+{{- $terms = append $terms (set (deepCopy .) "matchExpressions" (append (get . "matchExpressions" | default list) $arch)) -}}
+{{- end -}}
+{{- $_ := set $required "nodeSelectorTerms" $terms -}}
+{{- $_ := set $node "requiredDuringSchedulingIgnoredDuringExecution" $required -}}
+nodeAffinity: {{- toYaml $node | nindent 2 }}
+{{- end -}}

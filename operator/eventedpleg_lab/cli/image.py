@@ -36,6 +36,14 @@ def _seconds(value: float | None) -> str:
 @click.option("--force", is_flag=True, help="Rebuild the image even when its inputs did not change.")
 @click.option("--revision", default=None, help="The commit: the label org.opencontainers.image.revision.")
 @click.option("--created", default=None, help="RFC 3339 time, for org.opencontainers.image.created.")
+@click.option(
+    "--platform",
+    "platforms",
+    multiple=True,
+    type=click.Choice([f"linux/{arch}" for arch in image.ARCHES]),
+    help="Build an image index of these platforms (repeat; a foreign one runs under qemu-user-static)"
+    " [default: one image, the host's].",
+)
 def image_cmd(
     out: Path | None,
     tag: str,
@@ -43,6 +51,7 @@ def image_cmd(
     force: bool,
     revision: str | None,
     created: str | None,
+    platforms: tuple[str, ...],
 ) -> None:
     """Build the Dockerfile into an OCI archive with buildah (root; Debian's buildah and mmdebstrap).
 
@@ -56,7 +65,12 @@ def image_cmd(
         repo = image.find_repo()
         labels = {k: v for k, v in (("REVISION", revision), ("CREATED", created)) if v}
         built = image.ImageBuilder(repo, log=_log).build(
-            out or image.default_archive(), tag=tag, ca_bundle=ca_bundle, force=force, labels=labels
+            out or image.default_archive(),
+            tag=tag,
+            ca_bundle=ca_bundle,
+            force=force,
+            labels=labels,
+            arches=[p.removeprefix("linux/") for p in platforms],
         )
     except image.ImageError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -171,6 +171,9 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                             runs.append(
                                 {"kubelet": kubelet, "gate": gate, "round": rep, "kind": "exit", "s": latency}
                             )
+                    # A run cut short keeps what it measured (marked partial).
+                    partial = {"runs": runs, "summary": summarize(runs), "partial": True}
+                    args.out.write_text(json.dumps(partial, indent=1) + "\n")
             node.down()
     finally:
         node.down()
@@ -254,6 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.kubelets = [k for k in args.kubelets.split(",") if k]
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     started = datetime.now(UTC)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     doc = benchmark(args)
     doc.update(
         command=" ".join(["bench/podstart.py", *(argv if argv is not None else sys.argv[1:])]),
@@ -262,7 +266,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         runtime="containerd 2.2 (the real-node rig)",
         machine={"cpus": os.cpu_count(), "kernel": os.uname().release, "load": os.getloadavg()},
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     log(f"wrote {args.out}")
     print(table(doc))

@@ -10,9 +10,9 @@ static pod status"), polled every --poll seconds.
          pod's first appearance in /pods (the kubelet's file source, the same with the gate on or off), and
          `running` = from that appearance to phase Running with every container running (what PLEG
          feeds). A burst's figure is its slowest pod (all N Running), and its median pod.
-  exit   SIGKILL a running container's process; time until its pod's status shows the restart
-         (restartCount grown). The kubelet learns of the exit from PLEG: a relist (generic, every 1 s) or
-         a container event (evented).
+  exit   SIGKILL a running container's process; time until its pod's status no longer shows that
+         container running (or shows it restarted). The kubelet learns of the exit from PLEG: a relist
+         (generic, every 1 s) or a container event (evented).
 
 Each round runs the gate off, then on (ABAB...), so a change of the machine's load hits both arms; the
 kubelet is restarted for every arm (both pay the same restart).
@@ -50,11 +50,11 @@ def log(message: str) -> None:
     print(f"[podstart {datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr, flush=True)
 
 
-def idle_pods() -> dict[str, dict[str, Any]]:
-    """Our idle static pods as the kubelet reports them, by pod name."""
+def idle_pods(prefix: str = cfg.IDLE_PREFIX) -> dict[str, dict[str, Any]]:
+    """Our idle static pods whose name starts with `prefix`, as the kubelet reports them, by pod name."""
     with urllib.request.urlopen(PODS_URL, timeout=5) as answer:
         items = json.load(answer).get("items") or []
-    return {p["metadata"]["name"]: p for p in items if p["metadata"]["name"].startswith(cfg.IDLE_PREFIX)}
+    return {p["metadata"]["name"]: p for p in items if p["metadata"]["name"].startswith(prefix)}
 
 
 def is_running(pod: dict[str, Any]) -> bool:
@@ -64,6 +64,15 @@ def is_running(pod: dict[str, Any]) -> bool:
         status.get("phase") == "Running"
         and bool(containers)
         and all("running" in (c.get("state") or {}) for c in containers)
+    )
+
+
+def still_running(pod: dict[str, Any] | None, container_id: str) -> bool:
+    """Whether the pod's status still shows this container running (the kubelet has not seen it exit)."""
+    statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
+    return any(
+        str(c.get("containerID", "")).endswith(container_id) and "running" in (c.get("state") or {})
+        for c in statuses
     )
 
 
@@ -81,16 +90,20 @@ def until(check: Any, timeout: float, what: str, every: float) -> None:
         time.sleep(every)
 
 
-def burst(node: rn.RealNode, size: int, poll: float, timeout: float) -> dict[str, Any]:
+def burst(node: rn.RealNode, size: int, number: int, poll: float, timeout: float) -> dict[str, Any]:
+    """One burst; its pods have names of their own, so a pod of an earlier burst still being torn down
+    is never taken for one of this burst."""
     node.set_pods(0)
-    until(lambda: not idle_pods() and node.running_idle() == 0, 300, "no idle pods", 0.5)
+    until(lambda: node.running_idle() == 0, 300, "no idle containers", 0.5)
+    prefix = f"{cfg.IDLE_PREFIX}b{number:03d}-"
+    names = [f"{prefix}{i:03d}" for i in range(size)]
     start = time.monotonic()
-    node.set_pods(size)
+    node.set_pods(0, extra={f"{n}.yaml": cfg.static_pod(n) for n in names})
     seen: dict[str, float] = {}
     running: dict[str, float] = {}
     while len(running) < size and time.monotonic() - start < timeout:
         now = time.monotonic()
-        for name, pod in idle_pods().items():
+        for name, pod in idle_pods(prefix).items():
             seen.setdefault(name, now)
             if name not in running and is_running(pod):
                 running[name] = now
@@ -116,9 +129,10 @@ def _container_pid(node: rn.RealNode, container_id: str) -> int | None:
 
 def exit_latency(node: rn.RealNode, kills: int, poll: float, gap: float) -> list[float | None]:
     out: list[float | None] = []
+    first = cfg.idle_pod_name(0)[:-1]  # the --exit-pods pods: idle-000, idle-001, ...
     for i in range(kills):
-        until(lambda: all(is_running(p) for p in idle_pods().values()), 120, "every pod Running", 0.2)
-        pods = idle_pods()
+        until(lambda: all(is_running(p) for p in idle_pods(first).values()), 120, "every pod Running", 0.2)
+        pods = idle_pods(first)
         name = sorted(pods)[i % len(pods)]
         before = restarts(pods[name])
         cid = next(
@@ -130,15 +144,15 @@ def exit_latency(node: rn.RealNode, kills: int, poll: float, gap: float) -> list
             None,
         )
         pid = _container_pid(node, cid) if cid else None
-        if pid is None:
+        if pid is None or cid is None:
             out.append(None)
             continue
         killed = time.monotonic()
         os.kill(pid, signal.SIGKILL)
         seen: float | None = None
         while time.monotonic() - killed < 30:
-            pod = idle_pods().get(name)
-            if pod is not None and restarts(pod) > before:
+            pod = idle_pods(first).get(name)
+            if pod is not None and (not still_running(pod, cid) or restarts(pod) > before):
                 seen = time.monotonic() - killed
                 break
             time.sleep(poll)
@@ -151,6 +165,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     node = rn.RealNode(log=log)
     node.setup(tuple(args.kubelets), build_missing=False)
     runs: list[dict[str, Any]] = []
+    bursts = 0
     try:
         for kubelet in args.kubelets:
             node.up(rn.RigSpec(kubelet=kubelet, runtime=cfg.RigRuntime.CONTAINERD_22, pods=0, gate=False))
@@ -159,14 +174,15 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     node.write_gate(gate)
                     node.restart_kubelet()
                     for size in args.sizes:
-                        result = burst(node, size, args.poll, args.timeout)
+                        bursts += 1
+                        result = burst(node, size, bursts, args.poll, args.timeout)
                         runs.append(
                             {"kubelet": kubelet, "gate": gate, "round": rep, "kind": "burst", **result}
                         )
                         log(f"v{kubelet} gate={'on' if gate else 'off'} round {rep}: burst {result}")
                     if args.kills:
                         node.set_pods(args.exit_pods)
-                        node.wait_pods(args.exit_pods, timeout=300)
+                        until(lambda: node.running_idle() == args.exit_pods, 300, "only the exit pods", 0.5)
                         for latency in exit_latency(node, args.kills, args.poll, args.kill_gap):
                             runs.append(
                                 {"kubelet": kubelet, "gate": gate, "round": rep, "kind": "exit", "s": latency}

@@ -4,7 +4,7 @@
 kubeadm node would use (`host/etc/kubernetes/kubelet.yaml`, `host/var/lib/kubelet`, ...). The daemons are
 given the real absolute paths; the agent is given `host/` as its Host root. So that the absolute paths the
 agent reads from /proc and from the kubelet's config also resolve under that root, `host/` contains a
-symlink from its own absolute path back to itself (`host/root/.cache/.../host -> host`).
+symlink from its own absolute path back to itself (`host/root/.cache/.../host -> ../../../..`).
 """
 
 from __future__ import annotations
@@ -84,10 +84,14 @@ class Layout:
         self.host_alias()
 
     def host_alias(self) -> None:
-        """host/<absolute path of host> -> host (see the module docstring)."""
+        """host/<absolute path of host> -> host (see the module docstring), as a relative link: the agent
+        resolves an absolute link from its host root (agent.hostfiles), where this one would loop."""
         host = self.host.resolve()
         alias = host / str(host).lstrip("/")
-        if alias.is_symlink() or alias.exists():
+        target = os.path.relpath(host, alias.parent)
+        if alias.is_symlink() and str(alias.readlink()) == target:
             return
+        if alias.is_symlink():
+            alias.unlink()
         alias.parent.mkdir(parents=True, exist_ok=True)
-        alias.symlink_to(host, target_is_directory=True)
+        alias.symlink_to(target, target_is_directory=True)

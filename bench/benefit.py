@@ -551,18 +551,10 @@ _PLEG_EVENT = re.compile(
 )
 
 
-def _container_pid(node: rn.RealNode, container_id: str) -> int | None:
-    done = node.crictl("inspect", "-o", "json", container_id)
-    if done.returncode != 0:
-        return None
-    pid = json.loads(done.stdout).get("info", {}).get("pid")
-    return int(pid) if pid else None
-
-
 def _victim(node: rn.RealNode, pod: str) -> tuple[str, int] | None:
     for ctr in node.containers():
         if ctr.get("labels", {}).get("io.kubernetes.pod.name", "").startswith(pod):
-            pid = _container_pid(node, ctr["id"])
+            pid = node.container_pid(ctr["id"])
             if pid:
                 return ctr["id"], pid
     return None

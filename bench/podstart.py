@@ -119,14 +119,6 @@ def burst(node: rn.RealNode, size: int, number: int, poll: float, timeout: float
     }
 
 
-def _container_pid(node: rn.RealNode, container_id: str) -> int | None:
-    done = node.crictl("inspect", "-o", "json", container_id)
-    if done.returncode != 0:
-        return None
-    pid = json.loads(done.stdout).get("info", {}).get("pid")
-    return int(pid) if pid else None
-
-
 def exit_latency(node: rn.RealNode, kills: int, poll: float, gap: float) -> list[float | None]:
     out: list[float | None] = []
     first = cfg.idle_pod_name(0)[:-1]  # the --exit-pods pods: idle-000, idle-001, ...
@@ -143,7 +135,7 @@ def exit_latency(node: rn.RealNode, kills: int, poll: float, gap: float) -> list
             ),
             None,
         )
-        pid = _container_pid(node, cid) if cid else None
+        pid = node.container_pid(cid) if cid else None
         if pid is None or cid is None:
             out.append(None)
             continue

@@ -347,6 +347,14 @@ class RealNode:
         doc = json.loads(done.stdout or "{}")
         return list(doc.get("containers") or [])
 
+    def container_pid(self, container_id: str) -> int | None:
+        """The host PID of a container's process (`crictl inspect`), None when it is not running."""
+        done = self.crictl("inspect", "-o", "json", container_id)
+        if done.returncode != 0:
+            return None
+        pid = json.loads(done.stdout).get("info", {}).get("pid")
+        return int(pid) if pid else None
+
     def sandboxes(self) -> list[dict[str, Any]]:
         done = self.crictl("pods", "-o", "json")
         if done.returncode != 0:

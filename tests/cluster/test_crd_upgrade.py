@@ -62,6 +62,7 @@ NEW_DEFAULTS: dict[tuple[str, str], object] = {
     ("rollout", "steps"): [],
     ("rollout", "windows"): [],
     ("rollout", "approval"): "Automatic",
+    ("rollout", "onNoAgent"): "Skip",
     ("drain", "inPlace"): {"onIneligible": "Drain"},
 }
 

@@ -960,8 +960,9 @@ def test_nodeconfigs_created_and_deleted_during_a_rollout(env: Env) -> None:
 
 
 def operator_node_policy(env: Env) -> list[dict[str, Any]]:
-    """The chart's operator node-fields policy and binding, renamed for this test, so the operator's
-    real writes below are admitted (or denied) by it."""
+    """The chart's operator policies and their bindings (node fields, the NodeConfig's taint key, NodeConfig
+    spec), each renamed for this test, so the operator's real writes below are admitted (or denied) by
+    them."""
     helm = build.ensure(("helm",))["helm"]
     rendered = subprocess.run(
         [str(helm), "template", "epo", str(chart_dir()), "-n", NS,
@@ -969,10 +970,15 @@ def operator_node_policy(env: Env) -> list[dict[str, Any]]:
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     docs = [d for d in yaml.safe_load_all(rendered) if d]
+
+    def renamed(name: str) -> str:
+        (suffix,) = [s for s in ("node-fields", "node-taint-key", "nodeconfig-spec") if name.endswith(s)]
+        return f"{env.prefix}-{suffix}"
+
     for doc in docs:
-        doc["metadata"]["name"] = f"{env.prefix}-node-fields"
+        doc["metadata"]["name"] = renamed(doc["metadata"]["name"])
         if doc["kind"] == "ValidatingAdmissionPolicyBinding":
-            doc["spec"]["policyName"] = f"{env.prefix}-node-fields"
+            doc["spec"]["policyName"] = renamed(doc["spec"]["policyName"])
     return docs
 
 

@@ -62,7 +62,8 @@ LEASE_NAME: Final = "eventedpleg-operator"
 #
 # Live agent: the operator cordons a node only while its host check (ANN_HOST_CHECK) is fresh
 # (core.hostcheck.absence: younger than FRESH_PERIODS of the publishing period the check states), and
-# gives a node it took back, unchanged, when the check goes stale before the agent was asked to apply.
+# gives a node it took back, unchanged, when the check goes stale before the agent was asked to apply, or
+# GONE_GRACE after its agent marked the check stopped (a replaced agent pod is back well before that).
 ANN_DESIRED: Final = f"{GROUP}/desired-config"  # operator: hash the agent must apply (set once drained)
 ANN_CURRENT: Final = f"{GROUP}/current-config"  # agent: hash verified on this node (Release removes it)
 ANN_STATE: Final = f"{GROUP}/state"  # NodeState below; operator and agent, by phase (see Writers)

@@ -255,14 +255,21 @@ def test_a_failing_check_never_stops_the_loop_or_an_apply(
     assert "host check failed; next in 300s" in caplog.text
 
 
-def test_an_agent_on_its_way_out_takes_its_host_check_off_the_node(make_rig: RigFactory) -> None:
-    """helm uninstall deletes the DaemonSet: each agent removes what it published, so nothing of ours is
-    left on the nodes (an agent started again publishes anew)."""
+def test_an_agent_on_its_way_out_marks_its_host_check_stopped(make_rig: RigFactory) -> None:
+    """helm upgrade replaces the pod, helm uninstall deletes the DaemonSet: each agent marks its check
+    stopped, keeping its verdict, so the operator knows at once; an agent started again publishes anew."""
     rig = make_rig(profiles.kubeadm_containerd())
     assert host_check(rig)
-    assert c.ANN_HOST_CHECK in rig.annotations
+    before = hostcheck.parse(rig.annotations[c.ANN_HOST_CHECK])
     withdraw_host_check(rig.agent)
-    assert c.ANN_HOST_CHECK not in rig.annotations
+    after = hostcheck.parse(rig.annotations[c.ANN_HOST_CHECK])
+    assert before is not None and after is not None and after.stopped is not None
+    assert after.refusals == before.refusals and hostcheck.absence(
+        rig.annotations[c.ANN_HOST_CHECK], after.stopped
+    )
+    assert host_check(rig)  # the next agent's check is news: it replaces the stopped one
+    again = hostcheck.parse(rig.annotations[c.ANN_HOST_CHECK])
+    assert again is not None and again.stopped is None
 
 
 def test_withdrawing_never_raises_when_the_api_is_gone(
@@ -276,4 +283,4 @@ def test_withdrawing_never_raises_when_the_api_is_gone(
     rig.agent.api.patch_node_annotations = gone  # type: ignore[method-assign]
     with caplog.at_level(logging.WARNING):
         withdraw_host_check(rig.agent)
-    assert "could not remove eventedpleg.io/host-check: connection refused" in caplog.text
+    assert "could not mark eventedpleg.io/host-check stopped: connection refused" in caplog.text

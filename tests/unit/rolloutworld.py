@@ -66,6 +66,7 @@ class SimNode:
     agent_silent: bool = False  # its agent publishes host checks but never answers an apply request
     agent_absent: bool = False  # no agent ever runs here (not scheduled, wrong architecture, a taint)
     agent_dies_on_cordon: bool = False  # its agent stops for good once the node is cordoned
+    agent_stops_cleanly: bool = False  # ... and marks its host check stopped on the way out (a SIGTERM)
     agent_dead: bool = False  # set by the world: this node's agent stopped
     agent: ModelAgent | None = None  # the real agent's phases on a model host (made on first use)
     drains: int = 0  # times the operator took the node (cordoned it for a rollout)
@@ -231,8 +232,11 @@ class World:
     def agents(self) -> None:
         """Each node's agent: the product's apply phase, its effects answered by a model host."""
         for node in self.nodes.values():
-            if node.agent_dies_on_cordon and node.unschedulable:
+            if node.agent_dies_on_cordon and node.unschedulable and not node.agent_dead:
                 node.agent_dead = True
+                if node.agent_stops_cleanly:  # cli.agent.withdraw_host_check's write
+                    stopped = hostcheck.stopped(node.annotations.get(c.ANN_HOST_CHECK), self.now)
+                    self._write(node, Write({c.ANN_HOST_CHECK: stopped.to_json()}))
             if node.agent_absent or node.agent_dead:
                 continue
             self._host_check(node)

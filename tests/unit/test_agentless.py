@@ -107,6 +107,62 @@ def test_an_agent_that_dies_after_the_cordon_gets_its_node_given_back_unchanged(
     assert notes(world.plan())["node-000"].startswith(NO_AGENT)
 
 
+def test_a_stopped_check_names_the_stop_and_since_when() -> None:
+    live = hostcheck.HostCheck(T0, {"merged": "no"}, every=60.0)
+    assert hostcheck.back_by(live.to_json()) is None
+    stopped = hostcheck.stopped(live.to_json(), T0 + timedelta(seconds=5))
+    assert hostcheck.parse(stopped.to_json()) == stopped  # keeps its last verdict, says when it stopped
+    assert stopped.refusals == {"merged": "no"} and stopped.at == T0
+    text = stopped.to_json()
+    assert hostcheck.absence(text, T0 + timedelta(seconds=6)).startswith(
+        "the eventedpleg agent stopped at 2026-"
+    )
+    assert hostcheck.back_by(text) == T0 + timedelta(seconds=5) + hostcheck.GONE_GRACE
+    assert hostcheck.back_by(live.to_json()) is None  # gone stale without a word: no grace beyond that
+    assert hostcheck.back_by(None) is None
+    assert hostcheck.stopped("{not json", T0).stopped == T0
+
+
+def test_an_agent_that_stops_cleanly_after_the_cordon_gets_a_grace_then_its_node_given_back() -> None:
+    nodes = fleet(2)
+    nodes["node-000"].agent_dies_on_cordon = True
+    nodes["node-000"].agent_stops_cleanly = True
+    nodes["node-000"].drain_blocked_until = T0 + timedelta(days=1)
+    world = World(nodes, spec(drain={"timeoutSeconds": 0}))
+    world.tick()
+    world.agents()  # the agent stops and marks its check
+    assert nodes["node-000"].annotations[c.ANN_STATE] == "Draining"
+    plan = world.plan()
+    assert not [a for a in plan.actions if a.node == "node-000"]  # paused, not given back, not drained
+    assert notes(plan)["node-000"].startswith(
+        "drain paused, waiting for its agent: the eventedpleg agent stopped"
+    )
+    assert plan.summary.next_wake == T0 + hostcheck.GONE_GRACE
+    world.now = T0 + hostcheck.GONE_GRACE
+    (back,) = [a for a in world.plan().actions if a.node == "node-000"]
+    assert isinstance(back, Uncordon) and "stopped at" in back.agent_gone
+    world.apply(back)
+    assert not nodes["node-000"].unschedulable and ("node-000", "AgentGone") in world.events
+
+
+def test_an_agent_replaced_mid_drain_keeps_its_node_taken_once() -> None:
+    """A rolling update of the agent DaemonSet (helm upgrade) replaces the agent while the operator drains
+    its node: the node waits for the new agent, is not given back, and is drained once."""
+    nodes = fleet(2)
+    nodes["node-000"].agent_dies_on_cordon = True
+    nodes["node-000"].agent_stops_cleanly = True
+    world = World(nodes, spec())
+    world.tick()
+    world.agents()
+    world.now = T0 + timedelta(seconds=20)
+    nodes["node-000"].agent_dies_on_cordon = False  # the new pod starts and publishes its check
+    nodes["node-000"].agent_dead = False
+    final = world.run()
+    assert final.summary.complete
+    assert nodes["node-000"].drains == 1 and nodes["node-000"].annotations[c.ANN_CURRENT] == H_ON
+    assert ("node-000", "AgentGone") not in world.events
+
+
 def test_a_skipped_node_is_always_given_back() -> None:
     nodes = fleet(2)
     nodes["node-000"].mirror_pods = ("kube-system/etcd-node-000",)  # appears after the survey: taken

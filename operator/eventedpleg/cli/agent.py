@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -27,6 +28,7 @@ from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.cli import logformat
 from eventedpleg.cli.failures import verbose_option
 from eventedpleg.cli.logformat import log_format_option
+from eventedpleg.core import hostcheck
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.core.node.phases.host import Host
 from eventedpleg.k8s.agentapi import KubeAgentApi
@@ -164,13 +166,17 @@ def run_agent(
 
 
 def withdraw_host_check(agent: Agent) -> None:
-    """On the way out (helm uninstall deletes the DaemonSet; an upgrade replaces the pod): take our host
-    check off the Node, so an uninstalled product leaves no annotation behind. A new agent publishes it
-    again at its start. Best effort: a failure here is logged, never raised."""
+    """On the way out (helm uninstall deletes the DaemonSet; an upgrade replaces the pod; an eviction): mark
+    our host check stopped (core.hostcheck.stopped), so the operator knows at once that no agent runs here
+    and since when; a new agent publishes its own check at its start. Best effort: a failure here is
+    logged, never raised (the operator then goes by the check's age)."""
     try:
-        agent.api.patch_node_annotations(agent.node, {c.ANN_HOST_CHECK: None})
+        node = agent.api.get_node(agent.node)
+        last = node.annotations.get(c.ANN_HOST_CHECK) if node is not None else None
+        check = hostcheck.stopped(last, datetime.now(UTC))
+        agent.api.patch_node_annotations(agent.node, {c.ANN_HOST_CHECK: check.to_json()})
     except Exception as exc:  # the API may be gone too: the node keeps its last check, dated
-        logging.getLogger(__name__).warning("could not remove %s: %s", c.ANN_HOST_CHECK, exc)
+        logging.getLogger(__name__).warning("could not mark %s stopped: %s", c.ANN_HOST_CHECK, exc)
 
 
 @click.command("agent")

@@ -11,8 +11,7 @@ The rule, in order:
   version does not know): IDLE -- it is the operator's turn, or a human's.
 
 Apart from that rule, the host check (core.node.phases.hostcheckphase) runs whenever the agent does not hold
-the
-node (`holds_node`).
+the node (`holds_node`).
 """
 
 from __future__ import annotations

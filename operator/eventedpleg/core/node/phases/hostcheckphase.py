@@ -53,7 +53,7 @@ def look(node: AgentNode, clock: Now) -> Phase[HostCheck]:
 
 def is_news(check: HostCheck, published: HostCheck | None) -> bool:
     """Whether `check` must be written over what the Node says: other refusals, or a stale time."""
-    if published is None or dict(published.refusals) != dict(check.refusals):
+    if published is None or published.stopped is not None or dict(published.refusals) != dict(check.refusals):
         return True
     if published.at.tzinfo is None:  # not written by an agent (ours are in UTC): write ours
         return True

@@ -389,7 +389,15 @@ class _Decider:
         node, marks, spec, now = self.node, self.node.marks, self.target.spec, self.now
         since = marks.since or now
         if marks.state is NodeState.DRAINING and (absent := self._agent_absence()):
-            # Taken, but its agent is gone: nothing was asked of it yet, so the node is known unchanged.
+            # Taken, but its agent is gone: nothing was asked of it yet, so the node is known unchanged. An
+            # agent that just stopped (a rolling update of its DaemonSet) gets GONE_GRACE to come back; the
+            # drain waits meanwhile, as the next step would ask the agent.
+            back_by = hostcheck.back_by(marks.host_check)
+            if back_by is not None and now < back_by:
+                self.wakes += (back_by,)
+                self.notes = tuple(n for n in self.notes if n.name != node.name)  # this says more
+                self.note(NodeState.DRAINING, f"drain paused, waiting for its agent: {absent}")
+                return None
             return _uncordon(node, agent_gone=absent)
         if marks.state is NodeState.DRAINING:
             drain_deadline = self.target.drain.deadline(since)

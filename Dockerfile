@@ -84,9 +84,11 @@ LABEL org.opencontainers.image.title="evented-pleg-operator" \
       io.eventedpleg.base.id="${BASE_ID}" \
       io.eventedpleg.base.packages="${BASE_PACKAGES}" \
       org.opencontainers.image.source="https://github.com/eventedpleg/evented-pleg-operator"
+# EVENTEDPLEG_REVISION: the commit, for the operator's and the agent's eventedpleg_build_info metric.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PATH=/opt/venv/bin:$PATH
+    PATH=/opt/venv/bin:$PATH \
+    EVENTEDPLEG_REVISION="${REVISION}"
 # Install from the builder's wheels only (no index, no compiler here), then drop every installer in the
 # same layer: pip and setuptools from the venv, and python3-venv with the pip/setuptools wheels it brings
 # from the system. Nothing in the final image can fetch or build code. The wheels are bind-mounted, so they

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eventedpleg import __version__
+from eventedpleg import __version__, buildinfo
 from eventedpleg.core import render
 from eventedpleg_lab import image
 from tests.chart.chartlib import CHART, Doc, helm, parse
@@ -206,6 +206,8 @@ def test_labels_and_version_agree() -> None:
     assert labels["org.opencontainers.image.revision"] == "${REVISION}"
     assert labels["org.opencontainers.image.created"] == "${CREATED}"
     assert {"REVISION=unknown", "CREATED=unknown", "BASE_IMAGE"} <= set(runtime.get("ARG"))
+    # build_info's revision comes from the same build argument as the label.
+    assert f'{buildinfo.REVISION_ENV}="${{REVISION}}"' in " ".join(runtime.get("ENV")).split()
     (version_arg,) = [a for a in runtime.get("ARG") if a.startswith("VERSION=")]
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert version_arg == f"VERSION={PYPROJECT['project']['version']}"

@@ -1,0 +1,223 @@
+"""Host faults on real nodes (issue "fail safe on every node"), the three the simulated fault matrix
+(tests/agent/test_fault_matrix.py) is least sure of, because each depends on the real kernel and the real
+agent pod's view of its host (the host root mounted into its container):
+- a FIFO where the CRI-O drop-in goes (an open that would block for ever without O_NONBLOCK);
+- a symbolic link at the kubelet drop-in leading out of the host root (the container's own files lie
+  beyond it);
+- an immutable kubelet drop-in directory (`chattr +i`, as hardening guides set: EPERM from ext4, which the
+  simulation can only raise by the man pages' rules).
+The first two are found by the agent's host check, so the node is Skipped and never cordoned; the third only
+shows when the agent writes, so the node is taken, rolled back and given back, and the halted NodeConfig is
+then deleted. Each ends in one report naming the path, the errno and the fix, and no traceback in the
+agent's log. Each test plants its fault in the node's root on this host and removes it after, and restarts
+the node's agent so that its next host check is clean for the tests that follow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eventedpleg import constants as c
+from eventedpleg.core import hostcheck
+from eventedpleg_lab.lab import chart
+from eventedpleg_lab.lab.lab import Lab
+from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+NAME = "hostfault"
+KUBELET_DROPIN_DIR = "/etc/kubernetes/kubelet.conf.d"
+KUBELET_DROPIN = f"{KUBELET_DROPIN_DIR}/{c.KUBELET_DROPIN_NAME}"
+CRIO_DROPIN = f"/{c.CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}"
+
+
+def _rootfs(lab: Lab, node: str) -> Path:
+    return lab.node_dir(node) / "rootfs"  # the node's / on this host
+
+
+def _annotations(lab: Lab, node: str) -> dict[str, str]:
+    annotations: dict[str, str] = lab.nodes()[node]["metadata"].get("annotations", {})
+    return annotations
+
+
+def _agent_pods(lab: Lab, node: str) -> list[str]:
+    pods = chart.get_json(lab, "pods", "-n", chart.AGENT_NAMESPACE, f"--field-selector=spec.nodeName={node}")
+    return [
+        str(p["metadata"]["name"])
+        for p in pods["items"]
+        if not p["metadata"].get("deletionTimestamp")
+        and any(
+            cond["type"] == "Ready" and cond["status"] == "True" for cond in p["status"].get("conditions", [])
+        )
+    ]
+
+
+def _restart_agent(lab: Lab, node: str, until: Callable[[hostcheck.HostCheck], bool], what: str) -> None:
+    """Replace the node's agent pod and wait for the new agent's host check to say `what`."""
+    (old,) = chart.wait_for("one ready agent pod", lambda: _agent_pods(lab, node), timeout=120)
+    chart.kubectl_ok(lab, "delete", "pod", old, "-n", chart.AGENT_NAMESPACE, "--wait=false")
+
+    def published() -> bool:
+        check = hostcheck.parse(_annotations(lab, node).get(c.ANN_HOST_CHECK))
+        return (
+            check is not None and check.stopped is None and until(check) and old not in _agent_pods(lab, node)
+        )
+
+    chart.wait_for(what, published, timeout=180)
+
+
+def _refusing(path: str) -> Callable[[hostcheck.HostCheck], bool]:
+    return lambda check: any(path in refusal for refusal in check.refusals.values())
+
+
+def _as_before(lab: Lab, node: str) -> Callable[[hostcheck.HostCheck], bool]:
+    """A check that says what the node's check says now (before a fault is planted)."""
+    now = hostcheck.parse(_annotations(lab, node).get(c.ANN_HOST_CHECK))
+    assert now is not None and now.stopped is None, "no live agent on the node before the test"
+    return lambda check: dict(check.refusals) == dict(now.refusals)
+
+
+def _apply(lab: Lab, node: str) -> None:
+    body = json.loads(chart.nodeconfig(True, name=NAME))
+    body["spec"]["nodeSelector"] = {"matchLabels": {"kubernetes.io/hostname": node}}
+    body["spec"]["verification"] = {"timeoutSeconds": 120}
+    chart.kubectl_ok(lab, "apply", "-f", "-", stdin=json.dumps(body))
+
+
+def _node_status(lab: Lab, node: str) -> dict[str, Any]:
+    body = chart.get_json(lab, "nodeconfig", NAME)
+    entries = [n for n in body.get("status", {}).get("nodeStatuses", []) if n["name"] == node]
+    return entries[0] if entries else {}
+
+
+def _cordoned(lab: Lab, node: str) -> bool:
+    return bool(lab.nodes()[node]["spec"].get("unschedulable"))
+
+
+def _agent_log(lab: Lab, node: str) -> str:
+    (pod,) = _agent_pods(lab, node)
+    return chart.kubectl_ok(lab, "logs", pod, "-n", chart.AGENT_NAMESPACE, "-c", "agent", timeout=60)
+
+
+def _skipped_before_the_cordon(lab: Lab, node: str, *words: str) -> str:
+    """Apply a NodeConfig for `node` alone; it must end Skipped, with `words` in its reason, and never be
+    cordoned on the way. The reason."""
+    cordoned: list[bool] = []
+    _apply(lab, node)
+
+    def skipped() -> str:
+        cordoned.append(_cordoned(lab, node))
+        entry = _node_status(lab, node)
+        return str(entry.get("reason", "")) if entry.get("state") == c.NodeState.SKIPPED.value else ""
+
+    reason = chart.wait_for(f"{node} Skipped by its host check", skipped, timeout=120, interval=0.5)
+    print(f"{node}: Skipped: {reason}")
+    assert not any(cordoned), "the node was cordoned"
+    for word in words:
+        assert word in reason, (word, reason)
+    assert "Traceback" not in _agent_log(lab, node)
+    return reason
+
+
+@pytest.fixture
+def crio_node(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> Iterator[str]:
+    yield next(s.name for s in lab_specs if s.runtime is LabRuntime.CRIO_136)
+    chart.delete_nodeconfig(installed, name=NAME, timeout=300)
+
+
+@pytest.fixture
+def containerd_node(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> Iterator[str]:
+    yield next(s.name for s in lab_specs if s.runtime is LabRuntime.CONTAINERD_22 and s.kubelet == "1.36")
+    chart.delete_nodeconfig(installed, name=NAME, timeout=300)
+
+
+def test_a_fifo_at_the_crio_drop_in_is_refused_before_the_cordon(installed: Lab, crio_node: str) -> None:
+    fifo = _rootfs(installed, crio_node) / CRIO_DROPIN.lstrip("/")
+    clean = _as_before(installed, crio_node)
+    os.mkfifo(fifo)
+    try:
+        _restart_agent(
+            installed, crio_node, _refusing(CRIO_DROPIN), "the agent's host check to refuse the FIFO"
+        )
+        _skipped_before_the_cordon(installed, crio_node, CRIO_DROPIN, "FIFO", "ENXIO", "remove or rename")
+        assert fifo.is_fifo()  # left as it was: the agent never opened it for writing or removed it
+    finally:
+        fifo.unlink(missing_ok=True)
+        _restart_agent(installed, crio_node, clean, "the host check from before the test again")
+
+
+def test_a_symlink_out_of_the_host_root_at_the_kubelet_drop_in_is_refused(
+    installed: Lab, containerd_node: str
+) -> None:
+    link = _rootfs(installed, containerd_node) / KUBELET_DROPIN.lstrip("/")
+    clean = _as_before(installed, containerd_node)
+    # Relative, with more `..` than the path is deep: inside the agent's container it leads past the host
+    # root (mounted at the agent's --host-root) into the container's own /etc.
+    link.symlink_to("../" * 12 + "etc/os-release")
+    try:
+        _restart_agent(
+            installed, containerd_node, _refusing(KUBELET_DROPIN), "a host check refusing the link"
+        )
+        _skipped_before_the_cordon(installed, containerd_node, KUBELET_DROPIN, "ELOOP", "symbolic link")
+        assert link.is_symlink()
+    finally:
+        link.unlink(missing_ok=True)
+        _restart_agent(installed, containerd_node, clean, "the host check from before the test again")
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_an_immutable_drop_in_directory_is_rolled_back_given_back_and_its_halted_nodeconfig_deleted(
+    installed: Lab, containerd_node: str
+) -> None:
+    node = containerd_node
+    kubernetes = _rootfs(installed, node) / "etc/kubernetes"
+    dropins = kubernetes / "kubelet.conf.d"
+    before = _tree(kubernetes)
+    subprocess.run(["chattr", "+i", str(dropins)], check=True)
+    try:
+        _apply(installed, node)
+        ends = {c.NodeState.ROLLED_BACK.value, c.NodeState.FAILED.value, c.NodeState.DONE.value}
+        end = chart.wait_for(
+            "the agent's report",
+            lambda: ((s := _annotations(installed, node).get(c.ANN_STATE)) in ends and s) or "",
+            timeout=420,
+        )
+        reason = _annotations(installed, node).get(c.ANN_REASON, "")
+        print(f"{node}: {end}: {reason}")
+        assert end == c.NodeState.ROLLED_BACK.value, reason
+        for word in ("write", KUBELET_DROPIN, "EPERM", "Operation not permitted", "immutable", "rolled back"):
+            assert word in reason, (word, reason)
+        chart.wait_for("the node given back", lambda: not _cordoned(installed, node), timeout=120)
+        assert _tree(kubernetes) == before  # byte-identical: nothing half-written, nothing left behind
+        assert "Traceback" not in _agent_log(installed, node)
+
+        def halted() -> dict[str, Any] | None:
+            body = chart.get_json(installed, "nodeconfig", NAME)
+            return body if chart.conditions(body).get("Degraded") == "True" else None
+
+        body = chart.wait_for("the NodeConfig halted", halted, timeout=120)
+        assert body is not None
+        print(
+            "halted:",
+            [cond["message"] for cond in body["status"]["conditions"] if cond["type"] == "Progressing"],
+        )
+        started = time.monotonic()
+        chart.delete_nodeconfig(installed, name=NAME, timeout=300)
+        took = time.monotonic() - started
+        print(f"deleting the halted NodeConfig took {took:.1f} s")
+        assert not _cordoned(installed, node)
+        left = {k for k in _annotations(installed, node) if k.startswith(c.GROUP)}
+        assert left <= {c.ANN_HOST_CHECK}, left
+    finally:
+        subprocess.run(["chattr", "-i", str(dropins)], check=True)

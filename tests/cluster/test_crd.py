@@ -202,6 +202,7 @@ def test_a_reserved_taint_key_is_refused_at_admission_with_the_reason(crd: Local
     result = crd.kubectl("apply", "-f", "-", stdin=nodeconfig("reserved-taint", spec))
     assert result.returncode != 0, f"accepted: {spec}"
     said = f'spec.drain.taintBeforeCordon.key: Invalid value: "{key}": {RESERVED_TAINT_MESSAGE}'
+    print(result.stderr.strip())
     assert said in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert crd.kubectl("get", "nodeconfig", "reserved-taint").returncode != 0

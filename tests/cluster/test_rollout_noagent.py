@@ -5,6 +5,7 @@ agent-less node finishes with every node given back."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,6 +55,7 @@ def test_a_node_without_an_agent_is_not_cordoned_and_status_names_it(env: Env) -
         assert "no host check" in notes(env, "noagent")[lone]
         assert env.node_states()[lone] == (None, False), op.log()[-2000:]  # never taken
         progressing = env.condition("noagent", "Progressing")
+        print(f"{lone}: {notes(env, 'noagent')[lone]}\nProgressing: {progressing['message']}")
         assert f"for a live eventedpleg agent: {lone}" in progressing["message"], progressing
         assert env.condition("noagent", "Ready")["status"] == "False"
 
@@ -85,7 +87,9 @@ def test_deleting_with_failed_skipped_and_agentless_nodes_finishes_with_every_no
             def gone() -> bool:
                 return env.cluster.kubectl("get", "nodeconfig", "h2").returncode != 0
 
+            deleting = time.monotonic()
             wait_for(gone, what="NodeConfig h2 finalized", timeout=60)
+            print(f"halted NodeConfig h2 deleted in {time.monotonic() - deleting:.1f} s")
             for node, (state, cordoned) in env.node_states().items():
                 assert not cordoned, (node, op.log()[-3000:])
                 assert state is None, node

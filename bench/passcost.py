@@ -1,7 +1,7 @@
 """What one planning pass costs in-process, with the previous memo and with incremental planning. A
 benchmark that prints figures (not a test).
 
-Builds N nodes with the planner tests' cluster model (tests/unit/rolloutworld.py), runs a rollout at
+Builds N nodes with the planner tests' cluster model (eventedpleg_lab/sim/rolloutworld.py), runs a rollout at
 maxUnavailable 10% for 20 ticks (a tenth Done, a tenth in progress, the rest waiting), then times
 `plan()` over the same views again and again with a `SelectionMemo` and with a `PassMemo`, two series
 each, and prints the best mean per pass. The views stay the same objects, as the node cache hands them
@@ -13,15 +13,10 @@ out while nodes do not change: what it shows is a pass's floor, not the cost of 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.unit.rolloutworld import World, fleet, spec
 
 from eventedpleg.core.rollout import planner
+from eventedpleg_lab.sim.rolloutworld import World, fleet, spec
 
 
 def per_pass_ms(world: World, memo: planner.SelectionMemo | planner.PassMemo, passes: int) -> float:

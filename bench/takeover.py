@@ -30,17 +30,14 @@ from typing import Any
 
 import yaml
 
+from eventedpleg.core.rollout.leaderelection import ElectionTimings
+from eventedpleg.k8s.client import api_client
+from eventedpleg.k8s.lease import LeaseConfig, LeaseLock
+from eventedpleg_lab.demo.harness import NAMESPACE, install_operator
+from eventedpleg_lab.localcluster.cluster import LocalCluster
+from eventedpleg_lab.tcpproxy import PausableProxy
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # tests.cluster.tcpproxy
-
-from tests.cluster.tcpproxy import PausableProxy  # noqa: E402
-
-from eventedpleg.core.rollout.leaderelection import ElectionTimings  # noqa: E402
-from eventedpleg.k8s.client import api_client  # noqa: E402
-from eventedpleg.k8s.lease import LeaseConfig, LeaseLock  # noqa: E402
-from eventedpleg_lab.demo.harness import NAMESPACE, install_operator  # noqa: E402
-from eventedpleg_lab.localcluster.cluster import LocalCluster  # noqa: E402
-
 RESULTS = REPO / "bench" / "results"
 
 

@@ -32,6 +32,7 @@ from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.lease import LeaseConfig, LeaseLock
 from eventedpleg_lab.kube.fakenodes import FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
+from eventedpleg_lab.tcpproxy import PausableProxy
 from tests.cluster.rollout_harness import (
     OperatorProcess,
     ProtocolAgents,
@@ -40,7 +41,6 @@ from tests.cluster.rollout_harness import (
     plain,
     wait_for,
 )
-from tests.cluster.tcpproxy import PausableProxy
 
 pytestmark = pytest.mark.cluster
 NS = "evented-pleg-system"

@@ -15,7 +15,7 @@ from eventedpleg.core import hostcheck
 from eventedpleg.core.rollout import planner, status
 from eventedpleg.core.rollout.actions import Cordon, Release, Uncordon
 from eventedpleg.core.rollout.planner.decide import NO_AGENT
-from tests.unit.rolloutworld import H_ON, T0, World, fleet, spec
+from eventedpleg_lab.sim.rolloutworld import H_ON, T0, World, fleet, spec
 
 
 def notes(plan: planner.Plan) -> dict[str, str]:

@@ -10,7 +10,7 @@ import pytest
 
 from eventedpleg.constants import ConditionType
 from eventedpleg.core.rollout import alerts, status
-from tests.unit.rolloutworld import H_ON, T0, World, fleet, spec
+from eventedpleg_lab.sim.rolloutworld import H_ON, T0, World, fleet, spec
 
 
 def answer(*alerts_: tuple[str, str]) -> dict[str, object]:

@@ -14,7 +14,7 @@ from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodeconfigstore import PassInputs
 from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg.k8s import configmaps, nodeconfigs
-from tests.unit.rolloutworld import SimNode
+from eventedpleg_lab.sim.rolloutworld import SimNode
 
 BODY = {
     "metadata": {

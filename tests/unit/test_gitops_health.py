@@ -12,7 +12,7 @@ import yaml
 
 from eventedpleg.core.rollout import status
 from eventedpleg.models.nodeconfig import NodeConfigStatus
-from tests.unit.rolloutworld import T0, World, fleet, spec
+from eventedpleg_lab.sim.rolloutworld import T0, World, fleet, spec
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 KEY = "resource.customizations.health.eventedpleg.io_NodeConfig"

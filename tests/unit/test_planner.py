@@ -17,7 +17,7 @@ from eventedpleg.core.rollout import planner, status
 from eventedpleg.core.rollout.actions import Cordon, MarkFailed
 from eventedpleg.core.rollout.snapshot import NodeView, Peer, node_view
 from eventedpleg.models.nodeconfig import NodeCounts
-from tests.unit.rolloutworld import H_OFF, H_ON, NEVER, T0, SimNode, World, fleet, spec
+from eventedpleg_lab.sim.rolloutworld import H_OFF, H_ON, NEVER, T0, SimNode, World, fleet, spec
 
 
 def states(world: World) -> dict[str, str | None]:

@@ -12,7 +12,7 @@ from eventedpleg.core.rollout import retry, status
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.models.nodeconfig import DrainSpec
-from tests.unit.rolloutworld import T0, World, fleet, spec
+from eventedpleg_lab.sim.rolloutworld import T0, World, fleet, spec
 
 
 def ask(world: World, *only: str) -> None:

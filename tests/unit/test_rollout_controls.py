@@ -16,7 +16,7 @@ from eventedpleg.cli.approve_cmd import approved_config
 from eventedpleg.cli.report import status_view
 from eventedpleg.core.rollout import planner, status, window
 from eventedpleg.core.rollout.planner import gates
-from tests.unit.rolloutworld import H_OFF, H_ON, T0, World, fleet, pod, spec
+from eventedpleg_lab.sim.rolloutworld import H_OFF, H_ON, T0, World, fleet, pod, spec
 
 KARPENTER = {"karpenter.sh/do-not-disrupt": "true"}
 AUTOSCALER = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}

@@ -8,7 +8,7 @@ from typing import Any
 from eventedpleg.core.rollout import status
 from eventedpleg.core.rollout.snapshot import Peer
 from eventedpleg.models.nodeconfig import NodeConfigStatus
-from tests.unit.rolloutworld import T0, World, fleet, spec
+from eventedpleg_lab.sim.rolloutworld import T0, World, fleet, spec
 
 
 def conds(world: World) -> dict[str, tuple[str, str, str]]:

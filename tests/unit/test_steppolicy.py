@@ -1,5 +1,6 @@
 """The step policy (core.rollout.steppolicy): what each action writes and records, from what the API answers.
-The executor and the world model (rolloutworld.py) both run it; these tests pin the decisions."""
+The executor and the world model (eventedpleg_lab.sim.rolloutworld) both run it; these tests pin the
+decisions."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from eventedpleg.core.rollout.steppolicy import (
     Write,
 )
 from eventedpleg.models.nodeconfig import DrainSpec, LabelSelector, OnDrainBlocked, OnDrainTimeout
-from tests.unit.rolloutworld import T0, World, fleet, spec
+from eventedpleg_lab.sim.rolloutworld import T0, World, fleet, spec
 
 
 @dataclass

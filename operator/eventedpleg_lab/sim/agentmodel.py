@@ -1,7 +1,7 @@
 """The real agent's apply phase (core.node.phases.applyphase) on a model host, for the rollout world
-(tests/unit/rolloutworld.py): the world runs the product's phase and answers its effects from a few facts
-per node -- the files the agent wrote, whether the running kubelet has the gate, whether it is up -- so
-nobody re-models the agent's rules by hand. Its pacing is shortened (AgentSettings below); the phases'
+(eventedpleg_lab.sim.rolloutworld): the world runs the product's phase and answers its effects from a few
+facts per node -- the files the agent wrote, whether the running kubelet has the gate, whether it is up --
+so nobody re-models the agent's rules by hand. Its pacing is shortened (AgentSettings below); the phases'
 effects themselves are tested against simulated hosts in tests/agent."""
 
 from __future__ import annotations

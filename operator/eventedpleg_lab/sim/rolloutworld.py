@@ -1,8 +1,8 @@
-"""A tiny model of a cluster for planner tests: nodes as annotation dicts. The operator's steps run the
-product's own step policy (core.rollout.steppolicy), answered from this model, one write at a time, so a crash
-can end a step between two writes; each node's agent is the product's own apply phase on a model host
-(tests/unit/agentmodel.py). Pure and fast, so the property tests can replay thousands of interrupted
-rollouts."""
+"""A tiny model of a cluster for the planner tests and bench/passcost.py: nodes as annotation dicts. The
+operator's steps run the product's own step policy (core.rollout.steppolicy), answered from this model, one
+write at a time, so a crash can end a step between two writes; each node's agent is the product's own apply
+phase on a model host (eventedpleg_lab.sim.agentmodel). Pure and fast, so the property tests can replay
+thousands of interrupted rollouts."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import IN_PROGRESS, NodeView, Peer, Target, node_view
 from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, PodSurvey, Write
 from eventedpleg.models.nodeconfig import NodeConfigSpec
-from tests.unit.agentmodel import ModelAgent, ModelHost
+from eventedpleg_lab.sim.agentmodel import ModelAgent, ModelHost
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 NEVER = "default/db-0: PodDisruptionBudget default/db (maxUnavailable: 0) allows no eviction"

@@ -3,7 +3,7 @@
 A step is a generator. It yields requests -- `Write` (one conditional merge patch of the node),
 `SurveyPods`, `FindMirrorPods`, `AttemptDrain`, `Emit` (a Node Event) -- receives each answer, and returns
 how it ended (`StepEnd`). `run` carries a step out against an `Answers`: the executor (controller.executor)
-answers from the API, the tests' world model (tests/unit/rolloutworld.py) from a model cluster; both run
+answers from the API, the lab's world model (eventedpleg_lab.sim.rolloutworld) from a model cluster; both run
 these rules through the same interpreter, nobody copies them.
 
 A step is not atomic: each Write is its own request, and a conflict (409) or a crash between two of them

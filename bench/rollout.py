@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -200,13 +200,14 @@ def cpu_by_role(
         names = {int(tid): name for tid, name in json.loads(names_file.read_text()).items()}
     except (OSError, ValueError):
         return {}
-    roles: Counter[str] = Counter()
+    roles: defaultdict[str, float] = defaultdict(float)  # CPU seconds (Counter is typed for ints)
     for tid, seconds in after.items():
         name = names.get(tid, "unnamed")
         role = name.rstrip("0123456789").rstrip("_-") or name
         roles[role] += seconds - before.get(tid, 0.0)
     roles["unattributed"] = total - sum(roles.values())
-    return {role: round(seconds * 1000 / n, 2) for role, seconds in roles.most_common()}
+    ranked = sorted(roles.items(), key=lambda item: item[1], reverse=True)
+    return {role: round(seconds * 1000 / n, 2) for role, seconds in ranked}
 
 
 def gc_totals(names_file: Path) -> dict[str, list[float]]:

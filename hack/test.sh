@@ -16,7 +16,7 @@ export RELEASE_ARCHES=${RELEASE_ARCHES:-amd64}
 
 step() { printf '\n==> %s\n' "$*"; }
 step "ruff";            ruff check operator tests bench && ruff format --check operator tests bench
-step "mypy --strict";   mypy
+step "mypy --strict";   mypy  # the files of pyproject's [tool.mypy]: operator, tests, bench
 step "import layers";   lint-imports
 step "generated files"; python -m eventedpleg.crdgen --check && python -m eventedpleg.docgen --check && python -m eventedpleg_lab.chartdocs --check
 step "versions";        python -m eventedpleg_lab.release check

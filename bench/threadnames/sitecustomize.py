@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 _PATH = os.environ.get("EVENTEDPLEG_BENCH_THREADS")
-_GC = {"collections": [0, 0, 0], "cpu_s": [0.0, 0.0, 0.0]}
+_COLLECTIONS = [0, 0, 0]
+_CPU_S = [0.0, 0.0, 0.0]
 _started: list[float] = [0.0]
 
 
@@ -23,8 +24,8 @@ def _gc_timer(phase: str, info: dict[str, int]) -> None:
         _started[0] = time.thread_time()
         return
     generation = info["generation"]
-    _GC["collections"][generation] += 1
-    _GC["cpu_s"][generation] += time.thread_time() - _started[0]
+    _COLLECTIONS[generation] += 1
+    _CPU_S[generation] += time.thread_time() - _started[0]
 
 
 def _write(path: str, doc: object) -> None:
@@ -38,7 +39,7 @@ def _write_names(path: str) -> None:
     while not stop.wait(1.0):
         names = {thread.native_id: thread.name for thread in threading.enumerate() if thread.native_id}
         _write(path, names)
-        _write(f"{path}.gc", _GC)
+        _write(f"{path}.gc", {"collections": _COLLECTIONS, "cpu_s": _CPU_S})
 
 
 if _PATH:

@@ -131,7 +131,8 @@ class ModelHost:
         return ours is not None and b"enable_pod_events = true" in ours
 
 
-Write = Callable[[Mapping[str, str | None], str], bool]  # (annotations, required desired-config) -> written
+# The agent's write of its Node's annotations: (annotations, the desired-config it requires) -> written
+AnnotationWrite = Callable[[Mapping[str, str | None], str], bool]
 
 
 @dataclass
@@ -150,7 +151,9 @@ class ModelAgent:
     def clock(self) -> datetime:
         return self.now
 
-    def step(self, node: AgentNode, now: datetime, write: Write, emit: Callable[[str], None]) -> None:
+    def step(
+        self, node: AgentNode, now: datetime, write: AnnotationWrite, emit: Callable[[str], None]
+    ) -> None:
         """Let the agent work until it waits past `now` (or is done)."""
         self.now = now
         if self.phase is None:
@@ -172,7 +175,7 @@ class ModelAgent:
             self.answer = self.perform(effect, now, write, emit)
 
     def perform(
-        self, effect: Effect, now: datetime, write: Write, emit: Callable[[str], None]
+        self, effect: Effect, now: datetime, write: AnnotationWrite, emit: Callable[[str], None]
     ) -> EffectAnswer:
         host, node = self.host, self.node
         assert node is not None

@@ -294,6 +294,45 @@ class AlertGate(_Model):
         return value
 
 
+class HealthGate(_Model):
+    """Workloads guard their nodes: a node is taken only while the matching pods on it are Ready, and the
+    rollout halts when they are not Ready again `afterSeconds` after the node was Done and given back."""
+
+    pod_selector: Annotated[
+        LabelSelector,
+        Field(
+            description="The pods that guard their node (`matchLabels`, `matchExpressions`). A node is "
+            "not cordoned while one of them scheduled on it is not Ready: it waits in service, named in "
+            "status with those pods, and the rollout goes on with the other nodes. Empty (the default): "
+            "the gate is off."
+        ),
+    ] = LabelSelector()
+    namespaces: Annotated[
+        list[Annotated[str, Field(max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]],
+        Field(
+            max_length=32,
+            description="Only pods in these namespaces count. Empty (the default): every namespace.",
+        ),
+    ] = []
+    after_seconds: Annotated[
+        int,
+        Field(
+            ge=10,
+            le=86400,
+            description="A node Done and given back must have every matching pod on it Ready this many "
+            "seconds after it was Done (pods evicted elsewhere are not looked at); else it is marked "
+            "Failed, left as it is, with those pods named, and the rollout halts whatever "
+            "`maxFailedNodes` says (a Warning `WorkloadNotReady` Event on the NodeConfig). Checked then and "
+            "for 2 minutes after (not later: a pod failing hours later for reasons of its own fails no "
+            "node); `eventedpleg retry NODE` takes the node again once the workload is fixed.",
+        ),
+    ] = 300
+
+    @property
+    def enabled(self) -> bool:
+        return not self.pod_selector.empty
+
+
 class OrderBy(StrEnum):
     NAME = "Name"
     OLDEST_FIRST = "OldestFirst"
@@ -429,6 +468,13 @@ class Rollout(
         ),
     ] = []
     alert_gate: AlertGate = AlertGate()
+    health_gate: Annotated[
+        HealthGate,
+        Field(
+            description="Workloads guard their nodes: the matching pods on a node must be Ready before "
+            "it is taken, and again `afterSeconds` after it is given back."
+        ),
+    ] = HealthGate()
     approval: Annotated[
         Approval,
         Field(

@@ -38,6 +38,8 @@ class ConfigState:
     written: tuple[NodeConfigStatus, float] | None = None  # the last status written, and when (monotonic)
     # (node, state-since) of the failures that had their Event: a node retried that fails again gets another
     seen_failures: set[tuple[str, datetime | None]] = field(default_factory=set)
+    # spec.rollout.healthGate: the nodes whose pods the last pass asked to be read for the next one.
+    health_watch: tuple[str, ...] = ()
     closed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)  # the pass and steps against close()
 

@@ -4,8 +4,9 @@ status. Runs in a worker thread; everything it reads that the event loop changes
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,11 +24,12 @@ from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.rollout import planner, retry, status
 from eventedpleg.core.rollout.snapshot import Peer, Target
-from eventedpleg.k8s import configmaps, nodeconfigs, prometheus
+from eventedpleg.k8s import configmaps, nodeconfigs, prometheus, workloads
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.events import ObjectRef
-from eventedpleg.models.nodeconfig import NodeConfigSpec, NodeConfigStatus
+from eventedpleg.models.nodeconfig import HealthGate, NodeConfigSpec, NodeConfigStatus
 
+log = logging.getLogger(__name__)
 IDLE_RECHECK = 30.0  # seconds between passes when nothing happens (time-based gates: window, soak)
 BUSY_RECHECK = 2.0  # while drains wait on PodDisruptionBudgets (kubectl retries every 5 s)
 ALERTS_TTL = 10.0  # seconds an alert gate's answer is used before Prometheus is asked again
@@ -44,6 +46,8 @@ class Reconciler:
     clock: Callable[[], datetime]
     states: ConfigStates  # what is kept per NodeConfig between passes
     alerts: Callable[[str, str], str] = prometheus.holding  # (url, pattern) -> why the alert gate holds
+    # (api, gate, nodes) -> the gate's pods not Ready on those nodes (spec.rollout.healthGate)
+    pods: Callable[[Any, HealthGate, Sequence[str]], Mapping[str, tuple[str, ...]]] = workloads.not_ready
     _asked: dict[tuple[str, str], tuple[float, str]] = field(default_factory=dict)
 
     def _alerts(self, spec: NodeConfigSpec) -> str:
@@ -56,6 +60,20 @@ class Reconciler:
         if asked is None or now - asked[0] >= ALERTS_TTL:
             asked = self._asked[key] = (now, self.alerts(*key))
         return asked[1]
+
+    def _health(
+        self, state: ConfigState, spec: NodeConfigSpec, deleting: bool
+    ) -> Mapping[str, tuple[str, ...]]:
+        """spec.rollout.healthGate's pods on the nodes the last pass asked about, read now. An answer that
+        cannot be read leaves them unread: not taken (fail closed), asked for again."""
+        gate = spec.rollout.health_gate
+        if not gate.enabled or deleting or not state.health_watch:
+            return {}
+        try:
+            return self.pods(self.api, gate, state.health_watch)
+        except ApiError as exc:
+            log.warning("could not read the pods of rollout.healthGate of %s: %s", state.name, exc)
+            return {}
 
     def reconcile_once(self, inputs: PassInputs) -> float | None:
         """One pass; returns seconds until the next one (None: the NodeConfig is gone)."""
@@ -134,6 +152,7 @@ class Reconciler:
             views, changed = seen
             result = planner.plan(views, target, now, state.memo, changed)
         state.observe_held(views, changed, now)
+        state.health_watch = result.summary.health_watch
         self.steps.submit(result.actions, state)
         new_status = status.build_status(
             result.summary,
@@ -172,6 +191,7 @@ class Reconciler:
             peers=peers,
             retry=retry.parse((body["metadata"].get("annotations") or {}).get(c.ANN_RETRY)),
             alerts=self._alerts(spec),
+            health=self._health(state, spec, deleting),
         )
 
     def _render(self, state: ConfigState, enabled: bool, mode: str) -> render.RenderedConfig:

@@ -167,7 +167,13 @@ def conditions_for(
         prog = (True, "NodesUpdating" if in_progress else idle, "; ".join(parts))
 
     if summary.halted:
-        reason = "CanaryFailed" if summary.canary_failed else "RolloutHalted"
+        reason = (
+            "CanaryFailed"
+            if summary.canary_failed
+            else "WorkloadNotReady"
+            if summary.unhealthy
+            else "RolloutHalted"
+        )
         deg = (True, reason, f"{summary.waiting}: {_nodes_text(summary.failures)}")
     elif counts.failed:
         deg = (True, "NodesFailed", _nodes_text(summary.failures))

@@ -21,6 +21,7 @@ from eventedpleg.core.rollout.actions import (
     Uncordon,
     approval_text,
 )
+from eventedpleg.core.rollout.planner.healthgate import UNHEALTHY
 from eventedpleg.core.rollout.planner.selection import Selection, skip_reason
 from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, OwnerConflict
 from eventedpleg.core.rollout.planner.tally import Tally, tally_of
@@ -379,6 +380,7 @@ class _Decider:
     def _failure(self) -> None:
         node, marks = self.node, self.node.marks
         self.count("failed")
+        self.count("unhealthy", marks.reason.startswith(UNHEALTHY))  # halts whatever maxFailedNodes says
         state = marks.state or NodeState.FAILED
         note = NodeNote(node.name, state, marks.reason, marks.since, marks.evidence, node.unschedulable)
         self.failures += (note,)

@@ -11,6 +11,7 @@ from typing import Protocol
 from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout import window
 from eventedpleg.core.rollout.actions import Action
+from eventedpleg.core.rollout.planner import healthgate
 from eventedpleg.core.rollout.planner.decide import NO_AGENT, Inputs, NodeDecision, cordon
 from eventedpleg.core.rollout.planner.summary import (
     HeldNode,
@@ -74,25 +75,20 @@ def finish(
             actions.append(decision.action)
     # A deletion is never halted: it gives back every node it holds, failed ones included (decide.py).
     canary_failed = tally.failed > 0 and not _canaries_passed(done, tally, target) and not target.deleting
-    max_failed = int_or_percent(spec.rollout.max_failed_nodes, tally.total)
-    halted = (tally.failed >= max_failed or canary_failed) and not target.deleting
+    failed_out = tally.failed >= int_or_percent(spec.rollout.max_failed_nodes, tally.total)
+    unhealthy = tally.unhealthy > 0 and not target.deleting
+    halted = (failed_out or canary_failed or unhealthy) and not target.deleting
+    watch = healthgate.after(done, target, now, actions, wakes)  # None: the gate is off
     paused = spec.rollout.paused and not target.deleting
     window_closed = not window.any_open(spec.rollout, now)
     alerting = bool(target.alerts) and not target.deleting
     no_agent = [n for n in notes if n.reason.startswith(NO_AGENT)]
     holding = bool(no_agent) and spec.rollout.on_no_agent is OnNoAgent.HOLD and not target.deleting
     waiting, held_by = "", ()
-    if canary_failed:
-        waiting = (
-            f"halted: a canary node failed ({tally.failed} failed before the canaries passed; "
-            "a failed canary halts the rollout whatever rollout.maxFailedNodes says)"
-        )
-    elif halted:
-        value = spec.rollout.max_failed_nodes
-        limit = f"{value} ({max_failed} of {tally.total} node(s))" if isinstance(value, str) else value
-        waiting = f"halted after {tally.failed} failed node(s) (rollout.maxFailedNodes={limit})"
+    if halted:
+        waiting = _halt_text(spec.rollout, tally, canary_failed=canary_failed, unhealthy=unhealthy)
     elif candidates or holding:
-        start = _Start(inputs, tally, actions, notes, wakes)
+        start = _Start(inputs, tally, actions, notes, wakes, watch)
         if holding:
             waiting = f"holding (rollout.onNoAgent: Hold) while {_no_agent_text(no_agent)}"
         elif paused:
@@ -136,6 +132,8 @@ def finish(
             budget_stuck=bool(held_by) and tally.in_flight == 0,
             retrying=tuple(retrying[:MAX_ATTENTION]),
             awaiting_approval=tuple(n.name for n in notes if n.state == NodeState.AWAITING_APPROVAL),
+            unhealthy=unhealthy,
+            health_watch=tuple(dict.fromkeys(watch or ())),
         ),
     )
 
@@ -150,8 +148,12 @@ class _Start:
         actions: list[Action],
         notes: list[NodeNote],
         wakes: list[datetime],
+        watch: list[str] | None = None,
     ) -> None:
         self.inputs, self.tally, self.actions, self.notes, self.wakes = inputs, tally, actions, notes, wakes
+        self.watch = watch  # rollout.healthGate is on: the nodes it looked at, to read for the next pass
+        self.reading = 0  # candidates the gate has not read yet
+        self.gated: list[str] = []  # candidates whose pods are not Ready, "node (pods)"
         self.stage = ""  # the step (rollout.steps) whose nodes in progress hold the rest, "" for the canary
 
     def start(
@@ -170,7 +172,9 @@ class _Start:
         budget = int_or_percent(spec.rollout.max_unavailable, total) - tally.unavailable
         started = 0
         blocked: list[str] = []  # started, but only to look again at a drain that could never finish
-        for node, want in candidates.starting_order(room, budget):
+        # rollout.healthGate may pass over a candidate without taking budget: walk as many more as it holds.
+        extra = sum(1 for pods in target.health.values() if pods) if self.watch is not None else 0
+        for node, want in candidates.starting_order(room, budget + extra):
             if not node.ready:
                 marks = node.marks
                 self.notes.append(
@@ -185,10 +189,14 @@ class _Start:
                     NodeNote(node.name, NodeState.PENDING, HELD_BY_CORDON, marks.since, marks.evidence)
                 )
                 continue
-            if room is not None and started >= room:
+            if room is not None and started + self.reading >= room:
                 break
             free = node.unschedulable  # already unavailable: processing it costs no capacity
             if not free and budget < 1:
+                continue
+            cost = self._health_gate(node, free)
+            if cost is not None:
+                budget -= cost
                 continue
             self.actions.append(cordon(node, target, want, self.inputs.policy))
             if node.marks.blocked:  # onBlocked: Wait; the Cordon step looks again
@@ -204,6 +212,9 @@ class _Start:
                 )
             started += 1
             budget -= 0 if free else 1
+        health = self._health_waiting(started)
+        if health:
+            return health, ()
         if started:
             if blocked:
                 return "waiting, not cordoned (drain.onBlocked: Wait): " + "; ".join(blocked), ()
@@ -214,6 +225,42 @@ class _Start:
             return "canary: waiting for the canary node(s) in progress to finish", ()
         held_by = tuple(foreign)
         return _budget_text(spec.rollout.max_unavailable, total, tally.unavailable, held_by), held_by
+
+    def _health_gate(self, node: NodeView, free: bool) -> int | None:
+        """rollout.healthGate before a node is taken: None when it may be; else the budget it keeps (a
+        node not read yet keeps its place until the next pass has read it; one whose pods are not Ready
+        keeps none: the rollout goes on without it)."""
+        target = self.inputs.target
+        if self.watch is None:
+            return None
+        kept = healthgate.held(node, target)
+        if not kept:
+            return None
+        marks = node.marks
+        self.notes.append(NodeNote(node.name, NodeState.PENDING, kept, marks.since, marks.evidence))
+        self.watch.append(node.name)
+        if node.name in target.health:
+            self.gated.append(f"{node.name} ({healthgate.names(target.health[node.name])})")
+            return 0
+        self.reading += 1
+        return 0 if free else 1
+
+    def _health_waiting(self, started: int) -> str:
+        """Why no node started because of rollout.healthGate ("" when one did, or the gate did not hold
+        any); a node being read wakes the next pass soon."""
+        if self.reading:
+            self.wakes.append(self.inputs.now + healthgate.RECHECK)
+        if started:
+            return ""
+        if self.reading:
+            return f"reading the readiness of the pods on {self.reading} node(s) to take (rollout.healthGate)"
+        if self.gated:
+            more = f" and {len(self.gated) - 5} more" if len(self.gated) > 5 else ""
+            return (
+                f"{len(self.gated)} node(s) wait, not cordoned, for their pods to be Ready "
+                f"(rollout.healthGate): {'; '.join(self.gated[:5])}{more}"
+            )
+        return ""
 
     def _post_node_delay(self, done: Sequence[NodeView]) -> str:
         """Why no node starts yet after the last one was Done (spec.rollout.postNodeDelaySeconds), or ""."""
@@ -279,6 +326,23 @@ def _canaries_passed(done: Sequence[NodeView], tally: Tally, target: Target) -> 
     if nodes == 0 or target.deleting:
         return True
     return len(done) >= min(nodes, tally.eligible)
+
+
+def _halt_text(rollout: Rollout, tally: Tally, *, canary_failed: bool, unhealthy: bool) -> str:
+    if canary_failed:
+        return (
+            f"halted: a canary node failed ({tally.failed} failed before the canaries passed; "
+            "a failed canary halts the rollout whatever rollout.maxFailedNodes says)"
+        )
+    if unhealthy:
+        return (
+            f"halted: {tally.unhealthy} node(s) had pods not Ready {rollout.health_gate.after_seconds}s "
+            "after they were given back (rollout.healthGate)"
+        )
+    value = rollout.max_failed_nodes
+    max_failed = int_or_percent(value, tally.total)
+    limit = f"{value} ({max_failed} of {tally.total} node(s))" if isinstance(value, str) else value
+    return f"halted after {tally.failed} failed node(s) (rollout.maxFailedNodes={limit})"
 
 
 def _no_agent_text(notes: Sequence[NodeNote]) -> str:

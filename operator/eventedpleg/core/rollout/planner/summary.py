@@ -64,6 +64,10 @@ class Summary:
     retrying: tuple[NodeNote, ...] = ()  # timed-out drains waiting for their automatic retry
     alerting: bool = False  # spec.rollout.alertGate holds new nodes (waiting says which alerts)
     awaiting_approval: tuple[str, ...] = ()  # nodes waiting for `eventedpleg approve` (approval: Manual)
+    # spec.rollout.healthGate: halted because a node's pods were not Ready after it was given back, and the
+    # nodes whose pods the next pass needs to know about (the caller reads them: Target.health).
+    unhealthy: bool = False
+    health_watch: tuple[str, ...] = ()
 
     @cached_property
     def counts(self) -> NodeCounts:

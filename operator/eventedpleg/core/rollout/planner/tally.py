@@ -27,6 +27,7 @@ class Tally:
     owned: int = 0  # marked as ours
     retry_pending: int = 0  # a timed-out drain waits for (or starts) its automatic retry
     no_agent: int = 0  # would be taken, but its agent shows no sign of life (core.hostcheck.absence)
+    unhealthy: int = 0  # failed: its pods were not Ready after it was given back (rollout.healthGate)
 
     def __add__(self, other: Tally) -> Tally:
         return Tally(*[getattr(self, n) + getattr(other, n) for n in NAMES])

@@ -59,6 +59,8 @@ class SimNode:
     drain_blocked_until: datetime | None = None  # a PDB keeps pods here until then
     drain_never_until: datetime | None = None  # a PDB that allows no eviction at all, until it is changed
     mirror_pods: tuple[str, ...] = ()  # static pods the kubelet runs from files
+    # spec.rollout.healthGate's pods on the node, "namespace/name" -> Ready (the API server's selection)
+    workload: dict[str, bool] = field(default_factory=dict)
     # Pods as the API lists them, through the drain's own filters (core.rollout.drain.pods.select); the
     # model evicts at once every pod those let go.
     pods: list[dict[str, Any]] = field(default_factory=list)
@@ -132,6 +134,8 @@ class World:
     log: list[str] = field(default_factory=list)
     events: list[tuple[str, str]] = field(default_factory=list)  # (node, reason) of Node Events
     alerts: str = ""  # what spec.rollout.alertGate's Prometheus says fires ("" when nothing)
+    health_watch: tuple[str, ...] = ()  # the nodes the last plan asked the gate's pods of (as the reconciler)
+    health_reads: list[tuple[str, ...]] = field(default_factory=list)  # the nodes read, pass by pass
 
     def __post_init__(self) -> None:
         for node in self.nodes.values():
@@ -158,13 +162,27 @@ class World:
             peers=self.peers,
             retry=self.retry,
             alerts=self.alerts,
+            health=self._health(),
         )
+
+    def _health(self) -> dict[str, tuple[str, ...]]:
+        """What eventedpleg.k8s.workloads answers for the nodes the last plan named."""
+        if not self.spec.rollout.health_gate.enabled or self.deleting:
+            return {}
+        read = {n: self.nodes[n].workload for n in self.health_watch if n in self.nodes}
+        return {n: tuple(sorted(p for p, ok in pods.items() if not ok)) for n, pods in read.items()}
 
     def views(self) -> list[NodeView]:
         return [node_view(n.body()) for n in self.nodes.values()]
 
     def plan(self) -> planner.Plan:
-        return planner.plan(self.views(), self.target, self.now)
+        """One pass, as the reconciler makes it: the gate's pods read for the nodes the last one named."""
+        target = self.target
+        if target.health:
+            self.health_reads.append(tuple(target.health))
+        result = planner.plan(self.views(), target, self.now)
+        self.health_watch = result.summary.health_watch
+        return result
 
     # -- the executor's effects: the product's step policy, answered by this model -------------------
 

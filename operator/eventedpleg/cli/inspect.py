@@ -126,7 +126,16 @@ def preflight(
     mode = (spec.kubelet_config if spec is not None else KubeletConfigMode.DROP_IN_ONLY).value
     order = spec.rollout.order if spec is not None else None
     rows = report.preflight_rows(
-        chosen, policy, pods, pdbs, drain, mode, now=datetime.now(UTC), order=order, agent_pods=agents
+        chosen,
+        policy,
+        pods,
+        pdbs,
+        drain,
+        mode,
+        now=datetime.now(UTC),
+        order=order,
+        agent_pods=agents,
+        health_gate=spec.rollout.health_gate if spec is not None else None,
     )
     click.echo(
         report.preflight_json(rows, policy)

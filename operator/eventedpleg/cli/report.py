@@ -12,13 +12,14 @@ from pydantic import ValidationError
 
 from eventedpleg.constants import NodeState
 from eventedpleg.core import compat, hostcheck
+from eventedpleg.core.rollout import podhealth
 from eventedpleg.core.rollout.drain import budgets
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.nodeorder import order_key
 from eventedpleg.core.rollout.planner.decide import NO_AGENT
 from eventedpleg.core.rollout.snapshot import NodeView
-from eventedpleg.models.nodeconfig import KubeletConfigMode, OnDrainBlocked, RolloutOrder
+from eventedpleg.models.nodeconfig import HealthGate, KubeletConfigMode, OnDrainBlocked, RolloutOrder
 
 MAX_REASON = 90
 
@@ -105,6 +106,7 @@ class PreflightRow:
     host: hostcheck.HostCheck | None  # its agent's own check (None: no agent has said yet)
     refusal: str  # what that check says the agent would refuse in this kubeletConfig mode ("" if fine)
     no_agent: str = ""  # why the node shows no live agent, with its agent pod's own word ("" when live)
+    not_ready: tuple[str, ...] = ()  # rollout.healthGate's pods on it not Ready: it waits in service
 
     def taken(self, policy: compat.Policy, drain: DrainPolicy) -> bool:
         """The rollout would take this node (Wait takes it once the blocker is gone)."""
@@ -123,6 +125,7 @@ def preflight_rows(
     now: datetime,
     order: RolloutOrder | None = None,
     agent_pods: Sequence[Mapping[str, Any]] = (),
+    health_gate: HealthGate | None = None,
 ) -> list[PreflightRow]:
     """Each node's verdict, and what its drain would meet now (the checks the operator makes before the
     cordon: static pods, PodDisruptionBudgets that allow no eviction, pods no drain option lets go), in the
@@ -130,6 +133,8 @@ def preflight_rows(
     on_node: dict[str, list[Mapping[str, Any]]] = {}
     for pod in pods:
         on_node.setdefault(str((pod.get("spec") or {}).get("nodeName", "")), []).append(pod)
+    gate = health_gate or HealthGate()
+    unready = podhealth.not_ready(podhealth.guarding(gate, pods), [n.name for n in nodes])
     out = []
     for node in sorted(nodes, key=order_key(order or RolloutOrder())):
         mine = on_node.get(node.name, [])
@@ -144,7 +149,14 @@ def preflight_rows(
         absent = hostcheck.absence(node.marks.host_check, now)
         no_agent = f"{absent}; {agent_pod_text(node.name, agent_pods)}" if absent else ""
         row = PreflightRow(
-            node, verdict, len(selection.evict), drainpods.never(selection, never), host, refusal, no_agent
+            node,
+            verdict,
+            len(selection.evict),
+            drainpods.never(selection, never),
+            host,
+            refusal,
+            no_agent,
+            unready.get(node.name, ()),
         )
         out.append(row)
     return out
@@ -168,6 +180,8 @@ def preflight_table(
             text += f"; drain: {row.never}"
         if row.no_agent:
             text += f"; no live agent: {row.no_agent}"
+        if row.not_ready:
+            text += f"; waits, pods not Ready (rollout.healthGate): {', '.join(row.not_ready)}"
         return text if wide else short(text)
 
     def host_text(row: PreflightRow) -> str:
@@ -199,6 +213,12 @@ def preflight_table(
         footer += (
             f"\n{len(absent)} of them without a live agent (HOST no agent; -o wide says why): not cordoned "
             f"until their agent runs (rollout.onNoAgent): {', '.join(absent[:10])}"
+        )
+    gated = [row.node.name for row in rows if row.not_ready and row.verdict.eligible(policy)]
+    if gated:
+        footer += (
+            f"\n{len(gated)} of them with pods of rollout.healthGate not Ready: not cordoned until they "
+            f"are: {', '.join(gated[:10])}"
         )
     footer += _advisories_text(rows)
     blocked = sum(1 for row in rows if row.never and row.verdict.eligible(policy))
@@ -250,6 +270,7 @@ def preflight_json(rows: Sequence[PreflightRow], policy: compat.Policy) -> str:
                 if row.host is None
                 else {"checked": row.host.at.isoformat(timespec="seconds"), "refusal": row.refusal},
                 "agent": {"live": not row.no_agent, "why": row.no_agent},
+                "podsNotReady": list(row.not_ready),
             }
             for row in rows
         ],

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from eventedpleg.models.nodeconfig import LabelSelector, SelectorOperator
+from eventedpleg.core.rollout import selector
+from eventedpleg.models.nodeconfig import HealthGate, LabelSelector, SelectorOperator
 
 # node -> the gate's pods on it that are not Ready, as sorted "namespace/name" (empty: all of them Ready).
 # A node missing from it was not looked at.
@@ -50,3 +51,16 @@ def not_ready(pods: Iterable[Mapping[str, Any]], nodes: Iterable[str]) -> dict[s
             meta = pod.get("metadata") or {}
             found[node].append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
     return {node: tuple(sorted(names)) for node, names in found.items()}
+
+
+def guarding(gate: HealthGate, pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The gate's pods among `pods` (what the API server's label selection returns, for a caller that
+    already holds every pod: preflight)."""
+    if not gate.enabled:
+        return []
+    return [
+        pod
+        for pod in pods
+        if (not gate.namespaces or (pod.get("metadata") or {}).get("namespace") in gate.namespaces)
+        and selector.matches(gate.pod_selector, (pod.get("metadata") or {}).get("labels") or {})
+    ]

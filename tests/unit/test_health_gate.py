@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from datetime import timedelta
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,10 +17,17 @@ from pydantic import ValidationError
 from eventedpleg import constants as c
 from eventedpleg.cli import report
 from eventedpleg.cli.report import status_view
-from eventedpleg.core import compat
+from eventedpleg.controller.engine import RolloutEngine
+from eventedpleg.controller.metrics import OperatorMetrics
+from eventedpleg.controller.nodeconfigstore import PassInputs
+from eventedpleg.core import compat, hostcheck
+from eventedpleg.core.node.phases import hostcheckphase
 from eventedpleg.core.rollout import planner, podhealth, status
+from eventedpleg.core.rollout.actions import Cordon
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.planner import healthgate
+from eventedpleg.k8s import configmaps, nodeconfigs
+from eventedpleg.k8s.errors import ApiError
 from eventedpleg.models.nodeconfig import LabelSelector
 from tests.unit.rolloutworld import T0, SimNode, World, fleet, spec
 
@@ -316,3 +324,69 @@ def test_preflight_names_the_nodes_the_gate_would_keep_in_service() -> None:
         "1 of them with pods of rollout.healthGate not Ready: not cordoned until they are: node-000" in text
     )
     assert '"podsNotReady": [\n      "web/api-0"\n    ]' in report.preflight_json(rows, policy)
+
+
+# --- the reconciler reads the pods only when the gate is on, and only for the nodes the last pass named ---
+
+
+@pytest.mark.parametrize("gated", [True, False])
+def test_the_reconciler_reads_the_gates_pods_only_for_the_nodes_the_last_pass_named(
+    monkeypatch: pytest.MonkeyPatch, gated: bool
+) -> None:
+    monkeypatch.setattr(configmaps, "ensure", lambda api, ns, rendered: None)
+    monkeypatch.setattr(nodeconfigs, "patch_status", lambda api, name, body: None)
+    engine = RolloutEngine(
+        api=None, namespace="ns", recorder=cast(Any, _Recorder()), metrics=OperatorMetrics(), clock=lambda: T0
+    )
+    submitted: list[tuple[Any, ...]] = []
+    engine.steps.submit = lambda actions, state: submitted.append(actions)  # type: ignore[method-assign]
+    asked: list[tuple[str, ...]] = []
+    answers: list[Any] = [{"node-000": ("web/api-0",)}, ApiError(500, "Internal", "down"), {"node-000": ()}]
+
+    def pods(api: object, gate: object, nodes: tuple[str, ...]) -> object:
+        asked.append(tuple(nodes))
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    engine.reconciler.pods = pods  # type: ignore[assignment]
+    check = hostcheck.HostCheck(T0, {}, hostcheckphase.REFRESH.total_seconds()).to_json()
+    for name in ("node-000", "node-001"):  # each with a live agent
+        engine.nodes.observe("ADDED", SimNode(name, annotations={c.ANN_HOST_CHECK: check}).body())
+    rollout: dict[str, Any] = {"canary": {"nodes": 0}}
+    if gated:
+        rollout["healthGate"] = GATE
+    body = {
+        "metadata": {
+            "name": "cluster",
+            "generation": 1,
+            "uid": "u1",
+            "creationTimestamp": "2026-11-02T12:00:00Z",
+        },
+        "spec": {"eventedPleg": True, "rollout": rollout},
+    }
+    try:
+        engine.nodeconfig_event("ADDED", body)
+        inputs = PassInputs("cluster", body, ())
+        for _ in range(4):
+            engine.reconciler.reconcile_once(inputs)
+    finally:
+        engine.steps.pool.shutdown()
+        engine.steps.giveback_pool.shutdown()
+    taken = [[a.node for a in actions if isinstance(a, Cordon)] for actions in submitted]
+    if not gated:
+        assert asked == [] and taken[0] == ["node-000"]
+        return
+    # the first pass reads nothing: it names node-000, not taken yet
+    assert asked == [
+        ("node-000",),  # not Ready: passed over, node-001 named as well
+        ("node-000", "node-001"),  # the API fails: neither is taken (fail closed), node-000 named again
+        ("node-000",),  # Ready: taken
+    ]
+    assert taken == [[], [], [], ["node-000"]]
+
+
+class _Recorder:
+    def emit(self, ref: Any, kind: str, reason: str, message: str) -> None:
+        pass

@@ -324,7 +324,8 @@ class HealthGate(_Model):
             "Failed, left as it is, with those pods named, and the rollout halts whatever "
             "`maxFailedNodes` says (a Warning `WorkloadNotReady` Event on the NodeConfig). Checked then and "
             "for 2 minutes after (not later: a pod failing hours later for reasons of its own fails no "
-            "node); `eventedpleg retry NODE` takes the node again once the workload is fixed.",
+            "node); `eventedpleg retry NODECONFIG --node NODE` takes the node again once the workload "
+            "is fixed.",
         ),
     ] = 300
 

@@ -73,7 +73,7 @@ def after(
                     node.resource_version,
                     f"{UNHEALTHY}: {gate.after_seconds}s after it was Done, pods not Ready "
                     f"(rollout.healthGate): {names(pods)}; left as it is, the rollout halts; "
-                    f"`eventedpleg retry {node.name}` takes it again once they are",
+                    f"`eventedpleg retry {target.name} --node {node.name}` takes it again once they are",
                 )
             )
     return watch

@@ -29,7 +29,7 @@ from eventedpleg.core.rollout.planner import healthgate
 from eventedpleg.k8s import configmaps, nodeconfigs
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.models.nodeconfig import LabelSelector
-from tests.unit.rolloutworld import T0, SimNode, World, fleet, spec
+from eventedpleg_lab.sim.rolloutworld import T0, SimNode, World, fleet, spec
 
 GATE = {"podSelector": {"matchLabels": {"app": "api"}}, "afterSeconds": 30}
 

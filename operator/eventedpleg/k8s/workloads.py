@@ -23,7 +23,7 @@ PER_NODE_MAX = 10  # up to this many nodes, one field-selected LIST each; beyond
 
 
 @translated
-def not_ready(api: client.ApiClient, gate: HealthGate, nodes: Sequence[str]) -> podhealth.Health:
+def not_ready(api: client.ApiClient, gate: HealthGate, nodes: Sequence[str]) -> podhealth.PodsNotReady:
     """For each of `nodes`, the gate's pods on it that are not Ready (podhealth.not_ready)."""
     if not gate.enabled or not nodes:
         return {}

@@ -11,7 +11,7 @@ from eventedpleg.models.nodeconfig import HealthGate, LabelSelector, SelectorOpe
 
 # node -> the gate's pods on it that are not Ready, as sorted "namespace/name" (empty: all of them Ready).
 # A node missing from it was not looked at.
-Health = Mapping[str, tuple[str, ...]]
+PodsNotReady = Mapping[str, tuple[str, ...]]
 
 
 def selector_text(selector: LabelSelector) -> str:
@@ -40,7 +40,7 @@ def ready(pod: Mapping[str, Any]) -> bool:
 
 
 def not_ready(pods: Iterable[Mapping[str, Any]], nodes: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    """`Health` for `nodes` from the gate's pods (already selected by label and namespace). A pod that
+    """`PodsNotReady` for `nodes` from the gate's pods (already selected by label and namespace). A pod that
     finished (Succeeded, Failed) guards nothing."""
     found: dict[str, list[str]] = {node: [] for node in nodes}
     for pod in pods:

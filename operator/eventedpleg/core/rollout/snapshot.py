@@ -195,9 +195,9 @@ class Target:
     retry: Mapping[str, datetime] = field(default_factory=dict)  # node -> failure to retry (retry.py)
     alerts: str = ""  # why spec.rollout.alertGate holds new nodes now ("" when it does not)
     # spec.rollout.healthGate: the gate's pods not Ready on the nodes the previous pass asked about
-    # (podhealth.Health), read for this pass. Left out of equality: only the whole-cluster half of a pass
-    # reads it (planner.healthgate), never a node's decision, so a PassMemo keeps its decisions when it
-    # changes.
+    # (podhealth.PodsNotReady), read for this pass. Left out of equality: only the whole-cluster half of
+    # a pass reads it (planner.healthgate), never a node's decision, so a PassMemo keeps its decisions
+    # when it changes.
     health: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
     @cached_property

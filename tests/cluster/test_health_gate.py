@@ -87,8 +87,13 @@ def test_a_node_whose_guarded_pod_is_not_ready_waits_in_service_and_is_taken_onc
             notes[kept]["reason"]
             == f"waiting, not cordoned: pods not Ready (rollout.healthGate): {env.prefix}/{name}"
         )
-        progressing = env.condition("guarded", "Progressing")
-        assert f"{kept} ({env.prefix}/{name})" in progressing["message"]
+        # Status follows the nodes by a pass: wait for the condition to name the held node and its pod.
+        wait_for(
+            lambda: (
+                f"{kept} ({env.prefix}/{name})" in env.condition("guarded", "Progressing").get("message", "")
+            ),
+            what="Progressing names the held node and its pod",
+        )
         shown = eventedpleg(env, "status", "guarded")
         assert "pods not Ready (rollout.healthGate)" in shown.stdout
         set_ready(env, name, True)

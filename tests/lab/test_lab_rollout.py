@@ -323,7 +323,8 @@ def test_the_released_cli_installed_with_pipx_reads_the_rollout(
 ) -> None:
     """The release's wheel installed as the README says (`pipx install`: a venv of its own, no repository,
     no lab package, no Go) and its `eventedpleg status` reading the rollout above from the lab: Available,
-    every node in its expected state, exit code 0."""
+    every node in its expected state, exit code 0; then the same as `kubectl eventedpleg status -o json
+    --context lab` (kubectl's plugin, another cluster the kubeconfig's current context)."""
     env = {**os.environ, "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "bin"),
            "PIPX_MAN_DIR": str(tmp_path / "man"), "PIPX_DEFAULT_PYTHON": sys.executable}  # fmt: skip
     env.pop("VIRTUAL_ENV", None)
@@ -349,6 +350,33 @@ def test_the_released_cli_installed_with_pipx_reads_the_rollout(
     rows = {line.split()[0]: line for line in lines if line.strip()}
     for spec in lab_specs:
         assert chart.expected_outcome(spec).state in rows.get(spec.name, ""), (spec.name, status.stdout)
+    # As kubectl's plugin, with kubectl's habits: a kubeconfig whose current context is another cluster
+    # (unreachable), the lab's context named with --context, and -o json for a script.
+    config = yaml.safe_load(installed.kubeconfig.read_text())
+    (context,) = config["contexts"]
+    config["clusters"].append({"name": "elsewhere", "cluster": {"server": "https://127.0.0.1:9"}})
+    config["contexts"].append(
+        {"name": "elsewhere", "context": {"cluster": "elsewhere", "user": context["context"]["user"]}}
+    )
+    config["current-context"] = "elsewhere"
+    kubeconfig = tmp_path / "two-contexts.yaml"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    plugin_env = {
+        **env,
+        "KUBECONFIG": str(kubeconfig),
+        "PATH": f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}",
+    }
+    argv = [lc.kubectl_path(), "eventedpleg", "status", "-o", "json", "--context", context["name"]]
+    shown = subprocess.run(argv, cwd=tmp_path, env=plugin_env, capture_output=True, text=True, check=False,
+                           timeout=120)  # fmt: skip
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    document = json.loads(shown.stdout)
+    print(json.dumps(document["nodeConfig"], indent=1)[:1500])
+    available = {cond["type"]: cond["status"] for cond in document["nodeConfig"]["conditions"]}
+    assert available.get("Available") == "True", document["nodeConfig"]
+    states = {node["name"]: node["state"] for node in document["nodes"]}
+    for spec in lab_specs:
+        assert chart.expected_outcome(spec).state in states.get(spec.name, ""), (spec.name, states)
 
 
 def test_the_crio_node_runs_with_pod_events(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> None:

@@ -344,3 +344,25 @@ def test_writes_land_where_the_host_reads_them_and_never_outside(
             contents = {"ok " + (b"NEW:" + p.encode()).hex() for p in written}
             for path, theirs in zip(written, kernel, strict=True):
                 assert theirs in contents, (path, theirs)
+
+
+def test_a_rename_refused_by_an_immutable_directory_names_the_target(tmp_path: Path) -> None:
+    """The kernel's own EPERM (chattr +i on ext4, as on the lab's nodes): the temp file is written beside
+    the protected directory, the rename into it is refused, and the fault names the target, not the temp."""
+    root = tmp_path / "root"
+    guarded = root / "etc/kubernetes/kubelet.conf.d"
+    guarded.mkdir(parents=True)
+    if subprocess.run(["chattr", "+i", str(guarded)], capture_output=True, check=False).returncode != 0:
+        pytest.skip("chattr +i is not possible here (not root, or the filesystem has no immutable attribute)")
+    try:
+        with pytest.raises(PermissionError) as raised:
+            HostFiles(root).write_atomic(
+                "/etc/kubernetes/kubelet.conf.d/99-x.conf",
+                b"x",
+                protected=("/etc/kubernetes/kubelet.conf.d",),
+            )
+        assert raised.value.errno == errno.EPERM
+        assert raised.value.filename == "/etc/kubernetes/kubelet.conf.d/99-x.conf"
+        assert [p.name for p in guarded.parent.rglob("*")] == ["kubelet.conf.d"]  # no temp file left
+    finally:
+        subprocess.run(["chattr", "-i", str(guarded)], check=True)

@@ -101,6 +101,11 @@ def _on(exc: OSError, host_path: str) -> OSError:
     return type(exc)(exc.errno, exc.strerror, host_path)
 
 
+def via_temp(host_path: str, temp_path: str) -> str:
+    """How a fault while writing `host_path`'s temp file names the two."""
+    return f"{host_path} (via its temp file {temp_path})"
+
+
 def _regular(st: os.stat_result, host_path: str) -> None:
     if stat.S_ISREG(st.st_mode):
         return
@@ -356,6 +361,10 @@ class HostFiles:
             temp_host_dir = self.temp_dir_for(host_path, protected)
             temp_dir, _, _ = self._open_dir(temp_host_dir, create=True, origin=host_path)
             temp = f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}"
+            # A fault names where it happened: the temp file while it is written (its directory may be
+            # another), the target once the rename into the target's directory is refused (EPERM from an
+            # immutable directory on the lab's ext4 nodes).
+            failing = via_temp(host_path, str(PurePosixPath(temp_host_dir) / temp))
             try:
                 flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
                 fd = os.open(temp, flags, mode, dir_fd=temp_dir)
@@ -369,12 +378,13 @@ class HostFiles:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
+                failing = host_path
                 os.rename(temp, name, src_dir_fd=temp_dir, dst_dir_fd=target_dir)
             except BaseException as exc:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(temp, dir_fd=temp_dir)
                 if isinstance(exc, OSError):
-                    raise _on(exc, str(PurePosixPath(temp_host_dir) / temp)) from exc
+                    raise _on(exc, failing) from exc
                 raise
             finally:
                 os.close(temp_dir)

@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from eventedpleg.agent.hostfiles import HostFiles
+from eventedpleg.agent.hostfiles import TEMP_PREFIX, TEMP_SUFFIX, HostFiles, via_temp
 from eventedpleg.core.node.phases.transaction import FileCopy
 
 
@@ -57,6 +57,9 @@ class FileFaults:
     )  # an LSM denial of writing: EACCES on create, rename, unlink
     read_only: set[str] = field(default_factory=set)  # mount points of read-only filesystems: EROFS
     full: set[str] = field(default_factory=set)  # mount points of full filesystems: ENOSPC on writing data
+    # Directories with the immutable attribute (chattr +i): no entry in them can be created, renamed over
+    # or removed, EPERM (chattr(1), open(2), rename(2), unlink(2)); their subdirectories are not affected.
+    immutable: set[str] = field(default_factory=set)
     after: int = 0
     times: int | None = None
     refused: list[tuple[str, str, str]] = field(default_factory=list)  # (operation, path, errno name)
@@ -87,6 +90,8 @@ class SimFiles(HostFiles):
             return errno.EROFS  # open(2), rename(2), unlink(2): EROFS, checked before permissions
         if _under(host_path, f.denied):
             return errno.EACCES  # open(2) O_CREAT, rename(2): write permission to the directory denied
+        if str(PurePosixPath("/", host_path).parent) in f.immutable:
+            return errno.EPERM  # rename(2), unlink(2): the directory is immutable
         if data and _under(host_path, f.full):
             return errno.ENOSPC  # write(2): ENOSPC, no room for the data (the temp file is removed)
         return None
@@ -107,12 +112,14 @@ class SimFiles(HostFiles):
         mode: int = 0o644,
         like: FileCopy | None = None,
     ) -> None:
-        temp_dir = self.temp_dir_for(host_path, protected)
-        for path in (
-            str(PurePosixPath(temp_dir, "temp")),
-            host_path,
-        ):  # the temp file is created first, then renamed over
-            self.faults.check("write", host_path, self._writing(path, bool(content)))
+        name = PurePosixPath(host_path).name
+        temp = str(
+            PurePosixPath(self.temp_dir_for(host_path, protected), f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}")
+        )
+        # The temp file is created first, then renamed over the target; each refusal names what HostFiles
+        # names for it on a real host.
+        self.faults.check("write", via_temp(host_path, temp), self._writing(temp, bool(content)))
+        self.faults.check("write", host_path, self._writing(host_path, bool(content)))
         super().write_atomic(host_path, content, protected=protected, mode=mode, like=like)
 
     def remove(self, host_path: str) -> None:

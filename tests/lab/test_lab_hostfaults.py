@@ -48,16 +48,16 @@ def _annotations(lab: Lab, node: str) -> dict[str, str]:
     return annotations
 
 
-def _agent_pods(lab: Lab, node: str) -> list[str]:
+def _agent_pods(lab: Lab, node: str, *, ready: bool = True) -> list[str]:
+    """The node's agent pods not being deleted (Ready ones only, unless `ready` is False)."""
     pods = chart.get_json(lab, "pods", "-n", chart.AGENT_NAMESPACE, f"--field-selector=spec.nodeName={node}")
     return [
         str(p["metadata"]["name"])
         for p in pods["items"]
         if not p["metadata"].get("deletionTimestamp")
-        and any(
-            cond["type"] == "Ready" and cond["status"] == "True" for cond in p["status"].get("conditions", [])
-        )
-    ]
+        and (not ready or any(cond["type"] == "Ready" and cond["status"] == "True"
+                              for cond in p["status"].get("conditions", [])))
+    ]  # fmt: skip
 
 
 def _restart_agent(lab: Lab, node: str, until: Callable[[hostcheck.HostCheck], bool], what: str) -> None:
@@ -67,9 +67,8 @@ def _restart_agent(lab: Lab, node: str, until: Callable[[hostcheck.HostCheck], b
 
     def published() -> bool:
         check = hostcheck.parse(_annotations(lab, node).get(c.ANN_HOST_CHECK))
-        return (
-            check is not None and check.stopped is None and until(check) and old not in _agent_pods(lab, node)
-        )
+        new = [pod for pod in _agent_pods(lab, node) if pod != old]  # the next agent, Ready
+        return check is not None and check.stopped is None and until(check) and bool(new)
 
     chart.wait_for(what, published, timeout=180)
 
@@ -103,7 +102,7 @@ def _cordoned(lab: Lab, node: str) -> bool:
 
 
 def _agent_log(lab: Lab, node: str) -> str:
-    (pod,) = _agent_pods(lab, node)
+    (pod,) = _agent_pods(lab, node, ready=False)
     return chart.kubectl_ok(lab, "logs", pod, "-n", chart.AGENT_NAMESPACE, "-c", "agent", timeout=60)
 
 
@@ -142,6 +141,8 @@ def containerd_node(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> Iterator
 def test_a_fifo_at_the_crio_drop_in_is_refused_before_the_cordon(installed: Lab, crio_node: str) -> None:
     fifo = _rootfs(installed, crio_node) / CRIO_DROPIN.lstrip("/")
     clean = _as_before(installed, crio_node)
+    made = not fifo.parent.exists()  # no CRI-O drop-in directory until someone writes one
+    fifo.parent.mkdir(parents=True, exist_ok=True)
     os.mkfifo(fifo)
     try:
         _restart_agent(
@@ -151,6 +152,8 @@ def test_a_fifo_at_the_crio_drop_in_is_refused_before_the_cordon(installed: Lab,
         assert fifo.is_fifo()  # left as it was: the agent never opened it for writing or removed it
     finally:
         fifo.unlink(missing_ok=True)
+        if made:
+            fifo.parent.rmdir()
         _restart_agent(installed, crio_node, clean, "the host check from before the test again")
 
 

@@ -2,8 +2,9 @@
 if asked now to turn Evented PLEG on, published as the `eventedpleg.io/host-check` annotation (core.hostcheck)
 for the operator to read before the cordon. A phase that yields effects (core.node.phases.effects). Pure.
 
-It looks as the apply phase looks (ReadHost(True), ReadApplied()) and judges with its own judge
-(core.node.phases.judge), but changes nothing on the host: no files, no restarts, no transaction. The one
+It looks as the apply phase looks (ReadHost(True), ReadApplied()), judges with its own judge
+(core.node.phases.judge) and reads the backups the apply would take first (Backup), but changes nothing on
+the host: no files, no restarts, no transaction. The one
 write is the annotation, and only when it would say something new.
 """
 
@@ -14,8 +15,17 @@ from datetime import timedelta
 from eventedpleg import constants as c
 from eventedpleg.core import hostcheck, render
 from eventedpleg.core.hostcheck import HostCheck
-from eventedpleg.core.node.facts.hostplan import HostFacts, ManagedState, Refusal
-from eventedpleg.core.node.phases.effects import Now, Phase, PublishHostCheck, ReadApplied, ReadHost, act, ask
+from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal
+from eventedpleg.core.node.phases.effects import (
+    Backup,
+    Now,
+    Phase,
+    PublishHostCheck,
+    ReadApplied,
+    ReadHost,
+    act,
+    ask,
+)
 from eventedpleg.core.node.phases.hostfault import Faulted
 from eventedpleg.core.node.phases.judge import judge
 from eventedpleg.core.node.phases.nodeapi import AgentNode
@@ -47,8 +57,21 @@ def look(node: AgentNode, clock: Now) -> Phase[HostCheck]:
         # Static pods are allowed here: whether a node with static pods may be taken is the operator's call
         # (spec.includeControlPlane, judged from the node's mirror pods), not a verdict on the host.
         verdict = judge(node, facts, rendered, previous, allow_static_pods=True)
-        refusals[mode.value] = verdict.message if isinstance(verdict, Refusal) else ""
+        refusals[mode.value] = (
+            verdict.message if isinstance(verdict, Refusal) else (yield from _backs_up(verdict[0]))
+        )
     return HostCheck(clock(), refusals, REFRESH.total_seconds())
+
+
+def _backs_up(plan: ApplyPlan) -> Phase[str]:
+    """The apply's first host step is an exact copy of each file it will change (read only, bounded): a
+    path that is not a regular file (a directory or a FIFO where a drop-in goes), or cannot be read, would
+    end the apply after the cordon; here it is the refusal, so the node is never taken for it."""
+    try:
+        yield from ask(Backup(tuple(change.path for change in plan.changes)), tuple)
+    except Faulted as exc:
+        return exc.fault.line()
+    return ""
 
 
 def is_news(check: HostCheck, published: HostCheck | None) -> bool:

@@ -401,3 +401,20 @@ def test_property_a_refusing_filesystem_anywhere_ends_in_one_report_and_no_half_
         faults.after, faults.times = after, times
         rig.apply()
         _check_invariants(rig, before)
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_the_host_check_refuses_what_the_backup_would_fail_on(make_rig: RigFactory, kind: str) -> None:
+    """The observed bug's shape (a directory, or a FIFO, where the CRI-O drop-in goes) is refused by the host
+    check, so the operator never cordons the node for it; the host is left as it was."""
+    rig = make_rig(profiles.crio())
+    replace_with(kind, CRIO_DROPIN)(rig)
+    before = tree(rig)
+
+    assert drive(rig.agent.host_check(), rig.clock.sleep)
+
+    check = hostcheck.parse(rig.annotations[c.ANN_HOST_CHECK])
+    assert check is not None
+    for refusal in check.refusals.values():
+        assert refusal.startswith(f"back up {CRIO_DROPIN} failed") and "remove or rename" in refusal, refusal
+    assert tree(rig) == before

@@ -285,6 +285,7 @@ def test_operator_env_and_argv_are_accepted_by_the_cli(default: Rendered) -> Non
         "rollout_stale_seconds": 120.0,
         "informer_stale_seconds": 420.0,
         "allow_force_delete": False,
+        "agent_namespace": "evented-pleg-agent",  # its pods' readiness is watched there
         "log_format": "text",
         "verbose": False,
     }
@@ -304,10 +305,10 @@ def test_pods_delete_only_when_force_delete_is_allowed(default: Rendered) -> Non
         return {v for r in rules if r["apiGroups"] == [""] and "pods" in r["resources"] for v in r["verbs"]}
 
     env = {"POD_NAME": "op-abc", "EVENTEDPLEG_NAMESPACE": NAMESPACE}
-    assert pod_verbs(default) == {"get", "list"}
+    assert pod_verbs(default) == {"get", "list", "watch"}  # watch: the agent pods' readiness
     assert _parse_cli(_container(default.find("Deployment", OPERATOR)), env)["allow_force_delete"] is False
     allowed = render({"drain.allowForceDelete": True})
-    assert pod_verbs(allowed) == {"get", "list", "delete"}
+    assert pod_verbs(allowed) == {"get", "list", "watch", "delete"}
     assert _parse_cli(_container(allowed.find("Deployment", OPERATOR)), env)["allow_force_delete"] is True
 
 

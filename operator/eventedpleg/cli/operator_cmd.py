@@ -71,6 +71,12 @@ from eventedpleg.core.rollout.leaderelection import ElectionConfigError, Electio
     show_default=True,
     help="Honour onTimeout: ForceDelete (needs RBAC pods delete; the chart's drain.allowForceDelete).",
 )
+@click.option(
+    "--agent-namespace",
+    envvar="EVENTEDPLEG_AGENT_NAMESPACE",
+    default="",
+    help="The agent DaemonSet's namespace, whose pods' readiness is watched (default: every namespace).",
+)
 @log_format_option
 @verbose_option
 def operator(
@@ -87,6 +93,7 @@ def operator(
     rollout_stale_seconds: float,
     informer_stale_seconds: float,
     allow_force_delete: bool,
+    agent_namespace: str,
     log_format: str,
     verbose: bool,
 ) -> None:
@@ -106,5 +113,6 @@ def operator(
         election=election,
         health=Thresholds(rollout_stale_seconds, informer_stale_seconds),
         allow_force_delete=allow_force_delete,
+        agent_namespace=agent_namespace,
     )
     sys.exit(controller.run(options))

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from eventedpleg.constants import NodeState
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import podhealth
+from eventedpleg.core.rollout.agentpod import pod_node
 from eventedpleg.core.rollout.drain import budgets
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
@@ -46,26 +47,10 @@ def writes(verdict: compat.Verdict) -> str:
     return " + ".join(parts)
 
 
-def _pod_node(pod: Mapping[str, Any]) -> str:
-    """The node a DaemonSet pod is for: where it runs, else the node its affinity names (a pod the
-    scheduler has not placed yet has no nodeName; the DaemonSet controller pins it by matchFields)."""
-    spec = pod.get("spec") or {}
-    if spec.get("nodeName"):
-        return str(spec["nodeName"])
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    for term in required.get("nodeSelectorTerms") or []:
-        for field in term.get("matchFields") or []:
-            if field.get("key") == "metadata.name" and field.get("values"):
-                return str(field["values"][0])
-    return ""
-
-
 def agent_pod_text(node: str, pods: Sequence[Mapping[str, Any]]) -> str:
     """What the agent DaemonSet's pod for `node` says about itself (one line): none, not scheduled (the
     scheduler's message), a container waiting or terminated (its own reason), not ready, or running."""
-    mine = [p for p in pods if _pod_node(p) == node]
+    mine = [p for p in pods if pod_node(p) == node]
     if not mine:
         return (
             "no agent pod for this node: the agent DaemonSet does not place one here (the node's taints "

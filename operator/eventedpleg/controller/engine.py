@@ -95,6 +95,16 @@ class RolloutEngine:
         if self.nodes.observe(event_type, body) and self.nodes_synced.is_set():
             self._wake_from_thread()
 
+    def agent_pod_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """From the agent pod informer's thread: a node whose agent pod changed is planned again."""
+        if self.nodes.observe_pod(event_type, body) and self.nodes_synced.is_set():
+            self._wake_from_thread()
+
+    def agent_pods_listed(self, names: set[str]) -> None:
+        """From the agent pod informer's thread, after each complete LIST."""
+        if self.nodes.retain_pods(names) and self.nodes_synced.is_set():
+            self._wake_from_thread()
+
     def node_list_done(self, names: set[str]) -> None:
         """From the node informer's thread, after each complete LIST."""
         self.nodes.retain(names)

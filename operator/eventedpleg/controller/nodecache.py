@@ -10,7 +10,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from eventedpleg.constants import NodeState
+from eventedpleg.core.rollout import agentpod
 from eventedpleg.core.rollout.actions import Cordon
+from eventedpleg.core.rollout.agentpod import AgentPod
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
 
 
@@ -47,8 +49,16 @@ class NodeCache:
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Per reader of `changes` (a NodeConfig's rollout loop): the nodes whose view changed since it last read.
     dirty: dict[str, set[str]] = field(default_factory=dict)
+    # The agent DaemonSet's pods, from their own watch: node -> {namespace/name: summary}. Every view is
+    # stored with its node's pick (agentpod.pick) as its agent_pod, so the planner sees a pod's change as
+    # a change of its node.
+    agent_pods: dict[str, dict[str, AgentPod]] = field(default_factory=dict)
+    pod_nodes: dict[str, str] = field(default_factory=dict)  # namespace/name -> its node
 
     def _set(self, name: str, view: NodeView) -> None:
+        pod = agentpod.pick(self.agent_pods.get(name, {}).values())
+        if view.agent_pod != pod:
+            view = replace(view, agent_pod=pod)
         self.views[name] = view
         for names in self.dirty.values():
             names.add(name)
@@ -66,6 +76,44 @@ class NodeCache:
                 self.held[name] = body
                 return False
             return self._apply(name, event_type, body)
+
+    def observe_pod(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
+        """An agent pod's watch event; True when a node's view changed (its agent pod's summary)."""
+        meta = body.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        pod = None if event_type == "DELETED" else agentpod.agent_pod(body)
+        with self.lock:
+            return self._pod(key, pod)
+
+    def retain_pods(self, names: set[str]) -> bool:
+        """After a complete LIST of the agent pods (`names` without their namespace): forget the others."""
+        with self.lock:
+            gone = [key for key in self.pod_nodes if key.partition("/")[2] not in names]
+            changed = False
+            for key in gone:
+                changed = self._pod(key, None) or changed
+            return changed
+
+    def _pod(self, key: str, pod: AgentPod | None) -> bool:
+        nodes = set[str]()
+        old = self.pod_nodes.pop(key, None)
+        if old is not None:
+            nodes.add(old)
+            mine = self.agent_pods.get(old, {})
+            mine.pop(key, None)
+            if not mine:
+                self.agent_pods.pop(old, None)
+        if pod is not None:
+            nodes.add(pod.node)
+            self.pod_nodes[key] = pod.node
+            self.agent_pods.setdefault(pod.node, {})[key] = pod
+        changed = False
+        for node in nodes:
+            view = self.views.get(node)
+            if view is not None and view.agent_pod != agentpod.pick(self.agent_pods.get(node, {}).values()):
+                self._set(node, view)  # with its pick now
+                changed = True
+        return changed
 
     def written(self, view: NodeView) -> bool:
         """Our own write's answer, as the step already read it (node_view of the body the write returned):

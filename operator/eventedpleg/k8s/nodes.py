@@ -72,6 +72,12 @@ def all_pods(api: client.ApiClient, *, limit: int = PAGE) -> list[dict[str, Any]
 AGENT_POD_SELECTOR = "app.kubernetes.io/component=agent"  # the chart's agent DaemonSet (epo.agentSelector)
 
 
+def agent_pods_path(namespace: str = "") -> str:
+    """The collection the operator watches the agent pods in (with AGENT_POD_SELECTOR): the agent's
+    namespace, or every namespace when it is not known."""
+    return f"/api/v1/namespaces/{quote(namespace, safe='')}/pods" if namespace else "/api/v1/pods"
+
+
 @translated
 def agent_pods(api: client.ApiClient, *, limit: int = PAGE) -> list[dict[str, Any]]:
     """The agent DaemonSet's pods in every namespace (chunked LIST), for preflight and status: why a node

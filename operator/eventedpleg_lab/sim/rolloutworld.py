@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -22,6 +22,7 @@ from eventedpleg.core.node.phases import hostcheckphase
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.rollout import planner, steppolicy
 from eventedpleg.core.rollout.actions import Action, Cordon
+from eventedpleg.core.rollout.agentpod import AgentPod
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
@@ -71,6 +72,7 @@ class SimNode:
     agent_stops_cleanly: bool = False  # ... and marks its host check stopped on the way out (a SIGTERM)
     agent_dead: bool = False  # set by the world: this node's agent stopped
     agent: ModelAgent | None = None  # the real agent's phases on a model host (made on first use)
+    agent_pod: AgentPod | None = None  # its agent pod as the operator's pod watch sees it (None: unknown)
     drains: int = 0  # times the operator took the node (cordoned it for a rollout)
     rv: int = 1
 
@@ -173,7 +175,7 @@ class World:
         return {n: tuple(sorted(p for p, ok in pods.items() if not ok)) for n, pods in read.items()}
 
     def views(self) -> list[NodeView]:
-        return [node_view(n.body()) for n in self.nodes.values()]
+        return [replace(node_view(n.body()), agent_pod=n.agent_pod) for n in self.nodes.values()]
 
     def plan(self) -> planner.Plan:
         """One pass, as the reconciler makes it: the gate's pods read for the nodes the last one named."""

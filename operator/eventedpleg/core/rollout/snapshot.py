@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
@@ -14,6 +14,9 @@ from eventedpleg.core.compat import NodeFacts
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint, taints_of
 from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec
+
+if TYPE_CHECKING:  # agentpod reads parse_time from here
+    from eventedpleg.core.rollout.agentpod import AgentPod
 
 IN_PROGRESS = frozenset({NodeState.DRAINING, NodeState.APPLYING, NodeState.VERIFYING})
 # While the agent holds the node we never pull it back: it is mid-write or mid-restart.
@@ -106,6 +109,9 @@ class NodeView:
     autoscaler_present: frozenset[str] = frozenset()  # autoscaler keys on the node, whoever set them
     uid: str = ""  # for Events: `kubectl describe node` shows only those whose involvedObject.uid matches
     taints: tuple[Taint, ...] = ()  # whole, as a write of spec.taints must give them back
+    # Its agent DaemonSet pod as the operator's pod watch last saw it (None: none known; the node cache
+    # puts it here, so a node whose agent pod changes is a changed node, planned again).
+    agent_pod: AgentPod | None = None
 
     @property
     def autoscaler_user(self) -> frozenset[str]:

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from eventedpleg.constants import NodeState
 from eventedpleg.core import compat, hostcheck
-from eventedpleg.core.rollout import actions, retry
+from eventedpleg.core.rollout import actions, agentpod, retry
 from eventedpleg.core.rollout.actions import (
     Action,
     AskApproval,
@@ -169,13 +169,23 @@ class _Decider:
             self._let_go()
 
     def _agent_absence(self) -> str:
-        """Why the node's agent shows no sign of life now (core.hostcheck.absence); "" when it does."""
-        absent = hostcheck.absence(self.node.marks.host_check, self.inputs.now)
+        """Why the node's agent shows no sign of life now: no fresh host check (core.hostcheck.absence), or
+        its pod not Ready for longer than GONE_GRACE (agentpod.pod_absence); "" when it does. Neither reads
+        the clock for the memo: each answer holds until its view changes, or until `fresh_until`."""
+        node, now = self.node, self.inputs.now
+        absent = hostcheck.absence(node.marks.host_check, now) or agentpod.pod_absence(node.agent_pod, now)
         if not absent:
-            check = hostcheck.parse(self.node.marks.host_check)
+            check = hostcheck.parse(node.marks.host_check)
             assert check is not None  # fresh
             self.fresh_until = check.fresh_until
+            if (gone_at := self._pod_gone_at()) is not None:  # not Ready, within its grace: live till then
+                self.fresh_until = min(self.fresh_until, gone_at)
+                self.wakes += (gone_at,)
         return absent
+
+    def _pod_gone_at(self) -> datetime | None:
+        pod = self.node.agent_pod
+        return None if pod is None else pod.gone_at
 
     def _offer(self, want: str) -> None:
         """The node may be taken towards `want`: a candidate while its agent is live. Without one it is not
@@ -401,6 +411,18 @@ class _Decider:
                 self.note(NodeState.DRAINING, f"drain paused, waiting for its agent: {absent}")
                 return None
             return _uncordon(node, agent_gone=absent)
+        if marks.state is NodeState.DRAINING and (gone_at := self._pod_gone_at()) is not None:
+            # Its agent pod is not Ready, not for GONE_GRACE yet (its wake is in): the drain waits likewise,
+            # so that a stuck agent is never asked to apply; it goes on once the pod is Ready again.
+            assert node.agent_pod is not None  # gone_at
+            at = gone_at.isoformat(timespec="seconds")
+            self.notes = tuple(n for n in self.notes if n.name != node.name)
+            self.note(
+                NodeState.DRAINING,
+                f"drain paused, waiting for its agent: {node.agent_pod.not_ready}"
+                f" (given back at {at} unless it is Ready again)",
+            )
+            return None
         if marks.state is NodeState.DRAINING:
             drain_deadline = self.target.drain.deadline(since)
             if drain_deadline is not None:

@@ -16,6 +16,7 @@ from kubernetes import client
 
 from eventedpleg.core.rollout.drain import budgets
 from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain import survey as drainsurvey
 from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult, EvictionProblem, PodRef
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.k8s.client import PAGE, get_json, list_all
@@ -98,8 +99,7 @@ def _delete(api: client.ApiClient, ref: PodRef, policy: DrainPolicy) -> None:
 
 def mirror_pods_in(pods: list[dict[str, Any]]) -> tuple[str, ...]:
     """Static pods among these (mirror pods carry kubernetes.io/config.mirror)."""
-    selection = drainpods.select(pods, drainpods.Options(delete_empty_dir_data=True, force=True))
-    return tuple(str(ref) for ref in selection.mirror_pods)
+    return drainsurvey.mirror_pods(pods)
 
 
 def attempt(

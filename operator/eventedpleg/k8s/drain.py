@@ -51,18 +51,23 @@ _not_served_until = [0.0]  # monotonic time until which NODE_MAINTENANCES is kno
 
 def maintenance_of(api: client.ApiClient, node: str) -> list[str]:
     """The NodeMaintenance objects that hold `node`, as "NodeMaintenance NAME"."""
+    return maintenances(api).get(node, [])
+
+
+def maintenances(api: client.ApiClient) -> dict[str, list[str]]:
+    """The NodeMaintenance objects by the node they hold, as "NodeMaintenance NAME"."""
     if time.monotonic() < _not_served_until[0]:
-        return []
+        return {}
     try:
         items = _list(api, NODE_MAINTENANCES)
     except NotFound:  # the CRD is not installed (the API server answers 404 for an unknown group)
         _not_served_until[0] = time.monotonic() + NOT_SERVED_RECHECK
-        return []
-    return [
-        f"NodeMaintenance {item['metadata']['name']}"
-        for item in items
-        if (item.get("spec") or {}).get("nodeName") == node
-    ]
+        return {}
+    held: dict[str, list[str]] = {}
+    for item in items:
+        node = str((item.get("spec") or {}).get("nodeName") or "")
+        held.setdefault(node, []).append(f"NodeMaintenance {item['metadata']['name']}")
+    return held
 
 
 @translated

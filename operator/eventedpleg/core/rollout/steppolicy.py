@@ -37,7 +37,7 @@ from eventedpleg.core.rollout.drain.survey import PodSurvey
 from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint
 from eventedpleg.core.rollout.drain.take import (
     FORCE_DELETE_DISABLED,
-    Candidate,
+    NodeToTake,
     SkipCause,
     TakeKind,
     TakeVerdict,
@@ -366,9 +366,9 @@ def _not_in_place(action: Cordon, why: str, clock: Clock) -> Step:
     return StepEnd(NodeState.SKIPPED)
 
 
-def candidate(action: Cordon, allow_force_delete: bool) -> Candidate:
+def _node_to_take(action: Cordon, allow_force_delete: bool) -> NodeToTake:
     """What the take classification (drain.take) reads of the Cordon action."""
-    return Candidate(
+    return NodeToTake(
         action.drain,
         action.include_control_plane,
         host_refusal=action.host_refusal,
@@ -387,7 +387,7 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     marked Skipped without being cordoned at all, and so is a node whose agent said it would refuse the
     change."""
     taints = action.taints  # ours comes off again on every way out before the cordon
-    node = candidate(action, allow_force_delete)
+    node = _node_to_take(action, allow_force_delete)
     survey: PodSurvey | None = None
     verdict = unsurveyed(node)
     if verdict is None:

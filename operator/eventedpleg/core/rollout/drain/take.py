@@ -39,7 +39,7 @@ class SkipCause(StrEnum):
 
 
 @dataclass(frozen=True)
-class Candidate:
+class NodeToTake:
     """What the classification reads of a node besides its pods: the Cordon action's own fields
     (core.rollout.planner.decide.cordon) and whether this installation grants `pods delete`."""
 
@@ -79,7 +79,7 @@ class TakeVerdict:
     hint: str = ""  # BLOCK: onTimeout: ForceDelete asked, not granted (FORCE_DELETE_DISABLED)
 
 
-def unsurveyed(node: Candidate) -> TakeVerdict | None:
+def unsurveyed(node: NodeToTake) -> TakeVerdict | None:
     """The verdict known without asking the API anything (None: the pods decide)."""
     if node.host_refusal:
         return TakeVerdict(TakeKind.SKIP, node.host_refusal, SkipCause.HOST)
@@ -88,7 +88,7 @@ def unsurveyed(node: Candidate) -> TakeVerdict | None:
     return None
 
 
-def classify(node: Candidate, found: PodSurvey) -> TakeVerdict:
+def classify(node: NodeToTake, found: PodSurvey) -> TakeVerdict:
     """What the Cordon step does with `node`, its pods as `found` (the survey before the cordon)."""
     known = unsurveyed(node)
     if known is not None:

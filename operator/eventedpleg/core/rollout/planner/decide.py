@@ -22,7 +22,7 @@ from eventedpleg.core.rollout.actions import (
     approval_text,
 )
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
-from eventedpleg.core.rollout.drain.take import Candidate
+from eventedpleg.core.rollout.drain.take import NodeToTake
 from eventedpleg.core.rollout.planner.healthgate import UNHEALTHY
 from eventedpleg.core.rollout.planner.selection import Selection, skip_reason
 from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, OwnerConflict
@@ -505,12 +505,12 @@ def take_candidate(
     *,
     refusal_mode: str,
     allow_force_delete: bool = False,
-) -> Candidate:
+) -> NodeToTake:
     """What the Cordon step's take classification (drain.take) reads of `node`: the planner's Cordon
     carries it, preflight classifies with it, so both judge a node alike. `refusal_mode`: the
     kubeletConfig mode the agent's host check is read for ("" when nothing is turned on)."""
     in_place, drained_because = _in_place(node, drain, policy)
-    return Candidate(
+    return NodeToTake(
         drain,
         policy.include_control_plane,
         host_refusal=_host_refusal(node, refusal_mode),

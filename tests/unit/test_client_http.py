@@ -358,3 +358,24 @@ def test_node_maintenance_not_installed_is_asked_again_only_after_a_minute(tmp_p
         api.close()
     assert len(server.requests) == 2
     assert server.requests[0][0].split(b"\r\n")[0].startswith(b"GET " + drain.NODE_MAINTENANCES.encode())
+
+
+def test_node_maintenances_are_read_by_the_node_they_hold(tmp_path: Path) -> None:
+    """One LIST for preflight's every node; maintenance_of (before a cordon) reads the same list."""
+    items = [
+        {"metadata": {"name": "disk"}, "spec": {"nodeName": "n1"}},
+        {"metadata": {"name": "bios"}, "spec": {"nodeName": "n1"}},
+        {"metadata": {"name": "nic"}, "spec": {"nodeName": "n2"}},
+    ]
+    listed = answer(json.dumps({"items": items}).encode())
+    with serving(lambda i: (listed, "keep")) as server:
+        api = client_for(server.url, tmp_path)
+        drain._not_served_until[0] = 0.0
+        assert drain.maintenances(api) == {
+            "n1": ["NodeMaintenance disk", "NodeMaintenance bios"],
+            "n2": ["NodeMaintenance nic"],
+        }
+        assert drain.maintenance_of(api, "n2") == ["NodeMaintenance nic"]
+        assert drain.maintenance_of(api, "n3") == []
+        api.close()
+    assert len(server.requests) == 3

@@ -17,13 +17,14 @@ from eventedpleg.core.rollout.actions import Action, Cordon, Drain, MarkFailed, 
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult, EvictionProblem, PodRef
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.survey import PodSurvey
 from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint
+from eventedpleg.core.rollout.drain.take import FORCE_DELETE_DISABLED
 from eventedpleg.core.rollout.snapshot import NodeMarks
 from eventedpleg.core.rollout.steppolicy import (
     AttemptDrain,
     Emit,
     FindMirrorPods,
-    PodSurvey,
     StepEnd,
     SurveyPods,
     Write,
@@ -232,7 +233,7 @@ def test_drain_timeout_force_delete_not_granted_fails_and_gives_the_node_back() 
     requests, end = run(timed_out, drain=stuck, allow_force_delete=False)
     assert AttemptDrain(force_delete=False) in requests and end.transition == "Failed"
     (write,) = writes(requests)
-    assert steppolicy.FORCE_DELETE_DISABLED in str(write.annotations[c.ANN_REASON])
+    assert FORCE_DELETE_DISABLED in str(write.annotations[c.ANN_REASON])
     assert write.unschedulable is False  # the node is given back, not kept cordoned
     assert events(requests) == [("Warning", "DrainTimeout")]
     # a missing grant does not clear by itself: no automatic retry is counted or promised
@@ -534,7 +535,7 @@ def test_with_force_delete_granted_no_drain_is_blocked_for_good() -> None:
     # not granted in this installation: the blocker stands, the node is never cordoned
     requests, end = run(cordon(drain=forced), pods_to_evict=True, never=NEVER, allow_force_delete=False)
     assert end == StepEnd(NodeState.SKIPPED) and writes(requests)[0].unschedulable is None
-    assert str(writes(requests)[0].annotations[c.ANN_REASON]).endswith(steppolicy.FORCE_DELETE_DISABLED)
+    assert str(writes(requests)[0].annotations[c.ANN_REASON]).endswith(FORCE_DELETE_DISABLED)
     # at its deadline a drain is decided by onTimeout, as before: a blocker does not change that
     requests, end = run(
         drain(deadline_reached=True, policy={"on_timeout": OnDrainTimeout.FORCE_DELETE}),

@@ -31,7 +31,7 @@ from eventedpleg.core.rollout.snapshot import NodeView, node_view
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s import nodeconfigs, nodes
 from eventedpleg.k8s.client import PAGE
-from eventedpleg.k8s.errors import ApiError, NotFound, NotServed
+from eventedpleg.k8s.errors import ApiError, Forbidden, NotFound, NotServed
 from eventedpleg.models.nodeconfig import DrainSpec, KubeletConfigMode, NodeConfigSpec
 
 
@@ -57,6 +57,15 @@ def _spec(api: Any, name: str | None) -> NodeConfigSpec | None:
 
 def _views(api: Any, chunk_size: int = PAGE) -> list[NodeView]:
     return [node_view(body) for body in nodes.list_nodes(api, limit=chunk_size)]
+
+
+def _maintenances(api: Any) -> dict[str, list[str]]:
+    """Other maintenance owners' claims by node, as the operator reads them before a cordon; none when
+    this user may not list them (the operator's own role may)."""
+    try:
+        return drainer.maintenances(api)
+    except Forbidden:
+        return {}
 
 
 chunk_size_option = click.option(
@@ -86,7 +95,8 @@ Columns:
   VERDICT   Supported, Risky or Unsupported; "(eligible)" when a Risky node would still be taken
   WRITES    what the agent would write there: the kubelet drop-in, and the CRI-O drop-in on CRI-O
   HOST      ok, refuses (the agent would not write there: skipped), or ? (no agent has checked it yet)
-  DRAIN     pods the drain would evict, or "never finishes" (a PodDisruptionBudget or pod blocks it)
+  DRAIN     pods the drain would evict, "never finishes" (a PodDisruptionBudget or pod blocks it),
+            "held" (drain.blockingPodSelector, a NodeMaintenance) or "in place" (drain.mode: InPlace)
   REASON    why, in one line (-o wide: in full)
 
 \b
@@ -117,6 +127,7 @@ def preflight(
         pods = nodes.all_pods(api, limit=chunk_size)
         pdbs = drainer.all_pdbs(api, limit=chunk_size)
         agents = nodes.agent_pods(api, limit=chunk_size)
+        held = _maintenances(api)
     policy = compat.Policy(include_control_plane, allow_risky)
     chosen = all_nodes
     if spec is not None:
@@ -136,6 +147,8 @@ def preflight(
         order=order,
         agent_pods=agents,
         health_gate=spec.rollout.health_gate if spec is not None else None,
+        turning_on=spec is None or spec.evented_pleg,
+        maintenance=held,
     )
     click.echo(
         report.preflight_json(rows, policy)

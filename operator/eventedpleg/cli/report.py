@@ -14,11 +14,12 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import podhealth
 from eventedpleg.core.rollout.agentpod import pod_node
-from eventedpleg.core.rollout.drain import budgets
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.survey import survey
+from eventedpleg.core.rollout.drain.take import SkipCause, TakeKind, TakeVerdict, classify
 from eventedpleg.core.rollout.nodeorder import order_key
-from eventedpleg.core.rollout.planner.decide import NO_AGENT
+from eventedpleg.core.rollout.planner.decide import NO_AGENT, take_candidate
 from eventedpleg.core.rollout.snapshot import NodeView
 from eventedpleg.models.nodeconfig import HealthGate, KubeletConfigMode, OnDrainBlocked, RolloutOrder
 
@@ -87,16 +88,22 @@ class PreflightRow:
     node: NodeView
     verdict: compat.Verdict
     evict: int  # pods its drain would evict
-    never: str  # what would keep its drain from ever finishing (drainpods.never), "" when nothing
+    take: TakeVerdict  # what the Cordon step would do with it now (core.rollout.drain.take)
     host: hostcheck.HostCheck | None  # its agent's own check (None: no agent has said yet)
     refusal: str  # what that check says the agent would refuse in this kubeletConfig mode ("" if fine)
     no_agent: str = ""  # why the node shows no live agent, with its agent pod's own word ("" when live)
     not_ready: tuple[str, ...] = ()  # rollout.healthGate's pods on it not Ready: it waits in service
 
+    @property
+    def never(self) -> str:
+        """What would keep its drain from ever finishing, as the operator acts on it ("" when nothing)."""
+        return self.take.why if self.take.kind is TakeKind.BLOCK else ""
+
     def taken(self, policy: compat.Policy, drain: DrainPolicy) -> bool:
-        """The rollout would take this node (Wait takes it once the blocker is gone)."""
-        blocked = self.never and drain.on_blocked is not OnDrainBlocked.WAIT
-        return self.verdict.eligible(policy) and not blocked and not self.refusal
+        """The rollout would take this node (Wait takes it once the blocker is gone, a held node once
+        nothing holds it)."""
+        blocked = self.take.kind is TakeKind.BLOCK and drain.on_blocked is not OnDrainBlocked.WAIT
+        return self.verdict.eligible(policy) and not blocked and self.take.kind is not TakeKind.SKIP
 
 
 def preflight_rows(
@@ -111,15 +118,22 @@ def preflight_rows(
     order: RolloutOrder | None = None,
     agent_pods: Sequence[Mapping[str, Any]] = (),
     health_gate: HealthGate | None = None,
+    turning_on: bool = True,
+    maintenance: Mapping[str, Sequence[str]] | None = None,
+    allow_force_delete: bool = False,
 ) -> list[PreflightRow]:
-    """Each node's verdict, and what its drain would meet now (the checks the operator makes before the
-    cordon: static pods, PodDisruptionBudgets that allow no eviction, pods no drain option lets go), in the
-    order the rollout takes the nodes (`order`: spec.rollout.order)."""
+    """Each node's verdict, and what the operator's Cordon step would do with it now: the same
+    classification (core.rollout.drain.take) over the same survey of its pods (static pods, pods no
+    PodDisruptionBudget or drain option lets go, drain.blockingPodSelector, `maintenance`: other
+    maintenance owners' claims by node), in the order the rollout takes the nodes (`order`:
+    spec.rollout.order). `turning_on`: eventedPleg is on (only then may an agent refuse);
+    `allow_force_delete`: as the operator's --allow-force-delete."""
     on_node: dict[str, list[Mapping[str, Any]]] = {}
     for pod in pods:
         on_node.setdefault(str((pod.get("spec") or {}).get("nodeName", "")), []).append(pod)
     gate = health_gate or HealthGate()
     unready = podhealth.not_ready(podhealth.guarding(gate, pods), [n.name for n in nodes])
+    claims = maintenance or {}
     out = []
     for node in sorted(nodes, key=order_key(order or RolloutOrder())):
         mine = on_node.get(node.name, [])
@@ -128,16 +142,20 @@ def preflight_rows(
         if selection.mirror_pods:
             facts = compat.NodeFacts(**{**facts.__dict__, "has_mirror_pods": True})
         verdict = compat.verdict(facts, policy)
-        never = [str(n) for n in budgets.never_allowed(mine, selection.evict, pdbs)]
+        found = survey(mine, drain, now=now, pdbs=lambda _: pdbs, maintenance=claims.get(node.name, ()))
+        refusal_mode = mode if turning_on else ""
+        candidate = take_candidate(
+            node, drain, policy, refusal_mode=refusal_mode, allow_force_delete=allow_force_delete
+        )
         host = hostcheck.parse(node.marks.host_check)
-        refusal = host.refusal(mode) if host is not None else ""
+        refusal = host.refusal(mode) if host is not None and turning_on else ""
         absent = hostcheck.absence(node.marks.host_check, now)
         no_agent = f"{absent}; {agent_pod_text(node.name, agent_pods)}" if absent else ""
         row = PreflightRow(
             node,
             verdict,
             len(selection.evict),
-            drainpods.never(selection, never),
+            classify(candidate, found),
             host,
             refusal,
             no_agent,
@@ -148,7 +166,14 @@ def preflight_rows(
 
 
 def _drain_text(row: PreflightRow) -> str:
-    return "never finishes" if row.never else f"{row.evict} pod(s)" if row.evict else "nothing to evict"
+    match row.take.kind:
+        case TakeKind.BLOCK:
+            return "never finishes"
+        case TakeKind.IN_PLACE:
+            return "in place"
+        case TakeKind.HOLD:
+            return "held"
+    return f"{row.evict} pod(s)" if row.evict else "nothing to evict"
 
 
 def preflight_table(
@@ -162,7 +187,13 @@ def preflight_table(
         if row.refusal:
             text += f"; host: {row.refusal}"
         if row.never:
-            text += f"; drain: {row.never}"
+            text += f"; drain: {row.never}" + (f"; {row.take.hint}" if row.take.hint else "")
+        if row.take.kind is TakeKind.HOLD:
+            text += f"; held, not cordoned while: {row.take.why}"
+        if row.take.cause is SkipCause.NOT_IN_PLACE:
+            text += f"; not safe in place: {row.take.why} (drain.inPlace.onIneligible: Skip)"
+        elif row.take.kind is TakeKind.TAKE and row.take.why:
+            text += f"; drained first, not in place: {row.take.why}"
         if row.no_agent:
             text += f"; no live agent: {row.no_agent}"
         if row.not_ready:
@@ -204,6 +235,22 @@ def preflight_table(
         footer += (
             f"\n{len(gated)} of them with pods of rollout.healthGate not Ready: not cordoned until they "
             f"are: {', '.join(gated[:10])}"
+        )
+    held = [row.node.name for row in rows if row.take.kind is TakeKind.HOLD and row.verdict.eligible(policy)]
+    if held:
+        footer += (
+            f"\n{len(held)} of them held where they are, not cordoned while that lasts: "
+            f"{', '.join(held[:10])}"
+        )
+    strict = [
+        row.node.name
+        for row in rows
+        if row.take.cause is SkipCause.NOT_IN_PLACE and row.verdict.eligible(policy)
+    ]
+    if strict:
+        footer += (
+            f"\n{len(strict)} of them not safe to update in place (drain.inPlace.onIneligible: Skip): "
+            f"not cordoned, marked Skipped: {', '.join(strict[:10])}"
         )
     footer += _advisories_text(rows)
     blocked = sum(1 for row in rows if row.never and row.verdict.eligible(policy))
@@ -251,6 +298,7 @@ def preflight_json(rows: Sequence[PreflightRow], policy: compat.Policy) -> str:
                     "note": row.verdict.targets.runtime_note if row.verdict.targets else "",
                 },
                 "drain": {"evict": row.evict, "neverFinishes": row.never},
+                "take": {"kind": str(row.take.kind), "why": row.take.why},
                 "host": None
                 if row.host is None
                 else {"checked": row.host.at.isoformat(timespec="seconds"), "refusal": row.refusal},

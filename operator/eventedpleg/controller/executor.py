@@ -16,11 +16,11 @@ from typing import Any
 
 from eventedpleg.core.rollout import steppolicy
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain
-from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.pods import DrainResult
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.survey import PodSurvey, survey
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
-from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, PodSurvey, Write
+from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, Write
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s.errors import ApiError, Conflict, NotFound
 from eventedpleg.k8s.events import EventRecorder, node_ref
@@ -181,15 +181,12 @@ class _ApiAnswers:
 
     def survey_pods(self) -> PodSurvey:  # before the cordon: never reused by a drain attempt
         pods, policy = drainer.node_pods(self.api, self.node), self._policy()
-        selection = drainpods.select(pods, policy.options(self.executor.clock()))
-        never = drainpods.never(selection, drainer.never_allowed(self.api, pods, selection.evict))
-        holding = drainpods.holding(pods, policy.blocking_pods, drainer.maintenance_of(self.api, self.node))
-        return PodSurvey(
-            drainer.mirror_pods_in(pods),
-            nothing_to_evict=selection.done,
-            never=never,
-            holding=holding,
-            protected=drainpods.protected(selection),
+        return survey(
+            pods,
+            policy,
+            now=self.executor.clock(),
+            pdbs=lambda namespaces: drainer.pdbs_in(self.api, namespaces),
+            maintenance=drainer.maintenance_of(self.api, self.node),
         )
 
     def find_mirror_pods(self) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from kubernetes import client
 
 from eventedpleg.core.rollout.drain import budgets
 from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain import survey as drainsurvey
 from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult, EvictionProblem, PodRef
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.k8s.client import PAGE, get_json, list_all
@@ -50,18 +51,23 @@ _not_served_until = [0.0]  # monotonic time until which NODE_MAINTENANCES is kno
 
 def maintenance_of(api: client.ApiClient, node: str) -> list[str]:
     """The NodeMaintenance objects that hold `node`, as "NodeMaintenance NAME"."""
+    return maintenances(api).get(node, [])
+
+
+def maintenances(api: client.ApiClient) -> dict[str, list[str]]:
+    """The NodeMaintenance objects by the node they hold, as "NodeMaintenance NAME"."""
     if time.monotonic() < _not_served_until[0]:
-        return []
+        return {}
     try:
         items = _list(api, NODE_MAINTENANCES)
     except NotFound:  # the CRD is not installed (the API server answers 404 for an unknown group)
         _not_served_until[0] = time.monotonic() + NOT_SERVED_RECHECK
-        return []
-    return [
-        f"NodeMaintenance {item['metadata']['name']}"
-        for item in items
-        if (item.get("spec") or {}).get("nodeName") == node
-    ]
+        return {}
+    held: dict[str, list[str]] = {}
+    for item in items:
+        node = str((item.get("spec") or {}).get("nodeName") or "")
+        held.setdefault(node, []).append(f"NodeMaintenance {item['metadata']['name']}")
+    return held
 
 
 @translated
@@ -98,8 +104,7 @@ def _delete(api: client.ApiClient, ref: PodRef, policy: DrainPolicy) -> None:
 
 def mirror_pods_in(pods: list[dict[str, Any]]) -> tuple[str, ...]:
     """Static pods among these (mirror pods carry kubernetes.io/config.mirror)."""
-    selection = drainpods.select(pods, drainpods.Options(delete_empty_dir_data=True, force=True))
-    return tuple(str(ref) for ref in selection.mirror_pods)
+    return drainsurvey.mirror_pods(pods)
 
 
 def attempt(

@@ -26,8 +26,9 @@ from eventedpleg.core.rollout.agentpod import AgentPod
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.survey import PodSurvey
 from eventedpleg.core.rollout.snapshot import IN_PROGRESS, NodeView, Peer, Target, node_view
-from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, PodSurvey, Write
+from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, Write
 from eventedpleg.models.nodeconfig import NodeConfigSpec
 from eventedpleg_lab.sim.agentmodel import ModelAgent, ModelHost
 

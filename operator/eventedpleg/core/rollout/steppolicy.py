@@ -21,7 +21,6 @@ from typing import Literal, Protocol
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core import compat
 from eventedpleg.core.rollout.actions import (
     Action,
     AskApproval,
@@ -34,8 +33,19 @@ from eventedpleg.core.rollout.actions import (
     approval_text,
 )
 from eventedpleg.core.rollout.drain.pods import NEEDS_ATTENTION, DrainResult
-from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.survey import PodSurvey
 from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint
+from eventedpleg.core.rollout.drain.take import (
+    FORCE_DELETE_DISABLED,
+    NodeToTake,
+    SkipCause,
+    TakeKind,
+    TakeVerdict,
+    classify,
+    forced_at_timeout,
+    never_finishes,
+    unsurveyed,
+)
 from eventedpleg.models.nodeconfig import OnDrainBlocked, OnDrainTimeout
 
 MAX_NAMED_STATIC_PODS = 3
@@ -53,15 +63,6 @@ class Write:
 @dataclass(frozen=True)
 class SurveyPods:
     """Answer: a PodSurvey of the node's pods as they are now (a list; nothing is evicted)."""
-
-
-@dataclass(frozen=True)
-class PodSurvey:
-    mirror_pods: tuple[str, ...]  # static (mirror) pods as "namespace/name"
-    nothing_to_evict: bool  # a drain with the step's options would be done at once
-    never: str = ""  # what would keep the drain from ever finishing as things are (drainpods.never)
-    holding: str = ""  # what holds the node where it is for now (drainpods.holding): it is not taken
-    protected: str = ""  # pods that asked not to be disrupted (drainpods.protected), also in `never`
 
 
 @dataclass(frozen=True)
@@ -138,13 +139,6 @@ def run(step: Step, answers: Answers) -> StepEnd:
 
 Clock = Callable[[], datetime]
 Marks = dict[str, str | None]  # the annotations of one Write
-
-
-# Said when onTimeout: ForceDelete is asked for but this installation does not grant `pods delete`.
-FORCE_DELETE_DISABLED = (
-    "onTimeout: ForceDelete is not enabled in this installation "
-    "(Helm value drain.allowForceDelete=true grants the operator pods delete)"
-)
 
 
 def step(action: Action, *, clock: Clock, nodeconfig: str, allow_force_delete: bool = False) -> Step:
@@ -372,84 +366,98 @@ def _not_in_place(action: Cordon, why: str, clock: Clock) -> Step:
     return StepEnd(NodeState.SKIPPED)
 
 
-def _forced_at_timeout(policy: DrainPolicy, allow_force_delete: bool) -> bool:
-    """onTimeout: ForceDelete, granted: every drain finishes at its timeout (deletes bypass PDBs and the
-    drain options), so none is blocked for good."""
-    return policy.on_timeout is OnDrainTimeout.FORCE_DELETE and allow_force_delete
-
-
-def _never(found: PodSurvey | DrainResult, *, forced: bool) -> str:
-    """What keeps the drain from ever finishing, as the step acts on it: with a forced delete at the
-    timeout (`forced`) only the pods that asked not to be disrupted, which no delete of ours touches."""
-    return found.protected if forced else found.never
+def _node_to_take(action: Cordon, allow_force_delete: bool) -> NodeToTake:
+    """What the take classification (drain.take) reads of the Cordon action."""
+    return NodeToTake(
+        action.drain,
+        action.include_control_plane,
+        host_refusal=action.host_refusal,
+        in_place=action.in_place,
+        drained_because=action.drained_because,
+        tainted=action.taints.since is not None,
+        allow_force_delete=allow_force_delete,
+    )
 
 
 def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     """Take the node in kubectl drain's order (cordon, list, evict), then the first drain attempt.
 
-    The pods are looked at once before the cordon too, so the common case costs one write: a node with
-    nothing to evict gets the cordon and the apply request in one patch. The list after that write is
-    kubectl's own list-after-cordon: a pod bound before the scheduler saw the cordon is evicted then
-    (PodDisruptionBudgets respected) and a Warning names it. A node running static pods is marked Skipped
-    without being cordoned at all, and so is a node whose agent said it would refuse the change."""
+    Whether it is taken, and how, is drain.take's verdict (the one preflight shows); what is known
+    without asking the API is decided before the pods are looked at. A node running static pods is
+    marked Skipped without being cordoned at all, and so is a node whose agent said it would refuse the
+    change."""
     taints = action.taints  # ours comes off again on every way out before the cordon
-    if action.host_refusal:  # known without asking the API anything
-        reason = f"not cordoned: {action.host_refusal}"
-        yield Write(
-            {
-                c.ANN_OWNER: action.owner,
-                c.ANN_DESIRED: action.hash,
-                **_untaint(taints),
-                **_state(NodeState.SKIPPED, reason, clock),
-            },
-            taints=taints.without_ours(),
-        )
-        yield Emit("Warning", "Unsupported", reason)
-        return StepEnd(NodeState.SKIPPED)
-    if action.drained_because and action.drain.in_place_strict:  # known without asking the API anything
-        return (yield from _not_in_place(action, action.drained_because, clock))
-    survey = _survey((yield SurveyPods()))
-    if survey.mirror_pods and not action.include_control_plane:
-        ours = {c.ANN_OWNER: action.owner, **_untaint(taints)}
-        return (
-            yield from _static_pod_skip(
-                action.hash,
-                survey.mirror_pods,
-                clock,
-                marks=ours,
-                unschedulable=None,
+    node = _node_to_take(action, allow_force_delete)
+    survey: PodSurvey | None = None
+    verdict = unsurveyed(node)
+    if verdict is None:
+        survey = _survey((yield SurveyPods()))
+        verdict = classify(node, survey)
+    match verdict.kind:
+        case TakeKind.SKIP if verdict.cause is SkipCause.HOST:
+            reason = f"not cordoned: {verdict.why}"
+            yield Write(
+                {
+                    c.ANN_OWNER: action.owner,
+                    c.ANN_DESIRED: action.hash,
+                    **_untaint(taints),
+                    **_state(NodeState.SKIPPED, reason, clock),
+                },
                 taints=taints.without_ours(),
             )
-        )
-    if action.in_place and survey.mirror_pods and action.drain.in_place_strict:
-        return (yield from _not_in_place(action, compat.IN_PLACE_STATIC_PODS, clock))
-    if survey.holding:
-        return (yield from _held(action.owner, survey.holding, action.blocked, taints))
-    if action.in_place and not survey.mirror_pods:  # no eviction ahead: no taint to warn of one either
-        return (yield from _in_place(action, clock))
-    forced = _forced_at_timeout(action.drain, allow_force_delete)
-    never = _never(survey, forced=forced)
-    if never:
-        asked = action.drain.on_timeout is OnDrainTimeout.FORCE_DELETE and not forced  # asked, not granted
-        return (
-            yield from _blocked(
-                action.drain.on_blocked,
-                never,
-                clock,
-                node_hash=action.hash,
-                marks={c.ANN_OWNER: action.owner},
-                taken=False,
-                unschedulable=None,
-                taints=taints,
-                was_blocked=action.blocked,
-                hint=f"; {FORCE_DELETE_DISABLED}" if asked else "",
+            yield Emit("Warning", "Unsupported", reason)
+            return StepEnd(NodeState.SKIPPED)
+        case TakeKind.SKIP if verdict.cause is SkipCause.NOT_IN_PLACE:
+            return (yield from _not_in_place(action, verdict.why, clock))
+        case TakeKind.SKIP:
+            ours = {c.ANN_OWNER: action.owner, **_untaint(taints)}
+            return (
+                yield from _static_pod_skip(
+                    action.hash,
+                    verdict.pods,
+                    clock,
+                    marks=ours,
+                    unschedulable=None,
+                    taints=taints.without_ours(),
+                )
             )
+        case TakeKind.HOLD:
+            return (yield from _held(action.owner, verdict.why, action.blocked, taints))
+        case TakeKind.IN_PLACE:
+            return (yield from _in_place(action, clock))
+        case TakeKind.BLOCK:
+            return (
+                yield from _blocked(
+                    action.drain.on_blocked,
+                    verdict.why,
+                    clock,
+                    node_hash=action.hash,
+                    marks={c.ANN_OWNER: action.owner},
+                    taken=False,
+                    unschedulable=None,
+                    taints=taints,
+                    was_blocked=action.blocked,
+                    hint=f"; {verdict.hint}" if verdict.hint else "",
+                )
+            )
+        case TakeKind.TAINT if action.drain.taint is not None:
+            return (yield from _taint(action, action.drain.taint, clock))
+    if survey is None or verdict.kind is not TakeKind.TAKE:
+        raise AssertionError(f"a Cordon step cannot act on {verdict!r}")
+    return (yield from _take(action, verdict, survey, clock, forced=node.forced))
+
+
+def _take(action: Cordon, verdict: TakeVerdict, survey: PodSurvey, clock: Clock, *, forced: bool) -> Step:
+    """Cordon the node and make the first drain attempt (TakeKind.TAKE). The pods were looked at once
+    before the cordon, so the common case costs one write: a node with nothing to evict gets the cordon
+    and the apply request in one patch. The list after that write is kubectl's own list-after-cordon: a
+    pod bound before the scheduler saw the cordon is evicted then (PodDisruptionBudgets respected) and a
+    Warning names it."""
+    taints = action.taints
+    if verdict.why:  # InPlace asked, but not safe on this node
+        yield Emit(
+            "Normal", "NotInPlace", f"drain.mode is InPlace, but this node is drained first: {verdict.why}"
         )
-    if action.drain.taint is not None and taints.since is None:
-        return (yield from _taint(action, action.drain.taint, clock))
-    if action.in_place or action.drained_because:  # InPlace asked, but not safe on this node
-        why = action.drained_because or compat.IN_PLACE_STATIC_PODS
-        yield Emit("Normal", "NotInPlace", f"drain.mode is InPlace, but this node is drained first: {why}")
     if survey.nothing_to_evict:
         marks = _cordon_marks(action, clock) | _apply_request(action.hash, action.agent_options, clock)
         yield Write(marks, unschedulable=True)
@@ -477,7 +485,7 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     if result.done:
         return (yield from _request_apply(action.hash, action.agent_options, "cordoned and drained", clock))
     # Found only after the cordon (a pod bound since the survey): give the node back now.
-    never = _never(result, forced=forced)
+    never = never_finishes(result, forced=forced)
     if never:
         return (
             yield from _blocked(
@@ -530,8 +538,8 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
         return (yield from _request_apply(action.hash, action.agent_options, "drained", clock))
     # Waiting for the timeout gains nothing: give the node back now (at the timeout, onTimeout decides,
     # but a forced delete leaves the pods that asked not to be disrupted: they give the node back too).
-    forced = _forced_at_timeout(policy, allow_force_delete)
-    never = _never(result, forced=forced) if forced or not action.deadline_reached else ""
+    forced = forced_at_timeout(policy, allow_force_delete)
+    never = never_finishes(result, forced=forced) if forced or not action.deadline_reached else ""
     if never:
         return (
             yield from _blocked(

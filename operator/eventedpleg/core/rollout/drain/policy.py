@@ -37,6 +37,7 @@ class DrainPolicy:
     stalled_delete_seconds: int  # a deletion older than this no longer holds the drain (0: always does)
     taint: Taint | None = None  # put on the node chosen, `taint_seconds` before its cordon (None: off)
     taint_seconds: int = 0
+    in_place: bool = False  # mode: InPlace: neither cordon nor drain where that is safe
     in_place_strict: bool = False  # mode: InPlace, inPlace.onIneligible: Skip: never drain instead
 
     @staticmethod
@@ -57,6 +58,7 @@ class DrainPolicy:
             stalled_delete_seconds=spec.skip_wait_for_delete_timeout_seconds,
             taint=None if before is None else Taint(before.key, before.value, before.effect.value),
             taint_seconds=0 if before is None else before.seconds,
+            in_place=spec.mode is DrainMode.IN_PLACE,
             in_place_strict=spec.mode is DrainMode.IN_PLACE
             and spec.in_place.on_ineligible is OnInPlaceIneligible.SKIP,
         )

@@ -21,12 +21,14 @@ from eventedpleg.core.rollout.actions import (
     Uncordon,
     approval_text,
 )
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.take import NodeToTake
 from eventedpleg.core.rollout.planner.healthgate import UNHEALTHY
 from eventedpleg.core.rollout.planner.selection import Selection, skip_reason
 from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, OwnerConflict
 from eventedpleg.core.rollout.planner.tally import Tally, tally_of
 from eventedpleg.core.rollout.snapshot import AGENT_PHASE, IN_PROGRESS, NodeView, Target
-from eventedpleg.models.nodeconfig import Approval, DrainMode
+from eventedpleg.models.nodeconfig import Approval
 
 # Status notes of a node not taken because its agent shows no sign of life start with this.
 NO_AGENT = "not cordoned, no live agent: "
@@ -497,7 +499,9 @@ def _uncordon(node: NodeView, agent_gone: str = "") -> Uncordon:
 
 def cordon(node: NodeView, target: Target, want: str, policy: compat.Policy) -> actions.Cordon:
     """Take the node (the gates start it; a node tainted before its cordon comes back here)."""
-    in_place, drained_because = _in_place(node, target, policy)
+    turning_on = want == target.hash_on and target.spec.evented_pleg  # taking our files off: never refused
+    mode = target.spec.kubelet_config.value if turning_on else ""
+    take = take_candidate(node, target.drain, policy, refusal_mode=mode)
     return actions.Cordon(
         node.name,
         node.resource_version,
@@ -509,30 +513,53 @@ def cordon(node: NodeView, target: Target, want: str, policy: compat.Policy) -> 
         drain=target.drain,
         autoscaler_user=node.autoscaler_user,
         blocked=node.marks.blocked,
-        host_refusal=_host_refusal(node, target, want),
+        host_refusal=take.host_refusal,
         taints=node.our_taints,
-        in_place=in_place,
-        drained_because=drained_because,
+        in_place=take.in_place,
+        drained_because=take.drained_because,
     )
 
 
-def _in_place(node: NodeView, target: Target, policy: compat.Policy) -> tuple[bool, str]:
+def take_candidate(
+    node: NodeView,
+    drain: DrainPolicy,
+    policy: compat.Policy,
+    *,
+    refusal_mode: str,
+    allow_force_delete: bool = False,
+) -> NodeToTake:
+    """What the Cordon step's take classification (drain.take) reads of `node`: the planner's Cordon
+    carries it, preflight classifies with it, so both judge a node alike. `refusal_mode`: the
+    kubeletConfig mode the agent's host check is read for ("" when nothing is turned on)."""
+    in_place, drained_because = _in_place(node, drain, policy)
+    return NodeToTake(
+        drain,
+        policy.include_control_plane,
+        host_refusal=_host_refusal(node, refusal_mode),
+        in_place=in_place,
+        drained_because=drained_because,
+        tainted=node.our_taints.since is not None,
+        allow_force_delete=allow_force_delete,
+    )
+
+
+def _in_place(node: NodeView, drain: DrainPolicy, policy: compat.Policy) -> tuple[bool, str]:
     """The Cordon's in_place and drained_because (spec.drain.mode: InPlace; compat.in_place_refusal)."""
-    if target.spec.drain.mode is not DrainMode.IN_PLACE:
+    if not drain.in_place:
         return False, ""
     refusal = compat.in_place_refusal(node.facts, compat.verdict(node.facts, policy))
     return not refusal, refusal
 
 
-def _host_refusal(node: NodeView, target: Target, want: str) -> str:
-    """What the node's agent said it would refuse, before anything is taken (turning on only: taking our
-    files off is never refused); "" when it would go ahead or has not said."""
-    if want != target.hash_on or not target.spec.evented_pleg or not node.marks.host_check:
+def _host_refusal(node: NodeView, mode: str) -> str:
+    """What the node's agent said it would refuse in kubeletConfig `mode`, before anything is taken; ""
+    when it would go ahead or has not said, or nothing is turned on (`mode` "")."""
+    if not mode or not node.marks.host_check:
         return ""
     check = hostcheck.parse(node.marks.host_check)
     if check is None:
         return ""
-    refusal = check.refusal(target.spec.kubelet_config.value)
+    refusal = check.refusal(mode)
     if not refusal:
         return ""
     return f"{refusal} (the agent's host check at {check.at.isoformat(timespec='seconds')})"

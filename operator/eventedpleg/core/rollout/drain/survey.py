@@ -1,0 +1,58 @@
+"""A node's pods looked at before its cordon, as the step policy and preflight read them. Pure.
+
+One function makes the survey from the pods as listed, so the operator (controller.executor) and
+`eventedpleg preflight` cannot see a different node in the same pods."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from eventedpleg.core.rollout.drain import budgets
+from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
+
+# The PodDisruptionBudgets of these namespaces (asked only when the drain would evict something).
+Budgets = Callable[[tuple[str, ...]], Iterable[Mapping[str, Any]]]
+
+
+@dataclass(frozen=True)
+class PodSurvey:
+    mirror_pods: tuple[str, ...]  # static (mirror) pods as "namespace/name"
+    nothing_to_evict: bool  # a drain with the step's options would be done at once
+    never: str = ""  # what would keep the drain from ever finishing as things are (drainpods.never)
+    holding: str = ""  # what holds the node where it is for now (drainpods.holding): it is not taken
+    protected: str = ""  # pods that asked not to be disrupted (drainpods.protected), also in `never`
+
+
+def mirror_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """Static pods among these (mirror pods carry kubernetes.io/config.mirror)."""
+    selection = drainpods.select(pods, drainpods.Options(delete_empty_dir_data=True, force=True))
+    return tuple(str(ref) for ref in selection.mirror_pods)
+
+
+def survey(
+    pods: Sequence[Mapping[str, Any]],
+    policy: DrainPolicy,
+    *,
+    now: datetime,
+    pdbs: Budgets,
+    maintenance: Sequence[str] = (),
+) -> PodSurvey:
+    """The node's `pods` as a drain with `policy` would meet them now; `maintenance`: other maintenance
+    owners' claims on the node (drainpods.holding)."""
+    selection = drainpods.select(pods, policy.options(now))
+    found = (
+        budgets.never_allowed(pods, selection.evict, pdbs(budgets.namespaces(selection.evict)))
+        if selection.evict
+        else ()
+    )
+    return PodSurvey(
+        mirror_pods(pods),
+        nothing_to_evict=selection.done,
+        never=drainpods.never(selection, [str(n) for n in found]),
+        holding=drainpods.holding(pods, policy.blocking_pods, maintenance),
+        protected=drainpods.protected(selection),
+    )

@@ -114,8 +114,17 @@ def test_no_pod_known_is_judged_by_the_host_check_alone() -> None:
     nodes = fleet(1)
     world = World(nodes, spec())
     assert [a.node for a in world.plan().actions if isinstance(a, Cordon)] == ["node-000"]
+
+
+def test_a_node_is_never_taken_while_its_agent_pod_is_not_ready_even_within_the_grace() -> None:
+    nodes = fleet(1)
+    world = World(nodes, spec())
     nodes["node-000"].agent_pod = _summary("node-000", since=T0 - GONE_GRACE + SECOND)  # within its grace
-    assert [a.node for a in world.plan().actions if isinstance(a, Cordon)] == ["node-000"]
+    plan = world.plan()
+    assert [a for a in plan.actions if isinstance(a, Cordon)] == []
+    assert notes(plan)["node-000"].startswith(
+        NO_AGENT + "agent pod evented-pleg-agent/x on node node-000 not Ready"
+    )
 
 
 def _draining(world: World) -> None:
@@ -160,18 +169,19 @@ def test_a_pod_ready_again_within_the_grace_keeps_its_node() -> None:
 
 
 def test_a_pass_memo_plans_a_node_again_when_its_pods_grace_ends() -> None:
-    """The decision for a node whose pod is not Ready holds only until the grace ends: the memo plans it
-    again then without any change of its view."""
-    nodes = fleet(2)
-    nodes["node-000"].agent_pod = _summary("node-000", since=T0)
-    world = World(nodes, spec(rollout={"maxUnavailable": 2}))
+    """The decision for a Draining node whose agent pod is not Ready (its drain paused) holds only until the
+    grace ends: the memo plans it again then, without any change of its view, and gives the node back."""
+    nodes = fleet(1)
+    nodes["node-000"].drain_blocked_until = T0 + timedelta(days=1)
+    world = World(nodes, spec())
+    _draining(world)
+    nodes["node-000"].agent_pod = _summary("node-000", since=world.now)
     memo = planner.PassMemo()
     views = world.views()
-    first = planner.plan(views, world.target, T0, memo)
-    assert sorted(a.node for a in first.actions if isinstance(a, Cordon)) == ["node-000", "node-001"]
-    late = planner.plan(views, world.target, T0 + GONE_GRACE, memo, changed={})
-    assert [a.node for a in late.actions if isinstance(a, Cordon)] == ["node-001"]
-    assert notes(late)["node-000"].startswith(NO_AGENT + "agent pod")
+    first = planner.plan(views, world.target, world.now, memo)
+    assert [a for a in first.actions if a.node == "node-000"] == []
+    late = planner.plan(views, world.target, world.now + GONE_GRACE, memo, changed={})
+    assert [type(a) for a in late.actions if a.node == "node-000"] == [Uncordon]
 
 
 def test_the_node_cache_puts_each_nodes_agent_pod_on_its_view() -> None:

@@ -193,10 +193,16 @@ class _Decider:
         """The node may be taken towards `want`: a candidate while its agent is live. Without one it is not
         taken (named in status); a deletion gives it back as it is, as nothing can revert it."""
         absent = self._agent_absence()
+        node, target = self.node, self.target
+        if not absent and node.agent_pod is not None and not node.agent_pod.ready and not target.deleting:
+            # Within its grace a not-Ready agent still counts as live for a node already taken; a node is
+            # never taken while its agent pod is not Ready at all (its Ready event plans the node again).
+            self.count("no_agent")
+            self.note(NodeState.PENDING, NO_AGENT + node.agent_pod.not_ready)
+            return
         if not absent:
             self._candidate(want)
             return
-        node, target = self.node, self.target
         if target.deleting:
             if node.marks.owner == target.name:
                 self.count("in_flight")

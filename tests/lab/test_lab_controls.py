@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import chart
 from eventedpleg_lab.lab.lab import Lab
 from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
@@ -31,35 +32,21 @@ AFTER_SECONDS = 10
 
 def _guarded(node: str) -> str:
     """A DaemonSet on `node` alone whose pod is Ready only once READY_FILE exists."""
-    labels = dict(GUARDED)
+    pod_spec = {
+        "nodeSelector": {"kubernetes.io/hostname": node},
+        "terminationGracePeriodSeconds": 5,
+        "containers": [
+            {
+                "name": "guarded",
+                "image": BUSYBOX_IMAGE,
+                "imagePullPolicy": "Never",
+                "command": ["sh", "-c", 'trap "exit 0" TERM; while true; do sleep 1; done'],
+                "readinessProbe": {"exec": {"command": ["test", "-f", READY_FILE]}, "periodSeconds": 2},
+            }
+        ],
+    }
     return json.dumps(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "DaemonSet",
-            "metadata": {"name": "guarded", "namespace": chart.WORKLOAD_NAMESPACE, "labels": labels},
-            "spec": {
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "nodeSelector": {"kubernetes.io/hostname": node},
-                        "terminationGracePeriodSeconds": 5,
-                        "containers": [
-                            {
-                                "name": "guarded",
-                                "image": BUSYBOX_IMAGE,
-                                "imagePullPolicy": "Never",
-                                "command": ["sh", "-c", 'trap "exit 0" TERM; while true; do sleep 1; done'],
-                                "readinessProbe": {
-                                    "exec": {"command": ["test", "-f", READY_FILE]},
-                                    "periodSeconds": 2,
-                                },
-                            }
-                        ],
-                    },
-                },
-            },
-        }
+        workloads.daemonset("guarded", chart.WORKLOAD_NAMESPACE, pod_spec=pod_spec, labels=GUARDED)
     )
 
 

@@ -62,6 +62,10 @@ def test_a_pod_summary_has_its_readiness_since_when_and_its_own_reason() -> None
     pod = _summary()
     assert pod == AgentPod("evented-pleg-agent/x", "n1", False, T0, "CrashLoopBackOff (restarts 7)")
     assert _summary(ready=True, restarts=0).reason == "Running"
+    failing = _pod(ready=False, restarts=0)
+    failing["status"]["containerStatuses"] = [{"state": {"running": {}}, "restartCount": 0}]
+    summary = agent_pod(failing)
+    assert summary is not None and summary.reason == "Running, failing its readiness probe"
     assert agent_pod(_pod(owner="ReplicaSet")) is None  # not a DaemonSet's: not our agent
     assert agent_pod(_pod(deleting=True)) is None  # going away: its agent marks its check stopped
     unplaced = _pod()

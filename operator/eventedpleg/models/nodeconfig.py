@@ -499,13 +499,14 @@ class Rollout(
         OnNoAgent,
         Field(
             description="A selected node whose eventedpleg agent shows no sign of life (no fresh "
-            "`eventedpleg.io/host-check`: the agent pod is not scheduled or never ran there; or its agent "
-            "pod is not Ready, e.g. crash-looping) is never cordoned; status names it and why. `Skip` (default): the rollout goes on with the "
-            "other nodes and takes it once its agent runs. `Hold`: no further node starts while one waits "
-            "for its agent. A node whose agent stops after the cordon, before it is asked to change "
-            "anything, is given back unchanged: 90 s after the agent marked its check stopped or its pod "
-            "stopped being Ready (a rolling update of the agent brings the next one back sooner, and the "
-            "node stays taken), or once a check left without a word goes stale."
+            "`eventedpleg.io/host-check`: the agent pod is not scheduled or never ran there; or its agent"
+            " pod is not Ready, e.g. crash-looping) is never cordoned; status names it and why. `Skip` "
+            "(default): the rollout goes on with the other nodes and takes it once its agent runs. "
+            "`Hold`: no further node starts while one waits for its agent. A node whose agent stops after"
+            " the cordon, before it is asked to change anything, is given back unchanged: 90 s after the "
+            "agent marked its check stopped or its pod stopped being Ready (a rolling update of the agent"
+            " brings the next one back sooner, and the node stays taken), or once a check left without a "
+            "word goes stale."
         ),
     ] = OnNoAgent.SKIP
     take_cordoned_nodes: Annotated[

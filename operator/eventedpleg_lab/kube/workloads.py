@@ -1,5 +1,5 @@
 """Workload manifests the lab, the tests and the benchmarks put on a cluster, as plain dicts for
-`kubectl apply`: a Namespace, a Deployment and a PodDisruptionBudget over its pods."""
+`kubectl apply`: a Namespace, a Deployment or a DaemonSet, and a PodDisruptionBudget over its pods."""
 
 from __future__ import annotations
 
@@ -29,6 +29,21 @@ def deployment(
             "replicas": replicas,
             "selector": {"matchLabels": labels},
             "template": {"metadata": {"labels": labels}, "spec": dict(pod_spec)},
+        },
+    }
+
+
+def daemonset(
+    name: str, namespace: str, *, pod_spec: Mapping[str, Any], labels: Mapping[str, str]
+) -> dict[str, Any]:
+    """A DaemonSet whose pods carry `labels`, its selector."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "selector": {"matchLabels": dict(labels)},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": dict(pod_spec)},
         },
     }
 

@@ -60,7 +60,7 @@ def pod_node(pod: Mapping[str, Any]) -> str:
     return ""
 
 
-def _reason(status: Mapping[str, Any]) -> str:
+def _reason(status: Mapping[str, Any], ready: bool) -> str:
     """The first waiting or terminated container's reason (else the pod's phase), with the restarts."""
     containers = status.get("containerStatuses") or []
     words = [
@@ -69,7 +69,10 @@ def _reason(status: Mapping[str, Any]) -> str:
         for kind, stuck in (container.get("state") or {}).items()
         if kind in ("waiting", "terminated") and isinstance(stuck, Mapping)
     ]
-    word = words[0] if words else str(status.get("phase") or "Pending")
+    phase = str(status.get("phase") or "Pending")
+    # A running agent that is not Ready fails its readiness probe (its loop stopped beating: agent.health).
+    failing = phase == "Running" and not ready
+    word = words[0] if words else "Running, failing its readiness probe" if failing else phase
     restarts = max((int(container.get("restartCount") or 0) for container in containers), default=0)
     return f"{word} (restarts {restarts})" if restarts else word
 
@@ -92,7 +95,7 @@ def agent_pod(body: Mapping[str, Any]) -> AgentPod | None:
         node=node,
         ready=ready.get("status") == "True",
         since=since,
-        reason=_reason(status),
+        reason=_reason(status, ready.get("status") == "True"),
     )
 
 

@@ -63,6 +63,7 @@ NEW_DEFAULTS: dict[tuple[str, str], object] = {
     ("rollout", "windows"): [],
     ("rollout", "approval"): "Automatic",
     ("rollout", "onNoAgent"): "Skip",
+    ("rollout", "healthGate"): {"podSelector": EMPTY_SELECTOR, "namespaces": [], "afterSeconds": 300},
     ("drain", "inPlace"): {"onIneligible": "Drain"},
 }
 

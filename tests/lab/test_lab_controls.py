@@ -110,7 +110,8 @@ def test_manual_approval_then_the_health_gate_then_done_with_the_pod_ready_again
 
     def gated() -> str:
         entry = state_is("Pending")
-        return str(entry.get("reason", "")) if "rollout.healthGate" in str(entry.get("reason", "")) else ""
+        reason = str(entry.get("reason", ""))  # after "reading its pods' readiness", a pass before
+        return reason if "pods not Ready (rollout.healthGate)" in reason else ""
 
     reason = chart.wait_for("the health gate holding the node", gated, timeout=120)
     print(f"{node}: Pending: {reason}")

@@ -27,9 +27,10 @@ from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.survey import PodSurvey
-from eventedpleg.core.rollout.snapshot import IN_PROGRESS, NodeView, Peer, Target, node_view
+from eventedpleg.core.rollout.snapshot import NodeView, Peer, Target, node_view
 from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, Write
 from eventedpleg.models.nodeconfig import NodeConfigSpec
+from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS, format_time
 from eventedpleg_lab.sim.agentmodel import ModelAgent, ModelHost
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -191,7 +192,7 @@ class World:
 
     def _mark(self, node: SimNode, state: NodeState, reason: str = "") -> None:
         node.annotations[c.ANN_STATE] = state.value
-        node.annotations[c.ANN_STATE_SINCE] = self.now.isoformat()
+        node.annotations[c.ANN_STATE_SINCE] = format_time(self.now)
         node.annotations[c.ANN_REASON] = reason
 
     def _write(self, node: SimNode, write: Write) -> None:
@@ -278,7 +279,7 @@ class World:
     def _host_check(self, node: SimNode) -> None:
         """The agent's host check while it does not hold the node: nothing refused, published by the
         product's own rule for when a check is news (hostcheckphase.is_news)."""
-        if node.annotations.get(c.ANN_STATE) in (NodeState.APPLYING, NodeState.VERIFYING):
+        if node.annotations.get(c.ANN_STATE) in AGENT_PHASE:
             return
         check = hostcheck.HostCheck(self.now, {}, hostcheckphase.REFRESH.total_seconds())
         if hostcheckphase.is_news(check, hostcheck.parse(node.annotations.get(c.ANN_HOST_CHECK))):

@@ -41,8 +41,14 @@ def test_the_table_names_every_node_key_once() -> None:
 
 def check_writers(world: World) -> None:
     """Every write the world saw keeps to the table; the operator removes the agent's keys only in the
-    release, which removes every key of the protocol but the host check (and current-config)."""
+    release, which removes every key of the protocol but the host check (and current-config). Time stamps
+    are written as format_time writes them."""
     for by, node, changes in world.writes:
+        for key in STAMPED:  # both sides write time stamps one way
+            value = changes.get(key)
+            if value is not None:
+                when = parse_time(value)
+                assert when is not None and format_time(when) == value, (by, node, key, value)
         keys = set(changes)
         if by is Writer.AGENT:
             assert keys <= AGENT_KEYS, (node, keys - AGENT_KEYS)
@@ -52,11 +58,6 @@ def check_writers(world: World) -> None:
         if foreign:
             removed = {key for key, value in changes.items() if value is None}
             assert foreign <= removed and removed >= RELEASED, (node, foreign, changes)
-        for key in STAMPED:
-            value = changes.get(key)
-            if value is not None:
-                when = parse_time(value)
-                assert when is not None and format_time(when) == value, (by, node, key, value)
 
 
 @st.composite

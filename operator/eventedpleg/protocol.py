@@ -11,9 +11,9 @@ the resourceVersion it planned on; every agent write but its host check is condi
 being unchanged.
 
 Operator, for a node that needs hash H (ConfigMap CONFIGMAP_PREFIX+H in the operator's namespace):
-  0. Before the node is taken, still in service: owner plus, as the spec asks, awaiting-approval (the hash
-     a person is asked to approve: rollout.approval Manual; the person's `eventedpleg approve` writes
-     approved), blocked (why a drain could never finish: drain.onBlocked Wait), tainted-since and taint
+  0. Before the node is taken, still in service, as the spec asks: awaiting-approval (the hash a person is
+     asked to approve: rollout.approval Manual; the person's `eventedpleg approve` writes approved); owner
+     and blocked (why a drain could never finish: drain.onBlocked Wait); owner, tainted-since and taint
      (drain.taintBeforeCordon: the taint now, the cordon after the wait).
   1. Cordon step, one write: owner, was-unschedulable, spec.unschedulable, cordoned=true, the autoscaler
      keys it adds (AUTOSCALER_ANNOTATIONS, listed in autoscaler-hold), state=Draining. Then, in the same

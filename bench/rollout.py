@@ -44,10 +44,11 @@ from pathlib import Path
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.core.rollout.snapshot import IN_PROGRESS, node_view
+from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.k8s import nodeconfigs
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.informer import NodeInformer
+from eventedpleg.protocol import IN_PROGRESS
 from eventedpleg_lab.demo.harness import (
     NAMESPACE,
     OPERATOR_SA,

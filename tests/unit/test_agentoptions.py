@@ -1,4 +1,4 @@
-"""agent-options (operator -> agent) and when the agent acts (the node protocol in constants.py)."""
+"""agent-options (operator -> agent) and when the agent acts (the node protocol in eventedpleg.protocol)."""
 
 from __future__ import annotations
 

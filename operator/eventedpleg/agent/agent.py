@@ -1,4 +1,4 @@
-"""The node agent: acts on its own Node's annotations (protocol in eventedpleg.constants), on its own host.
+"""The node agent: acts on its own Node's annotations (protocol in eventedpleg.protocol), on its own host.
 
 What it does is decided by pure phases that yield effects: readings of the kubelet while its Node serves
 (core.node.phases.servicephase), apply (core.node.phases.applyphase, with the restart and

@@ -14,8 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from eventedpleg.core.rollout.snapshot import Peer, parse_time
+from eventedpleg.core.rollout.snapshot import Peer
 from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec
+from eventedpleg.protocol import parse_time
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from eventedpleg.protocol import format_time, parse_time
+
 # The period a check without `every` (an older agent) is taken to be written again at: hostcheckphase.REFRESH.
 DEFAULT_EVERY = 3600.0
 # A check is fresh while younger than this many of its agent's publishing periods: one period missed is a
@@ -48,12 +50,12 @@ class HostCheck:
 
     def to_json(self) -> str:
         doc: dict[str, object] = {
-            "at": self.at.isoformat(timespec="seconds"),
+            "at": format_time(self.at),
             "every": int(self.every),
             "refusals": dict(sorted(self.refusals.items())),
         }
         if self.stopped is not None:
-            doc["stopped"] = self.stopped.isoformat(timespec="seconds")
+            doc["stopped"] = format_time(self.stopped)
         return json.dumps(doc, separators=(",", ":"))
 
 
@@ -61,11 +63,13 @@ def parse(text: str | None) -> HostCheck | None:
     """The annotation's value; anything unreadable is no check at all."""
     try:
         doc = json.loads(text or "")
-        at = datetime.fromisoformat(str(doc["at"]))
+        at = parse_time(str(doc["at"]))
         refusals = {str(mode): str(why) for mode, why in dict(doc.get("refusals") or {}).items()}
         every = float(doc.get("every") or DEFAULT_EVERY)
-        stopped = datetime.fromisoformat(str(doc["stopped"])) if doc.get("stopped") else None
+        stopped = parse_time(str(doc["stopped"])) if doc.get("stopped") else None
     except (ValueError, KeyError, TypeError):
+        return None
+    if at is None or (stopped is None and doc.get("stopped")):  # an unreadable time: no check at all
         return None
     if not every > 0:
         return None

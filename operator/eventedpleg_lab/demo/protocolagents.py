@@ -1,4 +1,4 @@
-"""Stand-in agents that follow the node protocol (constants.py) without a host: for a node in Applying with
+"""Stand-in agents that follow the node protocol (protocol.py) without a host: for a node in Applying with
 desired != current, after `apply_seconds` write current-config and Done (or what `behaviour` says).
 
 For the rollout benchmark (thousands of nodes: one watch for all of them, one timer thread, a small
@@ -24,6 +24,7 @@ from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action
 from eventedpleg.k8s import nodes
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.informer import NodeInformer
+from eventedpleg.protocol import format_time
 
 log = logging.getLogger(__name__)
 WRITE_ATTEMPTS = 8  # a report that fails (timeout, 5xx under load) is retried, as the real agent's is
@@ -125,7 +126,7 @@ class ProtocolAgents:
             return  # stays scheduled: a silent agent never answers
         marks: dict[str, str | None] = {
             c.ANN_STATE: verdict,
-            c.ANN_STATE_SINCE: datetime.now(UTC).isoformat(timespec="seconds"),
+            c.ANN_STATE_SINCE: format_time(datetime.now(UTC)),
             c.ANN_EVIDENCE: json.dumps(
                 {"result": "pass" if verdict == "Done" else "fail", "agent": "protocol"}
             ),

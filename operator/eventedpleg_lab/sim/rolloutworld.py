@@ -27,9 +27,10 @@ from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.survey import PodSurvey
-from eventedpleg.core.rollout.snapshot import IN_PROGRESS, NodeView, Peer, Target, node_view
+from eventedpleg.core.rollout.snapshot import NodeView, Peer, Target, node_view
 from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, Write
 from eventedpleg.models.nodeconfig import NodeConfigSpec
+from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS, Writer, format_time
 from eventedpleg_lab.sim.agentmodel import ModelAgent, ModelHost
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -139,6 +140,8 @@ class World:
     alerts: str = ""  # what spec.rollout.alertGate's Prometheus says fires ("" when nothing)
     health_watch: tuple[str, ...] = ()  # the nodes the last plan asked the gate's pods of (as the reconciler)
     health_reads: list[tuple[str, ...]] = field(default_factory=list)  # the nodes read, pass by pass
+    # Every annotation write, by whom (operator or agent), on which node, with its changes (None removes)
+    writes: list[tuple[Writer, str, dict[str, str | None]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for node in self.nodes.values():
@@ -191,10 +194,11 @@ class World:
 
     def _mark(self, node: SimNode, state: NodeState, reason: str = "") -> None:
         node.annotations[c.ANN_STATE] = state.value
-        node.annotations[c.ANN_STATE_SINCE] = self.now.isoformat()
+        node.annotations[c.ANN_STATE_SINCE] = format_time(self.now)
         node.annotations[c.ANN_REASON] = reason
 
-    def _write(self, node: SimNode, write: Write) -> None:
+    def _write(self, node: SimNode, write: Write, by: Writer = Writer.OPERATOR) -> None:
+        self.writes.append((by, node.name, dict(write.annotations)))
         if write.annotations.get(c.ANN_CORDONED_BY_US) == "true":
             node.drains += 1
         for key, value in write.annotations.items():
@@ -257,7 +261,7 @@ class World:
                 node.agent_dead = True
                 if node.agent_stops_cleanly:  # cli.agent.withdraw_host_check's write
                     stopped = hostcheck.stopped(node.annotations.get(c.ANN_HOST_CHECK), self.now)
-                    self._write(node, Write({c.ANN_HOST_CHECK: stopped.to_json()}))
+                    self._write(node, Write({c.ANN_HOST_CHECK: stopped.to_json()}), Writer.AGENT)
             if node.agent_absent or node.agent_dead:
                 continue
             self._host_check(node)
@@ -278,17 +282,17 @@ class World:
     def _host_check(self, node: SimNode) -> None:
         """The agent's host check while it does not hold the node: nothing refused, published by the
         product's own rule for when a check is news (hostcheckphase.is_news)."""
-        if node.annotations.get(c.ANN_STATE) in (NodeState.APPLYING, NodeState.VERIFYING):
+        if node.annotations.get(c.ANN_STATE) in AGENT_PHASE:
             return
         check = hostcheck.HostCheck(self.now, {}, hostcheckphase.REFRESH.total_seconds())
         if hostcheckphase.is_news(check, hostcheck.parse(node.annotations.get(c.ANN_HOST_CHECK))):
-            self._write(node, Write({c.ANN_HOST_CHECK: check.to_json()}))
+            self._write(node, Write({c.ANN_HOST_CHECK: check.to_json()}), Writer.AGENT)
 
     def _report(self, node: SimNode, changes: Mapping[str, str | None], desired: str) -> bool:
         """The agent's conditional patch: only while desired-config is what it acted on."""
         if node.annotations.get(c.ANN_DESIRED, "") != desired:
             return False
-        self._write(node, Write(changes))
+        self._write(node, Write(changes), Writer.AGENT)
         return True
 
     def _event(self, node: SimNode, reason: str) -> None:

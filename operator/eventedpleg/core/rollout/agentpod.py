@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eventedpleg.core.hostcheck import GONE_GRACE
-from eventedpleg.core.rollout.snapshot import parse_time
+from eventedpleg.protocol import parse_time
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 

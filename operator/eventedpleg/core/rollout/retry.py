@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from eventedpleg.constants import NodeState
-from eventedpleg.core.rollout.snapshot import NodeView, parse_time
+from eventedpleg.core.rollout.snapshot import NodeView
+from eventedpleg.protocol import format_time, parse_time
 
 RETRYABLE = frozenset({NodeState.FAILED, NodeState.ROLLED_BACK, NodeState.SKIPPED})
 
@@ -95,6 +96,6 @@ def way_out(node: NodeView, nodeconfig: str) -> str:
 
 def encode(retry: Mapping[str, datetime]) -> str:
     return json.dumps(
-        {node: since.isoformat(timespec="seconds") for node, since in sorted(retry.items())},
+        {node: format_time(since) for node, since in sorted(retry.items())},
         separators=(",", ":"),
     )

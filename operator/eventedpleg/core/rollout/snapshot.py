@@ -6,30 +6,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.compat import NodeFacts
+from eventedpleg.core.rollout.agentpod import AgentPod
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint, taints_of
 from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec
-
-if TYPE_CHECKING:  # agentpod reads parse_time from here
-    from eventedpleg.core.rollout.agentpod import AgentPod
-
-IN_PROGRESS = frozenset({NodeState.DRAINING, NodeState.APPLYING, NodeState.VERIFYING})
-# While the agent holds the node we never pull it back: it is mid-write or mid-restart.
-AGENT_PHASE = frozenset({NodeState.APPLYING, NodeState.VERIFYING})
-
-
-def parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+from eventedpleg.protocol import parse_time
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from eventedpleg import constants as c
 from eventedpleg.constants import ConditionType
 from eventedpleg.core import evidence
 from eventedpleg.core.rollout.planner import NodeNote, OwnerConflict, Summary
-from eventedpleg.core.rollout.snapshot import IN_PROGRESS
 from eventedpleg.models.nodeconfig import (
     MAX_NODE_STATUSES,
     Condition,
@@ -25,6 +24,7 @@ from eventedpleg.models.nodeconfig import (
     NodeConfigStatus,
     NodeStatus,
 )
+from eventedpleg.protocol import IN_PROGRESS
 
 MAX_MESSAGE_NODES = 5
 DEFAULT_STALL_AFTER = timedelta(seconds=1800)  # spec.rollout.stallAfterSeconds' default

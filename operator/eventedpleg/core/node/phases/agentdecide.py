@@ -1,4 +1,4 @@
-"""When the agent acts, from its Node's annotations (the protocol in eventedpleg.constants). Pure.
+"""When the agent acts, from its Node's annotations (the protocol in eventedpleg.protocol). Pure.
 
 The rule, in order:
 - no desired-config: IDLE (the node is not, or not yet, asked for anything);
@@ -24,6 +24,7 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.node.phases.effects import NodeEvent, Phase, Report, act
 from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.protocol import AGENT_PHASE
 
 
 class AgentAction(StrEnum):
@@ -45,11 +46,6 @@ def next_action(annotations: Mapping[str, str]) -> AgentAction:
     if state == NodeState.DONE.value and current == desired:
         return AgentAction.WATCH
     return AgentAction.IDLE
-
-
-# The states in which the agent holds the node (eventedpleg.constants, Writers); the operator's side names
-# the same pair core.rollout.snapshot.AGENT_PHASE.
-AGENT_PHASE = frozenset({NodeState.APPLYING, NodeState.VERIFYING})
 
 
 def holds_node(annotations: Mapping[str, str]) -> bool:

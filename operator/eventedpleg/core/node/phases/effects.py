@@ -24,6 +24,7 @@ from eventedpleg.core.node.facts.verify import Observation
 from eventedpleg.core.node.phases.host import CommandResult, HttpResult, KubeletProcess
 from eventedpleg.core.node.phases.hostfault import Faulted, HostFault
 from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
+from eventedpleg.protocol import format_time
 
 REASON_LIMIT = 1024
 
@@ -123,7 +124,7 @@ class Report:
         changes: dict[str, str | None] = {
             c.ANN_STATE: self.state.value,
             c.ANN_REASON: reason,
-            c.ANN_STATE_SINCE: now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            c.ANN_STATE_SINCE: format_time(now),
         }
         if self.evidence is not None:
             changes[c.ANN_EVIDENCE] = self.evidence.to_json()

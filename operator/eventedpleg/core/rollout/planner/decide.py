@@ -27,8 +27,9 @@ from eventedpleg.core.rollout.planner.healthgate import UNHEALTHY
 from eventedpleg.core.rollout.planner.selection import Selection, skip_reason
 from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, OwnerConflict
 from eventedpleg.core.rollout.planner.tally import Tally, tally_of
-from eventedpleg.core.rollout.snapshot import AGENT_PHASE, IN_PROGRESS, NodeView, Target
+from eventedpleg.core.rollout.snapshot import NodeView, Target
 from eventedpleg.models.nodeconfig import Approval
+from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS
 
 # Status notes of a node not taken because its agent shows no sign of life start with this.
 NO_AGENT = "not cordoned, no live agent: "

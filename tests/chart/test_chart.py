@@ -20,6 +20,7 @@ import yaml
 from prometheus_client import generate_latest
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli import main as cli_main
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.node.facts.promtext import parse_metrics
@@ -313,8 +314,8 @@ def test_pods_delete_only_when_force_delete_is_allowed(default: Rendered) -> Non
 
 
 def test_agent_policy_names_every_operator_owned_key(default: Rendered) -> None:
-    """One writer per key: the agent's policy keeps it off the keys only the operator writes (the
-    executor's marks), named from constants.py rather than retyped."""
+    """One writer per key: the agent's policy keeps it off the keys only the operator (or a person, with
+    `eventedpleg approve`) writes, as protocol.WRITERS says."""
     policy = default.find("ValidatingAdmissionPolicy", f"{AGENT}-own-node")
     (listed,) = {
         tuple(re.findall(r'"([^"]+)"', v["expression"].split("]")[0]))
@@ -322,26 +323,15 @@ def test_agent_policy_names_every_operator_owned_key(default: Rendered) -> None:
         if "operator-owned" in v.get("messageExpression", "")
     }
     operator_only = {
-        c.ANN_DESIRED,
-        c.ANN_AGENT_OPTIONS,
-        c.ANN_OWNER,
-        c.ANN_WAS_UNSCHEDULABLE,
-        c.ANN_CORDONED_BY_US,
-        c.ANN_AUTOSCALER_HOLD,
-        c.ANN_DRAIN_TIMEOUTS,
-        c.ANN_BLOCKED,
-        c.ANN_TAINTED_SINCE,
-        c.ANN_TAINT,  # the operator's policy lets it remove the taint this names: never the agent's say
-    }
+        key
+        for key, writer in protocol.WRITERS.items()
+        if writer in (protocol.Writer.OPERATOR, protocol.Writer.PERSON) and key.startswith(f"{c.GROUP}/")
+    }  # the autoscalers' keys are outside eventedpleg.io/*: the policy's rule before keeps the agent off
     assert set(listed) == operator_only
     agent_writes = {
-        c.ANN_STATE,
-        c.ANN_REASON,
-        c.ANN_STATE_SINCE,
-        c.ANN_EVIDENCE,
-        c.ANN_CURRENT,
-        c.ANN_BENEFIT,
-        c.ANN_HOST_CHECK,
+        key
+        for key, writer in protocol.WRITERS.items()
+        if writer in (protocol.Writer.AGENT, protocol.Writer.HANDOFF)
     }
     assert not agent_writes & set(listed)
 

@@ -15,10 +15,13 @@ export PATH="$PWD/.venv/bin:$PATH"
 export RELEASE_ARCHES=${RELEASE_ARCHES:-amd64}
 
 step() { printf '\n==> %s\n' "$*"; }
-step "ruff";            ruff check operator tests bench && ruff format --check operator tests bench
+# One command per line: under `set -e` a failing command that is not the last of an && list does not stop
+# the script, so `a && b` would let a failure of `a` through.
+step "ruff";            ruff check operator tests bench; ruff format --check operator tests bench
 step "mypy --strict";   mypy  # the files of pyproject's [tool.mypy]: operator, tests, bench
 step "import layers";   lint-imports
-step "generated files"; python -m eventedpleg.crdgen --check && python -m eventedpleg.docgen --check && python -m eventedpleg_lab.chartdocs --check
+step "generated files"; python -m eventedpleg.crdgen --check; python -m eventedpleg.docgen --check
+python -m eventedpleg_lab.chartdocs --check
 step "versions";        python -m eventedpleg_lab.release check
 step "workflows (actionlint)"
 # Built from Go modules on first use (~1 min, cached); the fast lane builds nothing, so there only if built.

@@ -102,7 +102,9 @@ ANN_HOST_CHECK: Final = f"{GROUP}/host-check"
 ANN_TAINTED_SINCE: Final = f"{GROUP}/tainted-since"
 ANN_TAINT: Final = f"{GROUP}/taint"
 # spec.rollout.approval: Manual. `eventedpleg approve` (a person) writes ANN_APPROVED: the config hash the
-# node may be taken for, so an approval is for one config; the operator never writes or removes it. The
+# node may be taken for, so an approval is for one config; the operator never writes it, and removes it
+# only with the rest of the protocol when it lets the node go (Release: the approval was for a config of
+# that NodeConfig, and an uninstalled product leaves no approval behind). The
 # operator writes ANN_AWAITING_APPROVAL (the hash it asked approval for) with the node's AwaitingApproval
 # Event, so that the Event is sent once per config.
 ANN_APPROVED: Final = f"{GROUP}/approved"
@@ -126,7 +128,7 @@ AUTOSCALER_ANNOTATIONS: Final = (
 )
 AUTOSCALER_VALUE: Final = "true"
 
-# Every node annotation of the protocol: what Release removes (ANN_APPROVED is a person's: kept).
+# Every node annotation of the protocol: what Release removes (ANN_APPROVED, a person's, too).
 NODE_ANNOTATIONS: Final = (
     ANN_OWNER,
     ANN_DESIRED,
@@ -146,6 +148,7 @@ NODE_ANNOTATIONS: Final = (
     ANN_TAINTED_SINCE,
     ANN_TAINT,
     ANN_AWAITING_APPROVAL,
+    ANN_APPROVED,
 )
 
 

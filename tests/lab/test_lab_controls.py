@@ -50,16 +50,6 @@ def _guarded(node: str) -> str:
     )
 
 
-def _node_status(lab: Lab, node: str) -> dict[str, Any]:
-    body = chart.get_json(lab, "nodeconfig", NAME)
-    entries = [n for n in body.get("status", {}).get("nodeStatuses", []) if n["name"] == node]
-    return entries[0] if entries else {}
-
-
-def _cordoned(lab: Lab, node: str) -> bool:
-    return bool(lab.nodes()[node]["spec"].get("unschedulable"))
-
-
 def _guarded_pod(lab: Lab) -> str:
     pods = chart.get_json(lab, "pods", "-n", chart.WORKLOAD_NAMESPACE, "-l", "app.kubernetes.io/name=guarded")
     live = [p["metadata"]["name"] for p in pods["items"] if not p["metadata"].get("deletionTimestamp")]
@@ -95,8 +85,8 @@ def test_manual_approval_then_the_health_gate_then_done_with_the_pod_ready_again
     cordoned: list[bool] = []
 
     def state_is(state: str) -> dict[str, Any]:
-        cordoned.append(_cordoned(installed, node))
-        entry = _node_status(installed, node)
+        cordoned.append(chart.cordoned(installed, node))
+        entry = chart.node_status(installed, NAME, node)
         return entry if entry.get("state") == state else {}
 
     waiting = chart.wait_for("the node awaiting approval", lambda: state_is("AwaitingApproval"), timeout=120)
@@ -132,4 +122,4 @@ def test_manual_approval_then_the_health_gate_then_done_with_the_pod_ready_again
 
 def _done(lab: Lab, node: str) -> bool:
     annotations = lab.nodes()[node]["metadata"].get("annotations", {})
-    return annotations.get(c.ANN_STATE) == c.NodeState.DONE.value and not _cordoned(lab, node)
+    return annotations.get(c.ANN_STATE) == c.NodeState.DONE.value and not chart.cordoned(lab, node)

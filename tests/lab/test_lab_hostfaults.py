@@ -91,16 +91,6 @@ def _apply(lab: Lab, node: str) -> None:
     chart.kubectl_ok(lab, "apply", "-f", "-", stdin=json.dumps(body))
 
 
-def _node_status(lab: Lab, node: str) -> dict[str, Any]:
-    body = chart.get_json(lab, "nodeconfig", NAME)
-    entries = [n for n in body.get("status", {}).get("nodeStatuses", []) if n["name"] == node]
-    return entries[0] if entries else {}
-
-
-def _cordoned(lab: Lab, node: str) -> bool:
-    return bool(lab.nodes()[node]["spec"].get("unschedulable"))
-
-
 def _agent_log(lab: Lab, node: str) -> str:
     (pod,) = _agent_pods(lab, node, ready=False)
     return chart.kubectl_ok(lab, "logs", pod, "-n", chart.AGENT_NAMESPACE, "-c", "agent", timeout=60)
@@ -113,8 +103,8 @@ def _skipped_before_the_cordon(lab: Lab, node: str, *words: str) -> str:
     _apply(lab, node)
 
     def skipped() -> str:
-        cordoned.append(_cordoned(lab, node))
-        entry = _node_status(lab, node)
+        cordoned.append(chart.cordoned(lab, node))
+        entry = chart.node_status(lab, NAME, node)
         return str(entry.get("reason", "")) if entry.get("state") == c.NodeState.SKIPPED.value else ""
 
     reason = chart.wait_for(f"{node} Skipped by its host check", skipped, timeout=120, interval=0.5)
@@ -201,7 +191,7 @@ def test_an_immutable_drop_in_directory_is_rolled_back_given_back_and_its_halted
         assert end == c.NodeState.ROLLED_BACK.value, reason
         for word in ("write", KUBELET_DROPIN, "EPERM", "Operation not permitted", "immutable", "rolled back"):
             assert word in reason, (word, reason)
-        chart.wait_for("the node given back", lambda: not _cordoned(installed, node), timeout=120)
+        chart.wait_for("the node given back", lambda: not chart.cordoned(installed, node), timeout=120)
         assert _tree(kubernetes) == before  # byte-identical: nothing half-written, nothing left behind
         assert "Traceback" not in _agent_log(installed, node)
 
@@ -219,7 +209,7 @@ def test_an_immutable_drop_in_directory_is_rolled_back_given_back_and_its_halted
         chart.delete_nodeconfig(installed, name=NAME, timeout=300)
         took = time.monotonic() - started
         print(f"deleting the halted NodeConfig took {took:.1f} s")
-        assert not _cordoned(installed, node)
+        assert not chart.cordoned(installed, node)
         left = {k for k in _annotations(installed, node) if k.startswith(c.GROUP)}
         assert left <= {c.ANN_HOST_CHECK}, left
     finally:

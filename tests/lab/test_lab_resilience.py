@@ -140,7 +140,9 @@ def test_leader_evicted_by_the_drain_of_its_own_node(installed: Lab, leader_node
     assert leader not in {p["metadata"]["name"] for p in live}, "the leader was not evicted"
     holder = chart.wait_for("a live pod to hold the Lease", lambda: _live_holder(installed), timeout=60)
     assert holder != leader, holder
-    chart.wait_for("the node uncordoned", lambda: not _cordoned(installed, node), timeout=60)  # else raises
+    chart.wait_for(
+        "the node uncordoned", lambda: not chart.cordoned(installed, node), timeout=60
+    )  # else raises
     body = chart.wait_for(
         "the NodeConfig to settle", lambda: chart.settled(installed, name=NAME), timeout=120
     )
@@ -153,7 +155,3 @@ def _live_holder(lab: Lab) -> str | None:
     pods = chart.get_json(lab, "pods", "-n", NAMESPACE)["items"]
     live = {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
     return holder if holder in live else None
-
-
-def _cordoned(lab: Lab, node: str) -> bool:
-    return bool(lab.nodes()[node]["spec"].get("unschedulable"))

@@ -410,6 +410,17 @@ def missing_benefits(lab: Lab, specs: tuple[NodeSpec, ...], *, timeout: float = 
         time.sleep(2.0)
 
 
+def node_status(lab: Lab, name: str, node: str) -> dict[str, Any]:
+    """NodeConfig `name`'s status entry for `node` ({} while it has none)."""
+    body = get_json(lab, "nodeconfig", name)
+    entries = [n for n in body.get("status", {}).get("nodeStatuses", []) if n["name"] == node]
+    return dict(entries[0]) if entries else {}
+
+
+def cordoned(lab: Lab, node: str) -> bool:
+    return bool(lab.nodes()[node]["spec"].get("unschedulable"))
+
+
 def delete_nodeconfig(lab: Lab, *, name: str = NODECONFIG, timeout: float = 600.0) -> None:
     """Delete the NodeConfig and wait until it is gone: with onDelete: Revert the operator first takes
     its drop-ins off every node it touched, then drops the finalizer."""

@@ -6,7 +6,10 @@ agent pod's view of its host (the host root mounted into its container):
   beyond it);
 - an immutable kubelet drop-in directory (`chattr +i`, as hardening guides set: EPERM from ext4, which the
   simulation can only raise by the man pages' rules).
-The first two are found by the agent's host check, so the node is Skipped and never cordoned; the third only
+And a node the agent DaemonSet cannot run on (as an architecture the image lacks or a taint the agent does
+not tolerate would keep it off): it is never cordoned, status and `eventedpleg status` name it with why, the
+rollout goes on with the other node, and the NodeConfig is then deleted.
+The first two faults are found by the agent's host check, so the node is Skipped and never cordoned; the third only
 shows when the agent writes, so the node is taken, rolled back and given back, and the halted NodeConfig is
 then deleted. Each ends in one report naming the path, the errno and the fix, and no traceback in the
 agent's log. Each test plants its fault in the node's root on this host and removes it after, and restarts
@@ -18,8 +21,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +219,94 @@ def test_an_immutable_drop_in_directory_is_rolled_back_given_back_and_its_halted
         assert left <= {c.ANN_HOST_CHECK}, left
     finally:
         subprocess.run(["chattr", "-i", str(dropins)], check=True)
+
+
+def _keep_agent_off(lab: Lab, node: str) -> Callable[[], None]:
+    """Keep the agent DaemonSet off `node`, as an architecture the image lacks, a taint the agent does not
+    tolerate or a full node would: a required node affinity term it cannot meet there. Waits for the
+    DaemonSet to roll and for `node` to have no agent pod at all; returns what undoes it."""
+    terms = "/spec/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"
+    terms += "/nodeSelectorTerms"
+    daemonset = chart.get_json(lab, "daemonset", chart.AGENT_DAEMONSET, "-n", chart.AGENT_NAMESPACE)
+    count = len(daemonset["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"])  # fmt: skip
+    off = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [node]}
+    add = [{"op": "add", "path": f"{terms}/{i}/matchExpressions/-", "value": off} for i in range(count)]
+
+    def patch(ops: list[dict[str, Any]]) -> None:
+        chart.kubectl_ok(lab, "patch", "daemonset", chart.AGENT_DAEMONSET, "-n", chart.AGENT_NAMESPACE,
+                         "--type=json", "-p", json.dumps(ops))  # fmt: skip
+        chart.kubectl_ok(lab, "rollout", "status", "daemonset", chart.AGENT_DAEMONSET, "-n",
+                         chart.AGENT_NAMESPACE, "--timeout=300s", timeout=330)  # fmt: skip
+
+    patch(add)
+    chart.wait_for(f"no agent pod on {node}", lambda: not _agent_pods(lab, node, ready=False), timeout=120)
+
+    def undo() -> None:
+        # JSON patch removes by index only: read the terms again and remove each expression added here.
+        now = chart.get_json(lab, "daemonset", chart.AGENT_DAEMONSET, "-n", chart.AGENT_NAMESPACE)
+        found = now["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]  # fmt: skip
+        ops = [
+            {"op": "remove", "path": f"{terms}/{i}/matchExpressions/{j}"}
+            for i, term in enumerate(found)
+            for j, expression in reversed(list(enumerate(term.get("matchExpressions", []))))
+            if expression == off
+        ]
+        patch(ops)
+
+    return undo
+
+
+def test_a_node_without_an_agent_is_not_taken_and_the_rollout_goes_on(
+    installed: Lab, containerd_node: str, lab_specs: tuple[NodeSpec, ...]
+) -> None:
+    node = containerd_node
+    other = next(s.name for s in lab_specs if s.runtime is LabRuntime.CONTAINERD_22 and s.kubelet == "1.37")
+    undo = _keep_agent_off(installed, node)
+    try:
+        body = json.loads(chart.nodeconfig(True, name=NAME))
+        body["spec"]["nodeSelector"] = {
+            "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node, other]}]
+        }
+        chart.kubectl_ok(installed, "apply", "-f", "-", stdin=json.dumps(body))
+        cordoned: list[bool] = []
+
+        def other_done() -> dict[str, Any]:
+            cordoned.append(chart.cordoned(installed, node))
+            done = chart.node_status(installed, NAME, other).get("state") == c.NodeState.DONE.value
+            return chart.node_status(installed, NAME, node) if done else {}
+
+        entry = chart.wait_for(f"{other} Done beside the agent-less {node}", other_done, timeout=420)
+        print(f"{node}: {entry.get('state')}: {entry.get('reason')}")
+        assert not any(cordoned), f"{node} was cordoned without an agent"
+        reason = str(entry.get("reason", ""))
+        assert "no live agent" in reason and "stopped" in reason, reason
+        nodeconfig = chart.get_json(installed, "nodeconfig", NAME)
+        progressing = next(
+            cond for cond in nodeconfig["status"]["conditions"] if cond["type"] == "Progressing"
+        )
+        print("Progressing:", progressing["reason"], progressing["message"])
+        assert node in progressing["message"] and "live eventedpleg agent" in progressing["message"]
+        status = subprocess.run(
+            [sys.executable, "-m", "eventedpleg", "status", NAME, "--kubeconfig", str(installed.kubeconfig)],
+            capture_output=True, text=True, check=False, timeout=120,
+        )  # fmt: skip
+        print(status.stdout)
+        assert status.returncode == 0, status.stderr
+        assert any(node in line and "no live agent" in line for line in status.stdout.splitlines())
+        started = time.monotonic()
+        chart.delete_nodeconfig(installed, name=NAME, timeout=300)
+        print(f"deleting the NodeConfig with an agent-less node took {time.monotonic() - started:.1f} s")
+        assert not chart.cordoned(installed, node) and not chart.cordoned(installed, other)
+    finally:
+        undo()
+        chart.wait_for(
+            f"a live agent on {node} again",
+            lambda: not hostcheck.absence(_annotations(installed, node).get(c.ANN_HOST_CHECK), _now()),
+            timeout=180,
+        )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

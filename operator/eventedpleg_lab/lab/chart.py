@@ -30,6 +30,7 @@ from eventedpleg_lab.localcluster.build import Log
 
 RELEASE = "epo"
 AGENT_NAMESPACE = "evented-pleg-agent"
+AGENT_DAEMONSET = "evented-pleg-agent"  # the chart's epo.agentName for the release
 NODECONFIG = "cluster"
 WORKLOAD_NAMESPACE = "shop"
 WORKLOAD_REPLICAS = 3

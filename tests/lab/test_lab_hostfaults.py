@@ -6,14 +6,14 @@ agent pod's view of its host (the host root mounted into its container):
   beyond it);
 - an immutable kubelet drop-in directory (`chattr +i`, as hardening guides set: EPERM from ext4, which the
   simulation can only raise by the man pages' rules).
-And a node the agent DaemonSet cannot run on (as an architecture the image lacks or a taint the agent does
-not tolerate would keep it off): it is never cordoned, status and `eventedpleg status` name it with why, the
-rollout goes on with the other node, and the NodeConfig is then deleted.
-The first two faults are found by the agent's host check, so the node is Skipped and never cordoned; the third only
-shows when the agent writes, so the node is taken, rolled back and given back, and the halted NodeConfig is
-then deleted. Each ends in one report naming the path, the errno and the fix, and no traceback in the
-agent's log. Each test plants its fault in the node's root on this host and removes it after, and restarts
-the node's agent so that its next host check is clean for the tests that follow.
+The first two faults are found by the agent's host check, so the node is Skipped and never cordoned; the
+third only shows when the agent writes, so the node is taken, rolled back and given back, and the halted
+NodeConfig is then deleted. Each fault ends in one report naming the path, the errno and the fix, and no
+traceback in the agent's log. Each test plants its fault in the node's root on this host and removes it
+after, and restarts the node's agent so that its next host check is clean for the tests that follow.
+And a node the agent DaemonSet cannot run on (an architecture the image lacks or a taint the agent does not
+tolerate would keep it off) is never cordoned; status and `eventedpleg status` name it with why, and the
+rollout goes on with the other node.
 """
 
 from __future__ import annotations
@@ -223,37 +223,35 @@ def test_an_immutable_drop_in_directory_is_rolled_back_given_back_and_its_halted
 
 def _keep_agent_off(lab: Lab, node: str) -> Callable[[], None]:
     """Keep the agent DaemonSet off `node`, as an architecture the image lacks, a taint the agent does not
-    tolerate or a full node would: a required node affinity term it cannot meet there. Waits for the
-    DaemonSet to roll and for `node` to have no agent pod at all; returns what undoes it."""
+    tolerate or a full node would: a required node affinity term it cannot meet there. The DaemonSet is
+    set to OnDelete meanwhile so the other nodes keep their agents (the controller still deletes the pod of
+    a node the DaemonSet no longer runs on). Waits until `node` has no agent pod at all; returns what puts
+    the DaemonSet back as it was (the same template, so the other agents are current again at once)."""
+    daemonset = chart.get_json(lab, "daemonset", chart.AGENT_DAEMONSET, "-n", chart.AGENT_NAMESPACE)
+    spec = daemonset["spec"]
     terms = "/spec/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"
     terms += "/nodeSelectorTerms"
-    daemonset = chart.get_json(lab, "daemonset", chart.AGENT_DAEMONSET, "-n", chart.AGENT_NAMESPACE)
-    count = len(daemonset["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+    count = len(spec["template"]["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"])  # fmt: skip
     off = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [node]}
-    add = [{"op": "add", "path": f"{terms}/{i}/matchExpressions/-", "value": off} for i in range(count)]
 
     def patch(ops: list[dict[str, Any]]) -> None:
         chart.kubectl_ok(lab, "patch", "daemonset", chart.AGENT_DAEMONSET, "-n", chart.AGENT_NAMESPACE,
                          "--type=json", "-p", json.dumps(ops))  # fmt: skip
-        chart.kubectl_ok(lab, "rollout", "status", "daemonset", chart.AGENT_DAEMONSET, "-n",
-                         chart.AGENT_NAMESPACE, "--timeout=300s", timeout=330)  # fmt: skip
 
-    patch(add)
+    patch(
+        [{"op": "replace", "path": "/spec/updateStrategy", "value": {"type": "OnDelete"}}]
+        + [{"op": "add", "path": f"{terms}/{i}/matchExpressions/-", "value": off} for i in range(count)]
+    )
     chart.wait_for(f"no agent pod on {node}", lambda: not _agent_pods(lab, node, ready=False), timeout=120)
 
     def undo() -> None:
-        # JSON patch removes by index only: read the terms again and remove each expression added here.
-        now = chart.get_json(lab, "daemonset", chart.AGENT_DAEMONSET, "-n", chart.AGENT_NAMESPACE)
-        found = now["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]  # fmt: skip
-        ops = [
-            {"op": "remove", "path": f"{terms}/{i}/matchExpressions/{j}"}
-            for i, term in enumerate(found)
-            for j, expression in reversed(list(enumerate(term.get("matchExpressions", []))))
-            if expression == off
-        ]
-        patch(ops)
+        patch([
+            {"op": "replace", "path": "/spec/template", "value": spec["template"]},
+            {"op": "replace", "path": "/spec/updateStrategy", "value": spec["updateStrategy"]},
+        ])  # fmt: skip
+        chart.kubectl_ok(lab, "rollout", "status", "daemonset", chart.AGENT_DAEMONSET, "-n",
+                         chart.AGENT_NAMESPACE, "--timeout=300s", timeout=330)  # fmt: skip
 
     return undo
 
@@ -277,7 +275,14 @@ def test_a_node_without_an_agent_is_not_taken_and_the_rollout_goes_on(
             done = chart.node_status(installed, NAME, other).get("state") == c.NodeState.DONE.value
             return chart.node_status(installed, NAME, node) if done else {}
 
-        entry = chart.wait_for(f"{other} Done beside the agent-less {node}", other_done, timeout=420)
+        try:
+            entry = chart.wait_for(f"{other} Done beside the agent-less {node}", other_done, timeout=420)
+        except Exception:
+            print(chart.kubectl_ok(installed, "get", "nodeconfig", NAME, "-o", "yaml"))
+            for name in (node, other):
+                print(name, {k: v for k, v in _annotations(installed, name).items() if k.startswith(c.GROUP)})
+            print(chart.kubectl_ok(installed, "get", "pods", "-A", "-o", "wide"))
+            raise
         print(f"{node}: {entry.get('state')}: {entry.get('reason')}")
         assert not any(cordoned), f"{node} was cordoned without an agent"
         reason = str(entry.get("reason", ""))

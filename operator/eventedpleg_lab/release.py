@@ -4,7 +4,7 @@
 every other place that must state it literally, each in its own spelling (the lab's distribution and its
 pin, the package's __version__ and the Dockerfile's default image label in PEP 440; the chart's `version`
 and `appVersion` in SemVer), and `mismatches` lists any that disagree. hack/release.sh refuses to build
-while any does; tests/unit/test_versions_agree.py checks the tree.
+while any does; tests/unit/lab/test_versions_agree.py checks the tree.
 
     python -m eventedpleg_lab.release check             # exit 1 and one line per disagreement
     python -m eventedpleg_lab.release set 0.2.0-rc.1    # write it everywhere (either spelling)

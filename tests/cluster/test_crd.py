@@ -15,7 +15,7 @@ import yaml
 from eventedpleg import crdgen
 from eventedpleg.models.nodeconfig import RESERVED_TAINT_MESSAGE, NodeConfigSpec, NodeConfigStatus
 from eventedpleg_lab.localcluster.cluster import LocalCluster
-from tests.unit.test_models import BAD_SPECS
+from tests.unit.models.test_models import BAD_SPECS
 
 pytestmark = pytest.mark.cluster
 

@@ -1,7 +1,7 @@
 """The operator's liveness follows its node informer on the real API server: a node event whose handling
 never returns (a frozen informer loop) fails /healthz's check once the threshold passes, and the check
-passes again as soon as the loop moves. (The rollout loop and the agent's loop: tests/unit/test_liveness.py
-and tests/agent/test_agent_healthz.py.)"""
+passes again as soon as the loop moves. (The rollout loop and the agent's loop:
+tests/unit/controller/test_liveness.py and tests/agent/test_agent_healthz.py.)"""
 
 from __future__ import annotations
 

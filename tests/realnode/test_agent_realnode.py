@@ -4,8 +4,8 @@ Each test brings up a fresh node (`rig.up`), hands it to the production agent th
 supervisor plays systemd, the kubelet's log file plays the journal) and asserts on what the real kubelet
 reported. `seen` collects every agent-matched log signal and metric that appeared in a real run; when the
 session ends, in whatever order the tests ran, conftest checks that each one we rely on did appear (and
-records the real lines as fixtures, see tests/unit/test_real_kubelet_lines.py, which replays them on
-every machine).
+records the real lines as fixtures, see tests/unit/core/node/facts/test_real_kubelet_lines.py, which replays
+them on every machine).
 """
 
 from __future__ import annotations

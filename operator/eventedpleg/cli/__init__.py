@@ -28,7 +28,7 @@ COMMANDS = {
     "status": "eventedpleg.cli.inspect:status",
 }
 # The one-line summaries `eventedpleg --help` lists, so that listing them imports no command (the operator
-# and agent commands pull in kopf and the kubernetes client: seconds). tests/unit/test_cli_imports.py
+# and agent commands pull in kopf and the kubernetes client: seconds). tests/unit/cli/test_cli_imports.py
 # checks each against the command's own first docstring line.
 SUMMARIES = {
     "approve": "Let a node be taken for a NodeConfig's present config (spec.rollout.approval: Manual).",

@@ -3,7 +3,7 @@
 `eventedpleg.crdgen` turns these models into crds/nodeconfig.yaml. Every cross-field rule lives twice by
 necessity: as a pydantic validator (the operator re-validates what it reads) and as a CEL rule attached with
 `cel()` (so the API server rejects it at admission). They sit side by side so they cannot drift unnoticed;
-tests/unit/test_models.py feeds the same bad specs to both.
+tests/unit/models/test_models.py feeds the same bad specs to both.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The executor applies the actions (one step per node), the cluster changes, and the planner runs again on
 the new snapshot; nothing is remembered between runs except what is written on the nodes. That is what
 makes a killed operator resume exactly (Patroni's quorum resolver and MCO's getAllCandidateMachines work
-the same way; tests/unit/test_planner.py replays every interrupted prefix).
+the same way; tests/unit/core/rollout/planner/test_planner.py replays every interrupted prefix).
 
 Rules, in the order they apply:
 - Selection (selection.py): spec.nodeSelector; nodes labelled eventedpleg.io/skip are left alone; when
@@ -27,7 +27,7 @@ Rules, in the order they apply:
 `plan` (plan.py) decides every node: the reference. A caller that plans again and again may pass a
 `SelectionMemo` (selection decided only for nodes whose facts changed) or a `PassMemo` (memo.py: the
 nodes' decisions kept while their views are the same objects, with their running Tally); both give the
-same plan as the reference (tests/unit/test_planner.py replays both).
+same plan as the reference (tests/unit/core/rollout/planner/test_planner.py replays both).
 """
 
 from eventedpleg.core.rollout.planner.decide import AGENT_GRACE, Inputs, NodeDecision, decide

@@ -2,7 +2,8 @@
 and the pass's inputs are equal, and the running Tally of all of them. A pass decides again only the
 nodes whose view changed (or whose pending deadline passed), then sorts only the decisions with
 something to say (in progress, failed, skipped) and the few candidates that can start. The plan is the
-same as plan.py's without a memo (tests/unit/test_planner.py checks every pass of random rollouts)."""
+same as plan.py's without a memo (tests/unit/core/rollout/planner/test_planner.py checks every pass of
+random rollouts)."""
 
 from __future__ import annotations
 

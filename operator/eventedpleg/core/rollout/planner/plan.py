@@ -1,5 +1,6 @@
 """The reference pass: decide every node in rollout order, add their Tallies, apply the gates. PassMemo
-(memo.py) gives the same plan from kept decisions; tests/unit/test_planner.py compares them."""
+(memo.py) gives the same plan from kept decisions; tests/unit/core/rollout/planner/test_planner.py compares
+them."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from eventedpleg.core.node.facts.kubeletlog import (
 from eventedpleg.core.node.facts.verify import fallen_back
 from eventedpleg.core.versions import parse_version
 
-FIXTURE = Path(__file__).parent.parent / "realnode" / "fixtures" / "kubelet-lines.json"
+FIXTURE = Path(__file__).parents[4] / "realnode" / "fixtures" / "kubelet-lines.json"
 RECORDED = json.loads(FIXTURE.read_text())
 SIGNALS: dict[str, str] = RECORDED["signals"]
 

@@ -16,7 +16,7 @@ from eventedpleg.core.node.phases.agentsettings import AgentSettings
 from eventedpleg.core.node.phases.effects import Scrape
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 
-FIXTURE = Path(__file__).parent.parent / "realnode" / "fixtures" / "kubelet-metrics-v1.36.4.txt"
+FIXTURE = Path(__file__).parents[4] / "realnode" / "fixtures" / "kubelet-metrics-v1.36.4.txt"
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 SETTINGS = AgentSettings(namespace="ns")  # check interval 60 s, benefit window 30 s
 

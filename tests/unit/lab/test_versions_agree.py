@@ -19,7 +19,7 @@ import yaml
 from eventedpleg import __version__
 from eventedpleg_lab import release
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_tree_states_one_version() -> None:

@@ -13,7 +13,7 @@ import yaml
 from eventedpleg import constants as c
 from eventedpleg.core import render
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "render"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "render"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 CASES = [

@@ -21,7 +21,7 @@ from eventedpleg.core.node.facts.verify import (
 )
 from eventedpleg.core.versions import parse_version
 
-BODY = (Path(__file__).parent.parent / "realnode" / "fixtures" / "kubelet-metrics-v1.36.4.txt").read_text()
+BODY = (Path(__file__).parents[4] / "realnode" / "fixtures" / "kubelet-metrics-v1.36.4.txt").read_text()
 
 
 def test_every_sample_line_of_the_real_body_is_read() -> None:

@@ -1,0 +1,80 @@
+"""tests/unit mirrors the packages it tests: a test of eventedpleg.core.rollout.drain lives in
+tests/unit/core/rollout/drain/, one of eventedpleg_lab.lab in tests/unit/lab/lab/, and the root holds only the
+tests of top-level modules (protocol, probeserver) and the cross-cutting ones (docs, names, workflows). Every
+folder is a package, and no test file name repeats, so a test is found by its name alone."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+UNIT = Path(__file__).resolve().parent
+SOURCES = UNIT.parents[1] / "operator"
+PRODUCTION, LAB = SOURCES / "eventedpleg", SOURCES / "eventedpleg_lab"
+
+
+def _folders(unit: Path) -> list[Path]:
+    return sorted(d for d in unit.rglob("*") if d.is_dir() and d.name != "__pycache__")
+
+
+def unmirrored(unit: Path, production: Path, lab: Path) -> list[str]:
+    """Folders under `unit` that are no package of the product (or of the lab, under lab/)."""
+    out: list[str] = []
+    for folder in _folders(unit):
+        parts = folder.relative_to(unit).parts
+        package = lab.joinpath(*parts[1:]) if parts[0] == "lab" else production.joinpath(*parts)
+        if not (package / "__init__.py").is_file():
+            out.append("/".join(parts))
+    return out
+
+
+def not_packages(unit: Path) -> list[str]:
+    return [
+        folder.relative_to(unit).as_posix()
+        for folder in _folders(unit)
+        if not (folder / "__init__.py").is_file()
+    ]
+
+
+def repeated_names(unit: Path) -> dict[str, list[str]]:
+    where: dict[str, list[str]] = defaultdict(list)
+    for path in sorted(unit.rglob("test_*.py")):
+        where[path.name].append(path.relative_to(unit).as_posix())
+    return {name: paths for name, paths in where.items() if len(paths) > 1}
+
+
+def test_every_folder_of_the_unit_tests_is_a_package_of_the_product_or_the_lab() -> None:
+    assert (PRODUCTION / "__init__.py").is_file()
+    assert (LAB / "__init__.py").is_file()
+    assert _folders(UNIT)  # the tests are in folders at all
+    assert unmirrored(UNIT, PRODUCTION, LAB) == []
+
+
+def test_every_folder_of_the_unit_tests_is_a_python_package() -> None:
+    assert not_packages(UNIT) == []
+
+
+def test_no_unit_test_file_name_repeats_in_another_folder() -> None:
+    assert repeated_names(UNIT) == {}
+
+
+def test_the_checks_see_a_stray_folder_a_missing_package_and_a_repeated_name(tmp_path: Path) -> None:
+    production, lab, unit = tmp_path / "eventedpleg", tmp_path / "eventedpleg_lab", tmp_path / "unit"
+    for package in (production / "core" / "rollout", lab / "sim"):
+        package.mkdir(parents=True)
+        (package / "__init__.py").touch()
+    (production / "core" / "__init__.py").touch()
+    (lab / "__init__.py").touch()
+    (production / "models").mkdir()  # a folder, not a package
+    for folder in ("core/rollout", "lab/sim", "models", "lab/rollout", "core/__pycache__"):
+        (unit / folder).mkdir(parents=True, exist_ok=True)
+    for init in ("core", "core/rollout", "lab", "lab/sim", "lab/rollout"):
+        (unit / init / "__init__.py").touch()
+    (unit / "core" / "rollout" / "test_status.py").touch()
+    (unit / "lab" / "sim" / "test_status.py").touch()
+    (unit / "test_docs.py").touch()
+    assert unmirrored(unit, production, lab) == ["lab/rollout", "models"]
+    assert not_packages(unit) == ["models"]
+    assert repeated_names(unit) == {
+        "test_status.py": ["core/rollout/test_status.py", "lab/sim/test_status.py"]
+    }

@@ -80,18 +80,22 @@ CONTAINERD: Final = RuntimeProfile(
     note="containerd >= 1.7 always emits container events: nothing to write",
 )
 
+# docs/compatibility.md §2: `enable_pod_events` in [crio.runtime], default false; crio.conf.d(5): every
+# file in the directory, lexical order, last one wins; the docs' YAML-style example is invalid TOML.
+CRIO_DROPIN: Final = DropIn(
+    directory="/" + c.CRIO_DROPIN_DIR,
+    name=c.CRIO_DROPIN_NAME,
+    configmap_key=c.CM_KEY_CRIO,
+    template=CRIO_TEMPLATE,
+    setting=("crio", "runtime", "enable_pod_events"),
+    purpose="CRI-O drop-in",
+)
+
 CRIO: Final = RuntimeProfile(
     kind=RuntimeKind.CRIO,
     name="CRI-O",
     unit="crio",
-    dropin=DropIn(
-        directory="/" + c.CRIO_DROPIN_DIR,
-        name=c.CRIO_DROPIN_NAME,
-        configmap_key=c.CM_KEY_CRIO,
-        template=CRIO_TEMPLATE,
-        setting=("crio", "runtime", "enable_pod_events"),
-        purpose="CRI-O drop-in",
-    ),
+    dropin=CRIO_DROPIN,
     restart_on_dropin_change=True,
     config_commands=(("crio", "status", "config"), ("crio-status", "config"), ("crio", "config")),
     endpoint_marker="crio",

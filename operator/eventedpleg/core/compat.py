@@ -9,7 +9,7 @@ combination we recommend", not "GA".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -466,35 +466,48 @@ class _Key:
     has_mirror_pods: bool
 
 
-def _pair(kubelet: Version, kind: RuntimeKind, runtime: Version) -> tuple[list[tuple[Level, str]], list[str]]:
-    """What this kubelet and this runtime version do wrong together (findings, advisories)."""
+Findings = tuple[list[tuple[Level, str]], list[str]]  # (level, reason) findings, advisories
+
+
+def _crio_pair(kubelet: Version, runtime: Version) -> Findings:
     findings: list[tuple[Level, str]] = []
-    advisories: list[str] = []
-    if kind is RuntimeKind.CRIO:
-        if crio_sends_nil_statuses(runtime) and kubelet.minor_pair < KUBELET_BUILDS_STATUS_FROM_EVENTS_BELOW:
-            findings.append(
-                (
-                    Level.RISKY,
-                    f"CRI-O {runtime} can send container events with an empty container status, which "
-                    f"kubelet {kubelet} dereferences and panics on (cri-o#9663, fixed in CRI-O 1.35.0, "
-                    "not backported; 1.37 kubelets are not affected)",
-                )
+    if crio_sends_nil_statuses(runtime) and kubelet.minor_pair < KUBELET_BUILDS_STATUS_FROM_EVENTS_BELOW:
+        findings.append(
+            (
+                Level.RISKY,
+                f"CRI-O {runtime} can send container events with an empty container status, which "
+                f"kubelet {kubelet} dereferences and panics on (cri-o#9663, fixed in CRI-O 1.35.0, "
+                "not backported; 1.37 kubelets are not affected)",
             )
-        if (kubelet.minor_pair >= KUBELET_NANOSECOND_MINOR) != crio_uses_nanoseconds(runtime):
-            findings.append(
-                (
-                    Level.RISKY,
-                    f"kubelet {kubelet} and CRI-O {runtime} disagree on PodSandboxStatus timestamp "
-                    "units (k8s#127195, cri-o#8582): stuck pod statuses are possible (k8s#127814)",
-                )
+        )
+    if (kubelet.minor_pair >= KUBELET_NANOSECOND_MINOR) != crio_uses_nanoseconds(runtime):
+        findings.append(
+            (
+                Level.RISKY,
+                f"kubelet {kubelet} and CRI-O {runtime} disagree on PodSandboxStatus timestamp "
+                "units (k8s#127195, cri-o#8582): stuck pod statuses are possible (k8s#127814)",
             )
-    if (
-        kind is RuntimeKind.CONTAINERD
-        and runtime.minor_pair == (1, 7)
-        and kubelet.minor_pair >= KUBELET_WITHOUT_CGROUP_FALLBACK
-    ):
-        advisories.append(KUBELET_138_CONTAINERD_17)
-    return findings, advisories
+        )
+    return findings, []
+
+
+def _containerd_pair(kubelet: Version, runtime: Version) -> Findings:
+    if runtime.minor_pair == (1, 7) and kubelet.minor_pair >= KUBELET_WITHOUT_CGROUP_FALLBACK:
+        return [], [KUBELET_138_CONTAINERD_17]
+    return [], []
+
+
+# What a kubelet and a runtime version of each kind do wrong together (beside RUNTIME_ROWS).
+PAIR_RULES: Mapping[RuntimeKind, Callable[[Version, Version], Findings]] = {
+    RuntimeKind.CONTAINERD: _containerd_pair,
+    RuntimeKind.CRIO: _crio_pair,
+}
+
+
+def _pair(kubelet: Version, kind: RuntimeKind, runtime: Version) -> Findings:
+    """What this kubelet and this runtime version do wrong together (findings, advisories)."""
+    rule = PAIR_RULES.get(kind)
+    return rule(kubelet, runtime) if rule is not None else ([], [])
 
 
 @lru_cache(maxsize=4096)

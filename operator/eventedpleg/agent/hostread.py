@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from eventedpleg.agent.hostfiles import HostFiles
+from eventedpleg.core import runtimes
 from eventedpleg.core.node.facts import embedded, hostplan
 from eventedpleg.core.node.facts.kubeletflags import (
     UNIT_DROPIN_DIRS,
@@ -27,7 +28,6 @@ from eventedpleg.core.node.facts.kubeletflags import (
 from eventedpleg.core.node.phases.host import Host
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.versions import (
-    RuntimeKind,
     RuntimeVersion,
     Version,
     VersionError,
@@ -91,9 +91,10 @@ def runtime_of(node: AgentNode, argv: tuple[str, ...] | None) -> RuntimeVersion 
     except VersionError:
         pass
     endpoint = next((a for a in argv or () if "container-runtime-endpoint" in a), "")
-    if "crio" in endpoint:
-        return RuntimeVersion(RuntimeKind.CRIO, None, "cri-o://unknown")
-    return None
+    found = next(
+        (p for p in runtimes.PROFILES.values() if p.endpoint_marker and p.endpoint_marker in endpoint), None
+    )
+    return None if found is None else RuntimeVersion(found.kind, None, f"{found.kind.value}://unknown")
 
 
 def read_facts(host: Host, files: HostFiles, node: AgentNode, *, enabling: bool) -> hostplan.HostFacts:
@@ -117,9 +118,8 @@ def read_facts(host: Host, files: HostFiles, node: AgentNode, *, enabling: bool)
     idle: tuple[str, ...] = ()
     if flags is not None and not flags.config_dir:
         idle = tuple(rel for rel, _ in _listed(files, hostplan.RECOMMENDED_CONFIG_DIR))
-    crio: tuple[tuple[str, str | None], ...] = ()
-    if runtime is not None and runtime.kind is RuntimeKind.CRIO:
-        crio = _listed(files, hostplan.CRIO_DROPIN_DIR)
+    profile = runtimes.profile_of(runtime)
+    runtime_dropins = _listed(files, profile.dropin.directory) if profile and profile.dropin else ()
     facts = hostplan.HostFacts(
         kubelet_version=version,
         runtime=runtime,
@@ -130,7 +130,7 @@ def read_facts(host: Host, files: HostFiles, node: AgentNode, *, enabling: bool)
         env_files=env_files,
         config_text=config_text,
         kubelet_dropins=dropins,
-        crio_dropins=crio,
+        crio_dropins=runtime_dropins,
         embedded=embedded.recognise(m for m in embedded.MARKS if files.kind(m) is not None),
         unit_dropin=files.read_text(hostplan.UNIT_DROPIN),
         missing_dirs=frozenset(d for d in hostplan.CREATED_DIRS if files.kind(d) != stat.S_IFDIR),

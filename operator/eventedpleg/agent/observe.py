@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from eventedpleg.core import runtimes
 from eventedpleg.core.node.facts import crioconfig, kubeletlog
 from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
 from eventedpleg.core.node.facts.verify import Observation
@@ -27,13 +28,13 @@ class Observer:
         """The running daemon's enable_pod_events: `crio status config` (1.28+), `crio-status config` before
         that, else `crio config` — only what a fresh start loads, valid because we just restarted crio
         (docs/compatibility.md §2)."""
-        for argv in (["crio", "status", "config"], ["crio-status", "config"], ["crio", "config"]):
-            result = self.host.run(argv, timeout=30)
+        for argv in runtimes.CRIO.config_commands:
+            result = self.host.run(list(argv), timeout=30)
             if result.ok:
-                value = crioconfig.running_pod_events(result.stdout)
+                value = crioconfig.running_pod_events(result.stdout, runtimes.CRIO_DROPIN.setting)
                 if value is not None:
                     return value, " ".join(argv)
-        return None, "crio status config"
+        return None, " ".join(runtimes.CRIO.config_commands[0])
 
     def observe(self, *, baseline: Metrics | None, window: float, since: datetime, crio: bool) -> Observation:
         health = self.host.kubelet_get(KubeletEndpoint.HEALTHZ)

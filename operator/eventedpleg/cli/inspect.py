@@ -24,7 +24,7 @@ from eventedpleg.cli.failures import (
     verbose_option,
 )
 from eventedpleg.cli.kubeflags import Kube, kube_options
-from eventedpleg.core import compat
+from eventedpleg.core import compat, runtimes
 from eventedpleg.core.rollout import selector
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
@@ -339,10 +339,12 @@ def render_cmd(
     if verdict.targets is None:
         click.echo("# this node would be skipped: nothing is written")
         sys.exit(EXIT_NONE)
+    profile = runtimes.profile_of(verdict.runtime)
+    dropin = profile.dropin if profile is not None else None
     if not enabled:
         click.echo(
             f"# turning off removes our files: <kubelet --config-dir>/{c.KUBELET_DROPIN_NAME}"
-            + (f" and /{c.CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}" if verdict.targets.crio_dropin else "")
+            + (f" and {dropin.path}" if dropin is not None else "")
         )
         click.echo("# then restarts the runtime and the kubelet and checks relisting is back to 1 s")
         return
@@ -350,8 +352,8 @@ def render_cmd(
         f"\n# <kubelet --config-dir>/{c.KUBELET_DROPIN_NAME}   (the agent finds the directory on the node)"
     )
     click.echo(rendered.file(c.CM_KEY_KUBELET) or "", nl=False)
-    if verdict.targets.crio_dropin:
-        click.echo(f"\n# /{c.CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}")
-        click.echo(rendered.file(c.CM_KEY_CRIO) or "", nl=False)
+    if dropin is not None:
+        click.echo(f"\n# {dropin.path}")
+        click.echo(rendered.file(dropin.configmap_key) or "", nl=False)
     else:
         click.echo(f"\n# runtime: {verdict.targets.runtime_note}")

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from eventedpleg.constants import NodeState
-from eventedpleg.core import compat, hostcheck
+from eventedpleg.core import compat, hostcheck, runtimes
 from eventedpleg.core.rollout import podhealth
 from eventedpleg.core.rollout.agentpod import pod_node
 from eventedpleg.core.rollout.drain import pods as drainpods
@@ -42,9 +42,10 @@ def short(text: str, limit: int = MAX_REASON) -> str:
 def writes(verdict: compat.Verdict) -> str:
     if verdict.targets is None:
         return "nothing (skipped)"
+    profile = runtimes.profile_of(verdict.runtime)
     parts = ["kubelet drop-in"]
-    if verdict.targets.crio_dropin:
-        parts.append("CRI-O drop-in")
+    if profile is not None and profile.dropin is not None:
+        parts.append(profile.dropin.purpose)
     return " + ".join(parts)
 
 

@@ -9,13 +9,14 @@ combination we recommend", not "GA".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
 
 from eventedpleg import constants as c
+from eventedpleg.core import runtimes
 from eventedpleg.core.versions import (
     RuntimeKind,
     RuntimeVersion,
@@ -301,6 +302,12 @@ CRIO_ROWS: tuple[Row, ...] = (
     ),
 )
 
+# The matrix of each runtime kind with an events API (core.runtimes has one profile per such kind).
+RUNTIME_ROWS: Mapping[RuntimeKind, tuple[Row, ...]] = {
+    RuntimeKind.CONTAINERD: CONTAINERD_ROWS,
+    RuntimeKind.CRIO: CRIO_ROWS,
+}
+
 # CRI-O 1.31.0 to 1.34.x fill a ContainerEventResponse's container statuses by index and leave a nil where
 # a container went away between ListContainers and ContainerStatus (server/server.go getContainerStatuses,
 # v1.34.0); on the wire it arrives as an empty ContainerStatus whose Image is nil, which the <= 1.36 evented
@@ -388,9 +395,9 @@ def _row_for(rows: tuple[Row, ...], version: Version) -> Row:
 
 def one_event_consumer(runtime: RuntimeVersion | None) -> bool:
     """Whether the matrix's row for this runtime says each container event goes to one consumer only."""
-    if runtime is None or runtime.version is None or runtime.kind is RuntimeKind.OTHER:
+    rows = None if runtime is None else RUNTIME_ROWS.get(runtime.kind)
+    if rows is None or runtime is None or runtime.version is None:
         return False
-    rows = CRIO_ROWS if runtime.kind is RuntimeKind.CRIO else CONTAINERD_ROWS
     return _row_for(rows, runtime.version).one_event_consumer
 
 
@@ -406,9 +413,10 @@ def _is_control_plane(facts: NodeFacts) -> bool:
 
 
 def _targets(runtime: RuntimeVersion) -> RenderTargets:
-    if runtime.kind is RuntimeKind.CRIO:
-        return RenderTargets(True, True, "CRI-O: enable_pod_events = true in /etc/crio/crio.conf.d")
-    return RenderTargets(True, False, "containerd >= 1.7 always emits container events: nothing to write")
+    found = runtimes.profile_of(runtime)
+    if found is None:
+        raise ValueError(f"no runtime profile for {runtime.raw!r}")
+    return RenderTargets(True, found.dropin is not None, found.note)
 
 
 def verdict(facts: NodeFacts, policy: Policy) -> Verdict:
@@ -458,35 +466,48 @@ class _Key:
     has_mirror_pods: bool
 
 
-def _pair(kubelet: Version, kind: RuntimeKind, runtime: Version) -> tuple[list[tuple[Level, str]], list[str]]:
-    """What this kubelet and this runtime version do wrong together (findings, advisories)."""
+Findings = tuple[list[tuple[Level, str]], list[str]]  # (level, reason) findings, advisories
+
+
+def _crio_pair(kubelet: Version, runtime: Version) -> Findings:
     findings: list[tuple[Level, str]] = []
-    advisories: list[str] = []
-    if kind is RuntimeKind.CRIO:
-        if crio_sends_nil_statuses(runtime) and kubelet.minor_pair < KUBELET_BUILDS_STATUS_FROM_EVENTS_BELOW:
-            findings.append(
-                (
-                    Level.RISKY,
-                    f"CRI-O {runtime} can send container events with an empty container status, which "
-                    f"kubelet {kubelet} dereferences and panics on (cri-o#9663, fixed in CRI-O 1.35.0, "
-                    "not backported; 1.37 kubelets are not affected)",
-                )
+    if crio_sends_nil_statuses(runtime) and kubelet.minor_pair < KUBELET_BUILDS_STATUS_FROM_EVENTS_BELOW:
+        findings.append(
+            (
+                Level.RISKY,
+                f"CRI-O {runtime} can send container events with an empty container status, which "
+                f"kubelet {kubelet} dereferences and panics on (cri-o#9663, fixed in CRI-O 1.35.0, "
+                "not backported; 1.37 kubelets are not affected)",
             )
-        if (kubelet.minor_pair >= KUBELET_NANOSECOND_MINOR) != crio_uses_nanoseconds(runtime):
-            findings.append(
-                (
-                    Level.RISKY,
-                    f"kubelet {kubelet} and CRI-O {runtime} disagree on PodSandboxStatus timestamp "
-                    "units (k8s#127195, cri-o#8582): stuck pod statuses are possible (k8s#127814)",
-                )
+        )
+    if (kubelet.minor_pair >= KUBELET_NANOSECOND_MINOR) != crio_uses_nanoseconds(runtime):
+        findings.append(
+            (
+                Level.RISKY,
+                f"kubelet {kubelet} and CRI-O {runtime} disagree on PodSandboxStatus timestamp "
+                "units (k8s#127195, cri-o#8582): stuck pod statuses are possible (k8s#127814)",
             )
-    if (
-        kind is RuntimeKind.CONTAINERD
-        and runtime.minor_pair == (1, 7)
-        and kubelet.minor_pair >= KUBELET_WITHOUT_CGROUP_FALLBACK
-    ):
-        advisories.append(KUBELET_138_CONTAINERD_17)
-    return findings, advisories
+        )
+    return findings, []
+
+
+def _containerd_pair(kubelet: Version, runtime: Version) -> Findings:
+    if runtime.minor_pair == (1, 7) and kubelet.minor_pair >= KUBELET_WITHOUT_CGROUP_FALLBACK:
+        return [], [KUBELET_138_CONTAINERD_17]
+    return [], []
+
+
+# What a kubelet and a runtime version of each kind do wrong together (beside RUNTIME_ROWS).
+PAIR_RULES: Mapping[RuntimeKind, Callable[[Version, Version], Findings]] = {
+    RuntimeKind.CONTAINERD: _containerd_pair,
+    RuntimeKind.CRIO: _crio_pair,
+}
+
+
+def _pair(kubelet: Version, kind: RuntimeKind, runtime: Version) -> Findings:
+    """What this kubelet and this runtime version do wrong together (findings, advisories)."""
+    rule = PAIR_RULES.get(kind)
+    return rule(kubelet, runtime) if rule is not None else ([], [])
 
 
 @lru_cache(maxsize=4096)
@@ -520,13 +541,13 @@ def _verdict(facts: _Key, policy: Policy) -> Verdict:
     except VersionError as exc:
         bad(Level.UNSUPPORTED, f"containerRuntimeVersion: {exc}")
     if runtime is not None:
-        if runtime.kind is RuntimeKind.OTHER or runtime.version is None:
+        rows = RUNTIME_ROWS.get(runtime.kind)
+        if rows is None or runtime.version is None:
             bad(
                 Level.UNSUPPORTED,
-                f"runtime {runtime.raw!r}: only containerd and CRI-O implement the events API",
+                f"runtime {runtime.raw!r}: only {runtimes.names()} implement the events API",
             )
         else:
-            rows = CRIO_ROWS if runtime.kind is RuntimeKind.CRIO else CONTAINERD_ROWS
             row = _row_for(rows, runtime.version)
             findings.append((row.level, row.reason.format(v=runtime.version)))
             advisories += row.advisories
@@ -555,7 +576,7 @@ def _verdict(facts: _Key, policy: Policy) -> Verdict:
     # What decides the level are the reasons; the rest are notes (shown by preflight, not in status).
     reasons = tuple(reason for lv, reason in findings if lv is level)
     notes = tuple(reason for lv, reason in findings if lv is not level) + tuple(advisories)
-    usable_runtime = runtime if runtime is not None and runtime.kind is not RuntimeKind.OTHER else None
+    usable_runtime = runtime if runtimes.profile_of(runtime) is not None else None
     targets = (
         _targets(usable_runtime) if usable_runtime is not None and level is not Level.UNSUPPORTED else None
     )

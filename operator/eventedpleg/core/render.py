@@ -7,6 +7,9 @@
   here.
 - containerd >= 1.7: nothing (it always emits events); `compat.RenderTargets` says so explicitly.
 
+Which runtimes get which drop-in is their profile's (core.runtimes): every profile's drop-in is rendered
+into the set, and each agent writes the one of its node's runtime.
+
 Turning Evented PLEG off does not write `false` files: the rollout removes what we wrote and the node is
 back to what its administrator configured (README: "Flip `eventedPleg: false`"). `render_file(..., False)`
 exists for previews and tests.
@@ -29,9 +32,10 @@ import tomlkit
 import yaml
 
 from eventedpleg import constants as c
+from eventedpleg.core import runtimes
 
 KUBELET_TEMPLATE = "kubelet-dropin.conf.j2"
-CRIO_TEMPLATE = "crio-dropin.conf.j2"
+CRIO_TEMPLATE = runtimes.CRIO_TEMPLATE
 HASH_LENGTH = 12
 
 
@@ -74,12 +78,15 @@ def validate(template: str, text: str, *, enabled: bool) -> None:
             and doc.get("featureGates") == {c.FEATURE_GATE: enabled}
             and set(doc) == {"apiVersion", "kind", "featureGates"}
         )
-    elif template == CRIO_TEMPLATE:
+    elif dropin := next((d for d in runtimes.dropins() if d.template == template), None):
         try:
             doc = tomlkit.parse(text).unwrap()
         except tomlkit.exceptions.ParseError as exc:
             raise RenderError(f"{template} is not valid TOML: {exc}") from exc
-        ok = doc == {"crio": {"runtime": {"enable_pod_events": enabled}}}
+        expected: object = enabled
+        for key in reversed(dropin.setting):
+            expected = {key: expected}
+        ok = doc == expected
     else:
         raise RenderError(f"unknown template {template!r}")
     if not ok:
@@ -126,10 +133,11 @@ def render(*, enabled: bool, owner: str, kubelet_config_mode: str) -> RenderedCo
     if enabled:
         files = tuple(
             sorted(
-                (
-                    (c.CM_KEY_KUBELET, render_file(KUBELET_TEMPLATE, enabled=True, owner=owner)),
-                    (c.CM_KEY_CRIO, render_file(CRIO_TEMPLATE, enabled=True, owner=owner)),
-                )
+                [(c.CM_KEY_KUBELET, render_file(KUBELET_TEMPLATE, enabled=True, owner=owner))]
+                + [
+                    (d.configmap_key, render_file(d.template, enabled=True, owner=owner))
+                    for d in runtimes.dropins()
+                ]
             )
         )
     draft = RenderedConfig(enabled, owner, kubelet_config_mode, files, "")
@@ -145,7 +153,9 @@ def from_configmap(data: dict[str, str]) -> RenderedConfig:
         owner, mode = str(manifest["owner"]), str(manifest["kubeletConfig"])
     except (KeyError, TypeError, ValueError) as exc:
         raise RenderError(f"rendered-config ConfigMap is malformed: {exc!r}") from exc
-    templates = {c.CM_KEY_KUBELET: KUBELET_TEMPLATE, c.CM_KEY_CRIO: CRIO_TEMPLATE}
+    templates = {c.CM_KEY_KUBELET: KUBELET_TEMPLATE} | {
+        d.configmap_key: d.template for d in runtimes.dropins()
+    }
     for key, text in files:
         if key not in templates:
             raise RenderError(f"rendered-config ConfigMap has an unknown file {key!r}")

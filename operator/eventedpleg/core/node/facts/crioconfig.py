@@ -4,6 +4,8 @@
   recursively, in lexical order, with no suffix filter (`UpdateFromPath` -> `filepath.Walk`); the last file
   setting a key wins. A file that does not parse stops crio from starting.
 - `enable_pod_events` lives in `[crio.runtime]`, default false; not hot-reloadable.
+- The drop-in's directory, file name and key come from the CRI-O profile (core.runtimes.CRIO_DROPIN); a
+  runtime whose drop-ins are read the same way passes its own profile's.
 - `crio status config` prints the running daemon's config (1.28+); `crio config` prints what a fresh start
   would load, with options at their default commented out (`# enable_pod_events = false`).
 """
@@ -16,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
+
+from eventedpleg.core.runtimes import CRIO_DROPIN, DropIn
 
 # Editor, package-manager and tool leftovers: CRI-O parses them like any other file.
 _BACKUP = re.compile(
@@ -34,10 +38,10 @@ def load(text: str, *, where: str) -> dict[str, Any]:
         raise CrioConfigError(f"{where}: invalid TOML: {exc}") from exc
 
 
-def pod_events_in(doc: Mapping[str, Any]) -> bool | None:
-    crio = doc.get("crio")
-    runtime = crio.get("runtime") if isinstance(crio, dict) else None
-    value = runtime.get("enable_pod_events") if isinstance(runtime, dict) else None
+def pod_events_in(doc: Mapping[str, Any], setting: tuple[str, ...] = CRIO_DROPIN.setting) -> bool | None:
+    value: Any = doc
+    for key in setting:
+        value = value.get(key) if isinstance(value, dict) else None
     return value if isinstance(value, bool) else None
 
 
@@ -49,21 +53,22 @@ def looks_like_backup(relpath: str) -> bool:
     return _BACKUP.search(PurePosixPath(relpath).name) is not None
 
 
-def running_pod_events(output: str) -> bool | None:
+def running_pod_events(output: str, setting: tuple[str, ...] = CRIO_DROPIN.setting) -> bool | None:
     """enable_pod_events from `crio status config` / `crio config` output; the default (false) when the
     [crio.runtime] table is there but the key is commented out; None when the output is not a config."""
+    *tables, key = setting
     try:
         doc = tomllib.loads(output)
     except tomllib.TOMLDecodeError:
-        match = re.search(r"^\s*enable_pod_events\s*=\s*(true|false)\s*$", output, re.MULTILINE)
+        match = re.search(rf"^\s*{re.escape(key)}\s*=\s*(true|false)\s*$", output, re.MULTILINE)
         return None if match is None else match.group(1) == "true"
-    value = pod_events_in(doc)
+    value = pod_events_in(doc, setting)
     if value is not None:
         return value
-    crio = doc.get("crio")
-    if isinstance(crio, dict) and isinstance(crio.get("runtime"), dict):
-        return False
-    return None
+    table: Any = doc
+    for name in tables:
+        table = table.get(name) if isinstance(table, dict) else None
+    return False if isinstance(table, dict) else None
 
 
 @dataclass(frozen=True)
@@ -78,31 +83,40 @@ class CrioDirReport:
         return not self.blocking
 
 
-def analyze_dropins(files: Iterable[tuple[str, str | None]], ours: str, *, enabling: bool) -> CrioDirReport:
-    """`files`: (path relative to crio.conf.d, text or None when unreadable). `ours`: our file's name."""
+def analyze_dropins(
+    files: Iterable[tuple[str, str | None]],
+    ours: str,
+    *,
+    enabling: bool,
+    dropin: DropIn = CRIO_DROPIN,
+    runtime: str = "CRI-O",
+) -> CrioDirReport:
+    """`files`: (path relative to `dropin.directory`, text or None when unreadable). `ours`: our file's name.
+    `runtime`: the runtime's name in messages."""
     blocking: list[str] = []
     warnings: list[str] = []
+    where = dropin.short_dir
     ordered = sorted(files, key=lambda f: walk_order(f[0]))
     for rel, text in ordered:
         if rel == ours:
             continue
         if text is None:
-            blocking.append(f"crio.conf.d/{rel} is not readable text: CRI-O parses every file there")
+            blocking.append(f"{where}/{rel} is not readable text: {runtime} parses every file there")
             continue
         try:
-            doc = load(text, where=f"crio.conf.d/{rel}")
+            doc = load(text, where=f"{where}/{rel}")
         except CrioConfigError as exc:
-            blocking.append(f"{exc}: CRI-O would not start after the restart")
+            blocking.append(f"{exc}: {runtime} would not start after the restart")
             continue
-        value = pod_events_in(doc)
+        value = pod_events_in(doc, dropin.setting)
         after_ours = walk_order(rel) > walk_order(ours)
         if enabling and value is False and after_ours:
             blocking.append(
-                f"crio.conf.d/{rel} sorts after {ours} and sets enable_pod_events = false: "
+                f"{where}/{rel} sorts after {ours} and sets {dropin.setting[-1]} = false: "
                 "it would override ours (last file wins)"
             )
         if looks_like_backup(rel):
             warnings.append(
-                f"crio.conf.d/{rel} looks like a backup/temp file; CRI-O parses it too (left untouched)"
+                f"{where}/{rel} looks like a backup/temp file; {runtime} parses it too (left untouched)"
             )
     return CrioDirReport(tuple(blocking), tuple(warnings))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from eventedpleg import constants as c
+from eventedpleg.core import runtimes
 from eventedpleg.core.node.facts import crioconfig, kubeletconfig
 from eventedpleg.core.node.facts.embedded import Embedded
 from eventedpleg.core.node.facts.kubeletflags import (
@@ -31,12 +32,12 @@ from eventedpleg.core.node.facts.kubeletflags import (
 )
 from eventedpleg.core.node.facts.verify import Expectation
 from eventedpleg.core.render import RenderedConfig
-from eventedpleg.core.versions import RuntimeKind, RuntimeVersion, Version
+from eventedpleg.core.versions import RuntimeVersion, Version
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 
 # First line of every file we render (templates/*.j2): how we recognise our own files without our state.
 MANAGED_MARKER = "Managed by evented-pleg-operator"
-CRIO_DROPIN_DIR = "/" + c.CRIO_DROPIN_DIR
+CRIO_DROPIN_DIR = runtimes.CRIO_DROPIN.directory
 RECOMMENDED_CONFIG_DIR = "/etc/kubernetes/kubelet.conf.d"
 # Our systemd drop-in for kubelet.service on a kubeadm node without --config-dir (docs/compatibility.md §3):
 # /etc is the administrator's place for drop-ins; it sorts after kubeadm's 10-kubeadm.conf.
@@ -79,7 +80,8 @@ class HostFacts:
     env_files: Mapping[str, str] = field(default_factory=dict)  # EnvironmentFile path -> text
     config_text: str | None = None  # the --config file
     kubelet_dropins: tuple[tuple[str, str], ...] = ()  # files in --config-dir, relative paths
-    crio_dropins: tuple[tuple[str, str | None], ...] = ()  # files in crio.conf.d, relative paths
+    # Files in the runtime profile's drop-in directory (crio.conf.d), relative paths; () without one.
+    crio_dropins: tuple[tuple[str, str | None], ...] = ()
     static_pod_manifests: tuple[str, ...] = ()  # files in staticPodPath / --pod-manifest-path
     kubelet_help: str | None = None  # `kubelet --help`
     config_baseline: str | None = None  # --config exactly as it was before our first edit (agent state)
@@ -281,16 +283,17 @@ def _refuse_enabling(
             "kubelet with 'unrecognized feature gate: EventedPLEG' (docs/compatibility.md §1)",
             "use a kubelet that still has the gate (1.26-1.37) or exclude this node",
         )
-    kind = facts.runtime.kind if facts.runtime is not None else RuntimeKind.OTHER
-    if kind is RuntimeKind.OTHER:
+    profile = runtimes.profile_of(facts.runtime)
+    if profile is None:
         raw = facts.runtime.raw if facts.runtime else "unknown"
         return Refusal(
-            f"container runtime {raw!r}: only containerd and CRI-O implement GetContainerEvents",
+            f"container runtime {raw!r}: only {runtimes.names()} implement GetContainerEvents",
             "use containerd >= 2.0.9 or CRI-O >= 1.35",
         )
-    if kind is RuntimeKind.CRIO and rendered.file(c.CM_KEY_CRIO) is None:
+    if profile.dropin is not None and rendered.file(profile.dropin.configmap_key) is None:
         return Refusal(
-            "the rendered config has no CRI-O drop-in for a CRI-O node", "re-render the NodeConfig"
+            f"the rendered config has no {profile.dropin.purpose} for a {profile.name} node",
+            "re-render the NodeConfig",
         )
     if facts.static_pod_manifests and not allow_static_pods:  # k8s#121349, #123087; guardrail 2
         shown = ", ".join(facts.static_pod_manifests[:3])
@@ -468,7 +471,7 @@ def _kubelet_disable(facts: HostFacts, managed: ManagedState, flags: KubeletFlag
     changes = [
         FileChange(path, None, "remove our kubelet drop-in")
         for path in sorted(managed.files)
-        if not path.startswith(CRIO_DROPIN_DIR + "/")
+        if not any(d.holds(path) for d in runtimes.dropins())
     ]
     config_dir, _ = _config_dir_usable(facts, flags)
     ours = c.KUBELET_DROPIN_NAME
@@ -506,31 +509,47 @@ def _kubelet_disable(facts: HostFacts, managed: ManagedState, flags: KubeletFlag
     return _Side(tuple(changes), remove_dirs=tuple(reversed(managed.created_dirs)))
 
 
-def _crio_side(facts: HostFacts, rendered: RenderedConfig, managed: ManagedState) -> _Side | Refusal:
-    """CRI-O needs enable_pod_events in crio.conf.d (§2); containerd >= 1.7 needs nothing."""
-    target = f"{CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}"
-    is_crio = facts.runtime is not None and facts.runtime.kind is RuntimeKind.CRIO
-    if not is_crio:
-        stale = (FileChange(target, None, "remove our CRI-O drop-in"),) if target in managed.files else ()
+def _runtime_side(facts: HostFacts, rendered: RenderedConfig, managed: ManagedState) -> _Side | Refusal:
+    """The drop-in the node's runtime profile names (CRI-O: enable_pod_events in crio.conf.d, §2; containerd
+    >= 1.7 needs none), and removing a drop-in of ours for another runtime (the node changed runtime)."""
+    profile = runtimes.profile_of(facts.runtime)
+    dropin = profile.dropin if profile is not None else None
+    stale = tuple(
+        FileChange(d.path, None, f"remove our {d.purpose}")
+        for d in runtimes.dropins()
+        if d != dropin and d.path in managed.files
+    )
+    if profile is None or dropin is None:
         return _Side(stale)
-    report = crioconfig.analyze_dropins(facts.crio_dropins, c.CRIO_DROPIN_NAME, enabling=rendered.enabled)
+    report = crioconfig.analyze_dropins(
+        facts.crio_dropins, dropin.name, enabling=rendered.enabled, dropin=dropin, runtime=profile.name
+    )
     if not report.ok:
         return Refusal(
-            "; ".join(report.blocking), "fix or remove those files in /etc/crio/crio.conf.d, then retry"
+            "; ".join(report.blocking), f"fix or remove those files in {dropin.directory}, then retry"
         )
+    target = dropin.path
     files = dict(facts.crio_dropins)
-    existing = files.get(c.CRIO_DROPIN_NAME)
-    present = c.CRIO_DROPIN_NAME in files
+    existing = files.get(dropin.name)
+    present = dropin.name in files
     if rendered.enabled:
         if present and not _is_ours(existing, target, managed):
             return Refusal(
                 f"{target} exists and was not written by the operator; it is left untouched",
                 f"move or rename {target}",
             )
-        return _Side((FileChange(target, rendered.file(c.CM_KEY_CRIO), "CRI-O drop-in"),), report.warnings)
+        write = FileChange(target, rendered.file(dropin.configmap_key), dropin.purpose)
+        return _Side((*stale, write), report.warnings)
     if present and _is_ours(existing, target, managed):
-        return _Side((FileChange(target, None, "remove our CRI-O drop-in"),), report.warnings)
-    return _Side((), report.warnings)
+        return _Side((*stale, FileChange(target, None, f"remove our {dropin.purpose}")), report.warnings)
+    return _Side(stale, report.warnings)
+
+
+def _restarts_runtime(profile: runtimes.RuntimeProfile | None, changes: tuple[FileChange, ...]) -> bool:
+    dropin = profile.dropin if profile is not None else None
+    if profile is None or dropin is None or not profile.restart_on_dropin_change:
+        return False
+    return any(dropin.holds(ch.path) for ch in changes)
 
 
 def decide(
@@ -562,7 +581,7 @@ def decide(
     )
     if isinstance(kubelet, Refusal):
         return kubelet
-    runtime = _crio_side(facts, rendered, managed)
+    runtime = _runtime_side(facts, rendered, managed)
     if isinstance(runtime, Refusal):
         return runtime
 
@@ -577,19 +596,25 @@ def decide(
     changes = tuple(unique.values())
     reload_units = any(ch.path == UNIT_DROPIN and ch.content != facts.unit_dropin for ch in changes)
     created = tuple(dict.fromkeys(managed.created_dirs + kubelet.created_dirs)) if enabling else ()
-    is_crio = facts.runtime is not None and facts.runtime.kind is RuntimeKind.CRIO
+    profile = runtimes.profile_of(facts.runtime)
+    dropin = profile.dropin if profile is not None else None
     # The kubelet parses --config-dir after the restart: when our unit drop-in adds it, guard it already now.
     adds_dir = any(ch.path == UNIT_DROPIN and ch.content is not None for ch in changes)
     kubelet_dir = config_dir or (RECOMMENDED_CONFIG_DIR if adds_dir else None)
-    protected = tuple(d for d in (kubelet_dir, CRIO_DROPIN_DIR if is_crio else None) if d)
+    protected = tuple(d for d in (kubelet_dir, dropin.directory if dropin else None) if d)
     verb = "enable" if enabling else "disable"
     done = ", ".join(f"{'write' if ch.content is not None else 'remove'} {ch.path}" for ch in changes)
     return ApplyPlan(
         changes=changes,
         # crio reads enable_pod_events only at start (not hot-reloadable, §2); containerd needs no restart.
-        restart_runtime=is_crio and any(ch.path.startswith(CRIO_DROPIN_DIR + "/") for ch in changes),
-        runtime_unit="crio" if is_crio else "containerd",
-        expect=Expectation.enabled(crio=is_crio) if enabling else Expectation.disabled(),
+        restart_runtime=_restarts_runtime(profile, changes),
+        # No profile: nothing restarts it; the record keeps the name it always had.
+        runtime_unit=(profile or runtimes.CONTAINERD).unit,
+        expect=(
+            Expectation.enabled(crio=profile is not None and profile.reads_back_config)
+            if enabling
+            else Expectation.disabled()
+        ),
         protected_dirs=protected,
         config_edit=kubelet.config_edit,
         warnings=kubelet.warnings + runtime.warnings,

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
+from eventedpleg.core import runtimes
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.node.facts import kubeletconfig, kubeletlog
@@ -39,7 +40,7 @@ from eventedpleg.core.node.phases.judge import node_version
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.node.phases.transaction import sha256
 from eventedpleg.core.node.phases.verifyloop import KUBELET_UNIT, journal, restart_services, verify
-from eventedpleg.core.versions import RuntimeKind, Version, VersionError, parse_runtime
+from eventedpleg.core.versions import Version, VersionError, parse_runtime
 
 
 @dataclass(frozen=True)
@@ -51,11 +52,13 @@ class DoneMemory:
     fault: str = ""  # the host fault that stopped the last look (said once in an Event, not every look)
 
 
-def _is_crio(node: AgentNode) -> bool:
+def _reads_back_config(node: AgentNode) -> bool:
+    """Whether verification reads the running runtime's config back (its profile says; CRI-O does)."""
     try:
-        return parse_runtime(node.runtime_version).kind is RuntimeKind.CRIO
+        profile = runtimes.profile_of(parse_runtime(node.runtime_version))
     except VersionError:
         return False
+    return profile is not None and profile.reads_back_config
 
 
 def _drift(managed: ManagedState, desired: str) -> Phase[str | None]:
@@ -175,7 +178,7 @@ def _look(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clock: N
     )
     result = restarted.failure
     if result is None:
-        expect = Expectation.enabled(crio=_is_crio(node))
+        expect = Expectation.enabled(crio=_reads_back_config(node))
         timeout = options.verify_timeout_seconds
         result = yield from verify(
             version, expect, since=restarted.at, timeout=timeout, settings=settings, clock=clock

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from eventedpleg.core import compat
+from eventedpleg.core import compat, runtimes
 from eventedpleg.core.node.facts.promtext import Metrics
 from eventedpleg.core.node.facts.verify import CONN_LATENCY_COUNT
 from eventedpleg.core.node.phases.agentsettings import AgentSettings
@@ -44,9 +44,9 @@ from eventedpleg.core.node.phases.effects import (
     ask_maybe,
 )
 from eventedpleg.core.node.phases.host import CommandResult
-from eventedpleg.core.versions import RuntimeKind, RuntimeVersion, Version
+from eventedpleg.core.versions import RuntimeVersion, Version
 
-UNIT = "containerd"
+UNIT = runtimes.CONTAINERD.unit  # the dump below is containerd's (the only profile that counts_subscribers)
 SUBSCRIBER_FRAME = ".(*criService).GetContainerEvents("  # pkg/cri/server and pkg/cri/sbserver alike
 _GOROUTINE = re.compile(r"^goroutine (\d+) \[", re.MULTILINE)
 _WRITTEN = re.compile(r"goroutine stack dump written to (\S+?)\"?$")
@@ -62,10 +62,11 @@ def applies(kubelet: Version, runtime: RuntimeVersion | None) -> bool:
     docs/compatibility.md §1), and containerd's row says one consumer gets each event. CRI-O 1.26-1.27
     has the same flaw (cri-o#6838), but its dump (SIGUSR1 too) was never taken on a real node here: not
     checked."""
+    profile = runtimes.profile_of(runtime)
     return (
         kubelet.minor_pair < (1, 37)
-        and runtime is not None
-        and runtime.kind is RuntimeKind.CONTAINERD
+        and profile is not None
+        and profile.counts_subscribers
         and compat.one_event_consumer(runtime)
     )
 

@@ -1,0 +1,224 @@
+"""Runtime support as data (core.runtimes): each profile says what docs/compatibility.md says of its
+runtime, and a further profile flows through rendering, the host plan, the verdict and the agent without
+code changes."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+
+import pytest
+
+from eventedpleg import constants as c
+from eventedpleg.agent.hostread import runtime_of
+from eventedpleg.core import compat, render, runtimes
+from eventedpleg.core.node.facts import crioconfig
+from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal, decide
+from eventedpleg.core.node.phases import eventconsumers
+from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.runtimes import CONTAINERD, CRIO, DropIn, RuntimeProfile
+from eventedpleg.core.versions import RuntimeKind, parse_runtime, parse_version
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPAT_DOC = (ROOT / "docs" / "compatibility.md").read_text()
+
+
+def section(number: int) -> str:
+    start = COMPAT_DOC.index(f"\n## {number}. ")
+    end = COMPAT_DOC.find("\n## ", start + 1)
+    return COMPAT_DOC[start : end if end >= 0 else None]
+
+
+RUNTIMES_DOC = section(2)  # "Container runtimes: containerd and CRI-O"
+MEASURED_DOC = section(7)  # "What real kubelets showed"
+
+
+def test_every_runtime_kind_with_an_events_api_has_one_profile_keyed_by_its_kind() -> None:
+    assert set(runtimes.PROFILES) == {RuntimeKind.CONTAINERD, RuntimeKind.CRIO}
+    assert all(kind is p.kind for kind, p in runtimes.PROFILES.items())
+    assert runtimes.profile(RuntimeKind.OTHER) is None
+    assert set(compat.RUNTIME_ROWS) == set(runtimes.PROFILES) == set(compat.PAIR_RULES)
+
+
+def test_crio_profile_matches_section_2() -> None:
+    dropin = CRIO.dropin
+    assert dropin is not None
+    # "files in `/etc/crio/crio.conf.d/` are sorted by name ... sorted last takes precedence"
+    assert f"files in `{dropin.directory}/`" in RUNTIMES_DOC
+    # "The valid form, which the operator writes: [crio.runtime] enable_pod_events = true"
+    *table, key = dropin.setting
+    assert re.search(rf"\[{re.escape('.'.join(table))}\]\n\s*{key} = true", RUNTIMES_DOC)
+    # "The option is not reloadable ...: restart crio after changing it."
+    assert "not reloadable" in RUNTIMES_DOC and f"restart {CRIO.unit} after changing it" in RUNTIMES_DOC
+    assert CRIO.restart_on_dropin_change
+    # "`crio status config` asks the running daemon ...; earlier releases have `crio-status config`"; and
+    # `crio config` renders what a fresh start would load.
+    assert all(f"`{' '.join(argv)}`" in RUNTIMES_DOC for argv in CRIO.config_commands)
+    assert CRIO.config_commands[0] == ("crio", "status", "config") and CRIO.reads_back_config
+    # §7: "its SIGUSR1 dump was never taken on a real node here, so the agent does not look there"
+    assert "so the agent does not look there" in MEASURED_DOC and not CRIO.counts_subscribers
+    assert (dropin.name, dropin.configmap_key) == (c.CRIO_DROPIN_NAME, c.CM_KEY_CRIO)
+
+
+def test_containerd_profile_matches_section_2() -> None:
+    # "1.7 implements it (containerd#7073), with no configuration switch: events are always generated"
+    assert "with no configuration switch: events are always generated" in RUNTIMES_DOC
+    assert CONTAINERD.dropin is None and not CONTAINERD.restart_on_dropin_change
+    assert not CONTAINERD.reads_back_config and CONTAINERD.unit == "containerd"
+    # §7: "so the agent looks at containerd (`core/node/phases/eventconsumers.py`)"
+    assert "so the agent looks at containerd" in MEASURED_DOC and CONTAINERD.counts_subscribers
+
+
+def test_each_rendered_drop_in_sets_its_profiles_setting() -> None:
+    for dropin in runtimes.dropins():
+        for enabled in (True, False):
+            text = render.render_file(dropin.template, enabled=enabled, owner="cluster")
+            assert crioconfig.pod_events_in(tomllib.loads(text), dropin.setting) is enabled
+
+
+def test_names_in_messages_come_from_the_profiles() -> None:
+    assert runtimes.names() == "containerd and CRI-O"
+    found = compat.verdict(compat.NodeFacts("n", "v1.34.1", "docker://24.0.7"), compat.Policy())
+    assert "only containerd and CRI-O implement the events API" in found.summary
+
+
+def test_no_module_branches_on_a_runtime_kind_outside_the_profiles_and_the_matrix() -> None:
+    # The profiles (runtimes.py), the matrix tables by kind (compat.py), the parser (versions.py).
+    allowed = {"runtimes.py", "compat.py", "versions.py"}
+    package = ROOT / "operator" / "eventedpleg"
+    naming = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path.name not in allowed and re.search(r"RuntimeKind\.(CRIO|CONTAINERD)\b", path.read_text())
+    ]
+    assert naming == []
+    compat_text = (package / "core" / "compat.py").read_text()
+    # In compat only as keys of its tables, never in a condition.
+    assert not re.search(r"(is|==|!=) RuntimeKind\.(CRIO|CONTAINERD)\b", compat_text)
+
+
+# A further runtime, put under containerd's kind (RuntimeKind cannot grow in a test): its own drop-in
+# directory, file, ConfigMap key, unit, read-back and endpoint. It reuses CRI-O's template (same setting).
+FAKE_DROPIN = DropIn(
+    directory="/etc/fakerun/conf.d",
+    name="50-eventedpleg.toml",
+    configmap_key="fakerun.toml",
+    template=runtimes.CRIO_TEMPLATE,
+    setting=("crio", "runtime", "enable_pod_events"),
+    purpose="fakerun drop-in",
+)
+FAKE = RuntimeProfile(
+    kind=RuntimeKind.CONTAINERD,
+    name="fakerun",
+    unit="fakerund",
+    dropin=FAKE_DROPIN,
+    restart_on_dropin_change=True,
+    config_commands=(("fakerun", "config"),),
+    endpoint_marker="fakerun",
+    counts_subscribers=False,
+    note="fakerun: its drop-in",
+)
+CRIO_OURS = runtimes.CRIO_DROPIN.path
+KUBELET_DIR = "/etc/kubernetes/kubelet.conf.d"
+HELP = "  --feature-gates mapStringBool  Options are:\n      EventedPLEG=true|false (ALPHA - default=false)\n"
+
+
+@pytest.fixture
+def fake() -> Iterator[None]:
+    saved = runtimes.PROFILES
+    runtimes.PROFILES = MappingProxyType({FAKE.kind: FAKE, CRIO.kind: CRIO})
+    compat._verdict.cache_clear()
+    yield
+    runtimes.PROFILES = saved
+    compat._verdict.cache_clear()
+
+
+def host(**changes: object) -> HostFacts:
+    argv = ("/usr/bin/kubelet", f"--config-dir={KUBELET_DIR}")
+    base = HostFacts(
+        kubelet_version=parse_version("v1.34.1"),
+        runtime=parse_runtime("containerd://2.1.4"),
+        running_argv=argv,
+        unit_argv=argv,
+        kubelet_help=HELP,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def applied(enabled: bool, facts: HostFacts, managed: ManagedState) -> ApplyPlan:
+    rendered = render.render(enabled=enabled, owner="cluster", kubelet_config_mode="DropInOnly")
+    result = decide(facts, rendered, managed, allow_static_pods=False)
+    assert isinstance(result, ApplyPlan), result
+    return result
+
+
+@pytest.mark.usefixtures("fake")
+def test_a_further_profile_is_rendered_and_read_back_from_the_configmap() -> None:
+    rendered = render.render(enabled=True, owner="cluster", kubelet_config_mode="DropInOnly")
+    assert sorted(key for key, _ in rendered.files) == [c.CM_KEY_CRIO, "fakerun.toml", c.CM_KEY_KUBELET]
+    assert rendered.file("fakerun.toml") == rendered.file(c.CM_KEY_CRIO)
+    assert render.from_configmap(rendered.configmap_data()) == rendered
+
+
+@pytest.mark.usefixtures("fake")
+def test_a_further_profile_drives_the_host_plan_on_and_off() -> None:
+    managed = ManagedState(files={CRIO_OURS: "sha"})  # the node ran CRI-O before
+    on = applied(True, host(), managed)
+    rendered = render.render(enabled=True, owner="cluster", kubelet_config_mode="DropInOnly")
+    changes = {ch.path: ch for ch in on.changes}
+    assert changes[FAKE_DROPIN.path].content == rendered.file("fakerun.toml")
+    assert changes[FAKE_DROPIN.path].purpose == "fakerun drop-in"
+    assert changes[CRIO_OURS].content is None  # the other runtime's drop-in of ours goes
+    assert on.restart_runtime and on.runtime_unit == "fakerund"
+    assert on.protected_dirs == (KUBELET_DIR, FAKE_DROPIN.directory)
+    assert on.expect.crio_pod_events is True  # it reads its config back
+
+    ours = ((FAKE_DROPIN.name, rendered.file("fakerun.toml")),)
+    off = applied(False, host(crio_dropins=ours), ManagedState(files={FAKE_DROPIN.path: "sha"}))
+    assert [(ch.path, ch.content) for ch in off.changes if ch.path.startswith("/etc/fakerun")] == [
+        (FAKE_DROPIN.path, None)
+    ]
+    assert off.restart_runtime and off.runtime_unit == "fakerund"
+
+
+@pytest.mark.usefixtures("fake")
+def test_a_further_profiles_directory_is_checked_with_its_own_names() -> None:
+    later = (("90-local.toml", "[crio.runtime]\nenable_pod_events = false\n"),)
+    result = decide(
+        host(crio_dropins=later),
+        render.render(enabled=True, owner="cluster", kubelet_config_mode="DropInOnly"),
+        ManagedState(),
+        allow_static_pods=False,
+    )
+    assert isinstance(result, Refusal), result
+    assert result.reason.startswith("conf.d/90-local.toml sorts after 50-eventedpleg.toml and sets")
+    assert result.fix == "fix or remove those files in /etc/fakerun/conf.d, then retry"
+    unreadable = crioconfig.analyze_dropins(
+        (("x", None),), FAKE_DROPIN.name, enabling=True, dropin=FAKE_DROPIN, runtime=FAKE.name
+    )
+    assert unreadable.blocking == ("conf.d/x is not readable text: fakerun parses every file there",)
+
+
+@pytest.mark.usefixtures("fake")
+def test_a_further_profile_reaches_the_verdict_the_agent_and_its_checks() -> None:
+    found = compat.verdict(compat.NodeFacts("n", "v1.34.1", "containerd://2.1.4"), compat.Policy())
+    assert found.targets == compat.RenderTargets(True, True, "fakerun: its drop-in")
+    assert (
+        "only fakerun and CRI-O implement"
+        in compat.verdict(compat.NodeFacts("n", "v1.34.1", "docker://24.0.7"), compat.Policy()).summary
+    )
+    endpoint = ("/usr/bin/kubelet", "--container-runtime-endpoint=unix:///run/fakerun/fakerun.sock")
+    guessed = runtime_of(AgentNode("n", runtime_version="garbage"), endpoint)
+    assert guessed is not None and guessed.kind is FAKE.kind and guessed.raw == "containerd://unknown"
+    # containerd 1.7 has one subscriber by the matrix, but this profile cannot count them.
+    assert not eventconsumers.applies(parse_version("v1.34.1"), parse_runtime("containerd://1.7.27"))
+
+
+def test_the_subscriber_check_follows_the_profile_and_the_matrix() -> None:
+    assert eventconsumers.applies(parse_version("v1.34.1"), parse_runtime("containerd://1.7.27"))
+    assert not eventconsumers.applies(parse_version("v1.34.1"), parse_runtime("containerd://2.1.4"))
+    assert not eventconsumers.applies(parse_version("v1.34.1"), parse_runtime("cri-o://1.27.1"))

@@ -1,7 +1,8 @@
 """tests/unit mirrors the packages it tests: a test of eventedpleg.core.rollout.drain lives in
 tests/unit/core/rollout/drain/, one of eventedpleg_lab.lab in tests/unit/lab/lab/, and the root holds only the
 tests of top-level modules (protocol, probeserver) and the cross-cutting ones (docs, names, workflows). Every
-folder is a package, and no test file name repeats, so a test is found by its name alone."""
+folder is a package, and no test file name repeats in any folder of any tier, so a test is found by its
+name alone."""
 
 from __future__ import annotations
 
@@ -54,8 +55,8 @@ def test_every_folder_of_the_unit_tests_is_a_python_package() -> None:
     assert not_packages(UNIT) == []
 
 
-def test_no_unit_test_file_name_repeats_in_another_folder() -> None:
-    assert repeated_names(UNIT) == {}
+def test_no_test_file_name_repeats_in_another_folder_or_tier() -> None:
+    assert repeated_names(UNIT.parent) == {}  # tests/: unit, agent, chart, cluster, lab, realnode, image
 
 
 def test_the_checks_see_a_stray_folder_a_missing_package_and_a_repeated_name(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Evictions no PodDisruptionBudget can allow as things stand (core.rollout.drain.budgets), over PDBs as the
 disruption controller writes their status. The cluster tier checks the same rule against the real
-controller's status (tests/cluster/test_drain_blocked.py)."""
+controller's status (tests/cluster/test_rollout.py: the PDB and onBlocked tests)."""
 
 from __future__ import annotations
 

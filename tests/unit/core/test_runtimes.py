@@ -23,7 +23,7 @@ from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.runtimes import CONTAINERD, CRIO, DropIn, RuntimeProfile
 from eventedpleg.core.versions import RuntimeKind, parse_runtime, parse_version
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMPAT_DOC = (ROOT / "docs" / "compatibility.md").read_text()
 
 

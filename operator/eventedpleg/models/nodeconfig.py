@@ -691,8 +691,9 @@ class DrainRule(
         DrainBehavior,
         Field(
             description="`Drain`: evicted, in `order`. `Skip`: left on the node, its containers running "
-            "through the restarts. `WaitCompleted`: never evicted; the drain waits until the pod has "
-            "completed (Succeeded or Failed) or is gone, e.g. a Job's pod."
+            "through the restarts. `WaitCompleted`: in order 0, never evicted; the drain, and the pods of "
+            "higher orders, wait until the pod has completed (Succeeded or Failed) or is gone, e.g. a "
+            "Job's pod."
         ),
     ]
     order: Annotated[

@@ -96,7 +96,7 @@ class DrainSelection:
     skipped: tuple[tuple[PodRef, SkipKind], ...]
     blocked: tuple[tuple[PodRef, Blocker], ...]  # cannot be evicted with these options
     later: tuple[tuple[PodRef, int], ...] = ()  # drain.rules: evicted once the lower orders are gone
-    wait_completed: tuple[PodRef, ...] = ()  # drain.rules WaitCompleted, still running: never evicted
+    wait_completed: tuple[PodRef, ...] = ()  # drain.rules WaitCompleted, running: never evicted, order 0
     order: int | None = None  # the order this pass works on, when drain.rules give any pod one
 
     @property
@@ -218,7 +218,7 @@ def select(pods: Iterable[Mapping[str, Any]], options: Options) -> DrainSelectio
                 skipped.append((ref, SkipKind.STALLED_DELETE))
             else:
                 terminating.append(ref)
-                if place.behavior is DrainBehavior.DRAIN:  # a lower order is gone only once deleted
+                if place.behavior is not DrainBehavior.SKIP:  # a lower order is gone only once deleted
                     orders.append(place.order)
         elif (left := _left(pod, options)) is not None:
             skipped.append((ref, left))
@@ -229,6 +229,7 @@ def select(pods: Iterable[Mapping[str, Any]], options: Options) -> DrainSelectio
                 skipped.append((ref, SkipKind.COMPLETED))
             else:
                 waits.append(ref)
+                orders.append(place.order)
         elif not finished and (blocker := _blocker(pod, options)) is not None:
             blocked.append((ref, blocker))
             orders.append(place.order)
@@ -236,7 +237,7 @@ def select(pods: Iterable[Mapping[str, Any]], options: Options) -> DrainSelectio
             drain.append((ref, place.order))
     current = drainrules.current_order(orders + [order for _, order in drain])
     evict, later = drainrules.split(drain, current)
-    ordered = any(rule.behavior is DrainBehavior.DRAIN for rule in options.rules)
+    ordered = any(rule.behavior is not DrainBehavior.SKIP for rule in options.rules)
     return DrainSelection(
         evict,
         tuple(terminating),

@@ -3,9 +3,10 @@
 Cluster API's MachineDrainRule semantics (sigs.k8s.io/cluster-api internal/controllers/machine/drain): a
 pod takes the behavior of the first rule that selects it, or `Drain` in order 0; only the pods of the
 lowest order still on the node are evicted, pods already being deleted included, so the next order starts
-once every pod of the lower ones is gone; `WaitCompleted` pods are never evicted and hold the drain until
-they complete. Rules only narrow kubectl drain: they are asked only about pods kubectl would evict
-(core.rollout.drain.pods.select asks), so no rule moves a DaemonSet, static or opted-out pod.
+once every pod of the lower ones is gone; `WaitCompleted` pods are in order 0, never evicted: they hold
+the drain, and the orders above 0, until they complete. Rules only narrow kubectl drain: they decide
+only about pods kubectl would evict (core.rollout.drain.pods.select asks), so no rule moves a DaemonSet,
+static or opted-out pod.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class Placement:
     """What the rules make of one pod."""
 
     behavior: DrainBehavior
-    order: int = DEFAULT_ORDER  # Drain only
+    order: int = DEFAULT_ORDER  # WaitCompleted: always 0
 
 
 DRAIN = Placement(DrainBehavior.DRAIN)
@@ -50,7 +51,8 @@ def place(pod: Mapping[str, Any], rules: Sequence[DrainRule]) -> Placement:
 
 
 def current_order(orders: Iterable[int]) -> int | None:
-    """The order a pass works on: the lowest among the pods to drain still on the node (None: none)."""
+    """The order a pass works on: the lowest among the pods to drain or wait for still on the node (None:
+    none)."""
     return min(orders, default=None)
 
 

@@ -16,7 +16,7 @@ from eventedpleg.core.rollout.drain import rules as drainrules
 from eventedpleg.core.rollout.drain.pods import PodRef, SkipKind
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.k8s import drain as drainer
-from eventedpleg.models.nodeconfig import DrainBehavior, DrainRule, DrainSpec, LabelSelector
+from eventedpleg.models.nodeconfig import DrainBehavior, DrainRule, DrainSpec, LabelSelector, NodeConfigSpec
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 GONE = "2026-11-27T11:59:00Z"  # a deletionTimestamp
@@ -172,6 +172,28 @@ def test_the_eviction_pass_evicts_only_the_current_order(monkeypatch: pytest.Mon
     result = drainer.attempt(None, "n1", policy, now=NOW, pods=pods)  # type: ignore[arg-type]
     assert evicted == list(refs("web-0")) and not result.done
     assert "order 10 waits for order 0: shop/pg-0" in result.waiting
+
+
+def test_rules_as_written_in_a_nodeconfig_round_trip() -> None:
+    rules = [
+        {"podSelector": {"matchLabels": {"app": "db"}}, "behavior": "Drain", "order": 10},
+        {
+            "podSelector": {"matchLabels": {"app": "job"}},
+            "namespaces": ["batch"],
+            "behavior": "WaitCompleted",
+        },
+        {"behavior": "Drain"},  # no order: 0
+    ]
+    spec = NodeConfigSpec.model_validate({"eventedPleg": True, "drain": {"rules": rules}})
+    assert [(r.behavior, r.order) for r in spec.drain.rules] == [
+        (DrainBehavior.DRAIN, 10),
+        (DrainBehavior.WAIT_COMPLETED, None),
+        (DrainBehavior.DRAIN, None),
+    ]
+    written = spec.to_api()["drain"]["rules"]
+    assert "order" not in written[1] and written[1]["namespaces"] == ["batch"]
+    assert NodeConfigSpec.model_validate(spec.to_api()) == spec
+    assert DrainPolicy.of(spec.drain).rules == spec.drain.rules  # hashable: DrainPolicy.of caches
 
 
 # --- property: a simulated drain, pass after pass ---------------------------------------------------

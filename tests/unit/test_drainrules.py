@@ -4,6 +4,7 @@ acts on them (k8s.drain.attempt)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,10 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eventedpleg.cli import report
+from eventedpleg.core import compat
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain import rules as drainrules
 from eventedpleg.core.rollout.drain.pods import PodRef, SkipKind
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.models.nodeconfig import DrainBehavior, DrainRule, DrainSpec, LabelSelector, NodeConfigSpec
 
@@ -194,6 +198,30 @@ def test_rules_as_written_in_a_nodeconfig_round_trip() -> None:
     assert "order" not in written[1] and written[1]["namespaces"] == ["batch"]
     assert NodeConfigSpec.model_validate(spec.to_api()) == spec
     assert DrainPolicy.of(spec.drain).rules == spec.drain.rules  # hashable: DrainPolicy.of caches
+
+
+def test_preflight_counts_every_orders_pods_and_names_the_waits() -> None:
+    def node(name: str) -> dict[str, Any]:
+        info = {"kubeletVersion": "v1.36.4", "containerRuntimeVersion": "containerd://2.2.9"}
+        meta = {"name": name, "resourceVersion": "1", "annotations": {}, "labels": {}}
+        return {"metadata": meta, "spec": {}, "status": {"nodeInfo": info}}
+
+    def on(name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {**body, "spec": {"nodeName": name}}
+
+    pods = [on("a", pod("web-0")), on("a", pod("pg-0", "db")), on("a", pod("report", "job"))]
+    pods += [on("b", pod("web-1"))]
+    drain = DrainPolicy.of(DrainSpec(rules=STATELESS_FIRST))
+    policy = compat.Policy()
+    nodes = [node_view(node(name)) for name in ("a", "b")]
+    rows = {row.node.name: row for row in report.preflight_rows(nodes, policy, pods, [], drain, now=NOW)}
+    assert (rows["a"].evict, rows["a"].orders, rows["a"].wait_completed) == (2, 2, ("shop/report",))
+    assert (rows["b"].evict, rows["b"].orders, rows["b"].wait_completed) == (1, 1, ())
+    table = report.preflight_table([rows["a"], rows["b"]], policy, drain, wide=True).splitlines()
+    assert "2 pod(s) in 2 orders, waits for 1 to complete" in table[1]
+    assert "1 pod(s)" in table[2] and "orders" not in table[2]
+    listed = json.loads(report.preflight_json([rows["a"]], policy))[0]["drain"]
+    assert (listed["evict"], listed["orders"], listed["waitCompleted"]) == (2, 2, ["shop/report"])
 
 
 # --- property: a simulated drain, pass after pass ---------------------------------------------------

@@ -82,6 +82,8 @@ def _default(value: Any) -> str:
         return "`{}`"
     if hasattr(value, "value"):
         value = value.value
+    if isinstance(value, tuple):  # a list field kept hashable (DrainSpec.rules) reads as the API has it
+        value = list(value)
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"
     return '`""`' if value == "" else f"`{value}`"
@@ -110,8 +112,8 @@ def _fields(model: type[BaseModel], prefix: str) -> list[tuple[str, str, str, st
 
 
 def _optional_model(annotation: Any) -> type[BaseModel] | None:
-    """X for an `X | None` field whose X is a model."""
-    args = [a for a in get_args(annotation) if a is not type(None)]
+    """X for an `X | None`, `list[X]` or `tuple[X, ...]` field whose X is a model."""
+    args = [a for a in get_args(annotation) if a is not type(None) and a is not Ellipsis]
     if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], BaseModel):
         return args[0]
     return None

@@ -88,12 +88,14 @@ def agent_pod_text(node: str, pods: Sequence[Mapping[str, Any]]) -> str:
 class PreflightRow:
     node: NodeView
     verdict: compat.Verdict
-    evict: int  # pods its drain would evict
+    evict: int  # pods its drain would evict (every order of drain.rules)
     take: TakeVerdict  # what the Cordon step would do with it now (core.rollout.drain.take)
     host: hostcheck.HostCheck | None  # its agent's own check (None: no agent has said yet)
     refusal: str  # what that check says the agent would refuse in this kubeletConfig mode ("" if fine)
     no_agent: str = ""  # why the node shows no live agent, with its agent pod's own word ("" when live)
     not_ready: tuple[str, ...] = ()  # rollout.healthGate's pods on it not Ready: it waits in service
+    orders: int = 0  # drain.rules: how many orders its evictions go in (0: no rule orders them)
+    wait_completed: tuple[str, ...] = ()  # drain.rules WaitCompleted pods its drain would wait for
 
     @property
     def never(self) -> str:
@@ -155,12 +157,14 @@ def preflight_rows(
         row = PreflightRow(
             node,
             verdict,
-            len(selection.evict),
+            len(selection.drained),
             classify(candidate, found),
             host,
             refusal,
             no_agent,
             unready.get(node.name, ()),
+            orders=len({order for _, order in selection.later}) + 1 if selection.order is not None else 0,
+            wait_completed=tuple(str(ref) for ref in selection.wait_completed),
         )
         out.append(row)
     return out
@@ -174,7 +178,12 @@ def _drain_text(row: PreflightRow) -> str:
             return "in place"
         case TakeKind.HOLD:
             return "held"
-    return f"{row.evict} pod(s)" if row.evict else "nothing to evict"
+    text = f"{row.evict} pod(s)" if row.evict else "nothing to evict"
+    if row.orders > 1:
+        text += f" in {row.orders} orders"
+    if row.wait_completed:
+        text += f", waits for {len(row.wait_completed)} to complete"
+    return text
 
 
 def preflight_table(
@@ -298,7 +307,12 @@ def preflight_json(rows: Sequence[PreflightRow], policy: compat.Policy) -> str:
                     "crioDropIn": bool(row.verdict.targets and row.verdict.targets.crio_dropin),
                     "note": row.verdict.targets.runtime_note if row.verdict.targets else "",
                 },
-                "drain": {"evict": row.evict, "neverFinishes": row.never},
+                "drain": {
+                    "evict": row.evict,
+                    "orders": row.orders,
+                    "waitCompleted": list(row.wait_completed),
+                    "neverFinishes": row.never,
+                },
                 "take": {"kind": str(row.take.kind), "why": row.take.why},
                 "host": None
                 if row.host is None

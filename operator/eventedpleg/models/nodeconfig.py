@@ -658,6 +658,65 @@ class InPlace(_Model):
     ] = OnInPlaceIneligible.DRAIN
 
 
+class DrainBehavior(StrEnum):
+    DRAIN = "Drain"  # evicted, in `order`
+    SKIP = "Skip"  # left on the node
+    WAIT_COMPLETED = "WaitCompleted"  # never evicted: the drain waits until it completes
+
+
+DRAIN_RULE_ORDER_RULE = "drain.rules[].order may only be set with behavior: Drain"
+# Cluster API's MachineDrainRule order is an int32 as well.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+class DrainRule(
+    _Model,
+    json_schema_extra=cel(("self.behavior == 'Drain' || !has(self.order)", DRAIN_RULE_ORDER_RULE)),
+):
+    """How the drain treats the pods a rule selects (Cluster API's MachineDrainRule, per NodeConfig)."""
+
+    pod_selector: Annotated[
+        LabelSelector,
+        Field(
+            description="The pods the rule applies to (`matchLabels`, `matchExpressions`). Empty: every pod."
+        ),
+    ] = LabelSelector()
+    namespaces: Annotated[
+        list[Annotated[str, Field(max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]],
+        Field(
+            max_length=32, description="Only pods in these namespaces. Empty (the default): every namespace."
+        ),
+    ] = []
+    behavior: Annotated[
+        DrainBehavior,
+        Field(
+            description="`Drain`: evicted, in `order`. `Skip`: left on the node, its containers running "
+            "through the restarts. `WaitCompleted`: in order 0, never evicted; the drain, and the pods of "
+            "higher orders, wait until the pod has completed (Succeeded or Failed) or is gone, e.g. a "
+            "Job's pod."
+        ),
+    ]
+    order: Annotated[
+        int | None,
+        Field(
+            ge=INT32_MIN,
+            le=INT32_MAX,
+            description="With `behavior: Drain` (and only then): pods are evicted by increasing order, "
+            "those of one order together, the next order only once every pod of the lower orders is "
+            "gone from the node. Absent: 0, the order of pods no rule selects.",
+        ),
+    ] = None
+
+    @model_validator(mode="after")
+    def _order_with_drain(self) -> DrainRule:
+        if self.order is not None and self.behavior is not DrainBehavior.DRAIN:
+            raise ValueError(DRAIN_RULE_ORDER_RULE)
+        return self
+
+    def __hash__(self) -> int:  # frozen, but its lists are not hashable: DrainPolicy.of caches
+        return hash(self.model_dump_json())
+
+
 class DrainSpec(_Model):
     """kubectl drain semantics (k8s.io/kubectl/pkg/drain): eviction API, PDBs respected, DaemonSets skip."""
 
@@ -700,6 +759,19 @@ class DrainSpec(_Model):
             "`eventedpleg.io/drain: skip` is never evicted, whatever this says."
         ),
     ] = LabelSelector()
+    rules: Annotated[
+        tuple[DrainRule, ...],
+        Field(
+            max_length=32,
+            description="Drain order and exceptions, as Cluster API's MachineDrainRule: each pod "
+            "kubectl drain would evict (and `podSelector` selects) takes the `behavior` of the first "
+            "rule that selects it, or `Drain` in order 0 when none does. E.g. stateless pods first and "
+            "databases last (`order: 10`), a Job's pods let finish (`WaitCompleted`). DaemonSet, static "
+            "and opted-out pods stay as they are whatever a rule says. `timeoutSeconds` bounds the whole "
+            "drain, waits included; at its end `onTimeout: ForceDelete` deletes the remaining pods order "
+            "by order, `WaitCompleted` ones too. Empty (the default): every pod at once.",
+        ),
+    ] = ()
     skip_wait_for_delete_timeout_seconds: Annotated[
         int,
         Field(

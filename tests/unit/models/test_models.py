@@ -102,6 +102,31 @@ BAD_SPECS: list[tuple[dict[str, Any], str, str]] = [
         "matchExpressions",
         "values must be non-empty",
     ),
+    *(
+        (
+            {"eventedPleg": True, "drain": {"rules": [{"behavior": behavior, "order": 0}]}},
+            "rules",
+            "only be set",
+        )
+        for behavior in ("Skip", "WaitCompleted")
+    ),
+    ({"eventedPleg": True, "drain": {"rules": [{"order": 1}]}}, "rules", "Field required"),
+    (
+        {"eventedPleg": True, "drain": {"rules": [{"behavior": "Evict"}]}},
+        "rules",
+        "'Drain', 'Skip' or 'WaitCompleted'",
+    ),
+    (
+        {"eventedPleg": True, "drain": {"rules": [{"behavior": "Drain", "order": 2**31}]}},
+        "rules",
+        "less than or equal to 2147483647",
+    ),
+    (
+        {"eventedPleg": True, "drain": {"rules": [{"behavior": "Skip", "namespaces": ["Kube_System"]}]}},
+        "rules",
+        "pattern",
+    ),
+    ({"eventedPleg": True, "drain": {"rules": [{"behavior": "Skip"}] * 33}}, "rules", "at most 32"),
     ({}, "eventedPleg", "Field required"),
 ]
 
@@ -144,6 +169,7 @@ def test_defaults_follow_the_design() -> None:
         "onBlocked": "Skip",  # a drain that could never finish: the node is never cordoned
         "retries": 2,  # a drain blocked by a PDB is taken again, after 300 s then 600 s
         "retryBackoffSeconds": 300,
+        "rules": [],  # no order, no exceptions: every pod kubectl drain would evict, at once
     }
     assert api["rollout"]["stallAfterSeconds"] == 1800
     assert (api["rollout"]["steps"], api["rollout"]["windows"], api["rollout"]["approval"]) == (

@@ -7,6 +7,10 @@ deleteEmptyDirData; pods without a controller need force. Succeeded/Failed pods 
 Before the last two, a running pod that asks the autoscalers not to be disrupted (DO_NOT_DISRUPT) blocks
 the drain whatever the options say, a forced delete included.
 
+Then spec.drain.rules (core.rollout.drain.rules), only over the pods those filters would evict: a pod a rule
+skips stays, a WaitCompleted pod is waited for (never evicted), and of the pods to drain only those of the
+lowest order still on the node are evicted in this pass.
+
 Why a pod is skipped or blocks the drain is a kind (SkipKind, Blocker), never parsed text: the step policy
 (core.rollout.steppolicy) decides on kinds; the English is only for people (the reason annotation, Events).
 """
@@ -20,7 +24,8 @@ from enum import StrEnum
 from typing import Any
 
 from eventedpleg.core.rollout import selector
-from eventedpleg.models.nodeconfig import LabelSelector
+from eventedpleg.core.rollout.drain import rules as drainrules
+from eventedpleg.models.nodeconfig import DrainBehavior, DrainRule, LabelSelector
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 MAX_REASONS = 3  # blocking pods named in the reason; the rest are counted
@@ -34,6 +39,8 @@ class SkipKind(StrEnum):
     OPTED_OUT = "annotated eventedpleg.io/drain: skip"
     NOT_SELECTED = "not matched by drain.podSelector"
     STALLED_DELETE = "terminating past drain.skipWaitForDeleteTimeoutSeconds"  # kubectl's flag of that name
+    RULE = "skipped by drain.rules"
+    COMPLETED = "completed (drain.rules: WaitCompleted)"  # nothing left to wait for; never evicted
 
 
 # A pod annotated so is never evicted by our drains (as Cluster API spares a pod labelled
@@ -84,10 +91,18 @@ class PodRef:
 
 @dataclass(frozen=True)
 class DrainSelection:
-    evict: tuple[PodRef, ...]
+    evict: tuple[PodRef, ...]  # in this pass: the pods of the current order
     terminating: tuple[PodRef, ...]  # deletion requested: wait for them to go
     skipped: tuple[tuple[PodRef, SkipKind], ...]
     blocked: tuple[tuple[PodRef, Blocker], ...]  # cannot be evicted with these options
+    later: tuple[tuple[PodRef, int], ...] = ()  # drain.rules: evicted once the lower orders are gone
+    wait_completed: tuple[PodRef, ...] = ()  # drain.rules WaitCompleted, running: never evicted, order 0
+    order: int | None = None  # the order this pass works on, when drain.rules give any pod one
+
+    @property
+    def drained(self) -> tuple[PodRef, ...]:
+        """Every pod the drain evicts, in this pass or a later one."""
+        return self.evict + tuple(ref for ref, _ in self.later)
 
     @property
     def mirror_pods(self) -> tuple[PodRef, ...]:
@@ -95,7 +110,7 @@ class DrainSelection:
 
     @property
     def done(self) -> bool:
-        return not (self.evict or self.terminating or self.blocked)
+        return not (self.evict or self.terminating or self.blocked or self.later or self.wait_completed)
 
 
 def holding(
@@ -136,6 +151,8 @@ class Options:
     pods: LabelSelector = field(default_factory=LabelSelector)  # only these are evicted (empty: all)
     stalled_delete_seconds: int = 0  # a deletion older than this is not waited for (0: always)
     now: datetime | None = None  # for stalled_delete_seconds
+    rules: tuple[DrainRule, ...] = ()  # spec.drain.rules
+    finish: bool = False  # onTimeout: ForceDelete at the deadline: WaitCompleted pods go too
 
 
 def _stalled(meta: Mapping[str, Any], options: Options) -> bool:
@@ -155,43 +172,81 @@ def _do_not_disrupt(annotations: Mapping[str, Any]) -> Blocker | None:
     return None
 
 
+def _left(pod: Mapping[str, Any], options: Options) -> SkipKind | None:
+    """Why kubectl drain (and ours) leaves a pod not being deleted where it is, or None."""
+    meta = pod.get("metadata") or {}
+    controller, annotations = _controller(pod), meta.get("annotations") or {}
+    if controller is not None and controller.get("kind") == "DaemonSet":
+        return SkipKind.DAEMONSET
+    if MIRROR_ANNOTATION in annotations:
+        return SkipKind.MIRROR
+    if annotations.get(OPT_OUT_ANNOTATION) == OPT_OUT_VALUE:
+        return SkipKind.OPTED_OUT
+    if not options.pods.empty and not selector.matches(options.pods, meta.get("labels") or {}):
+        return SkipKind.NOT_SELECTED
+    return None
+
+
+def _blocker(pod: Mapping[str, Any], options: Options) -> Blocker | None:
+    """What keeps a running pod to drain from being evicted with these options, or None."""
+    if (protected := _do_not_disrupt((pod.get("metadata") or {}).get("annotations") or {})) is not None:
+        return protected
+    if not options.delete_empty_dir_data and any(
+        "emptyDir" in v for v in (pod.get("spec") or {}).get("volumes") or []
+    ):
+        return Blocker.EMPTY_DIR
+    if _controller(pod) is None and not options.force:
+        return Blocker.NO_CONTROLLER
+    return None
+
+
 def select(pods: Iterable[Mapping[str, Any]], options: Options) -> DrainSelection:
-    evict: list[PodRef] = []
+    drain: list[tuple[PodRef, int]] = []  # to evict, with their orders
     terminating: list[PodRef] = []
     skipped: list[tuple[PodRef, SkipKind]] = []
     blocked: list[tuple[PodRef, Blocker]] = []
+    waits: list[PodRef] = []
+    orders: list[int] = []  # of the pods to drain still on the node: the lowest goes now
     for pod in pods:
         ref, meta = _ref(pod), pod.get("metadata") or {}
-        phase = (pod.get("status") or {}).get("phase", "")
-        finished = phase in ("Succeeded", "Failed")
-        controller = _controller(pod)
-        annotations = meta.get("annotations") or {}
+        finished = (pod.get("status") or {}).get("phase", "") in ("Succeeded", "Failed")
+        place = drainrules.place(pod, options.rules) if options.rules else drainrules.DRAIN
+        if place.behavior is DrainBehavior.WAIT_COMPLETED and options.finish:
+            place = drainrules.DRAIN  # onTimeout: ForceDelete ends the wait: deleted in order 0
         if meta.get("deletionTimestamp"):
             if _stalled(meta, options):
                 skipped.append((ref, SkipKind.STALLED_DELETE))
             else:
                 terminating.append(ref)
-        elif controller is not None and controller.get("kind") == "DaemonSet":
-            skipped.append((ref, SkipKind.DAEMONSET))
-        elif MIRROR_ANNOTATION in annotations:
-            skipped.append((ref, SkipKind.MIRROR))
-        elif annotations.get(OPT_OUT_ANNOTATION) == OPT_OUT_VALUE:
-            skipped.append((ref, SkipKind.OPTED_OUT))
-        elif not options.pods.empty and not selector.matches(options.pods, meta.get("labels") or {}):
-            skipped.append((ref, SkipKind.NOT_SELECTED))
-        elif finished:
-            evict.append(ref)
-        elif (protected := _do_not_disrupt(annotations)) is not None:
-            blocked.append((ref, protected))
-        elif not options.delete_empty_dir_data and any(
-            "emptyDir" in v for v in (pod.get("spec") or {}).get("volumes") or []
-        ):
-            blocked.append((ref, Blocker.EMPTY_DIR))
-        elif controller is None and not options.force:
-            blocked.append((ref, Blocker.NO_CONTROLLER))
+                if place.behavior is not DrainBehavior.SKIP:  # a lower order is gone only once deleted
+                    orders.append(place.order)
+        elif (left := _left(pod, options)) is not None:
+            skipped.append((ref, left))
+        elif place.behavior is DrainBehavior.SKIP:
+            skipped.append((ref, SkipKind.RULE))
+        elif place.behavior is DrainBehavior.WAIT_COMPLETED:
+            if finished:
+                skipped.append((ref, SkipKind.COMPLETED))
+            else:
+                waits.append(ref)
+                orders.append(place.order)
+        elif not finished and (blocker := _blocker(pod, options)) is not None:
+            blocked.append((ref, blocker))
+            orders.append(place.order)
         else:
-            evict.append(ref)
-    return DrainSelection(tuple(evict), tuple(terminating), tuple(skipped), tuple(blocked))
+            drain.append((ref, place.order))
+    current = drainrules.current_order(orders + [order for _, order in drain])
+    evict, later = drainrules.split(drain, current)
+    ordered = any(rule.behavior is not DrainBehavior.SKIP for rule in options.rules)
+    return DrainSelection(
+        evict,
+        tuple(terminating),
+        tuple(skipped),
+        tuple(blocked),
+        later=later,
+        wait_completed=tuple(waits),
+        order=current if ordered else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -224,6 +279,20 @@ def _listed(texts: Sequence[str]) -> list[str]:
     return list(texts[:MAX_REASONS]) + more
 
 
+def waits(selection: DrainSelection) -> list[str]:
+    """What the drain waits on because of drain.rules, naming the pods, for people."""
+    texts: list[str] = []
+    by_order: dict[int, list[str]] = {}
+    for ref, order in selection.later:
+        by_order.setdefault(order, []).append(str(ref))
+    for order, names in sorted(by_order.items()):
+        texts.append(f"order {order} waits for order {selection.order}: {', '.join(_listed(names))}")
+    if selection.wait_completed:
+        running = ", ".join(_listed([str(ref) for ref in selection.wait_completed]))
+        texts.append(f"waits for {running} to complete (drain.rules: WaitCompleted)")
+    return texts
+
+
 def never(selection: DrainSelection, never_allowed: Sequence[str] = ()) -> str:
     """What keeps pods on the node for good (`never_allowed`: core.rollout.drain.budgets' findings), or ""."""
     texts = [f"{ref} {kind}" for ref, kind in selection.blocked if kind in PERMANENT]
@@ -245,11 +314,13 @@ def result(
         return DrainResult(done=True)
     texts = [f"{ref} {kind}" for ref, kind in selection.blocked] + [str(p) for p in problems]
     parts = []
+    of_order = "" if selection.order is None else f" of order {selection.order}"
     if selection.evict:
-        parts.append(f"evicting {len(selection.evict)} pod(s)")
+        parts.append(f"evicting {len(selection.evict)} pod(s){of_order}")
     if selection.terminating:
         parts.append(f"waiting for {len(selection.terminating)} terminating pod(s)")
     parts.extend(_listed(texts))
+    parts.extend(waits(selection))
     kinds = frozenset(
         [kind for _, kind in selection.blocked]
         + [p.kind for p in problems]

@@ -12,6 +12,7 @@ from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.taints import Taint
 from eventedpleg.models.nodeconfig import (
     DrainMode,
+    DrainRule,
     DrainSpec,
     LabelSelector,
     OnDrainBlocked,
@@ -39,6 +40,7 @@ class DrainPolicy:
     taint_seconds: int = 0
     in_place: bool = False  # mode: InPlace: neither cordon nor drain where that is safe
     in_place_strict: bool = False  # mode: InPlace, inPlace.onIneligible: Skip: never drain instead
+    rules: tuple[DrainRule, ...] = ()  # order and exceptions (core.rollout.drain.rules)
 
     @staticmethod
     @cache
@@ -61,6 +63,7 @@ class DrainPolicy:
             in_place=spec.mode is DrainMode.IN_PLACE,
             in_place_strict=spec.mode is DrainMode.IN_PLACE
             and spec.in_place.on_ineligible is OnInPlaceIneligible.SKIP,
+            rules=spec.rules,
         )
 
     def cordon_at(self, tainted_since: datetime) -> datetime:
@@ -81,13 +84,15 @@ class DrainPolicy:
 
     def options(self, now: datetime, *, force_delete: bool = False) -> drainpods.Options:
         """Which pods a drain evicts now; `force_delete` (onTimeout: ForceDelete at the deadline) takes
-        emptyDir pods and pods without a controller too."""
+        emptyDir pods, pods without a controller and drain.rules' WaitCompleted pods too."""
         return drainpods.Options(
             delete_empty_dir_data=self.delete_empty_dir_data or force_delete,
             force=self.force or force_delete,
             pods=self.pods,
             stalled_delete_seconds=self.stalled_delete_seconds,
             now=now,
+            rules=self.rules,
+            finish=force_delete,
         )
 
     def grace(self) -> int | None:

@@ -44,11 +44,8 @@ def survey(
     """The node's `pods` as a drain with `policy` would meet them now; `maintenance`: other maintenance
     owners' claims on the node (drainpods.holding)."""
     selection = drainpods.select(pods, policy.options(now))
-    found = (
-        budgets.never_allowed(pods, selection.evict, pdbs(budgets.namespaces(selection.evict)))
-        if selection.evict
-        else ()
-    )
+    drained = selection.drained  # every order: a later one's budget can hold the drain as well
+    found = budgets.never_allowed(pods, drained, pdbs(budgets.namespaces(drained))) if drained else ()
     return PodSurvey(
         mirror_pods(pods),
         nothing_to_evict=selection.done,

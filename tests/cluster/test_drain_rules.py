@@ -1,0 +1,132 @@
+"""spec.drain.rules against the real API server (issue 33): the executor's drain passes evict the stateless
+pods first, leave the database (order 10) until they are gone and a Job's pod (WaitCompleted, order 0) has
+completed, never evict that Job pod, and name what waits in the node's note."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import yaml
+
+from eventedpleg import constants as c
+from eventedpleg.controller.executor import Executor
+from eventedpleg.core.rollout.actions import Drain
+from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.k8s.events import EventRecorder
+from eventedpleg.models.nodeconfig import DrainBehavior, DrainRule, DrainSpec, LabelSelector
+from eventedpleg_lab.kube import workloads
+from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
+from eventedpleg_lab.localcluster.cluster import LocalCluster
+from tests.cluster.rollout_harness import wait_for
+from tests.cluster.workloads import kget
+
+pytestmark = pytest.mark.cluster
+
+NS, NODE = "drain-rules", "drain-rules-0"
+POD_SPEC = {
+    "nodeSelector": {"pool": NS},
+    "tolerations": [KWOK_TOLERATION],
+    "containers": [{"name": "c", "image": "registry.invalid/c:1"}],
+}
+RULES = (
+    DrainRule(pod_selector=LabelSelector(match_labels={"app": "db"}), behavior=DrainBehavior.DRAIN, order=10),
+    DrainRule(
+        pod_selector=LabelSelector(match_labels={"app": "report"}), behavior=DrainBehavior.WAIT_COMPLETED
+    ),
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cleanup(cluster: LocalCluster) -> Iterator[None]:
+    yield
+    cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=false", check=True)
+    cluster.delete_nodes([NODE])
+
+
+def job(name: str) -> dict[str, Any]:
+    spec = {**POD_SPEC, "restartPolicy": "Never"}
+    template = {"metadata": {"labels": {"app": name}}, "spec": spec}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"backoffLimit": 0, "template": template},
+    }
+
+
+def on_node(cluster: LocalCluster, app: str) -> list[dict[str, Any]]:
+    pods = kget(cluster, "pods", "-n", NS, "-l", f"app={app}", "--field-selector", f"spec.nodeName={NODE}")
+    return list(pods["items"])
+
+
+def test_orders_go_one_after_the_other_and_a_waitcompleted_pod_is_let_finish(cluster: LocalCluster) -> None:
+    cluster.add_nodes([FakeNode(NODE, labels={"pool": NS})])
+    manifests = [
+        workloads.namespace(NS),
+        workloads.deployment("web", NS, replicas=2, pod_spec=POD_SPEC),
+        workloads.deployment("db", NS, replicas=1, pod_spec=POD_SPEC),
+        job("report"),
+    ]
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(manifests), check=True)
+    for name in ("web", "db"):
+        cluster.kubectl("rollout", "status", "-n", NS, f"deployment/{name}", "--timeout=90s", check=True)
+    wait_for(
+        lambda: [p for p in on_node(cluster, "report") if p["status"].get("phase") == "Running"], what="job"
+    )
+    (db,) = on_node(cluster, "db")
+    (report,) = on_node(cluster, "report")
+    cluster.kubectl("cordon", NODE, check=True)  # as the Cordon step leaves it: replacements stay Pending
+
+    executor = Executor(
+        cluster.api(), EventRecorder(cluster.api(), "eventedpleg-operator"), clock=lambda: datetime.now(UTC)
+    )
+    policy = DrainPolicy.of(DrainSpec(timeout_seconds=600, rules=RULES))
+
+    def drain_pass() -> tuple[str, str]:
+        node = kget(cluster, "node", NODE)
+        annotations = node["metadata"].get("annotations") or {}
+        action = Drain(
+            NODE, node["metadata"]["resourceVersion"], "h1", "{}", include_control_plane=False,
+            deadline_reached=False, drain=policy, was_unschedulable=False,
+            reason=annotations.get(c.ANN_REASON, ""),
+        )  # fmt: skip
+        outcome = executor.apply(action, nodeconfig="cluster")
+        assert outcome.applied, outcome
+        after = kget(cluster, "node", NODE)["metadata"].get("annotations") or {}
+        return outcome.transition, after.get(c.ANN_REASON, "")
+
+    # Order 0: the web pods are evicted; the database waits for them and for the Job's pod.
+    _, note = drain_pass()
+    assert note.startswith("evicting 2 pod(s) of order 0"), note
+    assert f"order 10 waits for order 0: {NS}/{db['metadata']['name']}" in note
+    assert f"waits for {NS}/{report['metadata']['name']} to complete (drain.rules: WaitCompleted)" in note
+    wait_for(lambda: not on_node(cluster, "web"), what="the web pods gone from the node")
+
+    # The web pods are gone, the Job's pod still runs: the database stays, the Job's pod is not evicted.
+    _, note = drain_pass()
+    assert note == (
+        f"order 10 waits for order 0: {NS}/{db['metadata']['name']}; "
+        f"waits for {NS}/{report['metadata']['name']} to complete (drain.rules: WaitCompleted)"
+    )
+    assert [p["metadata"]["uid"] for p in on_node(cluster, "db")] == [db["metadata"]["uid"]]
+    (still,) = on_node(cluster, "report")
+    assert still["metadata"]["uid"] == report["metadata"]["uid"] and not still["metadata"].get(
+        "deletionTimestamp"
+    )
+
+    # The Job's pod completes: now the database goes, then the node is drained.
+    done = '{"status": {"phase": "Succeeded"}}'
+    name = report["metadata"]["name"]
+    cluster.kubectl(
+        "patch", "pod", name, "-n", NS, "--subresource=status", "--type=merge", "-p", done, check=True
+    )
+    _, note = drain_pass()
+    assert note == "evicting 1 pod(s) of order 10", note
+    wait_for(lambda: not on_node(cluster, "db"), what="the db pod gone from the node")
+    transition, _ = drain_pass()
+    assert transition == c.NodeState.APPLYING
+    (finished,) = on_node(cluster, "report")  # completed, never evicted: still there
+    assert finished["metadata"]["uid"] == report["metadata"]["uid"]

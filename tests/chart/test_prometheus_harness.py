@@ -8,10 +8,14 @@ the chart, so the alerts fire within a minute instead of after 5 and 15."""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
 
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg_lab import prometheus
@@ -65,3 +69,64 @@ def test_a_real_prometheus_fires_the_charts_alerts_on_the_operators_metrics(
         ("EventedPlegRolloutDegraded", "halted", "firing"),
         ("EventedPlegRolloutStalled", "halted", "pending"),
     }, alerts
+
+
+FAKE_KUBECTL = """#!{python}
+# kubectl as watching_operator calls it: `get pods` names two operator pods; `port-forward` serves the
+# exposition file on the local port it is given (to the port named metrics). Each call is logged.
+import http.server, json, os, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_KUBECTL_LOG"], "a") as log:
+    log.write(json.dumps({{"pid": os.getpid(), "args": args}}) + "\\n")
+if "get" in args:
+    print("epo-operator-0 epo-operator-1")
+    sys.exit(0)
+local, remote = args[-1].split(":")
+if remote != "metrics":
+    sys.exit(f"no port named {{remote}}")
+body = open(os.environ["FAKE_EXPOSITION"], "rb").read()
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(local)), Handler).serve_forever()
+"""
+
+
+def test_watching_operator_scrapes_each_operator_pod_through_port_forward(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lab's entry point with kubectl faked (no cluster here): one port-forward per Running operator
+    pod to its port named metrics, each scraped with the labels namespace and pod, the chart's rules
+    firing on them, every port-forward ended afterwards."""
+    prometheus_binaries()
+    metrics = OperatorMetrics()
+    metrics.leader.set(1)
+    metrics.failed_cordoned.labels("halted").set(2)
+    (tmp_path / "exposition.txt").write_bytes(generate_latest(metrics.registry))
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(FAKE_KUBECTL.format(python=sys.executable))
+    kubectl.chmod(0o755)
+    calls = tmp_path / "kubectl.log"
+    monkeypatch.setenv("FAKE_KUBECTL_LOG", str(calls))
+    monkeypatch.setenv("FAKE_EXPOSITION", str(tmp_path / "exposition.txt"))
+    monkeypatch.setattr(prometheus, "kubectl_path", lambda: str(kubectl))
+    kubeconfig = tmp_path / "kubeconfig"
+    with prometheus.watching_operator(kubeconfig, "ops", tmp_path / "watch", values=FAST) as prom:
+        cordoned = prom.wait_firing("EventedPlegNodeFailedAndCordoned", timeout=180)
+        health = prom.targets_health()
+    assert [a["labels"]["nodeconfig"] for a in cordoned] == ["halted"]
+    assert cordoned[0]["annotations"]["summary"] == "NodeConfig halted: 2 node(s) Failed and still cordoned"
+    assert len(health) == 2 and all(" up" in h for h in health), health
+    logged = [json.loads(line) for line in calls.read_text().splitlines()]
+    forwards = [c for c in logged if "port-forward" in c["args"]]
+    assert sorted(c["args"][-2] for c in forwards) == ["pod/epo-operator-0", "pod/epo-operator-1"]
+    for call in logged:
+        assert call["args"][:3] == [f"--kubeconfig={kubeconfig}", "-n", "ops"], call
+    for call in forwards:
+        with pytest.raises(ProcessLookupError):
+            os.kill(call["pid"], 0)  # ended (and reaped) when the block closed

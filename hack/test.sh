@@ -42,6 +42,8 @@ if $fast; then
 fi
 step "binaries (etcd, kube-apiserver, kcm, scheduler, kwok, helm; cached after the first build)"
 eventedpleg cluster build
+step "prometheus and promtool (Debian's package, unpacked into the cache; the chart tier runs them)"
+python -m eventedpleg_lab.localcluster.debtools prometheus
 step "real node rig (kubelet v1.36 + v1.37, containerd 2.2, crictl; Debian runc/busybox/containerd 1.6)"
 # ~7 min cold, cached after. The rig runs a real kubelet, which needs root on Linux; elsewhere the
 # realnode tests are skipped and pytest's summary says so in red.

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from eventedpleg_lab.localcluster import build
+from eventedpleg_lab.localcluster import build, debtools
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "manifests" / "evented-pleg-operator"
@@ -119,3 +120,12 @@ def pod_specs(docs: Sequence[Doc]) -> Iterator[tuple[Doc, Doc]]:
             yield doc, spec
         elif isinstance(spec.get("template"), dict):
             yield doc, spec["template"]["spec"]
+
+
+def prometheus_binaries() -> tuple[Path, Path]:
+    """(prometheus, promtool) from Debian's package (hack/test.sh fetches it); the test is skipped, saying
+    why, only when the package cannot be fetched (no apt-get, no archive)."""
+    try:
+        return debtools.prometheus()
+    except build.BuildError as exc:
+        pytest.skip(f"Debian's prometheus package cannot be fetched: {exc}")

@@ -1,14 +1,22 @@
 """Tools the tests run from Debian packages, fetched with `apt-get download` and unpacked with `dpkg-deb -x`
 into the cache: never installed, so no service starts and nothing outside the cache changes.
 
-Prometheus (the real server, for the alert gate's tests, and its promtool, for the chart's rules) comes
-this way: its Go module tree is large to build, and Debian ships the binaries.
+Prometheus (the real server, for the alert gate's tests and eventedpleg_lab.prometheus, and its promtool,
+for the chart's rules) comes this way: its Go module tree is large to build, and Debian ships the binaries.
+Its package depends on libc6 (the binaries link only libc) and on JavaScript libraries for the classic web
+UI, which the HTTP API does not use: the two binaries alone run.
+
+The version is apt's candidate, not a pin: a Debian point release replaces the package in the archive, so
+a pinned version would stop downloading; the cache keeps each version apart.
+
+    python -m eventedpleg_lab.localcluster.debtools prometheus   # fetch (once) and print the binaries' paths
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,3 +86,20 @@ def ensure(tool: DebTool, *, log: Log = _stderr) -> dict[str, Path]:
     if missing:
         raise BuildError(f"{tool.package} {version} does not hold {', '.join(missing)}")
     return paths
+
+
+TOOLS = {PROMETHEUS.package: PROMETHEUS}
+
+
+def prometheus(*, log: Log = _stderr) -> tuple[Path, Path]:
+    """(prometheus, promtool): Debian's, unpacked into the cache on first use."""
+    paths = ensure(PROMETHEUS, log=log)
+    return paths["prometheus"], paths["promtool"]
+
+
+if __name__ == "__main__":  # hack/test.sh fetches the tools of the chart tier before the tests run
+    for name in sys.argv[1:] or sorted(TOOLS):
+        if name not in TOOLS:
+            sys.exit(f"unknown tool {name!r}; known: {', '.join(sorted(TOOLS))}")
+        for path in ensure(TOOLS[name]).values():
+            print(path)

@@ -8,12 +8,13 @@ agent pod's view of its host (the host root mounted into its container):
   simulation can only raise by the man pages' rules).
 The first two faults are found by the agent's host check, so the node is Skipped and never cordoned; the
 third only shows when the agent writes, so the node is taken, rolled back and given back, and the halted
-NodeConfig is then deleted. Each fault ends in one report naming the path, the errno and the fix, and no
-traceback in the agent's log. Each test plants its fault in the node's root on this host and removes it
-after, and restarts the node's agent so that its next host check is clean for the tests that follow.
-And a node the agent DaemonSet cannot run on (an architecture the image lacks or a taint the agent does not
-tolerate would keep it off) is never cordoned; status and `eventedpleg status` name it with why, and the
-rollout goes on with the other node.
+NodeConfig is then deleted (a real Prometheus over the chart's rules fires EventedPlegRolloutDegraded for
+the halt, with its runbook link, first). Each fault ends in one report naming the path, the errno and the
+fix, and no traceback in the agent's log. Each test plants its fault in the node's root on this host and
+removes it after, and restarts the node's agent so that its next host check is clean for the tests that
+follow. And a node the agent DaemonSet cannot run on (an architecture the image lacks or a taint the agent
+does not tolerate would keep it off) is never cordoned; status and `eventedpleg status` name it with why,
+and the rollout goes on with the other node.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ import pytest
 
 from eventedpleg import constants as c
 from eventedpleg.core import hostcheck
+from eventedpleg_lab import prometheus
+from eventedpleg_lab.demo.harness import NAMESPACE
 from eventedpleg_lab.lab import chart
 from eventedpleg_lab.lab.lab import Lab
 from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec
@@ -176,7 +179,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 
 def test_an_immutable_drop_in_directory_is_rolled_back_given_back_and_its_halted_nodeconfig_deleted(
-    installed: Lab, containerd_node: str
+    installed: Lab, containerd_node: str, tmp_path: Path
 ) -> None:
     node = containerd_node
     kubernetes = _rootfs(installed, node) / "etc/kubernetes"
@@ -210,6 +213,19 @@ def test_an_immutable_drop_in_directory_is_rolled_back_given_back_and_its_halted
             "halted:",
             [cond["message"] for cond in body["status"]["conditions"] if cond["type"] == "Progressing"],
         )
+        # The halt as on-call sees it: a real Prometheus over the chart's rules, scraping the operator's
+        # pods, fires EventedPlegRolloutDegraded with its runbook (its `for:` shortened for this Prometheus
+        # only, through the chart's own value; the installed chart keeps its default).
+        with prometheus.watching_operator(
+            installed.kubeconfig,
+            NAMESPACE,
+            tmp_path / "prometheus",
+            values={"prometheusRule.degradedFor": "10s"},
+        ) as prom:
+            (alert,) = prom.wait_firing("EventedPlegRolloutDegraded", timeout=180)
+        print("firing:", json.dumps({k: alert[k] for k in ("labels", "annotations", "activeAt")}))
+        assert alert["labels"]["nodeconfig"] == NAME
+        assert alert["annotations"]["runbook_url"].endswith("docs/runbooks.md#eventedplegrolloutdegraded")
         started = time.monotonic()
         chart.delete_nodeconfig(installed, name=NAME, timeout=300)
         took = time.monotonic() - started

@@ -20,6 +20,7 @@ from eventedpleg.cli.report import status_view
 from eventedpleg.controller.engine import RolloutEngine
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodeconfigstore import PassInputs
+from eventedpleg.controller.nodeconfigview import view_of
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.node.phases import hostcheckphase
 from eventedpleg.core.rollout import planner, podhealth, status
@@ -368,7 +369,7 @@ def test_the_reconciler_reads_the_gates_pods_only_for_the_nodes_the_last_pass_na
     }
     try:
         engine.nodeconfig_event("ADDED", body)
-        inputs = PassInputs("cluster", body, ())
+        inputs = PassInputs("cluster", view_of(body), ())
         for _ in range(4):
             engine.reconciler.reconcile_once(inputs)
     finally:

@@ -67,7 +67,7 @@ class RolloutEngine:
 
     def __post_init__(self) -> None:
         self.states = ConfigStates(self.metrics, self.nodes)
-        self.publisher = StatusPublisher(self.api, self.recorder)
+        self.publisher = StatusPublisher(self.api, self.recorder, self.clock)
         self.steps = StepRunner(
             self.api,
             self.recorder,
@@ -164,7 +164,7 @@ class RolloutEngine:
                 await asyncio.sleep(max(COALESCE, cost))
         finally:
             self.wakes.pop(name, None)
-            if name not in self.nodeconfigs.bodies:  # gone: a pass begun after its DELETED made a state
+            if name not in self.nodeconfigs.views:  # gone: a pass begun after its DELETED made a state
                 self.states.close(name)
             if self.beats is not None:
                 self.beats.forget(loop)

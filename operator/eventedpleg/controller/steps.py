@@ -35,7 +35,7 @@ class StepRunner:
     metrics: OperatorMetrics
     nodes: NodeCache
     settled: Callable[[], None]  # called from a pool thread after each step: wake the passes
-    may_start: Callable[[], bool] = lambda: True  # leader election: False stops every new step
+    may_start: Callable[[], bool]  # leader election: False stops every new step
     drain_poll_seconds: float = DRAIN_POLL_SECONDS
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(WORKERS, "step"))
     # Steps that give a node back (uncordon, release, fail) never queue behind the cordons and drains

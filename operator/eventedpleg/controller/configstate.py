@@ -1,25 +1,22 @@
 """Everything the operator keeps for one NodeConfig between passes, in one object: its planning memo, its
-spec and status as last parsed, its rendered configs, what the publisher last wrote and which failures
-had their Event, its node-change reader and its metric series. `ConfigStates` hands out one per name and
-closes it when the NodeConfig goes (after its last pass): closing drops the series, and a pass still
-running on the closed state can neither bring a series back nor register its node reader again."""
+rendered configs, what the publisher last wrote and which failures had their Event, its node-change reader
+and its metric series (its spec and status are parsed once per watch event: nodeconfigview). `ConfigStates`
+hands out one per name and closes it when the NodeConfig goes (after its last pass): closing drops the
+series, and a pass still running on the closed state can neither bring a series back nor register its node
+reader again."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
 
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.core import render
 from eventedpleg.core.rollout.planner import PassMemo, Summary
 from eventedpleg.core.rollout.snapshot import NodeView
-from eventedpleg.models.nodeconfig import NodeConfigSpec, NodeConfigStatus
-
-Parsed = TypeVar("Parsed")
+from eventedpleg.models.nodeconfig import NodeConfigStatus
 
 
 @dataclass(eq=False)
@@ -30,10 +27,6 @@ class ConfigState:
     # The rollout loop's passes only (one at a time): each node planned again only when its view changed
     # or its deadline passed (incremental planning).
     memo: PassMemo = field(default_factory=PassMemo)
-    # Spec and status as last parsed, with the very dicts they came from. The body is one object until
-    # the next watch event, so most passes parse nothing (pydantic validation was a fifth of a pass's CPU).
-    spec: tuple[object, NodeConfigSpec] | None = None
-    status: tuple[object, NodeConfigStatus] | None = None
     rendered: dict[tuple[bool, str], render.RenderedConfig] = field(default_factory=dict)  # (on, mode)
     written: tuple[NodeConfigStatus, float] | None = None  # the last status written, and when (monotonic)
     # (node, state-since) of the failures that had their Event: a node retried that fails again gets another
@@ -75,16 +68,6 @@ class ConfigState:
             self.closed = True
             self.metrics.forget(self.name)
             self.nodes.forget_reader(self.name)
-
-
-def parsed_once(
-    kept: tuple[object, Parsed] | None, raw: object, parse: Callable[[Any], Parsed]
-) -> tuple[object, Parsed]:
-    """`(raw, parse(raw or {}))`, reusing `kept` while `raw` is the very object it came from (parsed again
-    only for another object: a new watch event)."""
-    if kept is None or kept[0] is not raw:
-        return raw, parse(raw or {})
-    return kept
 
 
 @dataclass

@@ -1,11 +1,11 @@
-"""The operator's moving parts between kopf and the pure core, wired together: watch events into the
-caches, wake-ups, and the per-NodeConfig loop that runs one pass after another.
+"""The operator's moving parts between kopf and the pure core: watch events into the caches, wake-ups, and
+the per-NodeConfig loop that runs one pass after another. Built, with its parts, by wiring.build_engine.
 
 The parts, each with one job: `nodecache.NodeCache` (the nodes, which have a step in flight),
 `nodeconfigstore.NodeConfigStore` (the NodeConfigs, and the immutable inputs of each pass),
 `reconciler.Reconciler` (one pass: render, plan, submit, status), `steps.StepRunner` (the step pools),
 `publisher.StatusPublisher` (status writes, Events, metrics), `configstate.ConfigStates` (what is
-kept per NodeConfig between passes, dropped when it goes).
+kept per NodeConfig between passes, dropped when it goes), `wakeups.WakeUps` (the loops' wake-ups).
 
 Threads: kopf's handlers and daemons run on the event loop, which alone touches the NodeConfigStore;
 a pass runs in a worker thread on inputs taken on the loop; steps run on the pools; node events come
@@ -21,20 +21,17 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from eventedpleg.controller.configstate import ConfigStates
-from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.controller.nodeconfigstore import NodeConfigStore
-from eventedpleg.controller.publisher import StatusPublisher
 from eventedpleg.controller.reconciler import Reconciler
 from eventedpleg.controller.steps import STEP_THREADS, StepRunner
+from eventedpleg.controller.wakeups import WakeUps
 from eventedpleg.core.health import Heartbeats
-from eventedpleg.k8s.events import EventRecorder
 
 __all__ = ["STEP_THREADS", "RolloutEngine"]
 log = logging.getLogger(__name__)
@@ -46,97 +43,50 @@ DELETE_RETRY = 2.0  # seconds between passes while a deleted NodeConfig lets its
 
 @dataclass
 class RolloutEngine:
-    api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
-    namespace: str
-    recorder: EventRecorder
-    metrics: OperatorMetrics
-    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
-    allow_force_delete: bool = False  # the chart grants `pods delete` (drain.allowForceDelete)
-    nodes: NodeCache = field(default_factory=NodeCache)
-    nodeconfigs: NodeConfigStore = field(default_factory=NodeConfigStore)  # event-loop thread only
-    wakes: dict[str, asyncio.Event] = field(default_factory=dict)  # event-loop thread only
-    loop: asyncio.AbstractEventLoop | None = None
-    nodes_synced: threading.Event = field(default_factory=threading.Event)  # the first node LIST is in
-    wake_pending: bool = False
+    nodes: NodeCache
+    nodeconfigs: NodeConfigStore  # event-loop thread only
+    states: ConfigStates
+    steps: StepRunner
+    reconciler: Reconciler
+    wakeups: WakeUps
     # Liveness: each rollout loop beats once a pass (controller/probes.py judges staleness).
     beats: Heartbeats | None = None
-    states: ConfigStates = field(init=False)
-    publisher: StatusPublisher = field(init=False)
-    steps: StepRunner = field(init=False)
-    reconciler: Reconciler = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.states = ConfigStates(self.metrics, self.nodes)
-        self.publisher = StatusPublisher(self.api, self.recorder)
-        self.steps = StepRunner(
-            self.api,
-            self.recorder,
-            self.metrics,
-            self.nodes,
-            self.clock,
-            self._wake_from_thread,
-            allow_force_delete=self.allow_force_delete,
-        )
-        self.reconciler = Reconciler(
-            self.api,
-            self.namespace,
-            self.metrics,
-            self.nodes,
-            self.steps,
-            self.publisher,
-            self.clock,
-            self.states,
-        )
+    nodes_synced: threading.Event = field(default_factory=threading.Event)  # the first node LIST is in
 
     # -- watch events ----------------------------------------------------------------------------------
 
     def node_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """From the node informer's thread."""
         if self.nodes.observe(event_type, body) and self.nodes_synced.is_set():
-            self._wake_from_thread()
+            self.wakeups.wake_from_thread()
 
     def agent_pod_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """From the agent pod informer's thread: a node whose agent pod changed is planned again."""
         if self.nodes.observe_pod(event_type, body) and self.nodes_synced.is_set():
-            self._wake_from_thread()
+            self.wakeups.wake_from_thread()
 
     def agent_pods_listed(self, names: set[str]) -> None:
         """From the agent pod informer's thread, after each complete LIST."""
         if self.nodes.retain_pods(names) and self.nodes_synced.is_set():
-            self._wake_from_thread()
+            self.wakeups.wake_from_thread()
 
     def node_list_done(self, names: set[str]) -> None:
         """From the node informer's thread, after each complete LIST."""
         self.nodes.retain(names)
         self.nodes_synced.set()
-        self._wake_from_thread()
+        self.wakeups.wake_from_thread()
 
     def nodeconfig_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """On the event loop (kopf's event handler)."""
         name = self.nodeconfigs.observe(event_type, body)
         if event_type == "DELETED":  # after its last pass: the finalizer went with the last one
             self.states.close(name)
-        self.wake_all()  # peers matter for overlap detection
-
-    def wake_all(self) -> None:
-        for event in self.wakes.values():
-            event.set()
-
-    def _wake_from_thread(self) -> None:
-        """One pending wake-up at a time: a burst of node events costs the event loop one callback."""
-        if self.loop is not None and not self.loop.is_closed() and not self.wake_pending:
-            self.wake_pending = True
-            self.loop.call_soon_threadsafe(self._woken)
-
-    def _woken(self) -> None:
-        self.wake_pending = False
-        self.wake_all()
+        self.wakeups.wake_all()  # peers matter for overlap detection
 
     # -- the per-NodeConfig loop (a kopf daemon) and the delete handler --------------------------------
 
     async def run_rollout(self, name: str, stopped: Any) -> None:
-        wake = self.wakes.setdefault(name, asyncio.Event())
-        self.loop = asyncio.get_running_loop()
+        wake = self.wakeups.register(name)
         loop = f"rollout/{name}"
         try:
             while not stopped:
@@ -163,8 +113,8 @@ class RolloutEngine:
                 # which the steps' API requests need more than a pass 50 ms after the last.
                 await asyncio.sleep(max(COALESCE, cost))
         finally:
-            self.wakes.pop(name, None)
-            if name not in self.nodeconfigs.bodies:  # gone: a pass begun after its DELETED made a state
+            self.wakeups.forget(name)
+            if name not in self.nodeconfigs.views:  # gone: a pass begun after its DELETED made a state
                 self.states.close(name)
             if self.beats is not None:
                 self.beats.forget(loop)

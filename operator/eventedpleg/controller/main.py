@@ -31,6 +31,7 @@ from eventedpleg.controller import handlers
 from eventedpleg.controller.engine import STEP_THREADS, RolloutEngine
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.probes import INFORMER, Thresholds, liveness
+from eventedpleg.controller.wiring import always, build_engine
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.core.rollout.leaderelection import ElectionTimings
 from eventedpleg.k8s.client import api_client, get_json
@@ -113,9 +114,8 @@ def run(options: OperatorOptions) -> int:
     identity = options.identity or os.environ.get("POD_NAME") or os.uname().nodename
     # kopf logs every handler call at INFO: one line per node event would drown the log on a big cluster.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    metrics = OperatorMetrics()
     beats = Heartbeats(time.monotonic)
-    metrics.live = liveness(beats, options.health)
+    metrics = OperatorMetrics(live=liveness(beats, options.health))
     server = metrics.serve(options.metrics_port)
     stop, lost = threading.Event(), threading.Event()
     # Until kopf installs its own handlers, SIGTERM (a pod deleted as it starts) must still end us through
@@ -125,12 +125,19 @@ def run(options: OperatorOptions) -> int:
     informers: list[NodeInformer] = []
     try:
         recorder = EventRecorder(api, "eventedpleg-operator", identity, background=True)
-        engine = RolloutEngine(
-            api=api,
-            namespace=options.namespace,
-            recorder=recorder,
-            metrics=metrics,
+        election = (
+            LeaseLock(api, LeaseConfig(options.namespace, c.LEASE_NAME, identity, options.election))
+            if options.leader_elect
+            else None
+        )
+        engine = build_engine(
+            api,
+            options.namespace,
+            recorder,
+            metrics,
             beats=beats,
+            # a leader that cannot renew starts no step
+            may_start=election.leading if election is not None else always,
             allow_force_delete=options.allow_force_delete,
         )
 
@@ -150,9 +157,8 @@ def run(options: OperatorOptions) -> int:
         gc.freeze()
         for informer in informers:
             informer.start()
-        if options.leader_elect:
-            lock = LeaseLock(api, LeaseConfig(options.namespace, c.LEASE_NAME, identity, options.election))
-            engine.steps.may_start = lock.leading  # a leader that cannot renew starts no step
+        if election is not None:
+            lock = election  # released on the way out from here on
             log.info("waiting for the leader Lease %s/%s as %s", options.namespace, c.LEASE_NAME, identity)
             while not lock.try_acquire_or_renew():
                 if stop.wait(options.election.retry_period):

@@ -32,7 +32,7 @@ from eventedpleg.probeserver import TEXT, Reply
 class OperatorMetrics:
     """The operator's own /metrics (its registry and series); kubelet metrics: core.node.facts.promtext."""
 
-    def __init__(self) -> None:
+    def __init__(self, live: Callable[[], tuple[bool, str]] = lambda: (True, "ok")) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.nodes = Gauge(
@@ -92,7 +92,7 @@ class OperatorMetrics:
         buildinfo.register(r, "operator")
         self._held: dict[str, dict[str, datetime]] = {}  # nodeconfig -> node -> held since (lower bound)
         self.ready = threading.Event()
-        self.live: Callable[[], tuple[bool, str]] = lambda: (True, "ok")
+        self.live = live  # /healthz (controller/probes.py)
 
     def observe(self, nodeconfig: str, summary: Summary, conditions: dict[str, bool]) -> None:
         for bucket, value in summary.counts:  # every published counter (planner/tally.py), by name

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
-
 from eventedpleg.constants import ConditionType
 from eventedpleg.controller.configstate import ConfigState
+from eventedpleg.controller.nodeconfigview import InvalidSpec, NodeConfigView
 from eventedpleg.core.rollout import status
 from eventedpleg.core.rollout.planner import Summary
 from eventedpleg.k8s import nodeconfigs
@@ -29,6 +28,8 @@ STATUS_INTERVAL = 1.0  # at most one status write a second while only the counts
 class StatusPublisher:
     api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
     recorder: EventRecorder
+    clock: Callable[[], datetime]  # transition times of the statuses it makes itself (invalid, first)
+    monotonic: Callable[[], float] = time.monotonic  # paces the writes (STATUS_INTERVAL)
 
     def publish(
         self,
@@ -71,46 +72,33 @@ class StatusPublisher:
         if new == last:
             return False  # already written; the watch will catch the cached body up
         flipped = {c.type: c.status for c in new.conditions} != before
-        if not flipped and time.monotonic() - last_at < STATUS_INTERVAL:
+        if not flipped and self.monotonic() - last_at < STATUS_INTERVAL:
             return True
         self._write(state, new)
         return False
 
-    def invalid(
-        self,
-        state: ConfigState,
-        ref: ObjectRef,
-        body: Mapping[str, Any],
-        previous: NodeConfigStatus,
-        exc: ValidationError,
-        now: datetime,
-    ) -> None:
-        """Stalled and Degraded (InvalidSpec), naming the first problems; written once per change."""
-        problems = "; ".join(
-            f"spec.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:5]
+    def invalid(self, state: ConfigState, nodeconfig: NodeConfigView, spec: InvalidSpec) -> None:
+        """Stalled and Degraded (InvalidSpec), naming the first problems (`spec`: nodeconfig.spec, known
+        invalid); written once per change."""
+        problems, previous = spec.problems, nodeconfig.status
+        new = status.invalid_status(
+            previous, problems=problems, generation=nodeconfig.generation, now=self.clock()
         )
-        generation = int(body["metadata"].get("generation", 0))
-        new = status.invalid_status(previous, problems=problems, generation=generation, now=now)
         if new != previous:
-            self.recorder.emit(ref, "Warning", "InvalidSpec", problems)
+            self.recorder.emit(nodeconfig.ref, "Warning", "InvalidSpec", problems)
             self._write(state, new)
 
-    def first(
-        self,
-        state: ConfigState,
-        generation: int,
-        previous: NodeConfigStatus,
-        now: datetime,
-        waiting: str,
-    ) -> None:
+    def first(self, state: ConfigState, nodeconfig: NodeConfigView, waiting: str) -> None:
         """Reconciling for a generation not planned yet (see status.first_status); written once."""
-        new = status.first_status(previous, generation=generation, now=now, waiting=waiting)
+        new = status.first_status(
+            nodeconfig.status, generation=nodeconfig.generation, now=self.clock(), waiting=waiting
+        )
         if new is not None and (state.written or (None, 0.0))[0] != new:
             self._write(state, new)
 
     def _write(self, state: ConfigState, new: NodeConfigStatus) -> None:
         try:
             nodeconfigs.patch_status(self.api, state.name, new.to_api())
-            state.written = (new, time.monotonic())
+            state.written = (new, self.monotonic())
         except ApiError as exc:
             log.warning("could not write status of %s: %s", state.name, exc)

@@ -1,6 +1,8 @@
-"""One reconcile pass over one NodeConfig, from immutable inputs: parse the spec, render (on and off) and
-make sure both ConfigMaps exist, plan over the cached nodes, hand the actions to the step runner, publish
-status. Runs in a worker thread; everything it reads that the event loop changes comes in `PassInputs`."""
+"""One reconcile pass over one NodeConfig, from immutable inputs: the NodeConfig's view (validated once per
+event, nodeconfigview), then each read the target needs as its own step (render on and off and make sure
+both ConfigMaps exist, the alert gate's answer, the health gate's pods), the target built from them (pure),
+plan over the cached nodes, hand the actions to the step runner, publish status. Runs in a worker thread;
+everything it reads that the event loop changes comes in `PassInputs`."""
 
 from __future__ import annotations
 
@@ -11,28 +13,26 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import ValidationError
-
-from eventedpleg import constants as c
-from eventedpleg.controller.configstate import ConfigState, ConfigStates, parsed_once
+from eventedpleg.controller.configstate import ConfigState, ConfigStates
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache
-from eventedpleg.controller.nodeconfigstore import PassInputs, created
+from eventedpleg.controller.nodeconfigstore import PassInputs
+from eventedpleg.controller.nodeconfigview import InvalidSpec, NodeConfigView, view_of
 from eventedpleg.controller.publisher import STATUS_INTERVAL, StatusPublisher
 from eventedpleg.controller.steps import StepRunner
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
-from eventedpleg.core.rollout import planner, retry, status
+from eventedpleg.core.rollout import planner, status
 from eventedpleg.core.rollout.snapshot import Peer, Target
 from eventedpleg.k8s import configmaps, nodeconfigs, prometheus, workloads
 from eventedpleg.k8s.errors import ApiError
-from eventedpleg.k8s.events import ObjectRef
-from eventedpleg.models.nodeconfig import HealthGate, NodeConfigSpec, NodeConfigStatus
+from eventedpleg.models.nodeconfig import HealthGate, NodeConfigSpec
 
 log = logging.getLogger(__name__)
 IDLE_RECHECK = 30.0  # seconds between passes when nothing happens (time-based gates: window, soak)
 BUSY_RECHECK = 2.0  # while drains wait on PodDisruptionBudgets (kubectl retries every 5 s)
 ALERTS_TTL = 10.0  # seconds an alert gate's answer is used before Prometheus is asked again
+Rendered = tuple[render.RenderedConfig, render.RenderedConfig]  # (on, off)
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Reconciler:
     pods: Callable[[Any, HealthGate, Sequence[str]], Mapping[str, tuple[str, ...]]] = workloads.not_ready
     _asked: dict[tuple[str, str], tuple[float, str]] = field(default_factory=dict)
 
-    def _alerts(self, spec: NodeConfigSpec) -> str:
+    def _read_alert_gate(self, spec: NodeConfigSpec) -> str:
         """spec.rollout.alertGate's answer, asked at most every ALERTS_TTL seconds per (url, pattern)."""
         gate = spec.rollout.alert_gate
         if not gate.prometheus_url:
@@ -61,7 +61,7 @@ class Reconciler:
             asked = self._asked[key] = (now, self.alerts(*key))
         return asked[1]
 
-    def _health(
+    def _read_health_gate(
         self, state: ConfigState, spec: NodeConfigSpec, deleting: bool
     ) -> Mapping[str, tuple[str, ...]]:
         """spec.rollout.healthGate's pods on the nodes the last pass asked about, read now. An answer that
@@ -77,39 +77,33 @@ class Reconciler:
 
     def reconcile_once(self, inputs: PassInputs) -> float | None:
         """One pass; returns seconds until the next one (None: the NodeConfig is gone)."""
-        body = inputs.body
-        if body is None:
-            try:
-                body = nodeconfigs.get(self.api, inputs.name)
-            except ApiError:
-                self.states.close(inputs.name)
-                return None
+        try:
+            nodeconfig = self._nodeconfig(inputs)
+        except ApiError:
+            self.states.close(inputs.name)
+            return None
         started = time.monotonic()
-        result, _ = self._pass(self.states.get(inputs.name), body, inputs.peers, deleting=inputs.deleting)
+        state = self.states.get(inputs.name)
+        result, _ = self._pass(state, nodeconfig, inputs.peers, deleting=inputs.deleting)
         self.metrics.reconcile.observe(time.monotonic() - started)
         return result
 
     def acknowledge(self, inputs: PassInputs, waiting: str) -> None:
-        """Before a pass can plan (`waiting`: why not): Reconciling for this generation, or InvalidSpec."""
-        body = inputs.body
-        if body is None:
+        """Before a pass can plan (`waiting`: why not): Reconciling for this generation, or InvalidSpec.
+        A NodeConfig the watch has not delivered yet is not read: the pass will."""
+        if inputs.nodeconfig is None:
             return
-        state = self.states.get(inputs.name)
-        state.status = parsed_once(state.status, body.get("status"), _previous_status)
-        previous = state.status[1]
-        try:
-            state.spec = parsed_once(state.spec, body.get("spec"), NodeConfigSpec.model_validate)
-        except ValidationError as exc:
-            self.publisher.invalid(state, _ref(body), body, previous, exc, self.clock())
+        state, spec = self.states.get(inputs.name), inputs.nodeconfig.spec
+        if isinstance(spec, InvalidSpec):
+            self.publisher.invalid(state, inputs.nodeconfig, spec)
             return
-        generation = int(body["metadata"].get("generation", 0))
-        self.publisher.first(state, generation, previous, self.clock(), waiting)
+        self.publisher.first(state, inputs.nodeconfig, waiting)
 
     def finalize(self, inputs: PassInputs) -> str:
         """One pass in deleting mode; "" once every node is let go, else what the deletion waits for."""
-        body = inputs.body if inputs.body is not None else nodeconfigs.get(self.api, inputs.name)
+        nodeconfig = self._nodeconfig(inputs)
         state = self.states.get(inputs.name)
-        delay, summary = self._pass(state, body, inputs.peers, deleting=True, incremental=False)
+        delay, summary = self._pass(state, nodeconfig, inputs.peers, deleting=True, incremental=False)
         # No node is ours any more in the cache (which holds a step's write as soon as it lands, and a
         # cordon in flight as assumed): done. Steps on other nodes (another NodeConfig's, or one that hangs)
         # are no reason to wait, and none is kept across a change of leader.
@@ -119,10 +113,16 @@ class Reconciler:
             return "the spec is invalid; fix it or remove the finalizer"
         return status.deleting_text(summary) or "the nodes' last writes to land"
 
+    def _nodeconfig(self, inputs: PassInputs) -> NodeConfigView:
+        """The view the watch delivered; one it has not delivered yet is read now (an ApiError when gone)."""
+        if inputs.nodeconfig is not None:
+            return inputs.nodeconfig
+        return view_of(nodeconfigs.get(self.api, inputs.name))
+
     def _pass(
         self,
         state: ConfigState,
-        body: Mapping[str, Any],
+        nodeconfig: NodeConfigView,
         peers: tuple[Peer, ...],
         *,
         deleting: bool,
@@ -130,18 +130,18 @@ class Reconciler:
     ) -> tuple[float | None, planner.Summary | None]:
         """One pass; `incremental`: planned on the nodes that changed since the rollout loop's last pass
         (state.memo). (None, None) when the state was closed: the NodeConfig is gone."""
-        generation = int(body["metadata"].get("generation", 0))
-        ref = _ref(body)
-        state.status = parsed_once(state.status, body.get("status"), _previous_status)
-        previous = state.status[1]
-        try:
-            state.spec = parsed_once(state.spec, body.get("spec"), NodeConfigSpec.model_validate)
-        except ValidationError as exc:
-            self.publisher.invalid(state, ref, body, previous, exc, self.clock())
+        spec, previous = nodeconfig.spec, nodeconfig.status
+        if isinstance(spec, InvalidSpec):
+            self.publisher.invalid(state, nodeconfig, spec)
             return IDLE_RECHECK, None
-        spec = state.spec[1]
         now = self.clock()
-        target = self._target(state, body, spec, peers, deleting=deleting)
+        # What the target needs from outside, each read by its own step; then the target, built from them.
+        rendered = self._ensure_configmaps(state, spec)
+        alerts = self._read_alert_gate(spec)
+        health = self._read_health_gate(state, spec, deleting)
+        target = build_target(
+            nodeconfig, spec, peers, rendered=rendered, alerts=alerts, health=health, deleting=deleting
+        )
         if not incremental:
             views, changed = self.nodes.snapshot(), None
             result = planner.plan(views, target, now)
@@ -158,44 +158,22 @@ class Reconciler:
             result.summary,
             enabled=spec.evented_pleg and not target.reverting,
             deleting=deleting,
-            generation=generation,
+            generation=nodeconfig.generation,
             previous=previous.conditions,
             now=now,
             held_since=previous.budget_held_since,
             stall_after=timedelta(seconds=spec.rollout.stall_after_seconds),
         )
-        dirty = self.publisher.publish(state, ref, previous, new_status, result.summary)
+        dirty = self.publisher.publish(state, nodeconfig.ref, previous, new_status, result.summary)
         return _next_pass(result, now, deleting=deleting, dirty=dirty), result.summary
 
-    def _target(
-        self,
-        state: ConfigState,
-        body: Mapping[str, Any],
-        spec: NodeConfigSpec,
-        peers: tuple[Peer, ...],
-        *,
-        deleting: bool,
-    ) -> Target:
-        name = str(body["metadata"]["name"])
+    def _ensure_configmaps(self, state: ConfigState, spec: NodeConfigSpec) -> Rendered:
+        """The configs the spec renders to, on and off, each rendered and its ConfigMap created once per
+        NodeConfig and (enabled, mode)."""
         mode = spec.kubelet_config.value
-        on, off = self._render(state, spec.evented_pleg, mode), self._render(state, False, mode)
-        return Target(
-            name=name,
-            spec=spec,
-            created=created(body),
-            generation=int(body["metadata"].get("generation", 0)),
-            hash_on=on.hash,
-            hash_off=off.hash,
-            agent_options=AgentOptions.from_spec(spec).to_json(),
-            deleting=deleting,
-            peers=peers,
-            retry=retry.parse((body["metadata"].get("annotations") or {}).get(c.ANN_RETRY)),
-            alerts=self._alerts(spec),
-            health=self._health(state, spec, deleting),
-        )
+        return self._render(state, spec.evented_pleg, mode), self._render(state, False, mode)
 
     def _render(self, state: ConfigState, enabled: bool, mode: str) -> render.RenderedConfig:
-        """Rendered once per NodeConfig and (enabled, mode), and its ConfigMap created once."""
         key = (enabled, mode)
         if key not in state.rendered:
             rendered = render.render(enabled=enabled, owner=state.name, kubelet_config_mode=mode)
@@ -204,9 +182,32 @@ class Reconciler:
         return state.rendered[key]
 
 
-def _ref(body: Mapping[str, Any]) -> ObjectRef:
-    meta = body["metadata"]
-    return ObjectRef(c.KIND, str(meta["name"]), f"{c.GROUP}/{c.VERSION}", str(meta.get("uid", "")))
+def build_target(
+    nodeconfig: NodeConfigView,
+    spec: NodeConfigSpec,  # nodeconfig.spec, known valid
+    peers: tuple[Peer, ...],
+    *,
+    rendered: Rendered,
+    alerts: str,
+    health: Mapping[str, tuple[str, ...]],
+    deleting: bool,
+) -> Target:
+    """What a pass plans towards, from the NodeConfig and what the pass's reads returned (pure)."""
+    on, off = rendered
+    return Target(
+        name=nodeconfig.name,
+        spec=spec,
+        created=nodeconfig.created,
+        generation=nodeconfig.generation,
+        hash_on=on.hash,
+        hash_off=off.hash,
+        agent_options=AgentOptions.from_spec(spec).to_json(),
+        deleting=deleting,
+        peers=peers,
+        retry=nodeconfig.retry,
+        alerts=alerts,
+        health=health,
+    )
 
 
 def _next_pass(result: planner.Plan, now: datetime, *, deleting: bool, dirty: bool) -> float:
@@ -221,10 +222,3 @@ def _next_pass(result: planner.Plan, now: datetime, *, deleting: bool, dirty: bo
     if wake is not None:
         return max(0.5, min(IDLE_RECHECK, (wake - now).total_seconds() + 0.5))
     return IDLE_RECHECK
-
-
-def _previous_status(raw: Mapping[str, Any]) -> NodeConfigStatus:
-    try:
-        return NodeConfigStatus.model_validate(raw)
-    except ValidationError:
-        return NodeConfigStatus()

@@ -8,9 +8,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
-from typing import Any
 
 from eventedpleg.controller.configstate import ConfigState
 from eventedpleg.controller.executor import Executor, StepResult
@@ -19,7 +17,6 @@ from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain
 from eventedpleg.core.rollout.snapshot import NodeView
-from eventedpleg.k8s.events import EventRecorder
 
 log = logging.getLogger(__name__)
 WORKERS = 32  # cordon/drain steps in flight at once (each is 1-4 API requests)
@@ -34,14 +31,11 @@ DRAIN_POLL_SECONDS = 1.0
 
 @dataclass
 class StepRunner:
-    api: Any  # kubernetes ApiClient (typed only inside eventedpleg.k8s)
-    recorder: EventRecorder
+    executor: Executor  # carries out one step against the API
     metrics: OperatorMetrics
     nodes: NodeCache
-    clock: Callable[[], datetime]
     settled: Callable[[], None]  # called from a pool thread after each step: wake the passes
-    may_start: Callable[[], bool] = lambda: True  # leader election: False stops every new step
-    allow_force_delete: bool = False  # the chart grants `pods delete` (drain.allowForceDelete)
+    may_start: Callable[[], bool]  # leader election: False stops every new step
     drain_poll_seconds: float = DRAIN_POLL_SECONDS
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(WORKERS, "step"))
     # Steps that give a node back (uncordon, release, fail) never queue behind the cordons and drains
@@ -51,12 +45,6 @@ class StepRunner:
     )
     # Drains waiting out their pause before the next poll: one thread for all of them.
     later: Later = field(default_factory=lambda: Later("drain-poll"))
-    executor: Executor = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.executor = Executor(
-            self.api, self.recorder, clock=self.clock, allow_force_delete=self.allow_force_delete
-        )
 
     def submit(self, actions: tuple[Action, ...], state: ConfigState) -> None:
         """Start each step on a pool without waiting: the next pass may run while steps are in flight.

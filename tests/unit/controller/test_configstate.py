@@ -12,6 +12,8 @@ from prometheus_client import generate_latest
 from eventedpleg.controller.engine import RolloutEngine
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodeconfigstore import PassInputs
+from eventedpleg.controller.nodeconfigview import view_of
+from eventedpleg.controller.wiring import build_engine
 from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg.k8s import configmaps, nodeconfigs
 from eventedpleg_lab.sim.rolloutworld import SimNode
@@ -41,9 +43,7 @@ def engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[RolloutEngine]:
     writes: list[str] = []
     monkeypatch.setattr(configmaps, "ensure", lambda api, ns, rendered: writes.append("configmap"))
     monkeypatch.setattr(nodeconfigs, "patch_status", lambda api, name, body: writes.append("status"))
-    engine = RolloutEngine(
-        api=None, namespace="ns", recorder=cast(Any, Recorder()), metrics=OperatorMetrics()
-    )
+    engine = build_engine(None, "ns", cast(Any, Recorder()), OperatorMetrics())
     engine.steps.submit = lambda *args: None  # type: ignore[method-assign]  # no step runs: no API
     engine.nodes.observe("ADDED", SimNode("node-000").body())
     engine.nodeconfig_event("ADDED", BODY)
@@ -64,18 +64,18 @@ def _pass(engine: RolloutEngine) -> float | None:
 def test_a_deleted_nodeconfig_leaves_no_state_and_no_series(engine: RolloutEngine) -> None:
     assert _pass(engine) is not None
     state = engine.states.get("cluster")
-    assert state.spec is not None and state.status is not None and state.written is not None
+    assert state.written is not None
     assert state.rendered and "cluster" in engine.nodes.dirty
     state.drain_retried()
     assert {"eventedpleg_nodes", "eventedpleg_condition", "eventedpleg_drain_retries_total"} <= _series(
-        engine.metrics
+        engine.reconciler.metrics
     )
 
     engine.nodeconfig_event("DELETED", BODY)
 
     assert engine.states.states == {} and state.closed
     assert "cluster" not in engine.nodes.dirty
-    assert _series(engine.metrics) == set()
+    assert _series(engine.reconciler.metrics) == set()
 
 
 def test_a_pass_running_when_its_nodeconfig_goes_brings_nothing_back(engine: RolloutEngine) -> None:
@@ -87,10 +87,10 @@ def test_a_pass_running_when_its_nodeconfig_goes_brings_nothing_back(engine: Rol
 
     engine.steps.submit = deleted_meanwhile  # type: ignore[method-assign,assignment]
     engine.nodes.observe("ADDED", SimNode("node-001").body())
-    engine.reconciler.reconcile_once(PassInputs("cluster", BODY, ()))  # publishes after the delete
+    engine.reconciler.reconcile_once(PassInputs("cluster", view_of(BODY), ()))  # publishes after the delete
     state.drain_retried()  # a step that ends after the delete
     assert state.changes() is None  # a later pass on it plans nothing and ends its loop
 
-    assert _series(engine.metrics) == set()
+    assert _series(engine.reconciler.metrics) == set()
     assert "cluster" not in engine.nodes.dirty
     assert engine.states.states == {}

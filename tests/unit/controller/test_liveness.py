@@ -14,6 +14,7 @@ import pytest
 from eventedpleg.controller.engine import RolloutEngine
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.probes import Thresholds, liveness
+from eventedpleg.controller.wiring import build_engine
 from eventedpleg.core.health import Heartbeats, assess
 from tests.healthprobe import FakeMonotonic, healthz, until
 
@@ -52,10 +53,9 @@ class Stopped:
 def operator_probe() -> Iterator[tuple[RolloutEngine, FakeMonotonic, int, threading.Event, threading.Event]]:
     clock = FakeMonotonic(1000.0)
     beats = Heartbeats(clock)
-    metrics = OperatorMetrics()
-    metrics.live = liveness(beats, Thresholds(rollout_seconds=120, informer_seconds=420))
+    metrics = OperatorMetrics(live=liveness(beats, Thresholds(rollout_seconds=120, informer_seconds=420)))
     server = metrics.serve(0, host="127.0.0.1")
-    engine = RolloutEngine(api=None, namespace="ns", recorder=cast(Any, None), metrics=metrics, beats=beats)
+    engine = build_engine(None, "ns", cast(Any, None), metrics, beats=beats)
     engine.nodes_synced.set()
     frozen, stuck = threading.Event(), threading.Event()
 

@@ -31,7 +31,7 @@ def test_a_pass_keeps_the_peers_it_was_given_while_nodeconfigs_come_and_go() -> 
 
     assert isinstance(inputs.peers, tuple)
     assert [peer.name for peer in inputs.peers] == [f"peer-{i:02d}" for i in range(50)]
-    assert inputs.body is not None and inputs.body["metadata"]["name"] == "cluster"
+    assert inputs.nodeconfig is not None and inputs.nodeconfig.name == "cluster"
     with pytest.raises(dataclasses.FrozenInstanceError):
         inputs.peers = ()  # type: ignore[misc]
     assert [peer.name for peer in store.inputs("cluster").peers] == ["late"]
@@ -48,4 +48,4 @@ def test_an_invalid_nodeconfig_is_no_peer_and_a_fixed_one_is() -> None:
 
 
 def test_a_nodeconfig_not_seen_yet_is_read_by_the_pass() -> None:
-    assert NodeConfigStore().inputs("cluster", deleting=True).body is None
+    assert NodeConfigStore().inputs("cluster", deleting=True).nodeconfig is None

@@ -169,7 +169,8 @@ class _Start:
         if settling:
             return settling, ()
         total = tally.total
-        budget = int_or_percent(spec.rollout.max_unavailable, total) - tally.unavailable
+        allowed = int_or_percent(spec.rollout.max_unavailable, total)  # resolved once per pass
+        budget = allowed - tally.unavailable
         started = 0
         blocked: list[str] = []  # started, but only to look again at a drain that could never finish
         # rollout.healthGate may pass over a candidate without taking budget: walk as many more as it holds.
@@ -224,7 +225,7 @@ class _Start:
                 return f"{self.stage}: waiting for its node(s) in progress to finish", ()
             return "canary: waiting for the canary node(s) in progress to finish", ()
         held_by = tuple(foreign)
-        return _budget_text(spec.rollout.max_unavailable, total, tally.unavailable, held_by), held_by
+        return _budget_text(spec.rollout.max_unavailable, allowed, total, tally.unavailable, held_by), held_by
 
     def _health_gate(self, node: NodeView, free: bool) -> int | None:
         """rollout.healthGate before a node is taken: None when it may be; else the budget it keeps (a
@@ -352,8 +353,10 @@ def _no_agent_text(notes: Sequence[NodeNote]) -> str:
     return f"{len(notes)} node(s) wait, not cordoned, for a live eventedpleg agent: {names}{more}"
 
 
-def _budget_text(value: int | str, total: int, unavailable: int, held: tuple[HeldNode, ...]) -> str:
-    allowed = int_or_percent(value, total)
+def _budget_text(
+    value: int | str, allowed: int, total: int, unavailable: int, held: tuple[HeldNode, ...]
+) -> str:
+    """`value`: maxUnavailable as written, `allowed`: as resolved against `total`."""
     text = (
         f"waiting for capacity: {unavailable} of {total} node(s) unavailable, "
         f"maxUnavailable={value} ({allowed})"

@@ -6,6 +6,7 @@ afterSeconds later halts the rollout, naming them."""
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, cast
 
@@ -17,9 +18,10 @@ from pydantic import ValidationError
 from eventedpleg import constants as c
 from eventedpleg.cli import report
 from eventedpleg.cli.report import status_view
-from eventedpleg.controller.engine import RolloutEngine
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodeconfigstore import PassInputs
+from eventedpleg.controller.nodeconfigview import view_of
+from eventedpleg.controller.wiring import build_engine
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.node.phases import hostcheckphase
 from eventedpleg.core.rollout import planner, podhealth, status
@@ -335,22 +337,19 @@ def test_the_reconciler_reads_the_gates_pods_only_for_the_nodes_the_last_pass_na
 ) -> None:
     monkeypatch.setattr(configmaps, "ensure", lambda api, ns, rendered: None)
     monkeypatch.setattr(nodeconfigs, "patch_status", lambda api, name, body: None)
-    engine = RolloutEngine(
-        api=None, namespace="ns", recorder=cast(Any, _Recorder()), metrics=OperatorMetrics(), clock=lambda: T0
-    )
-    submitted: list[tuple[Any, ...]] = []
-    engine.steps.submit = lambda actions, state: submitted.append(actions)  # type: ignore[method-assign]
     asked: list[tuple[str, ...]] = []
     answers: list[Any] = [{"node-000": ("web/api-0",)}, ApiError(500, "Internal", "down"), {"node-000": ()}]
 
-    def pods(api: object, gate: object, nodes: tuple[str, ...]) -> object:
+    def pods(api: object, gate: object, nodes: Sequence[str]) -> Mapping[str, tuple[str, ...]]:
         asked.append(tuple(nodes))
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return answer
+        return cast(Mapping[str, tuple[str, ...]], answer)
 
-    engine.reconciler.pods = pods  # type: ignore[assignment]
+    engine = build_engine(None, "ns", cast(Any, _Recorder()), OperatorMetrics(), clock=lambda: T0, pods=pods)
+    submitted: list[tuple[Any, ...]] = []
+    engine.steps.submit = lambda actions, state: submitted.append(actions)  # type: ignore[method-assign]
     check = hostcheck.HostCheck(T0, {}, hostcheckphase.REFRESH.total_seconds()).to_json()
     for name in ("node-000", "node-001"):  # each with a live agent
         engine.nodes.observe("ADDED", SimNode(name, annotations={c.ANN_HOST_CHECK: check}).body())
@@ -368,7 +367,7 @@ def test_the_reconciler_reads_the_gates_pods_only_for_the_nodes_the_last_pass_na
     }
     try:
         engine.nodeconfig_event("ADDED", body)
-        inputs = PassInputs("cluster", body, ())
+        inputs = PassInputs("cluster", view_of(body), ())
         for _ in range(4):
             engine.reconciler.reconcile_once(inputs)
     finally:

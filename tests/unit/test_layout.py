@@ -79,3 +79,16 @@ def test_the_checks_see_a_stray_folder_a_missing_package_and_a_repeated_name(tmp
     assert repeated_names(unit) == {
         "test_status.py": ["core/rollout/test_status.py", "lab/sim/test_status.py"]
     }
+
+
+def test_no_package_of_the_product_holds_more_than_15_modules() -> None:
+    """A folder a newcomer can read through: past 15 modules it wants splitting by what they hold."""
+    packages = [init.parent for init in PRODUCTION.rglob("__init__.py")]
+    counts = {
+        package.relative_to(PRODUCTION.parent).as_posix(): len(
+            [m for m in package.glob("*.py") if m.name != "__init__.py"]
+        )
+        for package in packages
+    }
+    assert counts["eventedpleg/controller"] > 1  # it reads the real tree
+    assert {name: n for name, n in counts.items() if n > 15} == {}

@@ -12,9 +12,9 @@ from functools import partial
 
 from eventedpleg.controller.configstate import ConfigState
 from eventedpleg.controller.executor import Executor, StepResult
-from eventedpleg.controller.later import Later
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
+from eventedpleg.controller.wakeups import Later
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain
 from eventedpleg.core.rollout.snapshot import NodeView
 

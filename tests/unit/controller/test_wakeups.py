@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from eventedpleg.controller.later import Later
+from eventedpleg.controller.wakeups import Later
 
 
 def test_deferred_calls_run_in_time_order_on_one_thread() -> None:

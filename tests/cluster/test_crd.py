@@ -92,6 +92,7 @@ def test_minimal_nodeconfig_gets_every_default(crd: LocalCluster) -> None:
         "blockingPodSelector": {"matchLabels": {}, "matchExpressions": []},
         "retries": 2,
         "retryBackoffSeconds": 300,
+        "rules": [],  # no drain order: every pod kubectl evicts, at once
     }
     assert spec["verification"] == {"timeoutSeconds": 300}
     assert (spec["runtime"], spec["kubeletConfig"], spec["onDelete"]) == ("auto", "DropInOnly", "Revert")

@@ -20,6 +20,7 @@ from eventedpleg.k8s import nodeconfigs
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.events import EventRecorder, ObjectRef
 from eventedpleg.models.nodeconfig import ConditionStatus, NodeConfigStatus
+from eventedpleg.reasons import NODE_FAILURE_EVENTS, ConditionReason, EventReason
 
 log = logging.getLogger(__name__)
 STATUS_INTERVAL = 1.0  # at most one status write a second while only the counts move
@@ -47,25 +48,26 @@ class StatusPublisher:
             available.status is ConditionStatus.TRUE
             and before.get(ConditionType.AVAILABLE) != available.status
         ):
-            self.recorder.emit(ref, "Normal", "RolloutComplete", available.message)
+            self.recorder.emit(ref, "Normal", EventReason.ROLLOUT_COMPLETE, available.message)
         if degraded.status != before.get(ConditionType.DEGRADED, ConditionStatus.FALSE):
             if degraded.status is ConditionStatus.TRUE:
-                self.recorder.emit(ref, "Warning", degraded.reason, degraded.message)
+                self.recorder.emit(ref, "Warning", ConditionReason(degraded.reason), degraded.message)
             else:
-                self.recorder.emit(ref, "Normal", "Recovered", "no longer degraded")
+                self.recorder.emit(ref, "Normal", EventReason.RECOVERED, "no longer degraded")
         stalled = after[ConditionType.STALLED]
         if (
             stalled.status is ConditionStatus.TRUE
-            and stalled.reason == "BudgetHeldByOtherNodes"
+            and stalled.reason == ConditionReason.BUDGET_HELD_BY_OTHER_NODES
             and before.get(ConditionType.STALLED) != stalled.status
         ):
-            self.recorder.emit(ref, "Warning", stalled.reason, stalled.message)
+            self.recorder.emit(ref, "Warning", ConditionReason.BUDGET_HELD_BY_OTHER_NODES, stalled.message)
         seen, failures = state.seen_failures, 0
         for note in summary.failures:
             if (note.name, note.since) not in seen:
                 seen.add((note.name, note.since))
                 failures += 1
-                self.recorder.emit(ref, "Warning", f"Node{note.state}", f"{note.name}: {note.reason}")
+                reason = NODE_FAILURE_EVENTS[note.state]
+                self.recorder.emit(ref, "Warning", reason, f"{note.name}: {note.reason}")
         conditions = {cond.type.value: cond.status is ConditionStatus.TRUE for cond in new.conditions}
         state.observe(summary, conditions, failures)
         if new == last:
@@ -92,7 +94,7 @@ class StatusPublisher:
         generation = int(body["metadata"].get("generation", 0))
         new = status.invalid_status(previous, problems=problems, generation=generation, now=now)
         if new != previous:
-            self.recorder.emit(ref, "Warning", "InvalidSpec", problems)
+            self.recorder.emit(ref, "Warning", ConditionReason.INVALID_SPEC, problems)
             self._write(state, new)
 
     def first(

@@ -2,7 +2,8 @@
 
 One module so that the operator, the agent, the chart and the tests cannot drift apart (MCO keeps the same
 list in pkg/daemon/constants/constants.go). The node protocol's names (annotation keys, NodeState) are
-defined in eventedpleg.protocol, with the protocol itself, and reached from here too.
+defined in eventedpleg.protocol, with the protocol itself, and reached from here too. The reasons of Events
+and conditions are in eventedpleg.reasons.
 """
 
 from enum import StrEnum

@@ -18,7 +18,6 @@ import pytest
 import yaml
 
 from eventedpleg_lab.localcluster import debtools
-from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import (
     ProtocolAgents,
     nodeconfig,
@@ -26,7 +25,7 @@ from tests.cluster.rollout_harness import (
     planned_again,
     wait_for,
 )
-from tests.cluster.test_rollout import NS, Env, crd  # noqa: F401 - the module fixture
+from tests.cluster.test_rollout import NS, Env
 
 pytestmark = pytest.mark.cluster
 
@@ -111,13 +110,6 @@ def firing(url: str) -> set[str]:
     except OSError:
         return set()
     return {a["labels"]["alertname"] for a in alerts if a["state"] == "firing"}
-
-
-@pytest.fixture
-def env(cluster: LocalCluster, tmp_path: Path, crd: None) -> Iterator[Env]:  # noqa: F811
-    environment = Env(cluster, tmp_path)
-    yield environment
-    environment.cleanup()
 
 
 def test_a_firing_alert_holds_the_rollout_until_it_resolves(

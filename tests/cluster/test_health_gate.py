@@ -9,8 +9,6 @@ patched to False through the status subresource stays False until the test sets 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,18 +16,10 @@ import yaml
 
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION
-from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import ProtocolAgents, nodeconfig, operator_running, plain, wait_for
-from tests.cluster.test_rollout import NS, Env, crd, eventedpleg  # noqa: F401 - the module fixture
+from tests.cluster.test_rollout import NS, Env, eventedpleg
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture
-def env(cluster: LocalCluster, tmp_path: Path, crd: None) -> Iterator[Env]:  # noqa: F811
-    environment = Env(cluster, tmp_path)
-    yield environment
-    environment.cleanup()
 
 
 def api_pod(env: Env) -> dict[str, Any]:

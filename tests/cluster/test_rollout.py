@@ -11,7 +11,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -93,20 +93,6 @@ class Env:
             except client.ApiException:
                 pass
         self.api.close()
-
-
-@pytest.fixture(scope="module")
-def crd(cluster: LocalCluster) -> None:
-    crds = str(Path(__file__).resolve().parents[2] / "crds")
-    cluster.kubectl("apply", "-f", crds, check=True)
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s", check=True)
-
-
-@pytest.fixture
-def env(cluster: LocalCluster, tmp_path: Path, crd: None) -> Iterator[Env]:
-    environment = Env(cluster, tmp_path)
-    yield environment
-    environment.cleanup()
 
 
 def mixed(count: int) -> list[dict[str, Any]]:

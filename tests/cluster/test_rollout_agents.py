@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -12,18 +10,10 @@ from eventedpleg import constants as c
 from eventedpleg.k8s.client import api_client
 from eventedpleg_lab.demo.simnodes import SimulatedAgents
 from eventedpleg_lab.kube.fakenodes import FakeNode
-from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import nodeconfig, operator_running, wait_for
-from tests.cluster.test_rollout import NS, Env, crd  # noqa: F401 - the module fixture
+from tests.cluster.test_rollout import NS, Env
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture
-def env(cluster: LocalCluster, tmp_path: Path, crd: None) -> Iterator[Env]:  # noqa: F811
-    environment = Env(cluster, tmp_path)
-    yield environment
-    environment.cleanup()
 
 
 def test_real_agents_verify_and_one_node_rolls_back(env: Env) -> None:

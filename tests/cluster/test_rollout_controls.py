@@ -4,27 +4,16 @@ spec.rollout.approval: Manual holds each node in service until `eventedpleg appr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 import yaml
 
 from eventedpleg import constants as c
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION
-from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import ProtocolAgents, nodeconfig, operator_running, plain, wait_for
-from tests.cluster.test_rollout import NS, Env, crd, eventedpleg, node_events  # noqa: F401 - the module fixture
+from tests.cluster.test_rollout import NS, Env, eventedpleg, node_events
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture
-def env(cluster: LocalCluster, tmp_path: Path, crd: None) -> Iterator[Env]:  # noqa: F811
-    environment = Env(cluster, tmp_path)
-    yield environment
-    environment.cleanup()
 
 
 def pinned_deployment(env: Env, name: str, node: str, annotations: dict[str, str]) -> None:

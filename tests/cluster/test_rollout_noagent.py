@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,19 +18,11 @@ from eventedpleg.core.rollout.planner.decide import NO_AGENT
 from eventedpleg_lab.demo.protocolagents import ProtocolAgents
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION
-from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import nodeconfig, operator_running, plain, wait_for
 from tests.cluster.test_health_gate import set_ready
-from tests.cluster.test_rollout import NS, Env, crd  # noqa: F401 - the module fixture
+from tests.cluster.test_rollout import NS, Env
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture
-def env(cluster: LocalCluster, tmp_path: Path, crd: None) -> Iterator[Env]:  # noqa: F811
-    environment = Env(cluster, tmp_path)
-    yield environment
-    environment.cleanup()
 
 
 def agents_for(env: Env, behaviour: dict[str, str] | None = None) -> ProtocolAgents:

@@ -19,6 +19,7 @@ from eventedpleg.k8s import nodeconfigs
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.events import EventRecorder, ObjectRef
 from eventedpleg.models.nodeconfig import ConditionStatus, NodeConfigStatus
+from eventedpleg.reasons import NODE_FAILURE_EVENTS, ConditionReason, EventReason
 
 log = logging.getLogger(__name__)
 STATUS_INTERVAL = 1.0  # at most one status write a second while only the counts move
@@ -48,25 +49,26 @@ class StatusPublisher:
             available.status is ConditionStatus.TRUE
             and before.get(ConditionType.AVAILABLE) != available.status
         ):
-            self.recorder.emit(ref, "Normal", "RolloutComplete", available.message)
+            self.recorder.emit(ref, "Normal", EventReason.ROLLOUT_COMPLETE, available.message)
         if degraded.status != before.get(ConditionType.DEGRADED, ConditionStatus.FALSE):
             if degraded.status is ConditionStatus.TRUE:
-                self.recorder.emit(ref, "Warning", degraded.reason, degraded.message)
+                self.recorder.emit(ref, "Warning", ConditionReason(degraded.reason), degraded.message)
             else:
-                self.recorder.emit(ref, "Normal", "Recovered", "no longer degraded")
+                self.recorder.emit(ref, "Normal", EventReason.RECOVERED, "no longer degraded")
         stalled = after[ConditionType.STALLED]
         if (
             stalled.status is ConditionStatus.TRUE
-            and stalled.reason == "BudgetHeldByOtherNodes"
+            and stalled.reason == ConditionReason.BUDGET_HELD_BY_OTHER_NODES
             and before.get(ConditionType.STALLED) != stalled.status
         ):
-            self.recorder.emit(ref, "Warning", stalled.reason, stalled.message)
+            self.recorder.emit(ref, "Warning", ConditionReason.BUDGET_HELD_BY_OTHER_NODES, stalled.message)
         seen, failures = state.seen_failures, 0
         for note in summary.failures:
             if (note.name, note.since) not in seen:
                 seen.add((note.name, note.since))
                 failures += 1
-                self.recorder.emit(ref, "Warning", f"Node{note.state}", f"{note.name}: {note.reason}")
+                reason = NODE_FAILURE_EVENTS[note.state]
+                self.recorder.emit(ref, "Warning", reason, f"{note.name}: {note.reason}")
         conditions = {cond.type.value: cond.status is ConditionStatus.TRUE for cond in new.conditions}
         state.observe(summary, conditions, failures)
         if new == last:
@@ -85,7 +87,7 @@ class StatusPublisher:
             previous, problems=problems, generation=nodeconfig.generation, now=self.clock()
         )
         if new != previous:
-            self.recorder.emit(nodeconfig.ref, "Warning", "InvalidSpec", problems)
+            self.recorder.emit(nodeconfig.ref, "Warning", ConditionReason.INVALID_SPEC, problems)
             self._write(state, new)
 
     def first(self, state: ConfigState, nodeconfig: NodeConfigView, waiting: str) -> None:

@@ -20,6 +20,7 @@ from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.k8s import configmaps, nodes
 from eventedpleg.k8s.errors import Conflict, NotFound, Unreachable, from_api_exception
 from eventedpleg.k8s.events import EventRecorder, node_ref
+from eventedpleg.reasons import EventReason
 
 log = logging.getLogger(__name__)
 COMPONENT = "eventedpleg-agent"
@@ -111,5 +112,7 @@ class KubeAgentApi:
         except NotFound:
             return None
 
-    def emit_event(self, node: AgentNode, *, reason: str, message: str, warning: bool = False) -> None:
+    def emit_event(
+        self, node: AgentNode, *, reason: EventReason, message: str, warning: bool = False
+    ) -> None:
         self._events.emit(node_ref(node.name, node.uid), "Warning" if warning else "Normal", reason, message)

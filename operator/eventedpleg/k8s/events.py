@@ -17,6 +17,7 @@ from kubernetes import client
 
 from eventedpleg.k8s.client import send_json
 from eventedpleg.k8s.errors import ApiError, translated
+from eventedpleg.reasons import ConditionReason, EventReason
 
 log = logging.getLogger(__name__)
 EVENT_NAMESPACE = "default"
@@ -47,7 +48,13 @@ class EventRecorder:
         self._component, self._host = component, host
         self._pool = ThreadPoolExecutor(2, "events") if background else None
 
-    def emit(self, ref: ObjectRef, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+    def emit(
+        self,
+        ref: ObjectRef,
+        kind: Literal["Normal", "Warning"],
+        reason: EventReason | ConditionReason,
+        message: str,
+    ) -> None:
         if self._pool is not None:
             self._pool.submit(self._emit, ref, kind, reason, message)
         else:

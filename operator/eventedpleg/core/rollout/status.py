@@ -25,6 +25,7 @@ from eventedpleg.models.nodeconfig import (
     NodeStatus,
 )
 from eventedpleg.protocol import IN_PROGRESS
+from eventedpleg.reasons import ConditionReason
 
 MAX_MESSAGE_NODES = 5
 DEFAULT_STALL_AFTER = timedelta(seconds=1800)  # spec.rollout.stallAfterSeconds' default
@@ -76,7 +77,7 @@ def deleting_text(summary: Summary) -> str:
     return ""
 
 
-CondValue = tuple[bool, str, str]  # (status, reason, message)
+CondValue = tuple[bool, ConditionReason, str]  # (status, reason, message)
 
 
 def _kstatus(
@@ -92,34 +93,38 @@ def _kstatus(
     (halted, or the rest is done); Reconciling: any other state short of Ready, paused included (the spec
     is not yet realised, and no human action is needed beyond unpausing)."""
     if avail[0] and not prog[0] and not deg[0]:
-        ready = (True, "RolloutComplete", avail[2])
-        return ready, (False, "RolloutComplete", ""), (False, "AsExpected", "")
+        ready = (True, ConditionReason.ROLLOUT_COMPLETE, avail[2])
+        return ready, (False, ConditionReason.ROLLOUT_COMPLETE, ""), (False, ConditionReason.AS_EXPECTED, "")
     stalled = deg[0] and not prog[0] and not deleting
     if stalled:
         return (False, deg[1], deg[2]), (False, deg[1], ""), (True, deg[1], deg[2])
     if budget_stalled:  # only nodes made unavailable outside the rollout hold its budget, for too long
-        reason = "BudgetHeldByOtherNodes"
+        reason = ConditionReason.BUDGET_HELD_BY_OTHER_NODES
         return (False, reason, budget_stalled), (False, reason, ""), (True, reason, budget_stalled)
     why = prog if prog[0] or not paused[0] else paused
-    reason = "Deleting" if deleting else why[1]
+    reason = ConditionReason.DELETING if deleting else why[1]
     message = avail[2] if deleting else why[2] or avail[2]
-    return (False, reason, message), (True, reason, message), (False, "AsExpected", "")
+    return (False, reason, message), (True, reason, message), (False, ConditionReason.AS_EXPECTED, "")
 
 
-def _paused(summary: Summary) -> tuple[bool, str, str]:
+def _paused(summary: Summary) -> CondValue:
     """The Paused condition: the spec, the maintenance window, or firing alerts hold new nodes."""
     if summary.paused:
-        return (True, "SpecPaused", "spec.rollout.paused is true: no new node starts")
+        return (True, ConditionReason.SPEC_PAUSED, "spec.rollout.paused is true: no new node starts")
     if summary.window_closed:
-        return (True, "OutsideMaintenanceWindow", summary.waiting or "outside the maintenance window")
+        return (
+            True,
+            ConditionReason.OUTSIDE_MAINTENANCE_WINDOW,
+            summary.waiting or "outside the maintenance window",
+        )
     if summary.alerting:
-        return (True, "AlertsFiring", summary.waiting)
-    return (False, "Running", "")
+        return (True, ConditionReason.ALERTS_FIRING, summary.waiting)
+    return (False, ConditionReason.RUNNING, "")
 
 
 def conditions_for(
     summary: Summary, *, enabled: bool, deleting: bool, budget_stalled: str = ""
-) -> list[tuple[ConditionType, bool, str, str]]:
+) -> list[tuple[ConditionType, bool, ConditionReason, str]]:
     """(type, status, reason, message) for each condition, before timestamps are attached.
     `budget_stalled`: why the rollout is Stalled on a budget others hold ("" when it is not)."""
     counts = summary.counts
@@ -131,28 +136,40 @@ def conditions_for(
     if available:
         avail = (
             True,
-            "AllNodesUpdated",
+            ConditionReason.ALL_NODES_UPDATED,
             f"{counts.updated} of {counts.eligible} eligible node(s) {what}{skipped}",
         )
     elif deleting:
-        avail = (False, "Deleting", "the NodeConfig is being deleted")
+        avail = (False, ConditionReason.DELETING, "the NodeConfig is being deleted")
     elif counts.failed:
-        avail = (False, "NodesFailed", f"{counts.failed} node(s) failed: {_nodes_text(summary.failures)}")
+        avail = (
+            False,
+            ConditionReason.NODES_FAILED,
+            f"{counts.failed} node(s) failed: {_nodes_text(summary.failures)}",
+        )
     elif summary.conflicts and summary.complete:
-        avail = (False, "Conflict", f"{counts.updated} of {counts.eligible} eligible node(s) {what}{skipped}")
+        avail = (
+            False,
+            ConditionReason.CONFLICT,
+            f"{counts.updated} of {counts.eligible} eligible node(s) {what}{skipped}",
+        )
     else:
-        avail = (False, "RolloutInProgress", f"{counts.updated} of {counts.eligible} eligible node(s) {what}")
+        avail = (
+            False,
+            ConditionReason.ROLLOUT_IN_PROGRESS,
+            f"{counts.updated} of {counts.eligible} eligible node(s) {what}",
+        )
 
     if summary.complete:
-        prog = (False, "RolloutComplete", f"nothing left to do for config {summary.want_hash}")
+        prog = (False, ConditionReason.ROLLOUT_COMPLETE, f"nothing left to do for config {summary.want_hash}")
     elif summary.halted:
-        prog = (False, "RolloutHalted", summary.waiting)
+        prog = (False, ConditionReason.ROLLOUT_HALTED, summary.waiting)
     elif summary.paused and not in_progress:
-        prog = (False, "Paused", summary.waiting)
+        prog = (False, ConditionReason.PAUSED, summary.waiting)
     elif summary.window_closed and not in_progress:
-        prog = (False, "OutsideMaintenanceWindow", summary.waiting)
+        prog = (False, ConditionReason.OUTSIDE_MAINTENANCE_WINDOW, summary.waiting)
     elif summary.alerting and not in_progress:
-        prog = (False, "AlertsFiring", summary.waiting)
+        prog = (False, ConditionReason.ALERTS_FIRING, summary.waiting)
     else:
         parts = [f"{counts.updated}/{counts.eligible} updated"]
         if in_progress:
@@ -163,24 +180,24 @@ def conditions_for(
             parts.append(summary.waiting)
         if summary.awaiting_approval:
             parts.append(_awaiting_text(summary.awaiting_approval))
-        idle = "AwaitingApproval" if summary.awaiting_approval else "Waiting"
-        prog = (True, "NodesUpdating" if in_progress else idle, "; ".join(parts))
+        idle = ConditionReason.AWAITING_APPROVAL if summary.awaiting_approval else ConditionReason.WAITING
+        prog = (True, ConditionReason.NODES_UPDATING if in_progress else idle, "; ".join(parts))
 
     if summary.halted:
         reason = (
-            "CanaryFailed"
+            ConditionReason.CANARY_FAILED
             if summary.canary_failed
-            else "WorkloadNotReady"
+            else ConditionReason.WORKLOAD_NOT_READY
             if summary.unhealthy
-            else "RolloutHalted"
+            else ConditionReason.ROLLOUT_HALTED
         )
         deg = (True, reason, f"{summary.waiting}: {_nodes_text(summary.failures)}")
     elif counts.failed:
-        deg = (True, "NodesFailed", _nodes_text(summary.failures))
+        deg = (True, ConditionReason.NODES_FAILED, _nodes_text(summary.failures))
     elif summary.conflicts:
-        deg = (True, "Conflict", _conflicts_text(summary.conflicts))
+        deg = (True, ConditionReason.CONFLICT, _conflicts_text(summary.conflicts))
     else:
-        deg = (False, "AsExpected", "")
+        deg = (False, ConditionReason.AS_EXPECTED, "")
 
     paused = _paused(summary)
 
@@ -264,7 +281,7 @@ def build_status(
 
 
 def _stamped(
-    values: Sequence[tuple[ConditionType, bool, str, str]],
+    values: Sequence[tuple[ConditionType, bool, ConditionReason, str]],
     previous: Sequence[Condition],
     generation: int,
     now: datetime,
@@ -298,11 +315,11 @@ def first_status(
     if previous.observed_generation == generation and previous.conditions:
         return None
     values = [
-        (ConditionType.READY, False, "Reconciling", waiting),
-        (ConditionType.PROGRESSING, True, "Reconciling", waiting),
-        (ConditionType.DEGRADED, False, "AsExpected", ""),
-        (ConditionType.RECONCILING, True, "Reconciling", waiting),
-        (ConditionType.STALLED, False, "AsExpected", ""),
+        (ConditionType.READY, False, ConditionReason.RECONCILING, waiting),
+        (ConditionType.PROGRESSING, True, ConditionReason.RECONCILING, waiting),
+        (ConditionType.DEGRADED, False, ConditionReason.AS_EXPECTED, ""),
+        (ConditionType.RECONCILING, True, ConditionReason.RECONCILING, waiting),
+        (ConditionType.STALLED, False, ConditionReason.AS_EXPECTED, ""),
     ]
     now = now.replace(microsecond=0)
     conditions = _stamped(values, previous.conditions, generation, now)
@@ -316,12 +333,17 @@ def invalid_status(
     operator disagree): Stalled and Degraded, not Ready, with the problems in one line. The node counts
     and list stay as they were: nothing is changed on a node until the spec is fixed."""
     values = [
-        (ConditionType.READY, False, "InvalidSpec", problems),
-        (ConditionType.AVAILABLE, False, "InvalidSpec", "the spec is invalid: " + problems),
-        (ConditionType.PROGRESSING, False, "InvalidSpec", "nothing moves until the spec is fixed"),
-        (ConditionType.DEGRADED, True, "InvalidSpec", problems),
-        (ConditionType.RECONCILING, False, "InvalidSpec", ""),
-        (ConditionType.STALLED, True, "InvalidSpec", problems),
+        (ConditionType.READY, False, ConditionReason.INVALID_SPEC, problems),
+        (ConditionType.AVAILABLE, False, ConditionReason.INVALID_SPEC, "the spec is invalid: " + problems),
+        (
+            ConditionType.PROGRESSING,
+            False,
+            ConditionReason.INVALID_SPEC,
+            "nothing moves until the spec is fixed",
+        ),
+        (ConditionType.DEGRADED, True, ConditionReason.INVALID_SPEC, problems),
+        (ConditionType.RECONCILING, False, ConditionReason.INVALID_SPEC, ""),
+        (ConditionType.STALLED, True, ConditionReason.INVALID_SPEC, problems),
     ]
     now = now.replace(microsecond=0)
     conditions = _stamped(values, previous.conditions, generation, now)

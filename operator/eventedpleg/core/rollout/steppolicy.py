@@ -47,6 +47,7 @@ from eventedpleg.core.rollout.drain.take import (
     unsurveyed,
 )
 from eventedpleg.models.nodeconfig import OnDrainBlocked, OnDrainTimeout
+from eventedpleg.reasons import EventReason
 
 MAX_NAMED_STATIC_PODS = 3
 
@@ -82,7 +83,7 @@ class Emit:
     """A Node Event."""
 
     kind: Literal["Normal", "Warning"]
-    reason: str
+    reason: EventReason
     message: str
 
 
@@ -165,7 +166,7 @@ def step(action: Action, *, clock: Clock, nodeconfig: str, allow_force_delete: b
 def _ask_approval(action: AskApproval) -> Step:
     """The node waits, in service, for a person (spec.rollout.approval: Manual): said once per config."""
     yield Write({c.ANN_AWAITING_APPROVAL: action.hash})
-    yield Emit("Normal", "AwaitingApproval", approval_text(action.node, action.hash))
+    yield Emit("Normal", EventReason.AWAITING_APPROVAL, approval_text(action.node, action.hash))
     return StepEnd()
 
 
@@ -239,7 +240,7 @@ def _static_pod_skip(
     yield Write(
         {**marks, c.ANN_DESIRED: node_hash, **_state(NodeState.SKIPPED, reason, clock)}, unschedulable, taints
     )
-    yield Emit("Warning", "Skipped", reason)
+    yield Emit("Warning", EventReason.SKIPPED, reason)
     return StepEnd(NodeState.SKIPPED)
 
 
@@ -252,7 +253,7 @@ def _held(
         yield Write(
             {c.ANN_OWNER: owner, c.ANN_BLOCKED: holding, **_untaint(taints)}, taints=taints.without_ours()
         )
-        yield Emit("Normal", "NodeHeld", f"not cordoned, waiting: {holding}")
+        yield Emit("Normal", EventReason.NODE_HELD, f"not cordoned, waiting: {holding}")
     return StepEnd(drain_retry=True)
 
 
@@ -279,7 +280,9 @@ def _blocked(
         if taken or never != was_blocked or taints.marked:  # the Event once per blocker, not per look
             gone: Marks = {c.ANN_STATE: None, c.ANN_STATE_SINCE: None, c.ANN_REASON: None} if taken else {}
             yield Write({**marks, **gone, c.ANN_BLOCKED: never}, unschedulable, off)
-            yield Emit("Warning", "DrainBlocked", f"{given}, waiting (drain.onBlocked: Wait): {never}")
+            yield Emit(
+                "Warning", EventReason.DRAIN_BLOCKED, f"{given}, waiting (drain.onBlocked: Wait): {never}"
+            )
         return StepEnd(drain_retry=True)
     state = NodeState.SKIPPED if policy is OnDrainBlocked.SKIP else NodeState.FAILED
     reason = f"{given}: the drain could never finish: {never} (drain.onBlocked: {policy}){hint}"
@@ -288,7 +291,7 @@ def _blocked(
         unschedulable,
         off,
     )
-    yield Emit("Warning", "DrainBlocked", reason)
+    yield Emit("Warning", EventReason.DRAIN_BLOCKED, reason)
     return StepEnd(state)
 
 
@@ -306,7 +309,7 @@ def _request_apply(
     node_hash: str, options: str, what: str, clock: Clock
 ) -> Generator[Request, Answer, StepEnd]:
     yield Write(_apply_request(node_hash, options, clock))
-    yield Emit("Normal", "Drained", f"{what}; agent asked to apply config {node_hash}")
+    yield Emit("Normal", EventReason.DRAINED, f"{what}; agent asked to apply config {node_hash}")
     return StepEnd(NodeState.APPLYING)
 
 
@@ -341,7 +344,7 @@ def _in_place(action: Cordon, clock: Clock) -> Step:
         },
         taints=taints.without_ours() if taints.marked else None,
     )
-    yield Emit("Normal", "InPlace", f"{what}; agent asked to apply config {action.hash}")
+    yield Emit("Normal", EventReason.IN_PLACE, f"{what}; agent asked to apply config {action.hash}")
     return StepEnd(NodeState.APPLYING)
 
 
@@ -362,7 +365,7 @@ def _not_in_place(action: Cordon, why: str, clock: Clock) -> Step:
         },
         taints=taints.without_ours(),
     )
-    yield Emit("Warning", "NotInPlace", reason)
+    yield Emit("Warning", EventReason.NOT_IN_PLACE, reason)
     return StepEnd(NodeState.SKIPPED)
 
 
@@ -405,7 +408,7 @@ def _cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
                 },
                 taints=taints.without_ours(),
             )
-            yield Emit("Warning", "Unsupported", reason)
+            yield Emit("Warning", EventReason.UNSUPPORTED, reason)
             return StepEnd(NodeState.SKIPPED)
         case TakeKind.SKIP if verdict.cause is SkipCause.NOT_IN_PLACE:
             return (yield from _not_in_place(action, verdict.why, clock))
@@ -456,14 +459,20 @@ def _take(action: Cordon, verdict: TakeVerdict, survey: PodSurvey, clock: Clock,
     taints = action.taints
     if verdict.why:  # InPlace asked, but not safe on this node
         yield Emit(
-            "Normal", "NotInPlace", f"drain.mode is InPlace, but this node is drained first: {verdict.why}"
+            "Normal",
+            EventReason.NOT_IN_PLACE,
+            f"drain.mode is InPlace, but this node is drained first: {verdict.why}",
         )
     if survey.nothing_to_evict:
         marks = _cordon_marks(action, clock) | _apply_request(action.hash, action.agent_options, clock)
         yield Write(marks, unschedulable=True)
         late = _drain_result((yield AttemptDrain()))
         if not late.done:
-            yield Emit("Warning", "PodsBoundDuringCordon", f"cordoned and asked to apply; {late.waiting}")
+            yield Emit(
+                "Warning",
+                EventReason.PODS_BOUND_DURING_CORDON,
+                f"cordoned and asked to apply; {late.waiting}",
+            )
         # No "Drained" Event here: nothing was evicted, and the agent's own "Applying" Event follows at
         # once; one Event fewer per node (a write the API server pays for).
         return StepEnd(NodeState.APPLYING)
@@ -500,7 +509,7 @@ def _take(action: Cordon, verdict: TakeVerdict, survey: PodSurvey, clock: Clock,
             )
         )
     yield Write({c.ANN_REASON: result.waiting})
-    yield Emit("Normal", "Draining", f"cordoned; {result.waiting} (PodDisruptionBudgets respected)")
+    yield Emit("Normal", EventReason.DRAINING, f"cordoned; {result.waiting} (PodDisruptionBudgets respected)")
     return StepEnd(NodeState.DRAINING, drain_retry=True)
 
 
@@ -514,7 +523,7 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
         )
         marks = {**_give_back(action.autoscaler_hold, action.taints), c.ANN_DESIRED: action.hash}
         yield Write({**marks, **_state(NodeState.FAILED, reason, clock)}, taints=action.taints.without_ours())
-        yield Emit("Warning", "UncordonedByOthers", reason)
+        yield Emit("Warning", EventReason.UNCORDONED_BY_OTHERS, reason)
         return StepEnd(NodeState.FAILED)
     mirror = _mirror_pods((yield FindMirrorPods()))
     if mirror and not action.include_control_plane:
@@ -573,13 +582,13 @@ def _drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
             **_state(state, reason, clock),
         }
         yield Write(marks, action.was_unschedulable, action.taints.without_ours())
-        yield Emit("Warning", "DrainTimeout", reason)
+        yield Emit("Warning", EventReason.DRAIN_TIMEOUT, reason)
         return StepEnd(state)
     if result.waiting != action.reason:
         # Name what blocks the drain on the node (and so in status); written only when it changes.
         yield Write({c.ANN_REASON: result.waiting})
         if result.blockers & NEEDS_ATTENTION:
-            yield Emit("Warning", "DrainBlocked", result.waiting)
+            yield Emit("Warning", EventReason.DRAIN_BLOCKED, result.waiting)
     return StepEnd(drain_retry=True)
 
 
@@ -593,19 +602,21 @@ def _uncordon(action: Uncordon) -> Step:
         action.taints.without_ours(),
     )
     if action.agent_gone:
-        yield Emit("Warning", "AgentGone", f"given back, not changed: {action.agent_gone}")
+        yield Emit("Warning", EventReason.AGENT_GONE, f"given back, not changed: {action.agent_gone}")
     elif action.was_unschedulable:  # never say Uncordoned about a node that stays cordoned
         yield Emit(
-            "Normal", "KeptCordoned", "node given back, still cordoned: it was cordoned before the rollout"
+            "Normal",
+            EventReason.KEPT_CORDONED,
+            "node given back, still cordoned: it was cordoned before the rollout",
         )
     else:
-        yield Emit("Normal", "Uncordoned", "node given back")
+        yield Emit("Normal", EventReason.UNCORDONED, "node given back")
     return StepEnd()
 
 
 def _mark_failed(action: MarkFailed, clock: Clock) -> Step:
     yield Write(_state(NodeState.FAILED, action.reason, clock))
-    yield Emit("Warning", "NodeFailed", action.reason)
+    yield Emit("Warning", EventReason.NODE_FAILED, action.reason)
     return StepEnd(NodeState.FAILED)
 
 
@@ -622,10 +633,12 @@ def _release(action: Release, nodeconfig: str) -> Step:
         undone = "; still cordoned: it was before the rollout" if action.was_unschedulable else "; uncordoned"
     if action.left:
         yield Emit(
-            "Warning", "ReleasedAsIs", f"no longer managed by NodeConfig {nodeconfig}{undone}; {action.left}"
+            "Warning",
+            EventReason.RELEASED_AS_IS,
+            f"no longer managed by NodeConfig {nodeconfig}{undone}; {action.left}",
         )
     else:
-        yield Emit("Normal", "Released", f"no longer managed by NodeConfig {nodeconfig}{undone}")
+        yield Emit("Normal", EventReason.RELEASED, f"no longer managed by NodeConfig {nodeconfig}{undone}")
     return StepEnd()
 
 
@@ -644,9 +657,13 @@ def _taint(action: Cordon, taint: Taint, clock: Clock) -> Step:
     yield Write(marks, taints=added)
     then = f"cordoned in {action.drain.taint_seconds}s (drain.taintBeforeCordon)"
     if added is None:
-        yield Emit("Normal", "Tainted", f"already tainted {taint.key} by someone else, kept as it is; {then}")
+        yield Emit(
+            "Normal",
+            EventReason.TAINTED,
+            f"already tainted {taint.key} by someone else, kept as it is; {then}",
+        )
     else:
-        yield Emit("Normal", "Tainted", f"tainted {taint}; {then}")
+        yield Emit("Normal", EventReason.TAINTED, f"tainted {taint}; {then}")
     return StepEnd()
 
 

@@ -25,6 +25,7 @@ from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.node.phases.effects import NodeEvent, Phase, Report, act
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.protocol import AGENT_PHASE
+from eventedpleg.reasons import EventReason
 
 
 class AgentAction(StrEnum):
@@ -63,4 +64,4 @@ def unexpected(node: AgentNode, error: str, retry_in: float) -> Phase[None]:
     )
     if holds_node(node.annotations):
         yield from act(Report(NodeState.FAILED, reason, Evidence(result="error", error=error)))
-    yield from act(NodeEvent("AgentError", reason, warning=True))
+    yield from act(NodeEvent(EventReason.AGENT_ERROR, reason, warning=True))

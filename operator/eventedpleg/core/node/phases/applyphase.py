@@ -65,6 +65,7 @@ from eventedpleg.core.node.phases.verifyloop import (
 )
 from eventedpleg.core.versions import Version
 from eventedpleg.models.nodeconfig import OnFailure
+from eventedpleg.reasons import EventReason
 
 # A host fault before the first write: by policy the node is Skipped (like a refusal: the host is not fit,
 # the operator gives it back, `eventedpleg retry` takes it again once fixed), not Failed.
@@ -132,7 +133,7 @@ def _carry_out(attempt: Attempt, settings: AgentSettings, clock: Now) -> Phase[N
     decision, version, options = attempt.plan, attempt.version, attempt.options
     cause: str | None = None
     try:
-        yield from act(NodeEvent("Applying", decision.summary))
+        yield from act(NodeEvent(EventReason.APPLYING, decision.summary))
         changed = yield from _change_host(attempt, clock)
         failure = changed.failure
         if failure is not None and failure.checks and failure.checks[0].name == "write":
@@ -178,7 +179,7 @@ def _host_fault(fault: HostFault, node: AgentNode) -> Phase[None]:
     reason = f"{line}; nothing was changed on the node"
     evidence = Evidence(result="fault", error=fault.line(), fix=fault.fix, changed="nothing")
     yield from act(Report(HOST_FAULT_STATE, reason, evidence))
-    yield from act(NodeEvent("HostFault", reason, warning=True))
+    yield from act(NodeEvent(EventReason.HOST_FAULT, reason, warning=True))
 
 
 def _before(readings: Sequence[Reading], settings: AgentSettings, clock: Now) -> Phase[MeasuredWindow | None]:
@@ -196,7 +197,7 @@ def _reject(why: str) -> Phase[None]:
     reason = f"{why}; nothing was changed on the node"
     evidence = Evidence(result="rejected", error=why, changed="nothing")
     yield from act(Report(NodeState.ROLLED_BACK, reason, evidence))
-    yield from act(NodeEvent("ConfigRejected", reason, warning=True))
+    yield from act(NodeEvent(EventReason.CONFIG_REJECTED, reason, warning=True))
 
 
 def _request(
@@ -241,7 +242,7 @@ def _recover(node: AgentNode, desired: str) -> Phase[tuple[Transaction | None, T
         reason = f"restoring the files of an earlier apply failed: {fault.line(retry)}; needs a human"
         evidence = Evidence(result="fault", error=fault.line(), fix=fault.fix, changed="an earlier apply")
         yield from act(Report(NodeState.FAILED, reason, evidence))
-        yield from act(NodeEvent("RollbackFailed", reason, warning=True))
+        yield from act(NodeEvent(EventReason.ROLLBACK_FAILED, reason, warning=True))
         return None
     yield from act(EndTransaction())
     return None, txn
@@ -261,7 +262,7 @@ def _refuse(
         )
     evidence = Evidence(result="refused", reason=refusal.reason, fix=refusal.fix, changed="nothing")
     yield from act(Report(NodeState.SKIPPED, refusal.message, evidence))
-    yield from act(NodeEvent("Unsupported", refusal.message, warning=True))
+    yield from act(NodeEvent(EventReason.UNSUPPORTED, refusal.message, warning=True))
 
 
 def _backups(paths: list[str]) -> Phase[tuple[tuple[str, FileCopy], ...]]:
@@ -345,7 +346,7 @@ def _fail(
     retry = retry_hint(attempt.node.name, attempt.node.annotations.get(c.ANN_OWNER, ""))
     if attempt.options.on_failure is OnFailure.HALT:
         reason = f"{why}; node left as it failed (onFailure: Halt)"
-        yield from _halt(reason, evidence, "VerificationFailed")
+        yield from _halt(reason, evidence, EventReason.VERIFICATION_FAILED)
         return
     rollback = yield from _rollback(attempt, settings, clock)
     evidence = evidence.model_copy(update={"rollback": rollback.evidence()})
@@ -357,13 +358,13 @@ def _fail(
         then = f"; once fixed, {retry}" if cause else ""
         reason = f"{why}; rolled back to the previous files and verified{then}"
         yield from act(Report(NodeState.ROLLED_BACK, reason, evidence))
-        yield from act(NodeEvent("RolledBack", reason, warning=True))
+        yield from act(NodeEvent(EventReason.ROLLED_BACK, reason, warning=True))
     else:
         reason = f"{why}; ROLLBACK FAILED: {rollback.reason}; needs a human"
-        yield from _halt(reason, evidence, "RollbackFailed")
+        yield from _halt(reason, evidence, EventReason.ROLLBACK_FAILED)
 
 
-def _halt(reason: str, evidence: Evidence, event: str) -> Phase[None]:
+def _halt(reason: str, evidence: Evidence, event: EventReason) -> Phase[None]:
     """Report Failed (the next request restores first); a fault recording the halt is said too."""
     try:
         yield from act(MarkHalted())
@@ -422,7 +423,7 @@ def _commit(attempt: Attempt, result: VerifyResult) -> Phase[None]:
         )
     )
     message = result.reason + (f" (warnings: {'; '.join(plan.warnings)})" if plan.warnings else "")
-    yield from act(NodeEvent("Verified", message, warning=bool(plan.warnings)))
+    yield from act(NodeEvent(EventReason.VERIFIED, message, warning=bool(plan.warnings)))
 
 
 def _record_applied(attempt: Attempt) -> Phase[None]:

@@ -41,6 +41,7 @@ from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.node.phases.transaction import sha256
 from eventedpleg.core.node.phases.verifyloop import KUBELET_UNIT, journal, restart_services, verify
 from eventedpleg.core.versions import Version, VersionError, parse_runtime
+from eventedpleg.reasons import EventReason
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def _event_consumers(
         "spec.nodeSelector (its drop-ins come off the safe way)"
     )
     yield from act(Report(NodeState.FAILED, reason, Evidence(result="fail", error=str(found))))
-    yield from act(NodeEvent("EventsMissed", reason, warning=True))
+    yield from act(NodeEvent(EventReason.EVENTS_MISSED, reason, warning=True))
     return memory
 
 
@@ -127,7 +128,7 @@ def after_done(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clo
     except Faulted as exc:
         line = exc.fault.line()
         if line != memory.fault:
-            yield from act(NodeEvent("HostFault", f"after-Done check: {line}", warning=True))
+            yield from act(NodeEvent(EventReason.HOST_FAULT, f"after-Done check: {line}", warning=True))
         return replace(memory, fault=line)
     return replace(kept, fault="")
 
@@ -139,7 +140,7 @@ def _look(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clock: N
     if drift:
         reason = f"drift: {drift}"
         yield from _drifted(reason, Evidence(result="drift", drift=drift))
-        yield from act(NodeEvent("Drift", reason, warning=True))
+        yield from act(NodeEvent(EventReason.DRIFT, reason, warning=True))
         return memory
     if not managed.enabled:
         return memory
@@ -155,7 +156,7 @@ def _look(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clock: N
     if gate_on is False:
         reason = f"drift: the running kubelet has EventedPLEG off ({gate_text})"
         yield from _drifted(reason, Evidence(result="drift", drift=gate_text))
-        yield from act(NodeEvent("Drift", reason, warning=True))
+        yield from act(NodeEvent(EventReason.DRIFT, reason, warning=True))
         return memory
     if why is None:
         return (yield from _event_consumers(node, version, memory, settings, clock))
@@ -168,11 +169,11 @@ def _look(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clock: N
         cause = "healFallback is off" if not options.heal_fallback else "too many heals in the last hour"
         reason = f"fell back to generic PLEG ({why}); not healed: {cause}"
         yield from _drifted(reason, Evidence(fallback=why))
-        yield from act(NodeEvent("FallbackDetected", reason, warning=True))
+        yield from act(NodeEvent(EventReason.FALLBACK_DETECTED, reason, warning=True))
         return replace(memory, heals=heals)
     heals = (*heals, clock())
     message = f"fell back to generic PLEG ({why}); restarting the kubelet"
-    yield from act(NodeEvent("FallbackDetected", message, warning=True))
+    yield from act(NodeEvent(EventReason.FALLBACK_DETECTED, message, warning=True))
     restarted = yield from restart_services(
         restart_runtime=False, runtime_unit="", version=version, clock=clock
     )
@@ -187,9 +188,9 @@ def _look(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clock: N
     if result.outcome is Outcome.PASS:
         reason = f"healed a silent fallback to generic PLEG by restarting the kubelet (k8s#129827): {why}"
         yield from act(Report(NodeState.DONE, reason, evidence))
-        yield from act(NodeEvent("FallbackHealed", reason))
+        yield from act(NodeEvent(EventReason.FALLBACK_HEALED, reason))
     else:
         reason = f"fell back to generic PLEG ({why}); kubelet restart did not heal it: {result.reason}"
         yield from _drifted(reason, evidence)
-        yield from act(NodeEvent("FallbackNotHealed", reason, warning=True))
+        yield from act(NodeEvent(EventReason.FALLBACK_NOT_HEALED, reason, warning=True))
     return replace(memory, heals=heals)

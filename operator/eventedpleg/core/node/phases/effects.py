@@ -25,6 +25,7 @@ from eventedpleg.core.node.phases.host import CommandResult, HttpResult, Kubelet
 from eventedpleg.core.node.phases.hostfault import Faulted, HostFault
 from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
 from eventedpleg.protocol import format_time
+from eventedpleg.reasons import EventReason
 
 REASON_LIMIT = 1024
 
@@ -156,7 +157,7 @@ class PublishHostCheck:
 class NodeEvent:
     """An Event about our Node. Answer: None."""
 
-    reason: str
+    reason: EventReason
     message: str
     warning: bool = False
 

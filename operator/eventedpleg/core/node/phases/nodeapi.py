@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from eventedpleg.reasons import EventReason
+
 
 @dataclass(frozen=True)
 class AgentNode:
@@ -45,6 +47,8 @@ class AgentApi(Protocol):
         """The ConfigMap's data, None if it does not exist."""
         ...
 
-    def emit_event(self, node: AgentNode, *, reason: str, message: str, warning: bool = False) -> None:
+    def emit_event(
+        self, node: AgentNode, *, reason: EventReason, message: str, warning: bool = False
+    ) -> None:
         """An Event about the Node (best effort: never raises for API errors)."""
         ...

@@ -405,6 +405,14 @@ class _Decider:
         self.failures += (note,)
         self.notes += (note,)
 
+    def _drain_paused(self, until: datetime, why: str) -> None:
+        """The drain waits for the node's agent until `until`, when the node is given back unless the agent
+        is back: this note replaces the node's others (it says more), and the decision wakes then."""
+        if until not in self.wakes:  # a not-Ready pod's is in already (_agent_absence)
+            self.wakes += (until,)
+        self.notes = tuple(n for n in self.notes if n.name != self.node.name)
+        self.note(NodeState.DRAINING, f"drain paused, waiting for its agent: {why}")
+
     def _step(self, want: str) -> Action | None:
         """The next step for a node we already hold (Draining .. Verifying)."""
         node, marks, spec, now = self.node, self.node.marks, self.target.spec, self.now
@@ -415,21 +423,16 @@ class _Decider:
             # drain waits meanwhile, as the next step would ask the agent.
             back_by = hostcheck.back_by(marks.host_check)
             if back_by is not None and now < back_by:
-                self.wakes += (back_by,)
-                self.notes = tuple(n for n in self.notes if n.name != node.name)  # this says more
-                self.note(NodeState.DRAINING, f"drain paused, waiting for its agent: {absent}")
+                self._drain_paused(back_by, absent)
                 return None
             return _uncordon(node, agent_gone=absent)
         if marks.state is NodeState.DRAINING and (gone_at := self._pod_gone_at()) is not None:
-            # Its agent pod is not Ready, not for GONE_GRACE yet (its wake is in): the drain waits likewise,
-            # so that a stuck agent is never asked to apply; it goes on once the pod is Ready again.
+            # Its agent pod is not Ready, not for GONE_GRACE yet: the drain waits likewise, so that a stuck
+            # agent is never asked to apply; it goes on once the pod is Ready again.
             assert node.agent_pod is not None  # gone_at
             at = gone_at.isoformat(timespec="seconds")
-            self.notes = tuple(n for n in self.notes if n.name != node.name)
-            self.note(
-                NodeState.DRAINING,
-                f"drain paused, waiting for its agent: {node.agent_pod.not_ready}"
-                f" (given back at {at} unless it is Ready again)",
+            self._drain_paused(
+                gone_at, f"{node.agent_pod.not_ready} (given back at {at} unless it is Ready again)"
             )
             return None
         if marks.state is NodeState.DRAINING:

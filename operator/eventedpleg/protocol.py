@@ -4,7 +4,7 @@ Request/acknowledge, as MCO's desiredConfig/currentConfig. The keys, the node st
 code branches on, the time stamps and who writes which key (WRITERS) are defined here and nowhere else
 (eventedpleg.constants re-exports the keys and NodeState, so `constants as c` reaches every shared name).
 
-The operator's steps are planned by core.rollout.planner and written by core.rollout.steppolicy (through
+The operator's steps are planned by core.rollout.planner and written by core.rollout.steps (through
 controller.executor); the agent's rule for acting is core.node.phases.agentdecide and what it writes is
 core.node.phases.effects (Report, PublishBenefit, PublishHostCheck). Every operator write is conditional on
 the resourceVersion it planned on; every agent write but its host check is conditional on desired-config

@@ -17,7 +17,7 @@ class EventReason(StrEnum):
     """The reason of an Event on a Node or a NodeConfig. An Event that reports a NodeConfig condition turning
     (Degraded, Stalled on a budget, an invalid spec) carries that condition's ConditionReason instead."""
 
-    # Node, from the operator's steps (core.rollout.steppolicy)
+    # Node, from the operator's steps (core.rollout.steps)
     AWAITING_APPROVAL = "AwaitingApproval"  # spec.rollout.approval Manual: waits for `eventedpleg approve`
     NODE_HELD = (
         "NodeHeld"  # not taken for now: a blocking pod (drain.onBlocked Wait), another maintenance owner

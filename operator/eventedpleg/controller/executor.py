@@ -1,4 +1,4 @@
-"""Carry out planner actions against the API: the step policy (core.rollout.steppolicy) decides the
+"""Carry out planner actions against the API: the step policy (core.rollout.steps) decides the
 writes and the Event; this module answers its requests -- node patches, pod lists, drain attempts, Events.
 
 Every node write is a merge patch that carries the resourceVersion the planner saw (or the one returned
@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from eventedpleg.core.rollout import steppolicy
+from eventedpleg.core.rollout import steps
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain
 from eventedpleg.core.rollout.drain.pods import DrainResult
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.survey import PodSurvey, survey
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
-from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, Write
+from eventedpleg.core.rollout.steps import AttemptDrain, Emit, Write
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s.errors import ApiError, Conflict, NotFound
 from eventedpleg.k8s.events import EventRecorder, node_ref
@@ -134,7 +134,7 @@ class Executor:
         uid: str,
     ) -> StepResult:
         """Run the step policy against the API; an ApiError (409 included) ends the step there."""
-        step = steppolicy.step(
+        step = steps.step(
             action,
             clock=self.clock,
             nodeconfig=nodeconfig,
@@ -142,7 +142,7 @@ class Executor:
         )
         drain = action.drain if isinstance(action, Cordon | Drain) else None
         answers = _ApiAnswers(self, action.node, action.resource_version, drain, relied, uid)
-        end = steppolicy.run(step, answers)
+        end = steps.run(step, answers)
         return StepResult(
             action,
             applied=True,

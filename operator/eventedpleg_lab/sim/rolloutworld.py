@@ -1,5 +1,5 @@
 """A tiny model of a cluster for the planner tests and bench/passcost.py: nodes as annotation dicts. The
-operator's steps run the product's own step policy (core.rollout.steppolicy), answered from this model, one
+operator's steps run the product's own step policy (core.rollout.steps), answered from this model, one
 write at a time, so a crash can end a step between two writes; each node's agent is the product's own apply
 phase on a model host (eventedpleg_lab.sim.agentmodel). Pure and fast, so the property tests can replay
 thousands of interrupted rollouts."""
@@ -20,7 +20,7 @@ from eventedpleg.core import hostcheck, render
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.node.phases import hostcheckphase
 from eventedpleg.core.node.phases.nodeapi import AgentNode
-from eventedpleg.core.rollout import planner, steppolicy
+from eventedpleg.core.rollout import planner, steps
 from eventedpleg.core.rollout.actions import Action, Cordon
 from eventedpleg.core.rollout.agentpod import AgentPod
 from eventedpleg.core.rollout.drain import pods as drainpods
@@ -28,7 +28,7 @@ from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.survey import PodSurvey
 from eventedpleg.core.rollout.snapshot import NodeView, Peer, Target, node_view
-from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, Write
+from eventedpleg.core.rollout.steps import AttemptDrain, Emit, Write
 from eventedpleg.models.nodeconfig import NodeConfigSpec
 from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS, Writer, format_time
 from eventedpleg_lab.sim.agentmodel import ModelAgent, ModelHost
@@ -245,11 +245,11 @@ class World:
             return False
         if isinstance(action, Cordon):
             assert action.was_unschedulable == node.unschedulable  # the rv precondition makes it so
-        step = steppolicy.step(
+        step = steps.step(
             action, clock=lambda: self.now, nodeconfig=self.name, allow_force_delete=self.allow_force_delete
         )
         with contextlib.suppress(_CrashError):  # a crash: the rest of the step never happens
-            steppolicy.run(step, _ModelAnswers(self, node, writes))
+            steps.run(step, _ModelAnswers(self, node, writes))
         return True
 
     # -- the agent's effects ---------------------------------------------------------------------------

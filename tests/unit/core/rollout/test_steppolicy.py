@@ -1,4 +1,4 @@
-"""The step policy (core.rollout.steppolicy): what each action writes and records, from what the API answers.
+"""The step policy (core.rollout.steps): what each action writes and records, from what the API answers.
 The executor and the world model (eventedpleg_lab.sim.rolloutworld) both run it; these tests pin the
 decisions."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core.rollout import steppolicy
+from eventedpleg.core.rollout import steps
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain, MarkFailed, Release, Uncordon
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult, EvictionProblem, PodRef
@@ -21,7 +21,7 @@ from eventedpleg.core.rollout.drain.survey import PodSurvey
 from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint
 from eventedpleg.core.rollout.drain.take import FORCE_DELETE_DISABLED
 from eventedpleg.core.rollout.snapshot import NodeMarks
-from eventedpleg.core.rollout.steppolicy import (
+from eventedpleg.core.rollout.steps import (
     AttemptDrain,
     Emit,
     FindMirrorPods,
@@ -43,7 +43,7 @@ class Recorded:
     drain: DrainResult
     never: str = ""
     protected: str = ""
-    requests: list[steppolicy.Request] = field(default_factory=list)
+    requests: list[steps.Request] = field(default_factory=list)
 
     def write(self, request: Write) -> None:
         self.requests.append(request)
@@ -79,17 +79,15 @@ def run(
     survey_mirror: tuple[str, ...] | None = None,
     never: str = "",
     protected: str = "",
-) -> tuple[list[steppolicy.Request], StepEnd]:
+) -> tuple[list[steps.Request], StepEnd]:
     """Run a step to its end with the interpreter the executor uses, answering from the arguments
     (`pods_to_evict`: what a look at the pods before the cordon finds; `survey_mirror`: the static pods it
     sees, when not `mirror`; `never`: the blockers it finds that cannot clear by themselves, `protected`:
     the part of them that are pods asking not to be disrupted); returns its requests in order."""
-    step = steppolicy.step(
-        action, clock=lambda: T0, nodeconfig="cluster", allow_force_delete=allow_force_delete
-    )
+    step = steps.step(action, clock=lambda: T0, nodeconfig="cluster", allow_force_delete=allow_force_delete)
     seen = mirror if survey_mirror is None else survey_mirror
     answers = Recorded(mirror, seen, pods_to_evict, drain or DrainResult(True), never, protected)
-    end = steppolicy.run(step, answers)
+    end = steps.run(step, answers)
     return answers.requests, end
 
 
@@ -113,11 +111,11 @@ def drain(*, policy: dict[str, Any] | None = None, **kw: Any) -> Drain:
     return replace(DRAIN, drain=replace(POLICY, **(policy or {})), **kw)
 
 
-def writes(requests: list[steppolicy.Request]) -> list[Write]:
+def writes(requests: list[steps.Request]) -> list[Write]:
     return [r for r in requests if isinstance(r, Write)]
 
 
-def events(requests: list[steppolicy.Request]) -> list[tuple[str, str]]:
+def events(requests: list[steps.Request]) -> list[tuple[str, str]]:
     return [(r.kind, r.reason) for r in requests if isinstance(r, Emit)]
 
 
@@ -355,7 +353,7 @@ def test_the_cordon_patch_adds_the_autoscaler_keys_the_user_did_not_set() -> Non
 HELD = (KARPENTER,)  # our cordon added only this one; the user set SCALE_DOWN
 
 
-def give_back_write(requests: list[steppolicy.Request]) -> Write:
+def give_back_write(requests: list[steps.Request]) -> Write:
     (write,) = [w for w in writes(requests) if c.ANN_CORDONED_BY_US in w.annotations]
     return write
 
@@ -557,10 +555,10 @@ def test_a_node_held_by_a_blocking_pod_or_another_owner_is_not_taken_and_said_on
     text = "NodeMaintenance nm-1 (another maintenance owner) holds the node"
     for was, expected in (("", [SurveyPods, Write, Emit]), (text, [SurveyPods])):
         answers = Holding((), (), False, DrainResult(True), holding=text)
-        end = steppolicy.run(steppolicy.step(cordon(blocked=was), clock=lambda: T0, nodeconfig="c"), answers)
+        end = steps.run(steps.step(cordon(blocked=was), clock=lambda: T0, nodeconfig="c"), answers)
         assert [type(r) for r in answers.requests] == expected and end == StepEnd(drain_retry=True)
     answers = Holding((), (), False, DrainResult(True), holding=text)
-    steppolicy.run(steppolicy.step(cordon(), clock=lambda: T0, nodeconfig="c"), answers)
+    steps.run(steps.step(cordon(), clock=lambda: T0, nodeconfig="c"), answers)
     (write,) = writes(answers.requests)
     assert write.unschedulable is None and write.annotations == {c.ANN_OWNER: "cluster", c.ANN_BLOCKED: text}
 
@@ -704,7 +702,7 @@ def test_a_node_not_taken_after_its_wait_loses_our_taint(why: str) -> None:
 
     if why == "holding":
         answers = Holding((), (), True, DrainResult(True))
-        steppolicy.run(steppolicy.step(action, clock=lambda: T0, nodeconfig="cluster"), answers)
+        steps.run(steps.step(action, clock=lambda: T0, nodeconfig="cluster"), answers)
         requests = answers.requests
     else:
         mirror = ("kube-system/etcd-n",) if why == "static pods" else ()

@@ -12,7 +12,7 @@ skips stays, a WaitCompleted pod is waited for (never evicted), and of the pods 
 lowest order still on the node are evicted in this pass.
 
 Why a pod is skipped or blocks the drain is a kind (SkipKind, Blocker), never parsed text: the step policy
-(core.rollout.steppolicy) decides on kinds; the English is only for people (the reason annotation, Events).
+(core.rollout.steps) decides on kinds; the English is only for people (the reason annotation, Events).
 """
 
 from __future__ import annotations

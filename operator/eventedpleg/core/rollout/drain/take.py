@@ -1,7 +1,7 @@
 """Whether the node the planner chose is taken now, and how: a classification of the node and its pod
 survey. Pure.
 
-The Cordon step (core.rollout.steppolicy) acts on this verdict and `eventedpleg preflight` shows it, so
+The Cordon step (core.rollout.steps) acts on this verdict and `eventedpleg preflight` shows it, so
 the two cannot disagree about a node. The checks go in the step's order: what is known without asking
 the API (the agent's refusal, InPlace that can never be safe) comes before the survey of its pods."""
 

@@ -15,14 +15,14 @@ from hypothesis import strategies as st
 from eventedpleg import constants as c
 from eventedpleg.cli import report
 from eventedpleg.core import compat, hostcheck
-from eventedpleg.core.rollout import steppolicy
+from eventedpleg.core.rollout import steps
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.pods import DrainResult
 from eventedpleg.core.rollout.drain.survey import PodSurvey, survey
 from eventedpleg.core.rollout.drain.take import SkipCause, TakeKind, TakeVerdict
 from eventedpleg.core.rollout.planner.decide import cordon
 from eventedpleg.core.rollout.snapshot import Target, node_view
-from eventedpleg.core.rollout.steppolicy import AttemptDrain, Emit, Request, Write
+from eventedpleg.core.rollout.steps import AttemptDrain, Emit, Request, Write
 from eventedpleg.models.nodeconfig import NodeConfigSpec
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -207,10 +207,8 @@ def test_preflight_shows_the_verdict_the_cordon_step_acts_on(
     want = target.hash_on if spec.evented_pleg else target.hash_off
     action = cordon(view, target, want, policy)
     answers = _Recorder(listed, budgets, maintenance, spec)
-    steppolicy.run(
-        steppolicy.step(
-            action, clock=lambda: NOW, nodeconfig="cluster", allow_force_delete=allow_force_delete
-        ),
+    steps.run(
+        steps.step(action, clock=lambda: NOW, nodeconfig="cluster", allow_force_delete=allow_force_delete),
         answers,
     )
     kind, message = _acted(answers.requests)

@@ -1,0 +1,61 @@
+"""Giving a node back: uncordoned after its change (or without it, when its agent is gone), marked Failed,
+or released by its NodeConfig. Pure."""
+
+from __future__ import annotations
+
+from eventedpleg import constants as c
+from eventedpleg.constants import NodeState
+from eventedpleg.core.rollout.actions import MarkFailed, Release, Uncordon
+from eventedpleg.core.rollout.steps.marks import give_back, state_marks
+from eventedpleg.core.rollout.steps.requests import Clock, Emit, Marks, Step, StepEnd, Write
+from eventedpleg.reasons import EventReason
+
+
+def uncordon(action: Uncordon) -> Step:
+    gone: Marks = {}
+    if action.agent_gone:  # nothing was asked of the agent: the node waits in service for it
+        gone = {c.ANN_STATE: None, c.ANN_STATE_SINCE: None, c.ANN_REASON: None}
+    yield Write(
+        {**give_back(action.autoscaler_hold, action.taints), **gone},
+        action.was_unschedulable,
+        action.taints.without_ours(),
+    )
+    if action.agent_gone:
+        yield Emit("Warning", EventReason.AGENT_GONE, f"given back, not changed: {action.agent_gone}")
+    elif action.was_unschedulable:  # never say Uncordoned about a node that stays cordoned
+        yield Emit(
+            "Normal",
+            EventReason.KEPT_CORDONED,
+            "node given back, still cordoned: it was cordoned before the rollout",
+        )
+    else:
+        yield Emit("Normal", EventReason.UNCORDONED, "node given back")
+    return StepEnd()
+
+
+def mark_failed(action: MarkFailed, clock: Clock) -> Step:
+    yield Write(state_marks(NodeState.FAILED, action.reason, clock))
+    yield Emit("Warning", EventReason.NODE_FAILED, action.reason)
+    return StepEnd(NodeState.FAILED)
+
+
+def release(action: Release, nodeconfig: str) -> Step:
+    # The agent's host check stays: it is about the host, not about this NodeConfig, and the next
+    # NodeConfig to select the node needs it before it may take the node.
+    kept = {c.ANN_HOST_CHECK, c.ANN_CURRENT} if action.keep_current else {c.ANN_HOST_CHECK}
+    drop: dict[str, str | None] = {key: None for key in c.NODE_ANNOTATIONS if key not in kept}
+    drop.update(dict.fromkeys(action.autoscaler_hold))
+    unschedulable = action.was_unschedulable if action.uncordon else None
+    yield Write(drop, unschedulable, action.taints.without_ours())
+    undone = ""
+    if action.uncordon:  # say what happened to the cordon: undone, or the one from before kept
+        undone = "; still cordoned: it was before the rollout" if action.was_unschedulable else "; uncordoned"
+    if action.left:
+        yield Emit(
+            "Warning",
+            EventReason.RELEASED_AS_IS,
+            f"no longer managed by NodeConfig {nodeconfig}{undone}; {action.left}",
+        )
+    else:
+        yield Emit("Normal", EventReason.RELEASED, f"no longer managed by NodeConfig {nodeconfig}{undone}")
+    return StepEnd()

@@ -1,0 +1,43 @@
+"""The annotations the steps share: a node state with its time and reason, the autoscaler keys our cordon
+holds, and what giving a node back drops. Pure."""
+
+from __future__ import annotations
+
+from eventedpleg import constants as c
+from eventedpleg.constants import NodeState
+from eventedpleg.core.rollout.drain.taints import NodeTaints
+from eventedpleg.core.rollout.steps.requests import Clock, Marks
+
+
+def state_marks(state: NodeState, reason: str, clock: Clock) -> dict[str, str | None]:
+    return {
+        c.ANN_STATE: state.value,
+        c.ANN_STATE_SINCE: clock().isoformat(timespec="seconds"),
+        c.ANN_REASON: reason,
+    }
+
+
+def autoscaler_hold(user: frozenset[str]) -> tuple[tuple[str, ...], dict[str, str | None]]:
+    """The autoscaler keys our cordon adds (every known one the user did not set) and the marks that add
+    them, in the cordon's own patch: a node is never cordoned by us without them, and never holds them
+    without our cordon (no write is added, and no crash can split the two)."""
+    hold = tuple(key for key in c.AUTOSCALER_ANNOTATIONS if key not in user)
+    marks: dict[str, str | None] = dict.fromkeys(hold, c.AUTOSCALER_VALUE)
+    marks[c.ANN_AUTOSCALER_HOLD] = ",".join(hold) if hold else None
+    return hold, marks
+
+
+def give_back(hold: tuple[str, ...], taints: NodeTaints) -> dict[str, str | None]:
+    """Drop our cordon mark, exactly the autoscaler keys our cordon added (the user's stay) and our taint's
+    marks (the Write takes the taint itself off: `taints.without_ours()`)."""
+    return {
+        c.ANN_CORDONED_BY_US: None,
+        c.ANN_AUTOSCALER_HOLD: None,
+        **dict.fromkeys(hold),
+        **untaint(taints),
+    }
+
+
+def untaint(taints: NodeTaints) -> Marks:
+    """The marks of our taint (drain.taintBeforeCordon) removed, when there are any."""
+    return {c.ANN_TAINTED_SINCE: None, c.ANN_TAINT: None} if taints.marked else {}

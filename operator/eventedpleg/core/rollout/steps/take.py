@@ -1,0 +1,279 @@
+"""Taking a node (the Cordon step): cordoned and drained, tainted first, changed in place, held, or not
+taken at all, as drain.take's verdict says. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+from eventedpleg import constants as c
+from eventedpleg.constants import NodeState
+from eventedpleg.core.rollout.actions import Cordon
+from eventedpleg.core.rollout.drain.survey import PodSurvey
+from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint
+from eventedpleg.core.rollout.drain.take import (
+    NodeToTake,
+    SkipCause,
+    TakeKind,
+    TakeVerdict,
+    classify,
+    never_finishes,
+    unsurveyed,
+)
+from eventedpleg.core.rollout.steps.agent import apply_request, request_apply
+from eventedpleg.core.rollout.steps.blocked import drain_blocked, skip_static_pods
+from eventedpleg.core.rollout.steps.marks import autoscaler_hold, give_back, state_marks, untaint
+from eventedpleg.core.rollout.steps.requests import (
+    Answer,
+    AttemptDrain,
+    Clock,
+    Emit,
+    FindMirrorPods,
+    Marks,
+    Request,
+    Step,
+    StepEnd,
+    SurveyPods,
+    Write,
+    as_drain_result,
+    as_mirror_pods,
+    as_survey,
+)
+from eventedpleg.reasons import EventReason
+
+
+def cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
+    """Take the node in kubectl drain's order (cordon, list, evict), then the first drain attempt.
+
+    Whether it is taken, and how, is drain.take's verdict (the one preflight shows); what is known
+    without asking the API is decided before the pods are looked at. A node running static pods is
+    marked Skipped without being cordoned at all, and so is a node whose agent said it would refuse the
+    change."""
+    taints = action.taints  # ours comes off again on every way out before the cordon
+    node = _node_to_take(action, allow_force_delete)
+    survey: PodSurvey | None = None
+    verdict = unsurveyed(node)
+    if verdict is None:
+        survey = as_survey((yield SurveyPods()))
+        verdict = classify(node, survey)
+    match verdict.kind:
+        case TakeKind.SKIP if verdict.cause is SkipCause.HOST:
+            reason = f"not cordoned: {verdict.why}"
+            yield Write(
+                {
+                    c.ANN_OWNER: action.owner,
+                    c.ANN_DESIRED: action.hash,
+                    **untaint(taints),
+                    **state_marks(NodeState.SKIPPED, reason, clock),
+                },
+                taints=taints.without_ours(),
+            )
+            yield Emit("Warning", EventReason.UNSUPPORTED, reason)
+            return StepEnd(NodeState.SKIPPED)
+        case TakeKind.SKIP if verdict.cause is SkipCause.NOT_IN_PLACE:
+            return (yield from _not_in_place(action, verdict.why, clock))
+        case TakeKind.SKIP:
+            ours = {c.ANN_OWNER: action.owner, **untaint(taints)}
+            return (
+                yield from skip_static_pods(
+                    action.hash,
+                    verdict.pods,
+                    clock,
+                    marks=ours,
+                    unschedulable=None,
+                    taints=taints.without_ours(),
+                )
+            )
+        case TakeKind.HOLD:
+            return (yield from _held(action.owner, verdict.why, action.blocked, taints))
+        case TakeKind.IN_PLACE:
+            return (yield from _in_place(action, clock))
+        case TakeKind.BLOCK:
+            return (
+                yield from drain_blocked(
+                    action.drain.on_blocked,
+                    verdict.why,
+                    clock,
+                    node_hash=action.hash,
+                    marks={c.ANN_OWNER: action.owner},
+                    taken=False,
+                    unschedulable=None,
+                    taints=taints,
+                    was_blocked=action.blocked,
+                    hint=f"; {verdict.hint}" if verdict.hint else "",
+                )
+            )
+        case TakeKind.TAINT if action.drain.taint is not None:
+            return (yield from _taint(action, action.drain.taint, clock))
+    if survey is None or verdict.kind is not TakeKind.TAKE:
+        raise AssertionError(f"a Cordon step cannot act on {verdict!r}")
+    return (yield from _take(action, verdict, survey, clock, forced=node.forced))
+
+
+def _node_to_take(action: Cordon, allow_force_delete: bool) -> NodeToTake:
+    """What the take classification (drain.take) reads of the Cordon action."""
+    return NodeToTake(
+        action.drain,
+        action.include_control_plane,
+        host_refusal=action.host_refusal,
+        in_place=action.in_place,
+        drained_because=action.drained_because,
+        tainted=action.taints.since is not None,
+        allow_force_delete=allow_force_delete,
+    )
+
+
+def _cordon_marks(action: Cordon, clock: Clock) -> Marks:
+    """The marks of taking the node: ours, whether it was cordoned before, cordoned by us, the autoscaler
+    keys our cordon adds (`autoscaler_hold`), Draining."""
+    _, hold_marks = autoscaler_hold(action.autoscaler_user)
+    blocked: Marks = {c.ANN_BLOCKED: None} if action.blocked else {}  # no longer waiting
+    return {
+        **blocked,
+        c.ANN_OWNER: action.owner,
+        c.ANN_WAS_UNSCHEDULABLE: str(action.was_unschedulable).lower(),
+        c.ANN_CORDONED_BY_US: "true",
+        **hold_marks,
+        **state_marks(NodeState.DRAINING, "evicting pods", clock),
+    }
+
+
+def _take(action: Cordon, verdict: TakeVerdict, survey: PodSurvey, clock: Clock, *, forced: bool) -> Step:
+    """Cordon the node and make the first drain attempt (TakeKind.TAKE). The pods were looked at once
+    before the cordon, so the common case costs one write: a node with nothing to evict gets the cordon
+    and the apply request in one patch. The list after that write is kubectl's own list-after-cordon: a
+    pod bound before the scheduler saw the cordon is evicted then (PodDisruptionBudgets respected) and a
+    Warning names it."""
+    taints = action.taints
+    if verdict.why:  # InPlace asked, but not safe on this node
+        yield Emit(
+            "Normal",
+            EventReason.NOT_IN_PLACE,
+            f"drain.mode is InPlace, but this node is drained first: {verdict.why}",
+        )
+    if survey.nothing_to_evict:
+        marks = _cordon_marks(action, clock) | apply_request(action.hash, action.agent_options, clock)
+        yield Write(marks, unschedulable=True)
+        late = as_drain_result((yield AttemptDrain()))
+        if not late.done:
+            yield Emit(
+                "Warning",
+                EventReason.PODS_BOUND_DURING_CORDON,
+                f"cordoned and asked to apply; {late.waiting}",
+            )
+        # No "Drained" Event here: nothing was evicted, and the agent's own "Applying" Event follows at
+        # once; one Event fewer per node (a write the API server pays for).
+        return StepEnd(NodeState.APPLYING)
+    yield Write(_cordon_marks(action, clock), unschedulable=True)
+    mirror = as_mirror_pods((yield FindMirrorPods()))
+    if mirror and not action.include_control_plane:  # a static pod appeared since the survey
+        back = give_back(autoscaler_hold(action.autoscaler_user)[0], taints)
+        return (
+            yield from skip_static_pods(
+                action.hash,
+                mirror,
+                clock,
+                marks=back,
+                unschedulable=action.was_unschedulable,
+                taints=taints.without_ours(),
+            )
+        )
+    result = as_drain_result((yield AttemptDrain()))
+    if result.done:
+        return (yield from request_apply(action.hash, action.agent_options, "cordoned and drained", clock))
+    # Found only after the cordon (a pod bound since the survey): give the node back now.
+    never = never_finishes(result, forced=forced)
+    if never:
+        return (
+            yield from drain_blocked(
+                action.drain.on_blocked,
+                never,
+                clock,
+                node_hash=action.hash,
+                marks=give_back(autoscaler_hold(action.autoscaler_user)[0], taints),
+                taken=True,
+                unschedulable=action.was_unschedulable,
+                taints=taints,
+            )
+        )
+    yield Write({c.ANN_REASON: result.waiting})
+    yield Emit("Normal", EventReason.DRAINING, f"cordoned; {result.waiting} (PodDisruptionBudgets respected)")
+    return StepEnd(NodeState.DRAINING, drain_retry=True)
+
+
+def _taint(action: Cordon, taint: Taint, clock: Clock) -> Step:
+    """drain.taintBeforeCordon: the node chosen gets the taint now, and its cordon once the wait is over
+    (the planner wakes then). A taint with that key already on the node is someone else's: it is kept
+    and never marked ours, so it is never removed; the node waits all the same."""
+    added = action.taints.with_taint(taint)
+    blocked: Marks = {c.ANN_BLOCKED: None} if action.blocked else {}  # no longer waiting
+    marks: Marks = {
+        **blocked,
+        c.ANN_OWNER: action.owner,
+        c.ANN_TAINTED_SINCE: clock().isoformat(timespec="seconds"),
+        c.ANN_TAINT: taint.key if added is not None else None,
+    }
+    yield Write(marks, taints=added)
+    then = f"cordoned in {action.drain.taint_seconds}s (drain.taintBeforeCordon)"
+    if added is None:
+        yield Emit(
+            "Normal",
+            EventReason.TAINTED,
+            f"already tainted {taint.key} by someone else, kept as it is; {then}",
+        )
+    else:
+        yield Emit("Normal", EventReason.TAINTED, f"tainted {taint}; {then}")
+    return StepEnd()
+
+
+def _in_place(action: Cordon, clock: Clock) -> Step:
+    """spec.drain.mode: InPlace on a node where that is safe: the apply request alone, no cordon, no
+    eviction; the pods stay and keep running through the runtime and kubelet restarts."""
+    what = "in place, not cordoned or drained (drain.mode: InPlace)"
+    blocked: Marks = {c.ANN_BLOCKED: None} if action.blocked else {}
+    taints = action.taints  # ours, should the mode have changed after a taint
+    yield Write(
+        {
+            **blocked,
+            **untaint(taints),
+            c.ANN_OWNER: action.owner,
+            **apply_request(action.hash, action.agent_options, clock),
+            c.ANN_REASON: f"{what}; waiting for the agent",
+        },
+        taints=taints.without_ours() if taints.marked else None,
+    )
+    yield Emit("Normal", EventReason.IN_PLACE, f"{what}; agent asked to apply config {action.hash}")
+    return StepEnd(NodeState.APPLYING)
+
+
+def _not_in_place(action: Cordon, why: str, clock: Clock) -> Step:
+    """spec.drain.mode: InPlace with inPlace.onIneligible: Skip on a node where that is not safe: fail
+    closed, never cordoned or drained, Skipped and named."""
+    reason = (
+        f"not cordoned: drain.mode is InPlace, not safe on this node: {why} "
+        "(drain.inPlace.onIneligible: Skip)"
+    )
+    taints = action.taints
+    yield Write(
+        {
+            c.ANN_OWNER: action.owner,
+            c.ANN_DESIRED: action.hash,
+            **untaint(taints),
+            **state_marks(NodeState.SKIPPED, reason, clock),
+        },
+        taints=taints.without_ours(),
+    )
+    yield Emit("Warning", EventReason.NOT_IN_PLACE, reason)
+    return StepEnd(NodeState.SKIPPED)
+
+
+def _held(
+    owner: str, holding: str, was_blocked: str, taints: NodeTaints
+) -> Generator[Request, Answer, StepEnd]:
+    """Something holds the node for now (a blocking pod, another maintenance owner): not taken, left in
+    service (our taint off), looked at again; said once per cause, not once per look."""
+    if holding != was_blocked or taints.marked:
+        yield Write(
+            {c.ANN_OWNER: owner, c.ANN_BLOCKED: holding, **untaint(taints)}, taints=taints.without_ours()
+        )
+        yield Emit("Normal", EventReason.NODE_HELD, f"not cordoned, waiting: {holding}")
+    return StepEnd(drain_retry=True)

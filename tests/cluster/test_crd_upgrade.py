@@ -65,6 +65,7 @@ NEW_DEFAULTS: dict[tuple[str, str], object] = {
     ("rollout", "onNoAgent"): "Skip",
     ("rollout", "healthGate"): {"podSelector": EMPTY_SELECTOR, "namespaces": [], "afterSeconds": 300},
     ("drain", "inPlace"): {"onIneligible": "Drain"},
+    ("drain", "rules"): [],
 }
 
 

@@ -6,6 +6,7 @@ name alone."""
 
 from __future__ import annotations
 
+import ast
 from collections import defaultdict
 from pathlib import Path
 
@@ -92,3 +93,13 @@ def test_no_package_of_the_product_holds_more_than_15_modules() -> None:
     }
     assert counts["eventedpleg/controller"] > 1  # it reads the real tree
     assert {name: n for name, n in counts.items() if n > 15} == {}
+
+
+def test_every_package_of_the_product_says_what_it_holds() -> None:
+    """A newcomer opening a folder reads first what it holds: each package's docstring."""
+    silent = [
+        init.parent.relative_to(PRODUCTION.parent).as_posix()
+        for init in sorted(PRODUCTION.rglob("__init__.py"))
+        if not ast.get_docstring(ast.parse(init.read_text()))
+    ]
+    assert silent == []

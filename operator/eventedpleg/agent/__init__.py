@@ -1,0 +1,1 @@
+"""The node agent (the DaemonSet): its loop, and the interpreter that performs the phases' effects."""

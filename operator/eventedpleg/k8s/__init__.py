@@ -1,0 +1,1 @@
+"""The one package that talks to the Kubernetes API: reads, writes, watches and Events."""

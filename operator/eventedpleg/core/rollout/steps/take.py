@@ -57,18 +57,9 @@ def cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
         verdict = classify(node, survey)
     match verdict.kind:
         case TakeKind.SKIP if verdict.cause is SkipCause.HOST:
-            reason = f"not cordoned: {verdict.why}"
-            yield Write(
-                {
-                    c.ANN_OWNER: action.owner,
-                    c.ANN_DESIRED: action.hash,
-                    **untaint(taints),
-                    **state_marks(NodeState.SKIPPED, reason, clock),
-                },
-                taints=taints.without_ours(),
+            return (
+                yield from _skipped(action, f"not cordoned: {verdict.why}", EventReason.UNSUPPORTED, clock)
             )
-            yield Emit("Warning", EventReason.UNSUPPORTED, reason)
-            return StepEnd(NodeState.SKIPPED)
         case TakeKind.SKIP if verdict.cause is SkipCause.NOT_IN_PLACE:
             return (yield from _not_in_place(action, verdict.why, clock))
         case TakeKind.SKIP:
@@ -252,17 +243,21 @@ def _not_in_place(action: Cordon, why: str, clock: Clock) -> Step:
         f"not cordoned: drain.mode is InPlace, not safe on this node: {why} "
         "(drain.inPlace.onIneligible: Skip)"
     )
-    taints = action.taints
+    return (yield from _skipped(action, reason, EventReason.NOT_IN_PLACE, clock))
+
+
+def _skipped(action: Cordon, reason: str, event: EventReason, clock: Clock) -> Step:
+    """Skipped before the cordon: owned and named, our taint (if any) off again, one Warning."""
     yield Write(
         {
             c.ANN_OWNER: action.owner,
             c.ANN_DESIRED: action.hash,
-            **untaint(taints),
+            **untaint(action.taints),
             **state_marks(NodeState.SKIPPED, reason, clock),
         },
-        taints=taints.without_ours(),
+        taints=action.taints.without_ours(),
     )
-    yield Emit("Warning", EventReason.NOT_IN_PLACE, reason)
+    yield Emit("Warning", event, reason)
     return StepEnd(NodeState.SKIPPED)
 
 

@@ -4,7 +4,6 @@ all go, and a pass still running when the NodeConfig goes brings none of them ba
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, cast
 
 import pytest
 from prometheus_client import generate_latest
@@ -17,6 +16,7 @@ from eventedpleg.controller.wiring import build_engine
 from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg.k8s import configmaps, nodeconfigs
 from eventedpleg_lab.sim.rolloutworld import SimNode
+from tests.unit.controller.recorder import Recorder
 
 BODY = {
     "metadata": {
@@ -29,21 +29,13 @@ BODY = {
 }
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str]] = []
-
-    def emit(self, ref: Any, kind: str, reason: str, message: str) -> None:
-        self.events.append((kind, reason))
-
-
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[RolloutEngine]:
     """An engine whose passes run for real over one cached node; the API writes are recorded, not sent."""
     writes: list[str] = []
     monkeypatch.setattr(configmaps, "ensure", lambda api, ns, rendered: writes.append("configmap"))
     monkeypatch.setattr(nodeconfigs, "patch_status", lambda api, name, body: writes.append("status"))
-    engine = build_engine(None, "ns", cast(Any, Recorder()), OperatorMetrics())
+    engine = build_engine(None, "ns", Recorder(), OperatorMetrics())
     engine.steps.submit = lambda *args: None  # type: ignore[method-assign]  # no step runs: no API
     engine.nodes.observe("ADDED", SimNode("node-000").body())
     engine.nodeconfig_event("ADDED", BODY)

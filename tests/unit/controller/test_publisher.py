@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import pytest
 
 from eventedpleg.controller import publisher
@@ -12,26 +10,10 @@ from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.core.rollout import status
 from eventedpleg.k8s import nodeconfigs
-from eventedpleg.k8s.events import EventRecorder, ObjectRef
+from eventedpleg.k8s.events import ObjectRef
 from eventedpleg.models.nodeconfig import NodeConfigStatus
-from eventedpleg.reasons import ConditionReason, EventReason
 from eventedpleg_lab.sim.rolloutworld import T0, World, fleet, spec
-
-
-class Recorder(EventRecorder):
-    """Keeps (kind, reason, message) instead of writing an Event."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str, str]] = []
-
-    def emit(
-        self,
-        ref: ObjectRef,
-        kind: Literal["Normal", "Warning"],
-        reason: EventReason | ConditionReason,
-        message: str,
-    ) -> None:
-        self.sent.append((kind, reason, message))
+from tests.unit.controller.recorder import Recorder
 
 
 def test_a_halted_rollout_sends_its_degraded_reason_and_one_warning_per_failed_node(

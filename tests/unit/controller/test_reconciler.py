@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -22,6 +22,7 @@ from eventedpleg.core.rollout.snapshot import Peer
 from eventedpleg.k8s import configmaps, nodeconfigs
 from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec, NodeConfigStatus
 from eventedpleg_lab.sim.rolloutworld import SimNode
+from tests.unit.controller.recorder import Recorder
 
 CLOCK = datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)  # not today: a timestamp from elsewhere would show
 
@@ -39,14 +40,6 @@ def body(generation: int = 1, spec: dict[str, Any] | None = None) -> dict[str, A
     }
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str]] = []
-
-    def emit(self, ref: Any, kind: str, reason: str, message: str) -> None:
-        self.events.append((kind, reason))
-
-
 @pytest.fixture
 def statuses(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """The status bodies the operator writes; no API."""
@@ -58,7 +51,7 @@ def statuses(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def engine(statuses: list[dict[str, Any]]) -> Iterator[RolloutEngine]:
-    engine = build_engine(None, "ns", cast(Any, Recorder()), OperatorMetrics(), clock=lambda: CLOCK)
+    engine = build_engine(None, "ns", Recorder(), OperatorMetrics(), clock=lambda: CLOCK)
     engine.steps.submit = lambda *args: None  # type: ignore[method-assign]  # no step runs: no API
     engine.nodes.observe("ADDED", SimNode("node-000").body())
     yield engine

@@ -75,7 +75,8 @@ def finish(
             actions.append(decision.action)
     # A deletion is never halted: it gives back every node it holds, failed ones included (decide.py).
     canary_failed = tally.failed > 0 and not _canaries_passed(done, tally, target) and not target.deleting
-    failed_out = tally.failed >= int_or_percent(spec.rollout.max_failed_nodes, tally.total)
+    max_failed = int_or_percent(spec.rollout.max_failed_nodes, tally.total)
+    failed_out = tally.failed >= max_failed
     unhealthy = tally.unhealthy > 0 and not target.deleting
     halted = (failed_out or canary_failed or unhealthy) and not target.deleting
     watch = healthgate.after(done, target, now, actions, wakes)  # None: the gate is off
@@ -86,7 +87,9 @@ def finish(
     holding = bool(no_agent) and spec.rollout.on_no_agent is OnNoAgent.HOLD and not target.deleting
     waiting, held_by = "", ()
     if halted:
-        waiting = _halt_text(spec.rollout, tally, canary_failed=canary_failed, unhealthy=unhealthy)
+        waiting = _halt_text(
+            spec.rollout, tally, max_failed, canary_failed=canary_failed, unhealthy=unhealthy
+        )
     elif candidates or holding:
         start = _Start(inputs, tally, actions, notes, wakes, watch)
         if holding:
@@ -329,7 +332,10 @@ def _canaries_passed(done: Sequence[NodeView], tally: Tally, target: Target) -> 
     return len(done) >= min(nodes, tally.eligible)
 
 
-def _halt_text(rollout: Rollout, tally: Tally, *, canary_failed: bool, unhealthy: bool) -> str:
+def _halt_text(
+    rollout: Rollout, tally: Tally, max_failed: int, *, canary_failed: bool, unhealthy: bool
+) -> str:
+    """`max_failed`: rollout.maxFailedNodes as a count of this pass's nodes (resolved once, in the pass)."""
     if canary_failed:
         return (
             f"halted: a canary node failed ({tally.failed} failed before the canaries passed; "
@@ -341,7 +347,6 @@ def _halt_text(rollout: Rollout, tally: Tally, *, canary_failed: bool, unhealthy
             "after they were given back (rollout.healthGate)"
         )
     value = rollout.max_failed_nodes
-    max_failed = int_or_percent(value, tally.total)
     limit = f"{value} ({max_failed} of {tally.total} node(s))" if isinstance(value, str) else value
     return f"halted after {tally.failed} failed node(s) (rollout.maxFailedNodes={limit})"
 

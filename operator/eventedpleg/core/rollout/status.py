@@ -160,10 +160,10 @@ def conditions_for(
             f"{counts.updated} of {counts.eligible} eligible node(s) {what}",
         )
 
-    if summary.complete:
-        prog = (False, ConditionReason.ROLLOUT_COMPLETE, f"nothing left to do for config {summary.want_hash}")
-    elif summary.halted:
+    if summary.halted:  # before `complete`: a halt can leave nothing to start, which is not "done"
         prog = (False, ConditionReason.ROLLOUT_HALTED, summary.waiting)
+    elif summary.complete:
+        prog = (False, ConditionReason.ROLLOUT_COMPLETE, f"nothing left to do for config {summary.want_hash}")
     elif summary.paused and not in_progress:
         prog = (False, ConditionReason.PAUSED, summary.waiting)
     elif summary.window_closed and not in_progress:

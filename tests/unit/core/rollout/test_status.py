@@ -51,6 +51,17 @@ def test_halt_is_degraded_and_names_the_node() -> None:
     assert got["Progressing"][:2] == ("False", "RolloutHalted")
 
 
+def test_a_halt_on_the_last_node_is_not_reported_as_complete() -> None:
+    nodes = fleet(1)
+    nodes["node-000"].agent_fails = True
+    world = World(nodes, spec())
+    world.run()
+    assert world.plan().summary.complete  # nothing is left to start, yet the rollout did not finish
+    got = conds(world)
+    assert got["Progressing"][:2] == ("False", "RolloutHalted")
+    assert "nothing left to do" not in got["Progressing"][2]
+
+
 def test_paused() -> None:
     world = World(fleet(2), spec(rollout={"paused": True}))
     got = conds(world)

@@ -232,6 +232,12 @@ def three(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> Iterator[list[str]
         )
 
 
+def _progressing(lab: Lab, name: str) -> str:
+    body = chart.get_json(lab, "nodeconfig", name)
+    cond = next(x for x in body["status"]["conditions"] if x["type"] == "Progressing")
+    return f"Progressing {cond['status']} {cond['reason']}: {cond['message']}"
+
+
 def _approve(lab: Lab, node: str, nodeconfig: str) -> str:
     approve = [
         sys.executable,
@@ -300,13 +306,13 @@ def test_steps_after_approval_skip_a_do_not_disrupt_node_before_its_cordon_and_t
             timeout=180,
         )
         assert awaiting and not any(cordoned for _, cordoned in taken), taken
-        status = chart.get_json(installed, "nodeconfig", STEPS)["status"]
-        print(f"awaiting approval: {status.get('awaitingApproval')}; {chart.conditions(status)}")
+        print(_progressing(installed, STEPS))
         for node in three:
             print(_approve(installed, node, STEPS))
 
         chart.wait_for("the first node Done", lambda: _done(installed, first), timeout=420)
         first_done = time.monotonic()
+        print(_progressing(installed, STEPS))
         assert all(cordoned <= {first} for _, cordoned in taken), f"step 1 took more than {first}: {taken}"
 
         def skipped() -> dict[str, Any]:

@@ -159,16 +159,14 @@ def test_a_window_without_a_pod_start_has_no_mean_and_says_nothing_of_it() -> No
     assert quiet == benefit.MeasuredWindow(30.0, 30, 1.0, 30.0, 0, None)
     assert quiet.to_json()["podStartSeconds"] is None
     assert quiet.describe() == "relist every 1.0s, kubelet 30m"
-    one = benefit.MeasuredWindow(30.0, 0, None, None, 1, 2.25)
-    assert one.describe() == "no relist in 30s, 1 pod start 2.2s mean"
+    one = benefit.MeasuredWindow(30.0, 0, None, None, 1, 2.31)
+    assert one.describe() == "no relist in 30s, 1 pod start 2.3s mean"
     # The count going down is another kubelet process: no figure rather than a negative one.
-    assert (
-        benefit.between(
-            Reading(T0, True, None, 0, 0, 0.0, 3, 4.5),
-            Reading(T0 + timedelta(seconds=30), True, None, 30, 30, 0.9, 1, 1.5),
-        ).pods_started
-        is None
+    restarted = benefit.between(
+        Reading(T0, True, None, 0, 0, 0.0, 3, 4.5),
+        Reading(T0 + timedelta(seconds=30), True, None, 30, 30, 0.9, 1, 1.5),
     )
+    assert restarted is not None and restarted.pods_started is None and restarted.pod_start_seconds is None
 
 
 def test_the_largest_document_fits_the_annotation_with_its_summary() -> None:

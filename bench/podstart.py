@@ -23,7 +23,9 @@ What is timed is the pod's STATUS, the thing a user or controller sees. Two node
   exit   SIGKILL a running container's process (rig: its PID from crictl; lab: crictl inspect on the
          node gives the node's PID, mapped to this host's by /proc/<pid>/status NSpid); time until its
          pod's status no longer shows that container running (or shows it restarted). The kubelet learns
-         of the exit from PLEG: a relist (generic, every 1 s) or a container event (evented).
+         of the exit from PLEG: a relist (generic, every 1 s) or a container event (evented). Each kill
+         waits for every exit pod (--exit-pods) to run again; if that takes over 120 s, the kills left
+         are counted missed.
   cleanup  the arm's pods removed (rig: manifests removed with the gate turned off first, so a gate-on
          arm's slow deletion, k8s#124704, does not stall the run; lab: scaled to 0 with the arm's gate):
          time until they are gone, or "missed" past --cleanup-timeout (the run goes on). The same

@@ -39,9 +39,11 @@ what is missing).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -49,7 +51,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -456,33 +458,46 @@ class CrioLabNode:
         return list(json.loads(done.stdout or "{}").get("containers") or []) if done.returncode == 0 else []
 
 
+@contextlib.contextmanager
+def crio_lab_node(lab_dir: Path | None, lab_nodes: str) -> Iterator[CrioLabNode]:
+    """The lab's CRI-O node, prepared (namespace `bench`, deploy/idle at 0 replicas), of a lab brought up
+    for the run from `lab_nodes` in a temporary directory (down and removed afterwards), or of the lab up
+    in `lab_dir` (left up, the bench's namespace and drop-ins removed)."""
+    the_lab = Lab(lab_dir) if lab_dir else Lab(Path(tempfile.mkdtemp(prefix="bench-lab-")))
+    ours = the_lab.state() is None
+    try:
+        if ours:
+            the_lab.up(parse(lab_nodes), timeout=300)
+        state = the_lab.state()
+        assert state is not None
+        spec = next((s for s in state.specs if s.runtime.is_crio and not s.admin_pod_events_off), None)
+        if spec is None:
+            raise SystemExit(f"no CRI-O node without an override in {state.nodes}")
+        node = CrioLabNode(the_lab, spec)
+        try:
+            node.prepare()
+            yield node
+        finally:
+            the_lab.kubectl("delete", "namespace", BENCH_NAMESPACE, "--wait=false")
+            for path in (KUBELET_DROPIN, CRIO_DROPIN, CRIO_METRICS_DROPIN):
+                (node.root / path.lstrip("/")).unlink(missing_ok=True)
+    finally:
+        if ours:
+            left = the_lab.down() if the_lab.state() is not None else []
+            if left:
+                log(f"lab down left: {left} (kept {the_lab.directory})")
+            elif lab_dir is None:
+                shutil.rmtree(the_lab.directory, ignore_errors=True)
+
+
 def crio_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     """On the lab's CRI-O node: a lab brought up for the run (one node), or the one up in --lab-dir."""
-    the_lab = Lab(args.lab_dir) if args.lab_dir else Lab(Path(tempfile.mkdtemp(prefix="benefit-lab-")))
-    ours = the_lab.state() is None
-    if ours:
-        the_lab.up(parse(args.lab_nodes), timeout=300)
-    state = the_lab.state()
-    assert state is not None
-    spec = next((s for s in state.specs if s.runtime.is_crio and not s.admin_pod_events_off), None)
-    if spec is None:
-        raise SystemExit(f"no CRI-O node without an override in {state.nodes}")
-    node = CrioLabNode(the_lab, spec)
-    try:
-        node.prepare()
+    with crio_lab_node(args.lab_dir, args.lab_nodes) as node:
         runs = abab(node, args, node.up)
-    finally:
-        the_lab.kubectl("delete", "namespace", BENCH_NAMESPACE, "--wait=false")
-        for path in (KUBELET_DROPIN, CRIO_DROPIN, CRIO_METRICS_DROPIN):
-            (node.root / path.lstrip("/")).unlink(missing_ok=True)
-        if ours:
-            left = the_lab.down()
-            if left:
-                log(f"lab down left: {left}")
     return {
         "kind": "cpu",
         "runtime_name": node.runtime,
-        "node": spec.to_text(),
+        "node": node.spec.to_text(),
         "runs": runs,
         "summary": summarize(runs, node.runtime),
     }

@@ -1,27 +1,47 @@
 """Does Evented PLEG slow what users feel? Pod start and exit-to-status latency, gate off vs on (not a test).
 
-On the real-node rig (docs/realnode.md): a real kubelet (--kubelets, default 1.36 and 1.37) on containerd
-2.2, static hostNetwork pods whose image is present. What is timed is the pod's STATUS, the thing a user or
-controller sees: the kubelet's read-only /pods, which carries the status manager's status for static pods
-(pkg/kubelet/kubelet.go GetPods, "a kubelet running without apiserver requires an additional update of the
-static pod status"), polled every --poll seconds.
+What is timed is the pod's STATUS, the thing a user or controller sees. Two nodes to run it on:
+  --runtime containerd (default): the real-node rig (docs/realnode.md), a real kubelet (--kubelets, default
+     1.36 and 1.37) on containerd 2.2, static hostNetwork pods whose image is present. The status is read
+     from the kubelet's read-only /pods, which carries the status manager's status for static pods
+     (pkg/kubelet/kubelet.go GetPods, "a kubelet running without apiserver requires an additional update
+     of the static pod status"), polled every --poll seconds. The gate is the kubelet's drop-in, the
+     kubelet restarted.
+  --runtime crio: a one-node lab (docs/lab.md) per kubelet of --kubelets, `lab-crio:<kubelet>:<--crio>`,
+     brought up in a temporary directory and taken down after (or the CRI-O node of the lab up in
+     --lab-dir, left up; its kubelet is the only one measured). Pods of a Deployment pinned to the node
+     (bench/benefit.py's CrioLabNode: image present, imagePullPolicy Never); the gate is the product's own
+     two drop-ins, crio restarted, then the kubelet. The status is the API server's: a `kubectl get pods
+     --watch` of the namespace, each event stamped when this host reads it.
 
-  burst  N pod manifests written at once (--sizes, e.g. 20 and 100). Per pod: `seen` = from the write to the
-         pod's first appearance in /pods (the kubelet's file source, the same with the gate on or off), and
-         `running` = from that appearance to phase Running with every container running (what PLEG
-         feeds). A burst's figure is its slowest pod (all N Running), and its median pod.
-  exit   SIGKILL a running container's process; time until its pod's status no longer shows that
-         container running (or shows it restarted). The kubelet learns of the exit from PLEG: a relist
-         (generic, every 1 s) or a container event (evented).
+  burst  N pods at once (--sizes, e.g. 20 and 100): the rig writes N manifests, the lab scales the
+         Deployment from 0 to N. Per pod: `seen` = from the write (scale) to the pod's first appearance
+         (rig: in /pods, the kubelet's file source; lab: in the API, created by the ReplicaSet), the same
+         with the gate on or off, and `running` = from that appearance to phase Running with every
+         container running (what PLEG feeds). A burst's figures: all N Running (from the write or
+         scale), and its median pod (seen to Running).
+  exit   SIGKILL a running container's process (rig: its PID from crictl; lab: crictl inspect on the
+         node gives the node's PID, mapped to this host's by /proc/<pid>/status NSpid); time until its
+         pod's status no longer shows that container running (or shows it restarted). The kubelet learns
+         of the exit from PLEG: a relist (generic, every 1 s) or a container event (evented). Each kill
+         waits for every exit pod (--exit-pods) to run again; if that takes over 120 s, the kills left
+         are counted missed.
+  cleanup  the arm's pods removed (rig: manifests removed with the gate turned off first, so a gate-on
+         arm's slow deletion, k8s#124704, does not stall the run; lab: scaled to 0 with the arm's gate):
+         time until they are gone, or "missed" past --cleanup-timeout (the run goes on). The same
+         bounded wait clears the pods before each burst (the burst's `cleared_s`, None past the bound);
+         a burst's pods are its own, so one still being torn down is never counted.
 
 Each round runs the gate off, then on (ABAB...), so a change of the machine's load hits both arms; the
 kubelet is restarted for every arm (both pay the same restart).
 
     .venv/bin/python bench/podstart.py --kubelets 1.36,1.37 --sizes 20,100 --repeats 5 --kills 10
+    .venv/bin/python bench/podstart.py --runtime crio --kubelets 1.36,1.37 --sizes 20,100 --repeats 5
     .venv/bin/python bench/podstart.py --table bench/results/podstart.json
 
-Results: bench/results/podstart.json (rewritten by every run) and its markdown table on stdout. Needs root
-and the rig's binaries (`eventedpleg realnode build`).
+Results: bench/results/podstart.json (rig) or podstart-crio.json (lab), rewritten by every run, and the
+markdown table on stdout. Needs root, and the rig's binaries (`eventedpleg realnode build`) or the lab's
+(`eventedpleg lab up` builds what is missing).
 """
 
 from __future__ import annotations
@@ -31,33 +51,37 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import benefit
+from eventedpleg_lab.lab import assets, chart
+from eventedpleg_lab.lab.nodes import LabRuntime
+from eventedpleg_lab.localcluster.cluster import kubectl_path
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import rig as rn
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PODS_URL = f"http://127.0.0.1:{cfg.READ_ONLY_PORT}/pods"
+EXIT_SECONDS = 30.0  # a kill whose exit the status has not shown by then is "missed"
+RUNTIME_NAMES = {"containerd": "containerd 2.2 (the real-node rig)"}
 
 
 def log(message: str) -> None:
     print(f"[podstart {datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr, flush=True)
 
 
-def idle_pods(prefix: str = cfg.IDLE_PREFIX) -> dict[str, dict[str, Any]]:
-    """Our idle static pods whose name starts with `prefix`, as the kubelet reports them, by pod name."""
-    with urllib.request.urlopen(PODS_URL, timeout=5) as answer:
-        items = json.load(answer).get("items") or []
-    return {p["metadata"]["name"]: p for p in items if p["metadata"]["name"].startswith(prefix)}
+# --- what a pod's status says (pure) ---------------------------------------------------------------------
 
 
-def is_running(pod: dict[str, Any]) -> bool:
+def is_running(pod: Mapping[str, Any]) -> bool:
     status = pod.get("status") or {}
     containers = status.get("containerStatuses") or []
     return (
@@ -67,7 +91,7 @@ def is_running(pod: dict[str, Any]) -> bool:
     )
 
 
-def still_running(pod: dict[str, Any] | None, container_id: str) -> bool:
+def still_running(pod: Mapping[str, Any] | None, container_id: str) -> bool:
     """Whether the pod's status still shows this container running (the kubelet has not seen it exit)."""
     statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
     return any(
@@ -76,130 +100,452 @@ def still_running(pod: dict[str, Any] | None, container_id: str) -> bool:
     )
 
 
-def restarts(pod: dict[str, Any]) -> int:
+def restarts(pod: Mapping[str, Any]) -> int:
     return sum(
         int(c.get("restartCount", 0)) for c in (pod.get("status") or {}).get("containerStatuses") or []
     )
 
 
-def until(check: Any, timeout: float, what: str, every: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
+def exit_shown(pod: Mapping[str, Any] | None, container_id: str, restarts_before: int) -> bool:
+    """The status shows the killed container's exit: it is no longer running, or the pod restarted it."""
+    return pod is not None and (not still_running(pod, container_id) or restarts(pod) > restarts_before)
 
 
-def burst(node: rn.RealNode, size: int, number: int, poll: float, timeout: float) -> dict[str, Any]:
-    """One burst; its pods have names of their own, so a pod of an earlier burst still being torn down
-    is never taken for one of this burst."""
-    node.set_pods(0)
-    until(lambda: node.running_idle() == 0, 300, "no idle containers", 0.5)
-    prefix = f"{cfg.IDLE_PREFIX}b{number:03d}-"
-    names = [f"{prefix}{i:03d}" for i in range(size)]
-    start = time.monotonic()
-    node.set_pods(0, extra={f"{n}.yaml": cfg.static_pod(n) for n in names})
-    seen: dict[str, float] = {}
-    running: dict[str, float] = {}
-    while len(running) < size and time.monotonic() - start < timeout:
-        now = time.monotonic()
-        for name, pod in idle_pods(prefix).items():
-            seen.setdefault(name, now)
-            if name not in running and is_running(pod):
-                running[name] = now
-        time.sleep(poll)
-    to_running = sorted(running[n] - seen[n] for n in running)
+def burst_row(
+    size: int, start: float, seen: Mapping[str, float], running: Mapping[str, float]
+) -> dict[str, Any]:
+    """A burst's figures from when each pod was first seen and first Running (monotonic seconds)."""
+    done = sorted(running.values())
+    to_running = sorted(running[n] - seen[n] for n in running if n in seen)
     return {
         "size": size,
-        "all_running_s": max(running.values()) - start if len(running) == size else None,
+        "all_running_s": done[size - 1] - start if 0 < size <= len(done) else None,
         "seen_s": statistics.median(seen[n] - start for n in seen) if seen else None,
         "running_median_s": statistics.median(to_running) if to_running else None,
         "running_max_s": to_running[-1] if to_running else None,
-        "missed": size - len(running),
+        "missed": max(0, size - len(running)),
     }
 
 
-def exit_latency(node: rn.RealNode, kills: int, poll: float, gap: float) -> list[float | None]:
+def waited(check: Callable[[], bool], timeout: float, every: float) -> float | None:
+    """Seconds until `check` held, None when it still did not after `timeout`."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            return None
+        time.sleep(every)
+    return time.monotonic() - start
+
+
+def kills_until_stuck(
+    kills: int,
+    all_running: Callable[[], bool],
+    not_running: Callable[[], list[str]],
+    kill: Callable[[int], float | None],
+    gap: float,
+    wait: float = 120.0,
+) -> list[float | None]:
+    """`kill(i)` for each kill once every exit pod runs again; pods the status never shows Running again
+    within `wait` seconds are a user-visible fault of their own: the kills left are counted missed, not a
+    crash (a gate-on arm of kubelet 1.36 on the rig left its exit pods unseen for 120 s)."""
     out: list[float | None] = []
-    first = cfg.idle_pod_name(0)[:-1]  # the --exit-pods pods: idle-000, idle-001, ...
     for i in range(kills):
-        try:
-            until(
-                lambda: all(is_running(p) for p in idle_pods(first).values()), 120, "every pod Running", 0.2
-            )
-        except TimeoutError as exc:  # a user-visible fault of its own: counted as missed, not a crash
-            log(f"{exc}: {sorted(n for n, p in idle_pods(first).items() if not is_running(p))}")
-            out.extend([None] * (kills - i))
-            break
+        if waited(all_running, wait, 0.2) is None:
+            log(f"not Running after {wait:.0f}s: {not_running()}; {kills - i} kills counted missed")
+            return out + [None] * (kills - i)
+        out.append(kill(i))
+        time.sleep(gap)
+    return out
+
+
+class Arms(Protocol):
+    """What one node does for the rounds: the rig's static pods or the lab's Deployment."""
+
+    def set_gate(self, gate: bool) -> None: ...  # write the gate, restart what must restart
+
+    def burst(self, size: int) -> dict[str, Any]: ...  # burst_row + cleared_s
+
+    def exits(self, kills: int) -> list[float | None]: ...
+
+    def cleanup(self, gate: bool) -> float | None: ...  # the arm's pods gone: seconds, None past the bound
+
+
+def rounds(arms: Arms, kubelet: str, args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
+    """--repeats rounds of gate off, gate on on one node; rows appended to `runs`, the file rewritten
+    after every arm (marked partial) so a run cut short keeps what it measured."""
+    for rep in range(args.repeats):
+        for gate in (False, True):
+            arms.set_gate(gate)
+            row = {"kubelet": kubelet, "gate": gate, "round": rep}
+            for size in args.sizes:
+                result = arms.burst(size)
+                runs.append({**row, "kind": "burst", **result})
+                log(f"v{kubelet} gate={'on' if gate else 'off'} round {rep}: burst {result}")
+            if args.kills:
+                for latency in arms.exits(args.kills):
+                    runs.append({**row, "kind": "exit", "s": latency})
+            cleared = arms.cleanup(gate)
+            runs.append({**row, "kind": "cleanup", "s": cleared})
+            log(f"v{kubelet} gate={'on' if gate else 'off'} round {rep}: cleanup {cleared}")
+            partial = {
+                "runtime_name": args.runtime,
+                "runs": runs,
+                "summary": summarize(runs),
+                "partial": True,
+            }
+            args.out.write_text(json.dumps(partial, indent=1) + "\n")
+
+
+# --- the real-node rig ------------------------------------------------------------------------------------
+
+
+def idle_pods(prefix: str = cfg.IDLE_PREFIX) -> dict[str, dict[str, Any]]:
+    """Our idle static pods whose name starts with `prefix`, as the kubelet reports them, by pod name."""
+    with urllib.request.urlopen(PODS_URL, timeout=5) as answer:
+        items = json.load(answer).get("items") or []
+    return {p["metadata"]["name"]: p for p in items if p["metadata"]["name"].startswith(prefix)}
+
+
+class RigArms:
+    """The rig's kubelet + containerd 2.2, static pods read back from the kubelet's /pods."""
+
+    def __init__(self, node: rn.RealNode, args: argparse.Namespace) -> None:
+        self.node, self.args = node, args
+        self.bursts = 0
+
+    def set_gate(self, gate: bool) -> None:
+        self.node.write_gate(gate)
+        self.node.restart_kubelet()
+
+    def _gone(self) -> float | None:
+        return waited(lambda: self.node.running_idle() == 0, self.args.cleanup_timeout, 0.5)
+
+    def burst(self, size: int) -> dict[str, Any]:
+        """Its pods have names of their own, so a pod of an earlier burst still being torn down is never
+        taken for one of this burst."""
+        self.node.set_pods(0)
+        cleared = self._gone()
+        self.bursts += 1
+        prefix = f"{cfg.IDLE_PREFIX}b{self.bursts:03d}-"
+        names = [f"{prefix}{i:03d}" for i in range(size)]
+        start = time.monotonic()
+        self.node.set_pods(0, extra={f"{n}.yaml": cfg.static_pod(n) for n in names})
+        seen: dict[str, float] = {}
+        running: dict[str, float] = {}
+        while len(running) < size and time.monotonic() - start < self.args.timeout:
+            now = time.monotonic()
+            for name, pod in idle_pods(prefix).items():
+                seen.setdefault(name, now)
+                if name not in running and is_running(pod):
+                    running[name] = now
+            time.sleep(self.args.poll)
+        return {**burst_row(size, start, seen, running), "cleared_s": cleared}
+
+    def exits(self, kills: int) -> list[float | None]:
+        self.node.set_pods(self.args.exit_pods)
+        waited(lambda: self.node.running_idle() == self.args.exit_pods, self.args.cleanup_timeout, 0.5)
+        first = cfg.idle_pod_name(0)[:-1]  # the --exit-pods pods: idle-000, idle-001, ...
+        return kills_until_stuck(
+            kills,
+            lambda: all(is_running(p) for p in idle_pods(first).values()),
+            lambda: sorted(n for n, p in idle_pods(first).items() if not is_running(p)),
+            self.kill,
+            self.args.kill_gap,
+        )
+
+    def kill(self, i: int) -> float | None:
+        """Kill the container of the i-th exit pod (round robin); seconds until the status shows it."""
+        first = cfg.idle_pod_name(0)[:-1]
         pods = idle_pods(first)
+        if not pods:
+            return None
         name = sorted(pods)[i % len(pods)]
         before = restarts(pods[name])
         cid = next(
             (
                 ctr["id"]
-                for ctr in node.containers()
+                for ctr in self.node.containers()
                 if ctr.get("labels", {}).get("io.kubernetes.pod.name") == name
             ),
             None,
         )
-        pid = node.container_pid(cid) if cid else None
+        pid = self.node.container_pid(cid) if cid else None
         if pid is None or cid is None:
-            out.append(None)
-            continue
+            return None
         killed = time.monotonic()
         os.kill(pid, signal.SIGKILL)
-        seen: float | None = None
-        while time.monotonic() - killed < 30:
-            pod = idle_pods(first).get(name)
-            if pod is not None and (not still_running(pod, cid) or restarts(pod) > before):
-                seen = time.monotonic() - killed
-                break
-            time.sleep(poll)
-        out.append(seen)
-        time.sleep(gap)
-    return out
+        shown = waited(
+            lambda: exit_shown(idle_pods(first).get(name), cid, before), EXIT_SECONDS, self.args.poll
+        )
+        return None if shown is None else time.monotonic() - killed
+
+    def cleanup(self, gate: bool) -> float | None:
+        # Torn down with the gate off: with it on, a deletion waits for the next relist (k8s#124704,
+        # ~13 s a pod here, >300 s for 100), which is not what is timed.
+        start = time.monotonic()
+        self.node.set_pods(0)
+        if gate:
+            self.node.write_gate(False)
+            self.node.restart_kubelet()
+        gone = self._gone()
+        return None if gone is None else time.monotonic() - start
 
 
-def benchmark(args: argparse.Namespace) -> dict[str, Any]:
+def rig_benchmark(args: argparse.Namespace) -> list[dict[str, Any]]:
     node = rn.RealNode(log=log)
     node.setup(tuple(args.kubelets), build_missing=False)
     runs: list[dict[str, Any]] = []
-    bursts = 0
+    arms = RigArms(node, args)
     try:
         for kubelet in args.kubelets:
             node.up(rn.RigSpec(kubelet=kubelet, runtime=cfg.RigRuntime.CONTAINERD_22, pods=0, gate=False))
-            for rep in range(args.repeats):
-                for gate in (False, True):
-                    node.write_gate(gate)
-                    node.restart_kubelet()
-                    for size in args.sizes:
-                        bursts += 1
-                        result = burst(node, size, bursts, args.poll, args.timeout)
-                        runs.append(
-                            {"kubelet": kubelet, "gate": gate, "round": rep, "kind": "burst", **result}
-                        )
-                        log(f"v{kubelet} gate={'on' if gate else 'off'} round {rep}: burst {result}")
-                    if args.kills:
-                        node.set_pods(args.exit_pods)
-                        until(lambda: node.running_idle() == args.exit_pods, 300, "only the exit pods", 0.5)
-                        for latency in exit_latency(node, args.kills, args.poll, args.kill_gap):
-                            runs.append(
-                                {"kubelet": kubelet, "gate": gate, "round": rep, "kind": "exit", "s": latency}
-                            )
-                    # The arm's pods are torn down with the gate off: with it on, a deletion waits for the
-                    # next relist (k8s#124704, ~13 s a pod here, >300 s for 100), which is not what is timed.
-                    node.set_pods(0)
-                    if gate:
-                        node.write_gate(False)
-                        node.restart_kubelet()
-                    until(lambda: node.running_idle() == 0, args.timeout, "the arm's pods gone", 0.5)
-                    # A run cut short keeps what it measured (marked partial).
-                    partial = {"runs": runs, "summary": summarize(runs), "partial": True}
-                    args.out.write_text(json.dumps(partial, indent=1) + "\n")
+            rounds(arms, kubelet, args, runs)
             node.down()
     finally:
         node.down()
-    return {"runs": runs, "summary": summarize(runs)}
+    return runs
+
+
+# --- the lab's CRI-O node ---------------------------------------------------------------------------------
+
+
+class JsonStream:
+    """Whole JSON documents out of `kubectl get --watch -o json` lines: one event a line (kubectl 1.37),
+    or one spread over lines (an indented printer); a document is tried where a line ends with `}`."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def feed(self, line: str) -> dict[str, Any] | None:
+        self.lines.append(line)
+        if not line.rstrip().endswith("}"):
+            return None
+        try:
+            doc = json.loads("".join(self.lines))
+        except ValueError:
+            return None  # not the end of the document yet
+        self.lines.clear()
+        return doc if isinstance(doc, dict) else None
+
+
+class PodHistory:
+    """What a watch of one namespace said of each live pod: (read at, object) per event, in order."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.events: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+
+    def record(self, at: float, event: Mapping[str, Any]) -> None:
+        pod = event.get("object") or {}
+        name = (pod.get("metadata") or {}).get("name")
+        if not name:
+            return
+        with self.lock:
+            if event.get("type") == "DELETED":
+                self.events.pop(name, None)
+            else:
+                self.events.setdefault(name, []).append((at, pod))
+
+    def names(self) -> set[str]:
+        with self.lock:
+            return set(self.events)
+
+    def first(self, check: Callable[[Mapping[str, Any]], bool], since: float = 0.0) -> dict[str, float]:
+        """Per live pod, when this host first read an object of it (at or after `since`) that passes."""
+        with self.lock:
+            found: dict[str, float] = {}
+            for name, events in self.events.items():
+                at = next((at for at, pod in events if at >= since and check(pod)), None)
+                if at is not None:
+                    found[name] = at
+            return found
+
+
+class PodWatch:
+    """`kubectl get pods --watch` of one namespace in a thread (run again if it ends), each event stamped
+    with this host's monotonic clock when read, into a PodHistory."""
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        self.argv = list(argv)
+        self.history = PodHistory()
+        self.stopped = threading.Event()
+        self.proc: subprocess.Popen[str] | None = None
+        self.thread = threading.Thread(target=self._run, name="podwatch", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            self.proc = subprocess.Popen(
+                self.argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            )
+            assert self.proc.stdout is not None
+            stream = JsonStream()
+            for line in self.proc.stdout:
+                event = stream.feed(line)
+                if event is not None:
+                    self.history.record(time.monotonic(), event)
+            self.proc.wait()
+            self.stopped.wait(1.0)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.thread.join(timeout=10)
+
+
+def host_pid(node_pid: int, cgroup_mark: str) -> int | None:
+    """This host's PID of the process a node sees as `node_pid` (the second NSpid field: host, node, ...),
+    among the processes of the node's cgroup."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
+            if len(nspid) > 1 and int(nspid[1]) == node_pid and cgroup_mark in (entry / "cgroup").read_text():
+                return int(entry.name)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def api_container_id(pod: Mapping[str, Any]) -> str | None:
+    """The first container's runtime ID without its scheme (cri-o://<id>)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    raw = str(statuses[0].get("containerID") or "") if statuses else ""
+    return raw.split("://", 1)[-1] or None
+
+
+class LabArms:
+    """The lab's CRI-O node (bench/benefit.py's CrioLabNode): deploy/idle of namespace bench scaled."""
+
+    def __init__(self, node: benefit.CrioLabNode, args: argparse.Namespace) -> None:
+        self.node, self.args = node, args
+        self.watch = PodWatch(
+            [
+                kubectl_path(),
+                f"--kubeconfig={node.lab.kubeconfig}",
+                "-n",
+                benefit.BENCH_NAMESPACE,
+                "get",
+                "pods",
+                "--watch",
+                "--output-watch-events",
+                "-o",
+                "json",
+            ]
+        )
+
+    def set_gate(self, gate: bool) -> None:
+        self.node.set_gate(gate)
+
+    def scale(self, replicas: int) -> None:
+        chart.kubectl_ok(
+            self.node.lab, "-n", benefit.BENCH_NAMESPACE, "scale", "deploy/idle", f"--replicas={replicas}"
+        )
+
+    def pods(self) -> dict[str, dict[str, Any]]:
+        """The namespace's pods as one list call returns them (not the watch: it can miss a deletion
+        while it is run again)."""
+        items = chart.get_json(self.node.lab, "pods", "-n", benefit.BENCH_NAMESPACE)["items"]
+        return {p["metadata"]["name"]: p for p in items}
+
+    def serving(self) -> dict[str, dict[str, Any]]:
+        """Running pods not being deleted (a pod of an earlier arm may still be terminating)."""
+        return {
+            n: p
+            for n, p in self.pods().items()
+            if is_running(p) and not p["metadata"].get("deletionTimestamp")
+        }
+
+    def _gone(self) -> float | None:
+        self.scale(0)
+        return waited(lambda: not self.pods(), self.args.cleanup_timeout, 1.0)
+
+    def burst(self, size: int) -> dict[str, Any]:
+        cleared = self._gone()
+        before = self.watch.history.names() | set(self.pods())
+        start = time.monotonic()
+        self.scale(size)
+        seen: dict[str, float] = {}
+        running: dict[str, float] = {}
+        while time.monotonic() - start < self.args.timeout:
+            seen = {
+                n: t for n, t in self.watch.history.first(lambda _: True, start).items() if n not in before
+            }
+            running = {n: t for n, t in self.watch.history.first(is_running, start).items() if n in seen}
+            if len(running) >= size:
+                break
+            time.sleep(self.args.poll)
+        return {**burst_row(size, start, seen, running), "cleared_s": cleared}
+
+    def exits(self, kills: int) -> list[float | None]:
+        self._gone()
+        self.scale(self.args.exit_pods)
+        return kills_until_stuck(
+            kills,
+            lambda: len(self.serving()) >= self.args.exit_pods,
+            lambda: sorted(set(self.pods()) - set(self.serving())),
+            self.kill,
+            self.args.kill_gap,
+        )
+
+    def kill(self, i: int) -> float | None:
+        """Kill the container of the i-th exit pod (round robin); seconds until the API shows it."""
+        pods = self.serving()
+        if not pods:
+            return None
+        name = sorted(pods)[i % len(pods)]
+        before = restarts(pods[name])
+        cid = api_container_id(pods[name])
+        pid = self._host_pid(cid) if cid else None
+        if pid is None or cid is None:
+            return None
+        killed = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        shown: dict[str, float] = {}
+        while name not in shown and time.monotonic() - killed < EXIT_SECONDS:
+            time.sleep(self.args.poll)
+            shown = self.watch.history.first(lambda p: exit_shown(p, cid, before), killed)
+        return shown[name] - killed if name in shown else None
+
+    def _host_pid(self, container_id: str) -> int | None:
+        done = self.node.on_node(
+            "crictl", "--runtime-endpoint", benefit.CRIO_SOCKET, "inspect", "-o", "json", container_id
+        )
+        if done.returncode != 0:
+            return None
+        pid = json.loads(done.stdout or "{}").get("info", {}).get("pid")
+        return host_pid(int(pid), f"/{self.node.spec.cgroup}/") if pid else None
+
+    def cleanup(self, gate: bool) -> float | None:
+        return self._gone()  # with the arm's gate: a gate-on arm's slow deletion (k8s#124704) is measured
+
+    def stop(self) -> None:
+        self.watch.stop()
+
+
+def crio_benchmark(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows and the node(s) measured: a one-node lab per kubelet, or the CRI-O node up in --lab-dir."""
+    runs: list[dict[str, Any]] = []
+    nodes: list[str] = []
+    for kubelet in [None] if args.lab_dir else args.kubelets:
+        with benefit.crio_lab_node(args.lab_dir, f"lab-crio:{kubelet}:{args.crio}") as node:
+            nodes.append(
+                f"{node.spec.to_text()} (CRI-O {assets.CRIO_VERSIONS[node.spec.runtime]}, conmon and runc "
+                "from Debian)"
+            )
+            arms = LabArms(node, args)
+            try:
+                rounds(arms, node.spec.kubelet, args, runs)
+            finally:
+                arms.stop()
+    return runs, nodes
+
+
+# --- results (pure) ---------------------------------------------------------------------------------------
 
 
 def _stats(values: Iterable[float | None]) -> dict[str, Any]:
@@ -210,6 +556,7 @@ def _stats(values: Iterable[float | None]) -> dict[str, Any]:
 
 
 def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per kubelet, kind, burst size and gate: median, min and max over the runs, and what was missed."""
     rows: list[dict[str, Any]] = []
     keys = sorted({(r["kubelet"], r["kind"], r.get("size", 0), r["gate"]) for r in runs})
     for kubelet, kind, size, gate in keys:
@@ -223,27 +570,33 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             row["all_running_s"] = _stats(r["all_running_s"] for r in same)
             row["running_median_s"] = _stats(r["running_median_s"] for r in same)
             row["missed"] = sum(r["missed"] for r in same)
-        else:
+        else:  # exit, cleanup: one figure each, None when it did not happen within its bound
             row["s"] = _stats(r["s"] for r in same)
             row["missed"] = sum(1 for r in same if r["s"] is None)
         rows.append(row)
     return rows
 
 
-def _fmt(stats: dict[str, Any]) -> str:
+def _fmt(stats: dict[str, Any], missed: int = 0) -> str:
+    late = f", {missed} missed" if missed else ""
     if not stats["n"]:
-        return "-"
-    return f"{stats['median']:.2f} ({stats['min']:.2f}-{stats['max']:.2f}, n={stats['n']})"
+        return f"-{f' ({missed} missed)' if missed else ''}"
+    return f"{stats['median']:.2f} ({stats['min']:.2f}-{stats['max']:.2f}, n={stats['n']}{late})"
+
+
+KINDS = ("burst", "exit", "cleanup")  # the order of the table's rows for a kubelet
+WHAT = {"exit": "container exit to pod status", "cleanup": "the arm's pods gone (teardown)"}
 
 
 def table(doc: dict[str, Any]) -> str:
-    """The markdown table of a results file (docs/benchmarks.md): medians with (min-max, n)."""
+    """The markdown table of a results file (docs/benchmarks.md): medians with (min-max, n, missed)."""
+    runtime = doc.get("runtime_name", "containerd")
     lines = [
-        "| kubelet | what | gate off: median s (min-max, n) | gate on: median s (min-max, n) |",
-        "| --- | --- | --- | --- |",
+        "| runtime | kubelet | what | gate off: median s (min-max, n) | gate on: median s (min-max, n) |",
+        "| --- | --- | --- | --- | --- |",
     ]
     rows = {(r["kubelet"], r["kind"], r["size"], r["gate"]): r for r in doc["summary"]}
-    for kubelet, kind, size in sorted({k[:3] for k in rows}):
+    for kubelet, kind, size in sorted({k[:3] for k in rows}, key=lambda k: (k[0], KINDS.index(k[1]), k[2])):
         off, on = rows.get((kubelet, kind, size, False)), rows.get((kubelet, kind, size, True))
         if kind == "burst":
             for key, what in (
@@ -251,10 +604,10 @@ def table(doc: dict[str, Any]) -> str:
                 ("running_median_s", f"{size} pods: a pod, seen to Running (median pod)"),
             ):
                 cells = [_fmt(r[key]) if r else "-" for r in (off, on)]
-                lines.append(f"| {kubelet} | {what} | {cells[0]} | {cells[1]} |")
+                lines.append(f"| {runtime} | {kubelet} | {what} | {cells[0]} | {cells[1]} |")
         else:
-            cells = [_fmt(r["s"]) if r else "-" for r in (off, on)]
-            lines.append(f"| {kubelet} | container exit to pod status | {cells[0]} | {cells[1]} |")
+            cells = [_fmt(r["s"], r["missed"]) if r else "-" for r in (off, on)]
+            lines.append(f"| {runtime} | {kubelet} | {WHAT.get(kind, kind)} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
 
@@ -262,15 +615,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--kubelets", default="1.36,1.37", help="comma-separated rig kubelets")
+    parser.add_argument("--runtime", default="containerd", choices=("containerd", "crio"))
+    parser.add_argument("--kubelets", default="1.36,1.37", help="comma-separated kubelets (rig or lab)")
+    parser.add_argument(
+        "--crio", default=LabRuntime.CRIO_136.value, choices=[r.value for r in LabRuntime if r.is_crio]
+    )
+    parser.add_argument("--lab-dir", type=Path, default=None, help="crio: use the lab up in DIR (left up)")
     parser.add_argument("--sizes", default="20,100", help="comma-separated burst sizes")
     parser.add_argument("--repeats", type=int, default=5, help="rounds (each = gate off, gate on)")
     parser.add_argument("--kills", type=int, default=10, help="container kills per round and gate")
     parser.add_argument("--exit-pods", type=int, default=5, help="pods running while containers are killed")
     parser.add_argument("--kill-gap", type=float, default=3.0, help="seconds between kills")
-    parser.add_argument("--poll", type=float, default=0.05, help="seconds between reads of /pods")
+    parser.add_argument("--poll", type=float, default=0.05, help="seconds between reads of the status")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a burst may take")
-    parser.add_argument("--out", type=Path, default=RESULTS / "podstart.json")
+    parser.add_argument(
+        "--cleanup-timeout", type=float, default=300.0, help="seconds to wait for pods to be gone"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="default bench/results/podstart[-crio].json")
     parser.add_argument("--table", type=Path, default=None, help="print the table of a results file")
     args = parser.parse_args(argv)
     if args.table is not None:
@@ -278,16 +639,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     args.kubelets = [k for k in args.kubelets.split(",") if k]
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
+    if not args.sizes or min(args.sizes) < 1:
+        parser.error("--sizes: burst sizes are 1 or more")
+    args.out = args.out or RESULTS / (
+        "podstart.json" if args.runtime == "containerd" else "podstart-crio.json"
+    )
     started = datetime.now(UTC)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    doc = benchmark(args)
-    doc.update(
-        command=" ".join(["bench/podstart.py", *(argv if argv is not None else sys.argv[1:])]),
-        started=started.isoformat(timespec="seconds"),
-        finished=datetime.now(UTC).isoformat(timespec="seconds"),
-        runtime="containerd 2.2 (the real-node rig)",
-        machine={"cpus": os.cpu_count(), "kernel": os.uname().release, "load": os.getloadavg()},
-    )
+    if args.runtime == "crio":
+        runs, nodes = crio_benchmark(args)
+        runtime = "; ".join(nodes)
+    else:
+        runs, runtime = rig_benchmark(args), RUNTIME_NAMES["containerd"]
+    doc = {
+        "runtime_name": args.runtime,
+        "runs": runs,
+        "summary": summarize(runs),
+        "command": " ".join(["bench/podstart.py", *(argv if argv is not None else sys.argv[1:])]),
+        "started": started.isoformat(timespec="seconds"),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "runtime": runtime,
+        "status_from": "kubelet /pods, polled"
+        if args.runtime == "containerd"
+        else "API server, kubectl watch",
+        "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release, "load": os.getloadavg()},
+    }
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     log(f"wrote {args.out}")
     print(table(doc))

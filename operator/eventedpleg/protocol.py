@@ -83,7 +83,7 @@ ANN_OWNER: Final = f"{GROUP}/owner"  # name of the NodeConfig that manages the n
 ANN_WAS_UNSCHEDULABLE: Final = f"{GROUP}/was-unschedulable"  # "true" when cordoned before us
 ANN_CORDONED_BY_US: Final = f"{GROUP}/cordoned"  # "true" while our cordon is in place
 ANN_AGENT_OPTIONS: Final = f"{GROUP}/agent-options"  # JSON AgentOptions (timeouts, heal, onFailure)
-ANN_BENEFIT: Final = f"{GROUP}/benefit"  # before/after relist and CPU figures (JSON)
+ANN_BENEFIT: Final = f"{GROUP}/benefit"  # before/after relist, CPU and pod-start figures (JSON)
 # How many drains of this node timed out in a row (onTimeout: Fail); drives the automatic retry with
 # back-off (spec.drain.retries), cleared once a drain finishes.
 ANN_DRAIN_TIMEOUTS: Final = f"{GROUP}/drain-timeouts"

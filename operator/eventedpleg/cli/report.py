@@ -335,8 +335,8 @@ def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
 
 def benefit_text(text: str) -> str:
     """The agent's before/after figures (eventedpleg.io/benefit JSON, see core/node/facts/benefit.py) in one
-    line:
-    its own summary, e.g. `before: relist every 1.0s, kubelet 31m; after: no relist in 30s, kubelet 24m`."""
+    line: its own summary, e.g. `before: relist every 1.0s, kubelet 31m; after: no relist in 30s, kubelet 24m,
+    2 pod starts 1.4s mean`."""
     try:
         data = json.loads(text) if text else {}
     except ValueError:

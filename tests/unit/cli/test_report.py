@@ -53,6 +53,12 @@ def test_benefit_text_is_the_agents_summary() -> None:
     # A kubelet without process_cpu_seconds_total (the simulated one): no made-up or "?" CPU figure.
     unknown = benefit.MeasuredWindow(seconds=30, relists=30, relist_interval_seconds=1.0, cpu_millicores=None)
     assert unknown.describe() == "relist every 1.0s"
+    started = benefit.MeasuredWindow(30, 0, None, 24.9, pods_started=2, pod_start_seconds=1.38)
+    doc = benefit.document(kubelet="v1.36.4", enabled=True, before=None, after=started, narrowed=False)
+    assert (
+        benefit_text(benefit.to_annotation(doc))
+        == "after: no relist in 30s, kubelet 25m, 2 pod starts 1.4s mean"
+    )
     assert benefit_text("") == ""
     assert benefit_text("not json") == ""
     assert benefit_text(json.dumps(["a list"])) == ""

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -115,7 +117,70 @@ def test_no_reading_while_an_apply_holds_the_node_or_when_benefit_is_off() -> No
 
 
 def test_a_reading_parses_only_its_series_and_finds_what_a_full_parse_finds() -> None:
-    text = FIXTURE.read_text()
-    full, only = parse_metrics(text), parse_metrics(text, benefit.NAMES)
-    assert {s.name for s in only.samples} == benefit.NAMES
-    assert benefit.reading(only, T0, in_service=True) == benefit.reading(full, T0, in_service=True)
+    pod_start = {benefit.POD_START_COUNT, benefit.POD_START_SUM}
+    # The rig's kubelet runs static pods only, whose start the SLI does not observe: no series at all.
+    for text, names in ((FIXTURE.read_text(), benefit.NAMES - pod_start), (_lab(LAB_AFTER), benefit.NAMES)):
+        full, only = parse_metrics(text), parse_metrics(text, benefit.NAMES)
+        assert {s.name for s in only.samples} == names
+        assert benefit.reading(only, T0, in_service=True) == benefit.reading(full, T0, in_service=True)
+
+
+# Two scrapes of one real kubelet v1.36.4 on a lab CRI-O node (bench/podstart.py --runtime crio), through the
+# API server's node proxy, 12 s apart: right after its restart (no pod start observed yet, so no SLI series),
+# and after five pods of a Deployment started (3 at once, then 2).
+LAB_BEFORE = FIXTURE.parent / "kubelet-metrics-v1.36.4-crio-before.txt.gz"
+LAB_AFTER = FIXTURE.parent / "kubelet-metrics-v1.36.4-crio-after.txt.gz"
+
+
+def _lab(path: Path) -> str:
+    return gzip.decompress(path.read_bytes()).decode()
+
+
+def test_a_window_counts_the_pods_started_in_it_and_their_mean_start_from_a_real_kubelet() -> None:
+    first = benefit.reading(parse_metrics(_lab(LAB_BEFORE), benefit.NAMES), T0, in_service=True)
+    second = benefit.reading(
+        parse_metrics(_lab(LAB_AFTER), benefit.NAMES), T0 + timedelta(seconds=12), in_service=True
+    )
+    assert (first.pods_started, first.pod_start_sum) == (0.0, 0.0)  # the series absent: none yet
+    window = benefit.between(first, second)
+    assert window is not None
+    assert window.pods_started == 5
+    assert window.pod_start_seconds is not None and abs(window.pod_start_seconds - 6.919776198 / 5) < 1e-9
+    assert window.relists == 12
+    assert window.to_json()["podsStarted"] == 5 and window.to_json()["podStartSeconds"] == 1.38
+    assert window.describe() == "relist every 1.0s, kubelet 56m, 5 pod starts 1.4s mean"
+
+
+def test_a_window_without_a_pod_start_has_no_mean_and_says_nothing_of_it() -> None:
+    quiet = benefit.between(
+        Reading(T0, True, 1.0, 0, 0, 0.0, 3, 4.5),
+        Reading(T0 + timedelta(seconds=30), True, 1.0, 30, 30, 0.9, 3, 4.5),
+    )
+    assert quiet == benefit.MeasuredWindow(30.0, 30, 1.0, 30.0, 0, None)
+    assert quiet.to_json()["podStartSeconds"] is None
+    assert quiet.describe() == "relist every 1.0s, kubelet 30m"
+    one = benefit.MeasuredWindow(30.0, 0, None, None, 1, 2.31)
+    assert one.describe() == "no relist in 30s, 1 pod start 2.3s mean"
+    # The count going down is another kubelet process: no figure rather than a negative one.
+    restarted = benefit.between(
+        Reading(T0, True, None, 0, 0, 0.0, 3, 4.5),
+        Reading(T0 + timedelta(seconds=30), True, None, 30, 30, 0.9, 1, 1.5),
+    )
+    assert restarted is not None and restarted.pods_started is None and restarted.pod_start_seconds is None
+
+
+def test_the_largest_document_fits_the_annotation_with_its_summary() -> None:
+    big = benefit.MeasuredWindow(
+        seconds=86_400.04,
+        relists=10**9,
+        relist_interval_seconds=3_599.999,
+        cpu_millicores=99_999.94,
+        pods_started=10**7,
+        pod_start_seconds=3_599.999,
+    )
+    doc = benefit.document(
+        kubelet="v1.37.10-gke.1234567-abcdef0123456789", enabled=True, before=big, after=big, narrowed=True
+    )
+    text = benefit.to_annotation(doc)
+    assert len(text) <= benefit.BENEFIT_LIMIT
+    assert json.loads(text) == json.loads(json.dumps(doc))  # nothing dropped, the summary kept

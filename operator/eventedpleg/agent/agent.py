@@ -20,11 +20,11 @@ from eventedpleg.agent.interpreter import Interpreter, Work, drive
 from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.core.node.facts.benefit import Reading
 from eventedpleg.core.node.phases import applyphase, donephase, hostcheckphase, servicephase
-from eventedpleg.core.node.phases.agentdecide import AgentAction, holds_node, next_action, unexpected
+from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action, unexpected
 from eventedpleg.core.node.phases.agentsettings import AgentSettings
 from eventedpleg.core.node.phases.effects import Effect
 from eventedpleg.core.node.phases.host import Host
-from eventedpleg.core.node.phases.nodeapi import AgentApi, AgentNode
+from eventedpleg.core.node.phases.nodeapi import AgentApi, AgentNode, holds_node
 
 __all__ = ["Agent", "AgentSettings", "Work", "drive"]
 

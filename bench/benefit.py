@@ -72,13 +72,6 @@ from eventedpleg_lab.realnode.images import IDLE_IMAGE
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-CRI_METHODS = (
-    "ListPodSandbox",
-    "ListContainers",
-    "PodSandboxStatus",
-    "ContainerStatus",
-    "GetContainerEvents",
-)
 KUBELET_METRICS = f"http://127.0.0.1:{cfg.READ_ONLY_PORT}/metrics"
 CONTAINERD_METRICS = f"http://{cfg.CONTAINERD_METRICS}/v1/metrics"
 RUNTIMES = {

@@ -101,7 +101,6 @@ CRIO_DROPIN_DIR: Final = "etc/crio/crio.conf.d"
 AGENT_STATE_DIR: Final = "var/lib/eventedpleg"
 
 FEATURE_GATE: Final = "EventedPLEG"
-EVENT_SOURCE: Final = "eventedpleg"
 
 
 class ConditionType(StrEnum):

@@ -23,9 +23,6 @@ class PausableProxy:
     def pause(self) -> None:
         self.paused.set()
 
-    def resume(self) -> None:
-        self.paused.clear()
-
     def close(self) -> None:
         self.closed.set()
         self.paused.clear()

@@ -1,12 +1,12 @@
 """The node agent: acts on its own Node's annotations (protocol in eventedpleg.protocol), on its own host.
 
 What it does is decided by pure phases that yield effects: readings of the kubelet while its Node serves
-(core.node.phases.servicephase), apply (core.node.phases.applyphase, with the restart and
-verify loop of core.node.phases.verifyloop) when its Node asks for it, the after-Done check
-(core.node.phases.donephase)
-every check interval, and the host check (core.node.phases.hostcheckphase) at start and every host check
-interval
-while no apply holds the node. agent.interpreter performs the effects on the host.
+(core.node.phases.servicephase), apply (core.node.phases.applyphase, with the restart of
+core.node.phases.restart and the verify loop of core.node.phases.verifyloop) when its Node asks for it, the
+after-Done check (core.node.phases.donephase) every check interval, and the host check
+(core.node.phases.hostcheckphase) at start and every host check interval while no apply holds the node.
+core.node.phases.agentdecide says when it applies and when it watches; agent.interpreter performs the
+effects on the host.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from eventedpleg.agent.interpreter import Interpreter, Work, drive
 from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.core.node.facts.benefit import Reading
 from eventedpleg.core.node.phases import applyphase, donephase, hostcheckphase, servicephase
-from eventedpleg.core.node.phases.agentdecide import AgentAction, holds_node, next_action, unexpected
+from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action, unexpected
 from eventedpleg.core.node.phases.agentsettings import AgentSettings
 from eventedpleg.core.node.phases.effects import Effect
 from eventedpleg.core.node.phases.host import Host
-from eventedpleg.core.node.phases.nodeapi import AgentApi, AgentNode
+from eventedpleg.core.node.phases.nodeapi import AgentApi, AgentNode, holds_node
 
 __all__ = ["Agent", "AgentSettings", "Work", "drive"]
 

@@ -109,7 +109,8 @@ class Interpreter:
 
     def run(self, phase: Phase[T], node: AgentNode, name: str = "") -> Work[T]:
         """Perform `phase`, which acts on `node` as read when it began; its time goes to the metrics
-        under `name` (agent.metrics.PHASES) when it ends."""
+        under `name` (agent.agent.Agent names its four: service, apply, after_done, host_check) when it
+        ends."""
         answer: EffectAnswer = None
         started = self.host.clock.now()
         while True:

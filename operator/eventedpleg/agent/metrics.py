@@ -9,8 +9,6 @@ from eventedpleg import buildinfo
 from eventedpleg.constants import NodeState
 from eventedpleg.core.evidence import Evidence
 
-# The phases the agent runs (agent.agent.Agent): the label values of eventedpleg_agent_phase_seconds.
-PHASES = ("service", "apply", "after_done", "host_check")
 # Evidence results that mean the change did not hold (core.evidence.Evidence.result); any other failing
 # report counts under its node state, so the label set stays small and known.
 FAILING_RESULTS = ("fail", "rejected", "refused", "drift")

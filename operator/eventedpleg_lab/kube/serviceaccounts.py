@@ -77,12 +77,3 @@ def wait_service_account(api: client.ApiClient, namespace: str, name: str, *, ti
         if time.monotonic() > deadline:
             raise TimeoutError(f"ServiceAccount {namespace}/{name} did not appear within {timeout:.0f}s")
         time.sleep(0.2)
-
-
-def whoami(api: client.ApiClient) -> dict[str, object]:
-    """The authenticated user as the apiserver sees it (SelfSubjectReview): username, groups, extra."""
-    review = client.AuthenticationV1Api(api).create_self_subject_review(client.V1SelfSubjectReview())
-    info = review.status.user_info if review.status else None
-    if info is None:
-        raise RuntimeError("SelfSubjectReview returned no user info")
-    return {"username": info.username, "groups": list(info.groups or []), "extra": dict(info.extra or {})}

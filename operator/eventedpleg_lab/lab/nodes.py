@@ -14,7 +14,6 @@ from enum import StrEnum
 BRIDGE = "eplab0"
 GATEWAY = "172.16.77.1"
 NODE_NET = ipaddress.IPv4Network("172.16.77.0/24")
-POD_NET = ipaddress.IPv4Network("10.244.0.0/16")
 MAX_NODES = 9
 # The lab's OCI registry (`crane registry serve`), on the host's bridge address: plain HTTP, reachable from
 # every node and only from the machine itself.

@@ -90,7 +90,6 @@ KUBELET_136 = Component("kubelet", K8S_VERSION, ("kubelet",), "~10 minutes (~15 
 KUBELET_137 = Component("kubelet", "v1.37.2", ("kubelet",), "~10 minutes (~15 with a cold module cache)")
 CONTAINERD = Component("containerd", "v2.2.9", ("containerd", "containerd-shim-runc-v2", "ctr"), "~4 minutes")
 CRICTL = Component("crictl", "v1.36.0", ("crictl",), "~1 minute")
-NODE_COMPONENTS = (KUBELET_136, KUBELET_137, CONTAINERD, CRICTL)
 # The lab's kubeadm-joined nodes (docs/lab.md): kubeadm from the same k8s.io/kubernetes module and version
 # as their kubelet; containerd 1.7 (the most deployed line, one event subscriber: containerd#7318). Its
 # go.mod has an `exclude`, which `go install pkg@version` refuses, so it is built as the main module from a

@@ -45,8 +45,6 @@ SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.244.0.0/16"
 # The bound-token issuer a real cluster uses; the ServiceAccount admission and TokenRequest need one.
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
-# Stop order: consumers first, etcd last.
-ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
 def _stderr(message: str) -> None:

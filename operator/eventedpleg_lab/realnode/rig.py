@@ -40,7 +40,6 @@ from eventedpleg_lab.realnode.supervisor import Supervisor, UnitState, alive, ex
 KUBELET = "kubelet"
 CONTAINERD = "containerd"
 KUBELETS = {"1.36": build.KUBELET_136, "1.37": build.KUBELET_137}
-DEBIAN_PACKAGES = ("runc", "busybox-static", "containerd")
 BUSYBOX = Path("/bin/busybox")
 RUNC = Path("/usr/sbin/runc")
 DEBIAN_CONTAINERD = Path("/usr/bin")  # containerd, containerd-shim-runc-v2, ctr of the Debian package

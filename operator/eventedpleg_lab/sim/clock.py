@@ -12,14 +12,12 @@ class FakeClock:
 
     def __init__(self, start: datetime = EPOCH) -> None:
         self._now = start
-        self.slept = 0.0
 
     def now(self) -> datetime:
         return self._now
 
     def sleep(self, seconds: float) -> None:
         self.advance(seconds)
-        self.slept += max(0.0, seconds)
 
     def advance(self, seconds: float) -> None:
         self._now += timedelta(seconds=max(0.0, seconds))

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from eventedpleg.core.versions import Version, parse_version
+from eventedpleg.core.versions import Version
 from eventedpleg_lab.sim.journal import Journal, klog
 
 UNIT = "kubelet"
@@ -493,11 +493,3 @@ class SimKubelet:
                 )
         lines.append("  -v, --v Level            number for the log level verbosity")
         return "\n".join(lines) + "\n"
-
-
-def new_kubelet(
-    root: Path, version: str, argv: tuple[str, ...], environ: Mapping[str, str], journal: Journal, **kw: Any
-) -> SimKubelet:
-    return SimKubelet(
-        root=root, version=parse_version(version), argv=argv, environ=environ, journal=journal, **kw
-    )

@@ -28,7 +28,6 @@ UNIT_DROPIN_DIRS: tuple[str, ...] = (
     "/etc/systemd/system/kubelet.service.d",
     "/run/systemd/system/kubelet.service.d",
 )
-KUBEADM_FLAGS_ENV = "/var/lib/kubelet/kubeadm-flags.env"
 # Set by Environment= in 10-kubeadm.conf to `--config=/var/lib/kubelet/config.yaml` (kubernetes/release
 # cmd/krel/templates/latest/kubeadm/10-kubeadm.conf); kubeadm never writes it.
 KUBEADM_CONFIG_ARGS = "KUBELET_CONFIG_ARGS"

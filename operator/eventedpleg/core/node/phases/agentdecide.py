@@ -11,7 +11,7 @@ The rule, in order:
   version does not know): IDLE -- it is the operator's turn, or a human's.
 
 Apart from that rule, the host check (core.node.phases.hostcheckphase) runs whenever the agent does not hold
-the node (`holds_node`).
+the node (core.node.phases.nodeapi.holds_node).
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.node.phases.effects import NodeEvent, Phase, Report, act
-from eventedpleg.core.node.phases.nodeapi import AgentNode
-from eventedpleg.protocol import AGENT_PHASE
+from eventedpleg.core.node.phases.nodeapi import AgentNode, holds_node
 from eventedpleg.reasons import EventReason
 
 
@@ -47,11 +46,6 @@ def next_action(annotations: Mapping[str, str]) -> AgentAction:
     if state == NodeState.DONE.value and current == desired:
         return AgentAction.WATCH
     return AgentAction.IDLE
-
-
-def holds_node(annotations: Mapping[str, str]) -> bool:
-    """An apply of the agent's has the node (Applying, Verifying): nothing else of the agent's may run."""
-    return annotations.get(c.ANN_STATE, "") in AGENT_PHASE
 
 
 def unexpected(node: AgentNode, error: str, retry_in: float) -> Phase[None]:

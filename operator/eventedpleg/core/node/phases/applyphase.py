@@ -54,15 +54,9 @@ from eventedpleg.core.node.phases.effects import (
 from eventedpleg.core.node.phases.hostfault import Faulted, HostFault, retry_hint
 from eventedpleg.core.node.phases.judge import judge, kubelet_version
 from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.phases.restart import Restarted, failed, restart_services
 from eventedpleg.core.node.phases.transaction import FileCopy, Transaction, sha256
-from eventedpleg.core.node.phases.verifyloop import (
-    Restarted,
-    failed,
-    measure,
-    reading_now,
-    restart_services,
-    verify,
-)
+from eventedpleg.core.node.phases.verifyloop import measure, reading_now, verify
 from eventedpleg.core.versions import Version
 from eventedpleg.models.nodeconfig import OnFailure
 from eventedpleg.reasons import EventReason

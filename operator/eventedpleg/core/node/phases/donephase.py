@@ -38,8 +38,9 @@ from eventedpleg.core.node.phases.host import KubeletProcess
 from eventedpleg.core.node.phases.hostfault import Faulted
 from eventedpleg.core.node.phases.judge import node_version
 from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.phases.restart import KUBELET_UNIT, journal, restart_services
 from eventedpleg.core.node.phases.transaction import sha256
-from eventedpleg.core.node.phases.verifyloop import KUBELET_UNIT, journal, restart_services, verify
+from eventedpleg.core.node.phases.verifyloop import verify
 from eventedpleg.core.versions import Version, VersionError, parse_runtime
 from eventedpleg.reasons import EventReason
 

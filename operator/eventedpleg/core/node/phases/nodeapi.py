@@ -1,7 +1,7 @@
 """The agent's view of the Kubernetes API: its own Node, the rendered-config ConfigMaps, Events.
 
 `eventedpleg.k8s.agentapi.KubeAgentApi` implements it with the kubernetes client; tests use an in-memory
-fake. Pure types only.
+fake. Pure: the types, and the one reading of the Node's annotations the phases share (`holds_node`).
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from eventedpleg import constants as c
+from eventedpleg.protocol import AGENT_PHASE
 from eventedpleg.reasons import EventReason
 
 
@@ -25,6 +27,11 @@ class AgentNode:
     runtime_version: str = ""
     ready: bool | None = None
     unschedulable: bool = False
+
+
+def holds_node(annotations: Mapping[str, str]) -> bool:
+    """An apply of the agent's has the node (Applying, Verifying): nothing else of the agent's may run."""
+    return annotations.get(c.ANN_STATE, "") in AGENT_PHASE
 
 
 class AgentApi(Protocol):

@@ -14,11 +14,10 @@ from collections.abc import Sequence
 from eventedpleg.core.node.facts import benefit
 from eventedpleg.core.node.facts.benefit import Reading
 from eventedpleg.core.node.facts.promtext import Metrics
-from eventedpleg.core.node.phases.agentdecide import holds_node
 from eventedpleg.core.node.phases.agentsettings import AgentSettings
 from eventedpleg.core.node.phases.effects import Now, Phase, Scrape, ask_maybe
 from eventedpleg.core.node.phases.hostfault import Faulted
-from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.phases.nodeapi import AgentNode, holds_node
 
 
 def due(node: AgentNode, readings: Sequence[Reading], settings: AgentSettings, clock: Now) -> bool:

@@ -1,11 +1,11 @@
-"""Restart the services, then watch the kubelet until verification decides (core.node.facts.verify). Pure:
-these
-phases yield effects (core.node.phases.effects) and read the time from an injected clock.
+"""Watch the restarted kubelet (core.node.phases.restart) until verification decides (core.node.facts.verify),
+and read its counters for the benefit windows (core.node.facts.benefit). Pure: these phases yield effects
+(core.node.phases.effects) and read the time from an injected clock.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from eventedpleg.core.node.facts import benefit, kubeletlog
@@ -24,8 +24,6 @@ from eventedpleg.core.node.phases.effects import (
     Now,
     Observe,
     Phase,
-    ReadJournal,
-    Restart,
     Run,
     Scrape,
     Wait,
@@ -34,63 +32,8 @@ from eventedpleg.core.node.phases.effects import (
     ask_maybe,
 )
 from eventedpleg.core.node.phases.host import CommandResult, HttpResult
+from eventedpleg.core.node.phases.restart import KUBELET_UNIT, journal
 from eventedpleg.core.versions import Version
-
-KUBELET_UNIT = "kubelet"
-RESTART_PAUSE_SECONDS = 1.0  # see restart_services
-
-
-@dataclass(frozen=True)
-class Restarted:
-    """How a restart went: a failure (or None), and when the kubelet was restarted (verification reads its
-    journal from there)."""
-
-    failure: VerifyResult | None
-    at: datetime
-
-
-def failed(name: str, why: str, version: Version, lines: tuple[str, ...] = ()) -> VerifyResult:
-    return VerifyResult(Outcome.FAIL, why, (Check(name, False, why),), lines, str(version))
-
-
-def journal(unit: str, since: datetime) -> Phase[tuple[str, ...]]:
-    return (yield from ask(ReadJournal(unit, since), tuple))
-
-
-def restart_services(
-    *,
-    restart_runtime: bool,
-    runtime_unit: str,
-    version: Version,
-    clock: Now,
-    reload_units: bool = False,
-) -> Phase[Restarted]:
-    """The runtime (when its config changed), THEN the kubelet: a kubelet that outlives a runtime restart
-    falls back to generic PLEG for good (k8s#129827; compatibility §5). With `reload_units`, systemd first
-    re-reads the kubelet's unit drop-ins (a restart alone keeps the definition systemd loaded before)."""
-    # journalctl --since has one-second resolution: the pauses keep the previous kubelet's lines (an old
-    # startup error, the fallback it logs when the runtime goes away) out of the new kubelet's window.
-    yield from act(Wait(RESTART_PAUSE_SECONDS))
-    if reload_units:
-        began = clock()
-        done = yield from ask(Run(("systemctl", "daemon-reload")), CommandResult)
-        if not done.ok:
-            return Restarted(
-                failed("daemon-reload", f"systemd did not reload: {done.summary()}", version), began
-            )
-    if restart_runtime:
-        began = clock()
-        done = yield from ask(Restart(runtime_unit), CommandResult)
-        if not done.ok:
-            tail = (yield from journal(runtime_unit, began))[-2:]
-            why = f"{runtime_unit} did not restart: {done.summary()}"
-            return Restarted(failed("runtime", why, version, tail), clock())
-        yield from act(Wait(RESTART_PAUSE_SECONDS))
-    restart_at = clock()
-    done = yield from ask(Restart(KUBELET_UNIT), CommandResult)
-    if not done.ok:
-        return Restarted(failed("kubelet", f"kubelet did not restart: {done.summary()}", version), restart_at)
-    return Restarted(None, restart_at)
 
 
 def verify(

@@ -66,6 +66,7 @@ from eventedpleg_lab.lab import assets, chart
 from eventedpleg_lab.lab.nodes import LabRuntime
 from eventedpleg_lab.localcluster.cluster import kubectl_path
 from eventedpleg_lab.realnode import config as cfg
+from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -158,6 +159,35 @@ def kills_until_stuck(
     return out
 
 
+# kubelet v1.36.4 pkg/kubelet/pleg/evented.go Healthy(): EventedPLEG is unhealthy while the PLEG channel
+# (kubelet.go plegChannelCapacity = 1000, shared with the generic PLEG) is full; kubelet.go registers that
+# check (addHealthCheck "EventedPLEG") and syncLoop skips every iteration while one fails ("Skipping pod
+# synchronization"), so nothing reads the channel again: the kubelet starts and stops no pod until it is
+# restarted. The generic PLEG had this deadlock until k8s#72709 (2019); 1.37 registers no such check.
+WEDGED = "EventedPLEG is not healthy"
+
+
+class KubeletLog:
+    """The first WEDGED line of the rig kubelet's log since `mark()`, read by offset (it grows to GBs)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.line = path, 0, ""
+
+    def mark(self) -> None:
+        self.offset, self.line = (self.path.stat().st_size if self.path.exists() else 0), ""
+
+    def wedged(self) -> str:
+        if not self.line and self.path.exists():
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                new = f.read()
+            self.offset += len(new)
+            self.line = next(
+                (x.strip() for x in new.decode(errors="replace").splitlines() if WEDGED in x), ""
+            )
+        return self.line
+
+
 class Arms(Protocol):
     """What one node does for the rounds: the rig's static pods or the lab's Deployment."""
 
@@ -168,6 +198,8 @@ class Arms(Protocol):
     def exits(self, kills: int) -> list[float | None]: ...
 
     def cleanup(self, gate: bool) -> float | None: ...  # the arm's pods gone: seconds, None past the bound
+
+    def wedged(self) -> str: ...  # the kubelet's WEDGED line since set_gate, "" while it syncs pods
 
 
 def rounds(arms: Arms, kubelet: str, args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
@@ -181,10 +213,17 @@ def rounds(arms: Arms, kubelet: str, args: argparse.Namespace, runs: list[dict[s
                 result = arms.burst(size)
                 runs.append({**row, "kind": "burst", **result})
                 log(f"v{kubelet} gate={'on' if gate else 'off'} round {rep}: burst {result}")
-            if args.kills:
+                if arms.wedged():
+                    break
+            if args.kills and not arms.wedged():
                 for latency in arms.exits(args.kills):
                     runs.append({**row, "kind": "exit", "s": latency})
-            cleared = arms.cleanup(gate)
+            wedged = arms.wedged()
+            if wedged:  # what a user would see: no pod starts or stops on the node any more
+                runs.append({**row, "kind": "wedged", "line": wedged[:400]})
+                log(f"v{kubelet} gate={'on' if gate else 'off'} round {rep}: kubelet wedged: {wedged[:200]}")
+                arms.set_gate(False)  # only a restart brings it back; the arm's pods go with the gate off
+            cleared = arms.cleanup(gate and not wedged)
             runs.append({**row, "kind": "cleanup", "s": cleared})
             log(f"v{kubelet} gate={'on' if gate else 'off'} round {rep}: cleanup {cleared}")
             partial = {
@@ -212,10 +251,15 @@ class RigArms:
     def __init__(self, node: rn.RealNode, args: argparse.Namespace) -> None:
         self.node, self.args = node, args
         self.bursts = 0
+        self.log = KubeletLog(node.layout.at(lay.KUBELET_LOG))
 
     def set_gate(self, gate: bool) -> None:
         self.node.write_gate(gate)
         self.node.restart_kubelet()
+        self.log.mark()
+
+    def wedged(self) -> str:
+        return self.log.wedged()
 
     def _gone(self) -> float | None:
         return waited(lambda: self.node.running_idle() == 0, self.args.cleanup_timeout, 0.5)
@@ -232,7 +276,7 @@ class RigArms:
         self.node.set_pods(0, extra={f"{n}.yaml": cfg.static_pod(n) for n in names})
         seen: dict[str, float] = {}
         running: dict[str, float] = {}
-        while len(running) < size and time.monotonic() - start < self.args.timeout:
+        while len(running) < size and time.monotonic() - start < self.args.timeout and not self.wedged():
             now = time.monotonic()
             for name, pod in idle_pods(prefix).items():
                 seen.setdefault(name, now)
@@ -285,8 +329,7 @@ class RigArms:
         start = time.monotonic()
         self.node.set_pods(0)
         if gate:
-            self.node.write_gate(False)
-            self.node.restart_kubelet()
+            self.set_gate(False)
         gone = self._gone()
         return None if gone is None else time.monotonic() - start
 
@@ -423,6 +466,7 @@ class LabArms:
 
     def __init__(self, node: benefit.CrioLabNode, args: argparse.Namespace) -> None:
         self.node, self.args = node, args
+        self.since = datetime.now(UTC)
         self.watch = PodWatch(
             [
                 kubectl_path(),
@@ -440,6 +484,13 @@ class LabArms:
 
     def set_gate(self, gate: bool) -> None:
         self.node.set_gate(gate)
+        self.since = datetime.now(UTC)
+
+    def wedged(self) -> str:
+        """From the node's journal (the kubelet is a unit there)."""
+        done = self.node.on_node("journalctl", "-u", "kubelet", "--since", f"@{self.since.timestamp():.0f}",
+            "--grep", WEDGED, "-n", "1", "-o", "cat", "--no-pager")  # fmt: skip
+        return done.stdout.strip() if done.returncode == 0 else ""
 
     def scale(self, replicas: int) -> None:
         chart.kubectl_ok(
@@ -566,7 +617,10 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             if (r["kubelet"], r["kind"], r.get("size", 0), r["gate"]) == (kubelet, kind, size, gate)
         ]
         row: dict[str, Any] = {"kubelet": kubelet, "kind": kind, "size": size, "gate": gate}
-        if kind == "burst":
+        if kind == "wedged":  # out of the arms of that kubelet and gate
+            row["arms"] = len({r["round"] for r in runs if (r["kubelet"], r["gate"]) == (kubelet, gate)})
+            row["wedged"] = len(same)
+        elif kind == "burst":
             row["all_running_s"] = _stats(r["all_running_s"] for r in same)
             row["running_median_s"] = _stats(r["running_median_s"] for r in same)
             row["missed"] = sum(r["missed"] for r in same)
@@ -584,8 +638,12 @@ def _fmt(stats: dict[str, Any], missed: int = 0) -> str:
     return f"{stats['median']:.2f} ({stats['min']:.2f}-{stats['max']:.2f}, n={stats['n']}{late})"
 
 
-KINDS = ("burst", "exit", "cleanup")  # the order of the table's rows for a kubelet
-WHAT = {"exit": "container exit to pod status", "cleanup": "the arm's pods gone (teardown)"}
+KINDS = ("burst", "exit", "cleanup", "wedged")  # the order of the table's rows for a kubelet
+WHAT = {
+    "exit": "container exit to pod status",
+    "cleanup": "the arm's pods gone (teardown)",
+    "wedged": f"arms whose kubelet stopped syncing pods ({WEDGED})",
+}
 
 
 def table(doc: dict[str, Any]) -> str:
@@ -605,6 +663,9 @@ def table(doc: dict[str, Any]) -> str:
             ):
                 cells = [_fmt(r[key]) if r else "-" for r in (off, on)]
                 lines.append(f"| {runtime} | {kubelet} | {what} | {cells[0]} | {cells[1]} |")
+        elif kind == "wedged":
+            cells = [f"{r['wedged']} of {r['arms']}" if r else "0" for r in (off, on)]
+            lines.append(f"| {runtime} | {kubelet} | {WHAT[kind]} | {cells[0]} | {cells[1]} |")
         else:
             cells = [_fmt(r["s"], r["missed"]) if r else "-" for r in (off, on)]
             lines.append(f"| {runtime} | {kubelet} | {WHAT.get(kind, kind)} | {cells[0]} | {cells[1]} |")

@@ -148,3 +148,34 @@ def test_kills_stop_as_missed_once_the_pods_do_not_run_again() -> None:
     )
     assert out == [0.5, 0.5, None, None]
     assert killed == [0, 1]
+
+
+def test_a_wedged_kubelet_is_found_in_the_log_written_after_the_mark_and_counted_per_arm(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "kubelet.log"
+    log.write_text(
+        f'E1127 19:00:00 kubelet.go:2646] "Skipping pod synchronization" err="{podstart.WEDGED}: old"\n'
+    )
+    watch = podstart.KubeletLog(log)
+    watch.mark()  # what came before the arm's restart is not this arm's
+    assert watch.wedged() == ""
+    line = (
+        'E1127 19:04:41 kubelet.go:2646] "Skipping pod synchronization" '
+        f'err="{podstart.WEDGED}: EventedPLEG: pleg event channel capacity is full with 1000 events"'
+    )
+    with log.open("a") as f:
+        f.write("I1127 19:04:40 file.go:200] reading\n" + line + "\n")
+    assert watch.wedged() == line
+    assert watch.wedged() == line  # it stays wedged: only a restart (and mark) clears it
+    watch.mark()
+    assert watch.wedged() == ""
+    runs = [
+        {"kubelet": "1.36", "gate": gate, "round": r, "kind": "exit", "s": 0.5}
+        for r in range(3)
+        for gate in (False, True)
+    ] + [{"kubelet": "1.36", "gate": True, "round": 1, "kind": "wedged", "line": line}]
+    rows = {(r["kind"], r["gate"]): r for r in podstart.summarize(runs)}
+    assert rows["wedged", True]["wedged"] == 1 and rows["wedged", True]["arms"] == 3
+    table = podstart.table({"runs": runs, "summary": podstart.summarize(runs)})
+    assert table.splitlines()[-1].endswith("| 0 | 1 of 3 |"), table

@@ -70,6 +70,17 @@ KUBELET_136_ADVISORY = (
     "the next relist, up to 300 s (k8s#133371); 1.37 (k8s#139262) no longer has either code path"
 )
 
+# Read at v1.36.4 and seen on this project's real-node rig (docs/compatibility.md "kubelet-pleg-wedge",
+# bench/podstart.py); no upstream report found. Users feel it as a node that starts no pod: a note, as the
+# level speaks of runtimes crashing and exits lost, and a restart of the kubelet brings it back.
+KUBELET_136_WEDGE_ADVISORY = (
+    "kubelet <= 1.36 with EventedPLEG can stop starting and stopping pods until it is restarted: when a "
+    "burst of pod churn fills its PLEG channel (1000 events), the EventedPLEG health check fails, and "
+    "the sync loop, which skips every pass while a health check fails, never drains the channel again "
+    "('Skipping pod synchronization ... EventedPLEG is not healthy' every 5 s; pkg/kubelet/pleg/evented.go "
+    "Healthy, kubelet.go syncLoop, v1.36.4); `systemctl restart kubelet` recovers it; 1.37 has no such check"
+)
+
 KUBELET_ROWS: tuple[Row, ...] = (
     Row(
         "kubelet",
@@ -150,7 +161,7 @@ KUBELET_ROWS: tuple[Row, ...] = (
         "kubelet {v}: alpha gate; while the event stream is healthy the generic relist slows from 1 s to "
         "300 s, which is where the CPU saving comes from",
         "kubelet.go eventedPlegRelistPeriod = 300s (v1.36.4); docs/compatibility.md §4",
-        advisories=(KUBELET_136_ADVISORY,),
+        advisories=(KUBELET_136_ADVISORY, KUBELET_136_WEDGE_ADVISORY),
     ),
     Row(
         "kubelet",

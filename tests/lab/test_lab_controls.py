@@ -32,7 +32,6 @@ from eventedpleg_lab import periodic
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import chart
 from eventedpleg_lab.lab.lab import Lab
-from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
 from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -45,19 +44,7 @@ AFTER_SECONDS = 10
 
 def _guarded(node: str) -> str:
     """A DaemonSet on `node` alone whose pod is Ready only once READY_FILE exists."""
-    pod_spec = {
-        "nodeSelector": {"kubernetes.io/hostname": node},
-        "terminationGracePeriodSeconds": 5,
-        "containers": [
-            {
-                "name": "guarded",
-                "image": BUSYBOX_IMAGE,
-                "imagePullPolicy": "Never",
-                "command": ["sh", "-c", 'trap "exit 0" TERM; while true; do sleep 1; done'],
-                "readinessProbe": {"exec": {"command": ["test", "-f", READY_FILE]}, "periodSeconds": 2},
-            }
-        ],
-    }
+    pod_spec = chart.idle_pod_spec("guarded", [node], readiness=["test", "-f", READY_FILE])
     return json.dumps(
         workloads.daemonset("guarded", chart.WORKLOAD_NAMESPACE, pod_spec=pod_spec, labels=GUARDED)
     )
@@ -146,34 +133,7 @@ SOAK_SECONDS = 10
 
 def _watched(nodes: list[str]) -> str:
     """A DaemonSet on `nodes` whose pods are Ready until NOT_READY_FILE exists in them."""
-    pod_spec = {
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}
-                            ]
-                        }
-                    ]
-                }
-            }
-        },
-        "terminationGracePeriodSeconds": 5,
-        "containers": [
-            {
-                "name": "watched",
-                "image": BUSYBOX_IMAGE,
-                "imagePullPolicy": "Never",
-                "command": ["sh", "-c", 'trap "exit 0" TERM; while true; do sleep 1; done'],
-                "readinessProbe": {
-                    "exec": {"command": ["sh", "-c", f"! test -f {NOT_READY_FILE}"]},
-                    "periodSeconds": 2,
-                },
-            }
-        ],
-    }
+    pod_spec = chart.idle_pod_spec("watched", nodes, readiness=["sh", "-c", f"! test -f {NOT_READY_FILE}"])
     return json.dumps(
         workloads.daemonset("watched", chart.WORKLOAD_NAMESPACE, pod_spec=pod_spec, labels=WATCHED)
     )
@@ -181,19 +141,9 @@ def _watched(nodes: list[str]) -> str:
 
 def _kept(node: str) -> str:
     """A Deployment's pod on `node` that asks the autoscalers never to disrupt it."""
-    pod_spec = {
-        "nodeSelector": {"kubernetes.io/hostname": node},
-        "terminationGracePeriodSeconds": 5,
-        "containers": [
-            {
-                "name": "batch",
-                "image": BUSYBOX_IMAGE,
-                "imagePullPolicy": "Never",
-                "command": ["sh", "-c", 'trap "exit 0" TERM; while true; do sleep 1; done'],
-            }
-        ],
-    }
-    body = workloads.deployment("batch", chart.WORKLOAD_NAMESPACE, replicas=1, pod_spec=pod_spec)
+    body = workloads.deployment(
+        "batch", chart.WORKLOAD_NAMESPACE, replicas=1, pod_spec=chart.idle_pod_spec("batch", [node])
+    )
     body["spec"]["template"]["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
     return json.dumps(body)
 

@@ -39,7 +39,6 @@ from eventedpleg_lab.demo.harness import NAMESPACE, chart_dir
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import chart, machine
 from eventedpleg_lab.lab.lab import Lab, LabError
-from eventedpleg_lab.lab.nodefiles import BUSYBOX_IMAGE
 from eventedpleg_lab.lab.nodes import REGISTRY, NodeSpec
 from eventedpleg_lab.localcluster import cluster as lc
 
@@ -523,18 +522,7 @@ def _pinned_database(node: str) -> str:
     """One replica on `node` under a PodDisruptionBudget with maxUnavailable: 0: no eviction is ever
     allowed while it stands, so a drain of that node could never finish."""
     labels = {"app": "db"}
-    pod_spec = {
-        "nodeSelector": {"kubernetes.io/hostname": node},
-        "terminationGracePeriodSeconds": 1,
-        "containers": [
-            {
-                "name": "db",
-                "image": BUSYBOX_IMAGE,
-                "imagePullPolicy": "Never",
-                "command": ["sh", "-c", 'trap "exit 0" TERM; while true; do sleep 1; done'],
-            }
-        ],
-    }
+    pod_spec = chart.idle_pod_spec("db", [node], grace=1)
     budget = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import tarfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -240,6 +240,29 @@ def pod_node(lab: Lab, namespace: str, name: str) -> str | None:
 
 
 # --- the workload and the NodeConfig ------------------------------------------------------------------------
+
+
+def idle_pod_spec(
+    name: str, nodes: Sequence[str], *, readiness: Sequence[str] = (), grace: int = 5
+) -> dict[str, Any]:
+    """A pod spec pinned to `nodes` whose one container idles until SIGTERM (exits at once on it), Ready
+    while the exec probe `readiness` passes (always, when empty)."""
+    container: dict[str, Any] = {
+        "name": name,
+        "image": BUSYBOX_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", 'trap "exit 0" TERM; while true; do sleep 1; done'],
+    }
+    if readiness:
+        container["readinessProbe"] = {"exec": {"command": list(readiness)}, "periodSeconds": 2}
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(nodes)}]}
+    return {
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        },
+        "terminationGracePeriodSeconds": grace,
+        "containers": [container],
+    }
 
 
 def workload() -> str:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from eventedpleg import constants as c
-from eventedpleg.core.node.facts.hostplan import CRIO_DROPIN_DIR, HostFacts, ManagedState
+from eventedpleg.core import runtimes
+from eventedpleg.core.node.facts.hostplan import HostFacts, ManagedState
 from eventedpleg.core.node.facts.kubeletlog import scan
 from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
 from eventedpleg.core.node.facts.verify import Observation
@@ -93,6 +94,8 @@ class ModelHost:
                 if path.startswith(directory + "/")
             )
 
+        profile = runtimes.profile_of(parse_runtime(self.runtime))
+        dropin = profile.dropin if profile is not None else None
         return HostFacts(
             kubelet_version=parse_version(self.kubelet),
             runtime=parse_runtime(self.runtime),
@@ -100,7 +103,7 @@ class ModelHost:
             unit_argv=argv,
             config_text=CONFIG_TEXT,
             kubelet_dropins=under(CONFIG_DIR),
-            crio_dropins=tuple(under(CRIO_DROPIN_DIR)),
+            runtime_dropins=under(dropin.directory) if dropin is not None else (),
             kubelet_help=HELP,
             config_baseline=None if self.baseline is None else self.baseline.decode(),
         )
@@ -127,7 +130,7 @@ class ModelHost:
         return CommandResult(("systemctl", "restart", unit), 0)
 
     def crio_pod_events(self) -> bool | None:
-        ours = self.files.get(f"{CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}")
+        ours = self.files.get(runtimes.CRIO_DROPIN.path)
         return ours is not None and b"enable_pod_events = true" in ours
 
 

@@ -178,7 +178,7 @@ def test_a_further_profile_drives_the_host_plan_on_and_off() -> None:
     assert on.expect.crio_pod_events is True  # it reads its config back
 
     ours = ((FAKE_DROPIN.name, rendered.file("fakerun.toml")),)
-    off = applied(False, host(crio_dropins=ours), ManagedState(files={FAKE_DROPIN.path: "sha"}))
+    off = applied(False, host(runtime_dropins=ours), ManagedState(files={FAKE_DROPIN.path: "sha"}))
     assert [(ch.path, ch.content) for ch in off.changes if ch.path.startswith("/etc/fakerun")] == [
         (FAKE_DROPIN.path, None)
     ]
@@ -189,7 +189,7 @@ def test_a_further_profile_drives_the_host_plan_on_and_off() -> None:
 def test_a_further_profiles_directory_is_checked_with_its_own_names() -> None:
     later = (("90-local.toml", "[crio.runtime]\nenable_pod_events = false\n"),)
     result = decide(
-        host(crio_dropins=later),
+        host(runtime_dropins=later),
         render.render(enabled=True, owner="cluster", kubelet_config_mode="DropInOnly"),
         ManagedState(),
         allow_static_pods=False,

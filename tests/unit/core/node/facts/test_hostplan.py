@@ -67,7 +67,9 @@ def test_containerd_with_config_dir_writes_one_drop_in_and_restarts_only_the_kub
 
 
 def test_crio_writes_both_and_restarts_crio() -> None:
-    f = facts(f"--config-dir={DIR}", runtime="cri-o://1.33.2", crio_dropins=(("10-crun.conf", "[crio]\n"),))
+    f = facts(
+        f"--config-dir={DIR}", runtime="cri-o://1.33.2", runtime_dropins=(("10-crun.conf", "[crio]\n"),)
+    )
     result = plan(decide(f, ON, ManagedState(), allow_static_pods=False))
     assert [ch.path for ch in result.changes] == [OURS, CRIO_OURS]
     assert result.restart_runtime and result.runtime_unit == "crio"
@@ -219,7 +221,7 @@ def test_disable_removes_managed_files_and_restores_the_config_bytes() -> None:
         runtime="cri-o://1.33.2",
         config_text=edited,
         config_baseline=CONFIG_TEXT,
-        crio_dropins=((c.CRIO_DROPIN_NAME, "# Managed by evented-pleg-operator\n"),),
+        runtime_dropins=((c.CRIO_DROPIN_NAME, "# Managed by evented-pleg-operator\n"),),
     )
     result = plan(decide(f, OFF, managed, allow_static_pods=False))
     changes = {ch.path: ch.content for ch in result.changes}

@@ -129,9 +129,10 @@ class ModelHost:
             self.started = now
         return CommandResult(("systemctl", "restart", unit), 0)
 
-    def crio_pod_events(self) -> bool | None:
-        ours = self.files.get(runtimes.CRIO_DROPIN.path)
-        return ours is not None and b"enable_pod_events = true" in ours
+    def runtime_events(self, runtime: runtimes.RuntimeProfile) -> bool | None:
+        dropin = runtime.dropin
+        ours = self.files.get(dropin.path) if dropin is not None else None
+        return ours is not None and dropin is not None and f"{dropin.setting[-1]} = true".encode() in ours
 
 
 # The agent's write of its Node's annotations: (annotations, the desired-config it requires) -> written
@@ -228,7 +229,7 @@ class ModelAgent:
                 return () if host.up else (START_FAILURE,)
             case Scrape():
                 return host.metrics(now)
-            case Observe(baseline, window, _, crio):
+            case Observe(baseline, window, _, runtime):
                 return Observation(
                     window_seconds=window,
                     healthz=host.up,
@@ -236,8 +237,8 @@ class ModelAgent:
                     baseline=baseline,
                     metrics=host.metrics(now),
                     log=scan([] if host.up else [START_FAILURE]),
-                    crio_pod_events=host.crio_pod_events() if crio else None,
-                    crio_source="crio status config",
+                    runtime_events=host.runtime_events(runtime) if runtime is not None else None,
+                    runtime_source=" ".join(runtime.config_commands[0]) if runtime is not None else "",
                 )
             case Report():
                 return write(effect.annotations(now), node.annotations.get(c.ANN_DESIRED, ""))

@@ -118,6 +118,7 @@ FAKE = RuntimeProfile(
     dropin=FAKE_DROPIN,
     restart_on_dropin_change=True,
     config_commands=(("fakerun", "config"),),
+    check_name="fakerunEvents",
     endpoint_marker="fakerun",
     counts_subscribers=False,
     note="fakerun: its drop-in",
@@ -175,7 +176,7 @@ def test_a_further_profile_drives_the_host_plan_on_and_off() -> None:
     assert changes[CRIO_OURS].content is None  # the other runtime's drop-in of ours goes
     assert on.restart_runtime and on.runtime_unit == "fakerund"
     assert on.protected_dirs == (KUBELET_DIR, FAKE_DROPIN.directory)
-    assert on.expect.crio_pod_events is True  # it reads its config back
+    assert on.expect.runtime_readback is FAKE  # it reads its config back
 
     ours = ((FAKE_DROPIN.name, rendered.file("fakerun.toml")),)
     off = applied(False, host(runtime_dropins=ours), ManagedState(files={FAKE_DROPIN.path: "sha"}))

@@ -609,11 +609,7 @@ def decide(
         restart_runtime=_restarts_runtime(profile, changes),
         # No profile: nothing restarts it; the record keeps the name it always had.
         runtime_unit=(profile or runtimes.CONTAINERD).unit,
-        expect=(
-            Expectation.enabled(crio=profile is not None and profile.reads_back_config)
-            if enabling
-            else Expectation.disabled()
-        ),
+        expect=Expectation.enabled(profile) if enabling else Expectation.disabled(),
         protected_dirs=protected,
         config_edit=kubelet.config_edit,
         warnings=kubelet.warnings + runtime.warnings,

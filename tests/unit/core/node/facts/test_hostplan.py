@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from eventedpleg import constants as c
-from eventedpleg.core import render
+from eventedpleg.core import render, runtimes
 from eventedpleg.core.node.facts import embedded
 from eventedpleg.core.node.facts.hostplan import (
     ApplyPlan,
@@ -63,7 +63,7 @@ def test_containerd_with_config_dir_writes_one_drop_in_and_restarts_only_the_kub
     assert [(ch.path, ch.content == ON.file(c.CM_KEY_KUBELET)) for ch in result.changes] == [(OURS, True)]
     assert not result.restart_runtime
     assert result.protected_dirs == (DIR,)
-    assert result.expect.gate is True and result.expect.crio_pod_events is None
+    assert result.expect.gate is True and result.expect.runtime_readback is None
 
 
 def test_crio_writes_both_and_restarts_crio() -> None:
@@ -74,7 +74,7 @@ def test_crio_writes_both_and_restarts_crio() -> None:
     assert [ch.path for ch in result.changes] == [OURS, CRIO_OURS]
     assert result.restart_runtime and result.runtime_unit == "crio"
     assert result.protected_dirs == (DIR, "/etc/crio/crio.conf.d")
-    assert result.expect.crio_pod_events is True
+    assert result.expect.runtime_readback is runtimes.CRIO
 
 
 @pytest.mark.parametrize(

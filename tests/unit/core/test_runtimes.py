@@ -198,9 +198,7 @@ def test_a_further_profiles_directory_is_checked_with_its_own_names() -> None:
     assert isinstance(result, Refusal), result
     assert result.reason.startswith("conf.d/90-local.toml sorts after 50-eventedpleg.toml and sets")
     assert result.fix == "fix or remove those files in /etc/fakerun/conf.d, then retry"
-    unreadable = crioconfig.analyze_dropins(
-        (("x", None),), FAKE_DROPIN.name, enabling=True, dropin=FAKE_DROPIN, runtime=FAKE.name
-    )
+    unreadable = crioconfig.analyze_dropins((("x", None),), FAKE_DROPIN, enabling=True, runtime=FAKE.name)
     assert unreadable.blocking == ("conf.d/x is not readable text: fakerun parses every file there",)
 
 

@@ -521,7 +521,7 @@ def _runtime_side(facts: HostFacts, rendered: RenderedConfig, managed: ManagedSt
     if profile is None or dropin is None:
         return _Side(stale)
     report = crioconfig.analyze_dropins(
-        facts.runtime_dropins, dropin.name, enabling=rendered.enabled, dropin=dropin, runtime=profile.name
+        facts.runtime_dropins, dropin, enabling=rendered.enabled, runtime=profile.name
     )
     if not report.ok:
         return Refusal(

@@ -59,7 +59,8 @@ from typing import Any, Protocol
 
 from eventedpleg import constants as c
 from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
-from eventedpleg.core.render import CRIO_TEMPLATE, KUBELET_TEMPLATE, render_file
+from eventedpleg.core.render import KUBELET_TEMPLATE, render_file
+from eventedpleg.core.runtimes import CRIO_TEMPLATE
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.lab import chart, machine
 from eventedpleg_lab.lab.lab import Lab, LabError

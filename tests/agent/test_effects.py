@@ -177,9 +177,7 @@ def test_verify_fails_at_once_on_a_kubelet_startup_error_that_systemd_confirms()
 
     host = ScriptedHost(answer, T0)
     result = host.play(
-        verify(
-            V134, Expectation.enabled(crio=False), since=T0, timeout=300, settings=SETTINGS, clock=host.clock
-        )
+        verify(V134, Expectation.enabled(None), since=T0, timeout=300, settings=SETTINGS, clock=host.clock)
     )
     assert [type(e) for e in host.effects] == [Healthz, ReadJournal, Run]
     assert getattr(result, "outcome", None) is Outcome.FAIL

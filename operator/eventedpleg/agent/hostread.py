@@ -130,7 +130,7 @@ def read_facts(host: Host, files: HostFiles, node: AgentNode, *, enabling: bool)
         env_files=env_files,
         config_text=config_text,
         kubelet_dropins=dropins,
-        crio_dropins=runtime_dropins,
+        runtime_dropins=runtime_dropins,
         embedded=embedded.recognise(m for m in embedded.MARKS if files.kind(m) is not None),
         unit_dropin=files.read_text(hostplan.UNIT_DROPIN),
         missing_dirs=frozenset(d for d in hostplan.CREATED_DIRS if files.kind(d) != stat.S_IFDIR),

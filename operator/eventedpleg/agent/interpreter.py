@@ -247,8 +247,8 @@ class Interpreter:
                 return self.observer.metrics(only)
             case ReadJournal(unit, since):
                 return tuple(self.host.journal(unit, since))
-            case Observe(baseline, window, since, crio):
-                return self.observer.observe(baseline=baseline, window=window, since=since, crio=crio)
+            case Observe(baseline, window, since, runtime):
+                return self.observer.observe(baseline=baseline, window=window, since=since, runtime=runtime)
             case FindKubelet():
                 return self.host.kubelet_process()
             case _:

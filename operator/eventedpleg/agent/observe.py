@@ -1,15 +1,15 @@
-"""Gather what verification looks at: kubelet metrics and journal, CRI-O's running config, Node Ready."""
+"""Gather what verification looks at: kubelet metrics and journal, the runtime's running config, Ready."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from eventedpleg.core import runtimes
 from eventedpleg.core.node.facts import crioconfig, kubeletlog
 from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
 from eventedpleg.core.node.facts.verify import Observation
 from eventedpleg.core.node.phases.host import Host, KubeletEndpoint
 from eventedpleg.core.node.phases.nodeapi import AgentApi
+from eventedpleg.core.runtimes import RuntimeProfile
 
 KUBELET_UNIT = "kubelet"
 
@@ -24,22 +24,25 @@ class Observer:
         result = self.host.kubelet_get(KubeletEndpoint.METRICS)
         return parse_metrics(result.body, only) if result.ok else None
 
-    def crio_pod_events(self) -> tuple[bool | None, str]:
-        """The running daemon's enable_pod_events: `crio status config` (1.28+), `crio-status config` before
-        that, else `crio config` — only what a fresh start loads, valid because we just restarted crio
-        (docs/compatibility.md §2)."""
-        for argv in runtimes.CRIO.config_commands:
+    def runtime_events(self, runtime: RuntimeProfile) -> tuple[bool | None, str]:
+        """The running daemon's drop-in setting, from the first of the profile's config commands that prints
+        it. CRI-O: `crio status config` (1.28+), `crio-status config` before that, else `crio config` — only
+        what a fresh start loads, valid because we just restarted crio (docs/compatibility.md §2)."""
+        setting = runtime.dropin.setting if runtime.dropin is not None else ()
+        for argv in runtime.config_commands if setting else ():
             result = self.host.run(list(argv), timeout=30)
             if result.ok:
-                value = crioconfig.running_pod_events(result.stdout, runtimes.CRIO_DROPIN.setting)
+                value = crioconfig.running_pod_events(result.stdout, setting)
                 if value is not None:
                     return value, " ".join(argv)
-        return None, " ".join(runtimes.CRIO.config_commands[0])
+        return None, " ".join(runtime.config_commands[0]) if runtime.config_commands else ""
 
-    def observe(self, *, baseline: Metrics | None, window: float, since: datetime, crio: bool) -> Observation:
+    def observe(
+        self, *, baseline: Metrics | None, window: float, since: datetime, runtime: RuntimeProfile | None
+    ) -> Observation:
         health = self.host.kubelet_get(KubeletEndpoint.HEALTHZ)
         node = self.api.get_node(self.node)
-        pod_events, source = self.crio_pod_events() if crio else (None, "")
+        events, source = self.runtime_events(runtime) if runtime is not None else (None, "")
         return Observation(
             window_seconds=window,
             healthz=health.ok,
@@ -48,6 +51,6 @@ class Observer:
             baseline=baseline,
             metrics=self.metrics(),
             log=kubeletlog.scan(self.host.journal(KUBELET_UNIT, since)),
-            crio_pod_events=pod_events,
-            crio_source=source,
+            runtime_events=events,
+            runtime_source=source,
         )

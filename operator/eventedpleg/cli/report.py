@@ -304,7 +304,7 @@ def preflight_json(rows: Sequence[PreflightRow], policy: compat.Policy) -> str:
                 "advisories": list(row.verdict.advisories),
                 "writes": {
                     "kubeletDropIn": bool(row.verdict.targets and row.verdict.targets.kubelet_dropin),
-                    "crioDropIn": bool(row.verdict.targets and row.verdict.targets.crio_dropin),
+                    "crioDropIn": bool(row.verdict.targets and row.verdict.targets.runtime_dropin),
                     "note": row.verdict.targets.runtime_note if row.verdict.targets else "",
                 },
                 "drain": {

@@ -375,7 +375,7 @@ class RenderTargets:
     """What a node of this kind gets written (the plan says so explicitly, also when it is nothing)."""
 
     kubelet_dropin: bool
-    crio_dropin: bool
+    runtime_dropin: bool  # the runtime gets a drop-in of its profile (CRI-O)
     runtime_note: str
 
 

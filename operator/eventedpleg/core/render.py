@@ -35,7 +35,6 @@ from eventedpleg import constants as c
 from eventedpleg.core import runtimes
 
 KUBELET_TEMPLATE = "kubelet-dropin.conf.j2"
-CRIO_TEMPLATE = runtimes.CRIO_TEMPLATE
 HASH_LENGTH = 12
 
 

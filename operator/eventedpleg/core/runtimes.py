@@ -52,9 +52,11 @@ class RuntimeProfile:
     dropin: DropIn | None  # None: the runtime always emits container events, nothing to write
     # The setting is read only at start (not hot-reloadable): restart the runtime when the drop-in changes.
     restart_on_dropin_change: bool
-    # Verification reads the running daemon's setting back (check `crioPodEvents`) with the first of these
-    # commands that prints a config; empty: nothing to read back.
+    # Verification reads the running daemon's setting back with the first of these commands that prints a
+    # config; empty: nothing to read back.
     config_commands: tuple[tuple[str, ...], ...]
+    # That check's name in the verification evidence the agent writes (a wire name: never rename it).
+    check_name: str
     # Seen in --container-runtime-endpoint when containerRuntimeVersion does not parse (a runtime whose
     # drop-in must not be missed); "" for none.
     endpoint_marker: str
@@ -75,6 +77,7 @@ CONTAINERD: Final = RuntimeProfile(
     dropin=None,
     restart_on_dropin_change=False,
     config_commands=(),
+    check_name="",
     endpoint_marker="",
     counts_subscribers=True,
     note="containerd >= 1.7 always emits container events: nothing to write",
@@ -98,6 +101,7 @@ CRIO: Final = RuntimeProfile(
     dropin=CRIO_DROPIN,
     restart_on_dropin_change=True,
     config_commands=(("crio", "status", "config"), ("crio-status", "config"), ("crio", "config")),
+    check_name="crioPodEvents",
     endpoint_marker="crio",
     # CRI-O 1.26-1.27 has one subscriber too (cri-o#6838), but its dump was never taken on a real node here.
     counts_subscribers=False,

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from eventedpleg import constants as c
-from eventedpleg.core.node.facts.hostplan import CRIO_DROPIN_DIR, HostFacts, ManagedState
+from eventedpleg.core import runtimes
+from eventedpleg.core.node.facts.hostplan import HostFacts, ManagedState
 from eventedpleg.core.node.facts.kubeletlog import scan
 from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
 from eventedpleg.core.node.facts.verify import Observation
@@ -93,6 +94,8 @@ class ModelHost:
                 if path.startswith(directory + "/")
             )
 
+        profile = runtimes.profile_of(parse_runtime(self.runtime))
+        dropin = profile.dropin if profile is not None else None
         return HostFacts(
             kubelet_version=parse_version(self.kubelet),
             runtime=parse_runtime(self.runtime),
@@ -100,7 +103,7 @@ class ModelHost:
             unit_argv=argv,
             config_text=CONFIG_TEXT,
             kubelet_dropins=under(CONFIG_DIR),
-            crio_dropins=tuple(under(CRIO_DROPIN_DIR)),
+            runtime_dropins=under(dropin.directory) if dropin is not None else (),
             kubelet_help=HELP,
             config_baseline=None if self.baseline is None else self.baseline.decode(),
         )
@@ -126,9 +129,10 @@ class ModelHost:
             self.started = now
         return CommandResult(("systemctl", "restart", unit), 0)
 
-    def crio_pod_events(self) -> bool | None:
-        ours = self.files.get(f"{CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}")
-        return ours is not None and b"enable_pod_events = true" in ours
+    def runtime_events(self, runtime: runtimes.RuntimeProfile) -> bool | None:
+        dropin = runtime.dropin
+        ours = self.files.get(dropin.path) if dropin is not None else None
+        return ours is not None and dropin is not None and f"{dropin.setting[-1]} = true".encode() in ours
 
 
 # The agent's write of its Node's annotations: (annotations, the desired-config it requires) -> written
@@ -225,7 +229,7 @@ class ModelAgent:
                 return () if host.up else (START_FAILURE,)
             case Scrape():
                 return host.metrics(now)
-            case Observe(baseline, window, _, crio):
+            case Observe(baseline, window, _, runtime):
                 return Observation(
                     window_seconds=window,
                     healthz=host.up,
@@ -233,8 +237,8 @@ class ModelAgent:
                     baseline=baseline,
                     metrics=host.metrics(now),
                     log=scan([] if host.up else [START_FAILURE]),
-                    crio_pod_events=host.crio_pod_events() if crio else None,
-                    crio_source="crio status config",
+                    runtime_events=host.runtime_events(runtime) if runtime is not None else None,
+                    runtime_source=" ".join(runtime.config_commands[0]) if runtime is not None else "",
                 )
             case Report():
                 return write(effect.annotations(now), node.annotations.get(c.ANN_DESIRED, ""))

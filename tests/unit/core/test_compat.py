@@ -238,8 +238,8 @@ def test_risky_nodes_need_the_opt_in() -> None:
 def test_render_targets_say_what_each_runtime_gets() -> None:
     crio = compat.verdict(node(runtime="cri-o://1.36.3"), Policy()).targets
     containerd = compat.verdict(node(), Policy()).targets
-    assert crio is not None and crio.crio_dropin and crio.kubelet_dropin
-    assert containerd is not None and not containerd.crio_dropin
+    assert crio is not None and crio.runtime_dropin and crio.kubelet_dropin
+    assert containerd is not None and not containerd.runtime_dropin
     assert "nothing to write" in containerd.runtime_note
 
 

@@ -11,7 +11,7 @@ import tomlkit
 import yaml
 
 from eventedpleg import constants as c
-from eventedpleg.core import render
+from eventedpleg.core import render, runtimes
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "render"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -19,8 +19,8 @@ UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 CASES = [
     ("kubelet-enabled.conf", render.KUBELET_TEMPLATE, True),
     ("kubelet-disabled.conf", render.KUBELET_TEMPLATE, False),
-    ("crio-enabled.conf", render.CRIO_TEMPLATE, True),
-    ("crio-disabled.conf", render.CRIO_TEMPLATE, False),
+    ("crio-enabled.conf", runtimes.CRIO_TEMPLATE, True),
+    ("crio-disabled.conf", runtimes.CRIO_TEMPLATE, False),
 ]
 
 
@@ -47,7 +47,7 @@ def test_kubelet_dropin_is_a_kubelet_configuration(enabled: bool) -> None:
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_crio_dropin_is_valid_toml(enabled: bool) -> None:
-    text = render.render_file(render.CRIO_TEMPLATE, enabled=enabled, owner="x")
+    text = render.render_file(runtimes.CRIO_TEMPLATE, enabled=enabled, owner="x")
     assert tomllib.loads(text) == {"crio": {"runtime": {"enable_pod_events": enabled}}}
     assert tomlkit.parse(text).unwrap() == tomllib.loads(text)
     assert "enable_pod_events:" not in text  # the docs' invalid-TOML form (docs/compatibility.md §2)
@@ -55,14 +55,14 @@ def test_crio_dropin_is_valid_toml(enabled: bool) -> None:
 
 def test_docs_snippet_form_is_rejected() -> None:
     with pytest.raises(render.RenderError, match="not valid TOML"):
-        render.validate(render.CRIO_TEMPLATE, "[crio.runtime]\nenable_pod_events: true\n", enabled=True)
+        render.validate(runtimes.CRIO_TEMPLATE, "[crio.runtime]\nenable_pod_events: true\n", enabled=True)
 
 
 def test_validate_rejects_a_file_that_says_something_else() -> None:
     with pytest.raises(render.RenderError):
         render.validate(render.KUBELET_TEMPLATE, "apiVersion: v1\nkind: Pod\n", enabled=True)
     with pytest.raises(render.RenderError):
-        render.validate(render.CRIO_TEMPLATE, "[crio.runtime]\nenable_pod_events = false\n", enabled=True)
+        render.validate(runtimes.CRIO_TEMPLATE, "[crio.runtime]\nenable_pod_events = false\n", enabled=True)
 
 
 def test_enabled_set_ships_both_files_and_disabled_ships_none() -> None:

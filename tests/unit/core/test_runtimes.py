@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
+from typing import cast
 
 import pytest
 
 from eventedpleg import constants as c
 from eventedpleg.agent.hostread import runtime_of
+from eventedpleg.agent.observe import Observer
 from eventedpleg.core import compat, render, runtimes
 from eventedpleg.core.node.facts import crioconfig
 from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal, decide
+from eventedpleg.core.node.facts.verify import Expectation, Observation, Outcome, evaluate
 from eventedpleg.core.node.phases import eventconsumers
-from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.phases.host import CommandResult, Host
+from eventedpleg.core.node.phases.nodeapi import AgentApi, AgentNode
 from eventedpleg.core.runtimes import CONTAINERD, CRIO, DropIn, RuntimeProfile
 from eventedpleg.core.versions import RuntimeKind, parse_runtime, parse_version
 
@@ -118,6 +122,7 @@ FAKE = RuntimeProfile(
     dropin=FAKE_DROPIN,
     restart_on_dropin_change=True,
     config_commands=(("fakerun", "config"),),
+    check_name="fakerunEvents",
     endpoint_marker="fakerun",
     counts_subscribers=False,
     note="fakerun: its drop-in",
@@ -175,10 +180,10 @@ def test_a_further_profile_drives_the_host_plan_on_and_off() -> None:
     assert changes[CRIO_OURS].content is None  # the other runtime's drop-in of ours goes
     assert on.restart_runtime and on.runtime_unit == "fakerund"
     assert on.protected_dirs == (KUBELET_DIR, FAKE_DROPIN.directory)
-    assert on.expect.crio_pod_events is True  # it reads its config back
+    assert on.expect.runtime_readback is FAKE  # it reads its config back
 
     ours = ((FAKE_DROPIN.name, rendered.file("fakerun.toml")),)
-    off = applied(False, host(crio_dropins=ours), ManagedState(files={FAKE_DROPIN.path: "sha"}))
+    off = applied(False, host(runtime_dropins=ours), ManagedState(files={FAKE_DROPIN.path: "sha"}))
     assert [(ch.path, ch.content) for ch in off.changes if ch.path.startswith("/etc/fakerun")] == [
         (FAKE_DROPIN.path, None)
     ]
@@ -189,7 +194,7 @@ def test_a_further_profile_drives_the_host_plan_on_and_off() -> None:
 def test_a_further_profiles_directory_is_checked_with_its_own_names() -> None:
     later = (("90-local.toml", "[crio.runtime]\nenable_pod_events = false\n"),)
     result = decide(
-        host(crio_dropins=later),
+        host(runtime_dropins=later),
         render.render(enabled=True, owner="cluster", kubelet_config_mode="DropInOnly"),
         ManagedState(),
         allow_static_pods=False,
@@ -197,9 +202,7 @@ def test_a_further_profiles_directory_is_checked_with_its_own_names() -> None:
     assert isinstance(result, Refusal), result
     assert result.reason.startswith("conf.d/90-local.toml sorts after 50-eventedpleg.toml and sets")
     assert result.fix == "fix or remove those files in /etc/fakerun/conf.d, then retry"
-    unreadable = crioconfig.analyze_dropins(
-        (("x", None),), FAKE_DROPIN.name, enabling=True, dropin=FAKE_DROPIN, runtime=FAKE.name
-    )
+    unreadable = crioconfig.analyze_dropins((("x", None),), FAKE_DROPIN, enabling=True, runtime=FAKE.name)
     assert unreadable.blocking == ("conf.d/x is not readable text: fakerun parses every file there",)
 
 
@@ -222,3 +225,129 @@ def test_the_subscriber_check_follows_the_profile_and_the_matrix() -> None:
     assert eventconsumers.applies(parse_version("v1.34.1"), parse_runtime("containerd://1.7.27"))
     assert not eventconsumers.applies(parse_version("v1.34.1"), parse_runtime("containerd://2.1.4"))
     assert not eventconsumers.applies(parse_version("v1.34.1"), parse_runtime("cri-o://1.27.1"))
+
+
+# A third runtime beside containerd and CRI-O, under the one kind no profile has (RuntimeKind cannot grow in
+# a test): adding it is this profile alone; the renderer, the host plan and the agent's read-back take it
+# as it is. It reuses CRI-O's template (the same setting), in a drop-in directory of its own.
+THIRD_DROPIN = DropIn(
+    directory="/etc/thirdrun/conf.d",
+    name="60-eventedpleg.toml",
+    configmap_key="thirdrun.toml",
+    template=runtimes.CRIO_TEMPLATE,
+    setting=("crio", "runtime", "enable_pod_events"),
+    purpose="thirdrun drop-in",
+)
+THIRD = RuntimeProfile(
+    kind=RuntimeKind.OTHER,
+    name="thirdrun",
+    unit="thirdrund",
+    dropin=THIRD_DROPIN,
+    restart_on_dropin_change=True,
+    config_commands=(("thirdrun", "status"), ("thirdrun", "config")),
+    check_name="thirdrunEvents",
+    endpoint_marker="thirdrun",
+    counts_subscribers=False,
+    note="thirdrun: its drop-in",
+)
+THIRD_NODE = "thirdrun://0.9.1"
+
+
+@pytest.fixture
+def third() -> Iterator[None]:
+    saved = runtimes.PROFILES
+    runtimes.PROFILES = MappingProxyType({**saved, THIRD.kind: THIRD})
+    yield
+    runtimes.PROFILES = saved
+
+
+@pytest.mark.usefixtures("third")
+def test_a_third_profile_is_one_more_file_in_the_rendered_set() -> None:
+    assert len(runtimes.PROFILES) == 3 and runtimes.profile_of(parse_runtime(THIRD_NODE)) is THIRD
+    rendered = render.render(enabled=True, owner="cluster", kubelet_config_mode="DropInOnly")
+    assert sorted(key for key, _ in rendered.files) == [c.CM_KEY_CRIO, c.CM_KEY_KUBELET, "thirdrun.toml"]
+    text = rendered.file("thirdrun.toml")
+    assert text is not None and crioconfig.pod_events_in(tomllib.loads(text), THIRD_DROPIN.setting) is True
+    assert render.from_configmap(rendered.configmap_data()) == rendered
+    assert render.render(enabled=False, owner="cluster", kubelet_config_mode="DropInOnly").files == ()
+
+
+@pytest.mark.usefixtures("third")
+def test_a_third_profile_gets_its_own_drop_in_restart_and_read_back_from_the_host_plan() -> None:
+    rendered = render.render(enabled=True, owner="cluster", kubelet_config_mode="DropInOnly")
+    on = applied(True, host(runtime=parse_runtime(THIRD_NODE)), ManagedState())
+    runtime_side = [
+        (ch.path, ch.content, ch.purpose) for ch in on.changes if not ch.path.startswith(KUBELET_DIR)
+    ]
+    assert runtime_side == [(THIRD_DROPIN.path, rendered.file("thirdrun.toml"), "thirdrun drop-in")]
+    assert on.restart_runtime and on.runtime_unit == "thirdrund"
+    assert on.protected_dirs == (KUBELET_DIR, THIRD_DROPIN.directory)
+    assert on.expect.runtime_readback is THIRD
+
+    # Its directory is checked with its own names.
+    later = (("90-local.toml", "[crio.runtime]\nenable_pod_events = false\n"),)
+    refused = decide(
+        host(runtime=parse_runtime(THIRD_NODE), runtime_dropins=later),
+        rendered,
+        ManagedState(),
+        allow_static_pods=False,
+    )
+    assert (
+        isinstance(refused, Refusal)
+        and refused.fix == f"fix or remove those files in {THIRD_DROPIN.directory}, then retry"
+    )
+
+    # Off: our file goes, the runtime restarts to read that.
+    ours = ((THIRD_DROPIN.name, rendered.file("thirdrun.toml")),)
+    managed = ManagedState(files={THIRD_DROPIN.path: "sha"})
+    off = applied(False, host(runtime=parse_runtime(THIRD_NODE), runtime_dropins=ours), managed)
+    assert [(ch.path, ch.content) for ch in off.changes] == [(THIRD_DROPIN.path, None)]
+    assert off.restart_runtime and off.runtime_unit == "thirdrund"
+
+
+@pytest.mark.usefixtures("third")
+def test_a_third_profile_leaves_the_other_runtimes_plans_as_they_were() -> None:
+    crio_node = host(runtime=parse_runtime("cri-o://1.33.2"))
+    on = applied(True, crio_node, ManagedState(files={THIRD_DROPIN.path: "sha"}))  # it ran thirdrun before
+    by_path = {ch.path: ch.content for ch in on.changes}
+    assert by_path[THIRD_DROPIN.path] is None and by_path[CRIO_OURS] is not None
+    assert on.runtime_unit == "crio" and on.expect.runtime_readback is CRIO
+    containerd = applied(True, host(), ManagedState())
+    assert (
+        all(ch.path.startswith(KUBELET_DIR) for ch in containerd.changes) and not containerd.restart_runtime
+    )
+
+
+class _ConfigHost:
+    """The one host call a read-back makes: `run`, which prints a config for one command only."""
+
+    def __init__(self, answers: tuple[str, ...]) -> None:
+        self.answers = answers
+        self.ran: list[tuple[str, ...]] = []
+
+    def run(self, argv: Sequence[str], *, timeout: float = 120.0) -> CommandResult:
+        self.ran.append(tuple(argv))
+        ok = tuple(argv) == self.answers
+        return CommandResult(tuple(argv), 0 if ok else 1, "[crio.runtime]\nenable_pod_events = true\n")
+
+
+def _read_back(answers: tuple[str, ...]) -> tuple[tuple[bool | None, str], list[tuple[str, ...]]]:
+    host = _ConfigHost(answers)
+    observer = Observer(cast(Host, host), cast(AgentApi, None), "n")
+    return observer.runtime_events(THIRD), host.ran
+
+
+def test_the_agent_reads_back_a_third_profiles_setting_with_its_commands_and_check_name() -> None:
+    assert _read_back(("thirdrun", "config")) == (
+        (True, "thirdrun config"),
+        [("thirdrun", "status"), ("thirdrun", "config")],
+    )
+    assert _read_back(("crio", "status", "config"))[0] == (None, "thirdrun status")  # not CRI-O's commands
+
+    expect = Expectation.enabled(THIRD)
+    obs = Observation(window_seconds=60, healthz=True, runtime_events=False, runtime_source="thirdrun config")
+    result = evaluate(parse_version("v1.34.1"), expect, obs, min_window=30)
+    check = result.check("thirdrunEvents")
+    assert check is not None and check.ok is False
+    assert check.render() == "FAIL: enable_pod_events = false (thirdrun config)"
+    assert result.outcome is Outcome.FAIL

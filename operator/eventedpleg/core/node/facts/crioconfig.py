@@ -4,8 +4,8 @@
   recursively, in lexical order, with no suffix filter (`UpdateFromPath` -> `filepath.Walk`); the last file
   setting a key wins. A file that does not parse stops crio from starting.
 - `enable_pod_events` lives in `[crio.runtime]`, default false; not hot-reloadable.
-- The drop-in's directory, file name and key come from the CRI-O profile (core.runtimes.CRIO_DROPIN); a
-  runtime whose drop-ins are read the same way passes its own profile's.
+- The drop-in's directory, file name and key come from the caller's runtime profile (core.runtimes; CRI-O's
+  is CRIO_DROPIN): a runtime whose drop-ins are read the same way is one more profile, not more code here.
 - `crio status config` prints the running daemon's config (1.28+); `crio config` prints what a fresh start
   would load, with options at their default commented out (`# enable_pod_events = false`).
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from eventedpleg.core.runtimes import CRIO_DROPIN, DropIn
+from eventedpleg.core.runtimes import DropIn
 
 # Editor, package-manager and tool leftovers: CRI-O parses them like any other file.
 _BACKUP = re.compile(
@@ -38,7 +38,7 @@ def load(text: str, *, where: str) -> dict[str, Any]:
         raise CrioConfigError(f"{where}: invalid TOML: {exc}") from exc
 
 
-def pod_events_in(doc: Mapping[str, Any], setting: tuple[str, ...] = CRIO_DROPIN.setting) -> bool | None:
+def pod_events_in(doc: Mapping[str, Any], setting: tuple[str, ...]) -> bool | None:
     value: Any = doc
     for key in setting:
         value = value.get(key) if isinstance(value, dict) else None
@@ -53,7 +53,7 @@ def looks_like_backup(relpath: str) -> bool:
     return _BACKUP.search(PurePosixPath(relpath).name) is not None
 
 
-def running_pod_events(output: str, setting: tuple[str, ...] = CRIO_DROPIN.setting) -> bool | None:
+def running_pod_events(output: str, setting: tuple[str, ...]) -> bool | None:
     """enable_pod_events from `crio status config` / `crio config` output; the default (false) when the
     [crio.runtime] table is there but the key is commented out; None when the output is not a config."""
     *tables, key = setting
@@ -85,14 +85,14 @@ class CrioDirReport:
 
 def analyze_dropins(
     files: Iterable[tuple[str, str | None]],
-    ours: str,
+    dropin: DropIn,
     *,
     enabling: bool,
-    dropin: DropIn = CRIO_DROPIN,
-    runtime: str = "CRI-O",
+    runtime: str,
 ) -> CrioDirReport:
-    """`files`: (path relative to `dropin.directory`, text or None when unreadable). `ours`: our file's name.
+    """`files`: (path relative to `dropin.directory`, text or None when unreadable); ours is `dropin.name`.
     `runtime`: the runtime's name in messages."""
+    ours = dropin.name
     blocking: list[str] = []
     warnings: list[str] = []
     where = dropin.short_dir

@@ -37,7 +37,6 @@ from eventedpleg.models.nodeconfig import KubeletConfigMode
 
 # First line of every file we render (templates/*.j2): how we recognise our own files without our state.
 MANAGED_MARKER = "Managed by evented-pleg-operator"
-CRIO_DROPIN_DIR = runtimes.CRIO_DROPIN.directory
 RECOMMENDED_CONFIG_DIR = "/etc/kubernetes/kubelet.conf.d"
 # Our systemd drop-in for kubelet.service on a kubeadm node without --config-dir (docs/compatibility.md §3):
 # /etc is the administrator's place for drop-ins; it sorts after kubeadm's 10-kubeadm.conf.
@@ -80,8 +79,8 @@ class HostFacts:
     env_files: Mapping[str, str] = field(default_factory=dict)  # EnvironmentFile path -> text
     config_text: str | None = None  # the --config file
     kubelet_dropins: tuple[tuple[str, str], ...] = ()  # files in --config-dir, relative paths
-    # Files in the runtime profile's drop-in directory (crio.conf.d), relative paths; () without one.
-    crio_dropins: tuple[tuple[str, str | None], ...] = ()
+    # Files in the runtime profile's drop-in directory (CRI-O: crio.conf.d), relative paths; () without one.
+    runtime_dropins: tuple[tuple[str, str | None], ...] = ()
     static_pod_manifests: tuple[str, ...] = ()  # files in staticPodPath / --pod-manifest-path
     kubelet_help: str | None = None  # `kubelet --help`
     config_baseline: str | None = None  # --config exactly as it was before our first edit (agent state)
@@ -522,14 +521,14 @@ def _runtime_side(facts: HostFacts, rendered: RenderedConfig, managed: ManagedSt
     if profile is None or dropin is None:
         return _Side(stale)
     report = crioconfig.analyze_dropins(
-        facts.crio_dropins, dropin.name, enabling=rendered.enabled, dropin=dropin, runtime=profile.name
+        facts.runtime_dropins, dropin, enabling=rendered.enabled, runtime=profile.name
     )
     if not report.ok:
         return Refusal(
             "; ".join(report.blocking), f"fix or remove those files in {dropin.directory}, then retry"
         )
     target = dropin.path
-    files = dict(facts.crio_dropins)
+    files = dict(facts.runtime_dropins)
     existing = files.get(dropin.name)
     present = dropin.name in files
     if rendered.enabled:
@@ -610,11 +609,7 @@ def decide(
         restart_runtime=_restarts_runtime(profile, changes),
         # No profile: nothing restarts it; the record keeps the name it always had.
         runtime_unit=(profile or runtimes.CONTAINERD).unit,
-        expect=(
-            Expectation.enabled(crio=profile is not None and profile.reads_back_config)
-            if enabling
-            else Expectation.disabled()
-        ),
+        expect=Expectation.enabled(profile) if enabling else Expectation.disabled(),
         protected_dirs=protected,
         config_edit=kubelet.config_edit,
         warnings=kubelet.warnings + runtime.warnings,

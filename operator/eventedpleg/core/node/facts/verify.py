@@ -22,6 +22,7 @@ from eventedpleg import constants as c
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.node.facts.kubeletlog import STREAM_ERRORS, LogScan, Signal
 from eventedpleg.core.node.facts.promtext import Metrics
+from eventedpleg.core.runtimes import RuntimeProfile
 from eventedpleg.core.versions import Version
 
 FEATURE_METRIC = "kubernetes_feature_enabled"
@@ -57,11 +58,14 @@ class Expectation:
 
     gate: bool | None
     in_use: bool | None  # the event stream drives the PLEG (<=1.36) / feeds relist hints (1.37)
-    crio_pod_events: bool | None = None
+    # The runtime whose running config must have its drop-in's setting on; None: nothing to read back.
+    runtime_readback: RuntimeProfile | None = None
 
     @classmethod
-    def enabled(cls, *, crio: bool) -> Expectation:
-        return cls(gate=True, in_use=True, crio_pod_events=True if crio else None)
+    def enabled(cls, runtime: RuntimeProfile | None) -> Expectation:
+        """`runtime`: the node's runtime profile; read back only when the profile can."""
+        reads_back = runtime is not None and runtime.reads_back_config and runtime.dropin is not None
+        return cls(gate=True, in_use=True, runtime_readback=runtime if reads_back else None)
 
     @classmethod
     def disabled(cls) -> Expectation:
@@ -77,8 +81,8 @@ class Observation:
     baseline: Metrics | None = None  # first scrape after the kubelet became healthy
     metrics: Metrics | None = None  # latest scrape; None when /metrics did not answer
     log: LogScan = field(default_factory=LogScan)  # journal since the kubelet restart
-    crio_pod_events: bool | None = None  # effective enable_pod_events of the running CRI-O
-    crio_source: str = ""  # which command told us
+    runtime_events: bool | None = None  # the running runtime's drop-in setting (CRI-O: enable_pod_events)
+    runtime_source: str = ""  # which command told us
 
 
 @dataclass(frozen=True)
@@ -213,16 +217,16 @@ def _gate_checks(expect: Expectation, obs: Observation) -> list[Check]:
     return checks
 
 
-def _crio_checks(expect: Expectation, obs: Observation) -> list[Check]:
-    if expect.crio_pod_events is None:
+def _runtime_checks(expect: Expectation, obs: Observation) -> list[Check]:
+    profile = expect.runtime_readback
+    if profile is None or profile.dropin is None:
         return []
-    value = obs.crio_pod_events
+    key, value = profile.dropin.setting[-1], obs.runtime_events
     if value is None:
-        return [
-            Check("crioPodEvents", None, f"could not read enable_pod_events ({obs.crio_source or 'crio'})")
-        ]
-    text = f"enable_pod_events = {str(value).lower()} ({obs.crio_source})"
-    return [Check("crioPodEvents", value == expect.crio_pod_events, text)]
+        source = obs.runtime_source or profile.config_commands[0][0]
+        return [Check(profile.check_name, None, f"could not read {key} ({source})")]
+    text = f"{key} = {str(value).lower()} ({obs.runtime_source})"
+    return [Check(profile.check_name, value is True, text)]
 
 
 def _stream_check(kubelet: Version, obs: Observation) -> tuple[Check, str | None]:
@@ -274,7 +278,7 @@ def _events_check(obs: Observation) -> tuple[Check, str | None]:
 def evaluate(kubelet: Version, expect: Expectation, obs: Observation, *, min_window: float) -> VerifyResult:
     """PASS only when every required signal holds over at least `min_window` seconds; FAIL at once when a
     signal contradicts the expectation; PENDING otherwise (the caller retries until its timeout)."""
-    checks = _health_checks(obs) + _gate_checks(expect, obs) + _crio_checks(expect, obs)
+    checks = _health_checks(obs) + _gate_checks(expect, obs) + _runtime_checks(expect, obs)
     lines: list[str] = []
     if expect.in_use is True:
         stream, line = _stream_check(kubelet, obs)

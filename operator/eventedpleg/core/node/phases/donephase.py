@@ -54,13 +54,12 @@ class DoneMemory:
     fault: str = ""  # the host fault that stopped the last look (said once in an Event, not every look)
 
 
-def _reads_back_config(node: AgentNode) -> bool:
-    """Whether verification reads the running runtime's config back (its profile says; CRI-O does)."""
+def _runtime_profile(node: AgentNode) -> runtimes.RuntimeProfile | None:
+    """The node's runtime profile: verification reads its running config back when it says so (CRI-O)."""
     try:
-        profile = runtimes.profile_of(parse_runtime(node.runtime_version))
+        return runtimes.profile_of(parse_runtime(node.runtime_version))
     except VersionError:
-        return False
-    return profile is not None and profile.reads_back_config
+        return None
 
 
 def _drift(managed: ManagedState, desired: str) -> Phase[str | None]:
@@ -180,7 +179,7 @@ def _look(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clock: N
     )
     result = restarted.failure
     if result is None:
-        expect = Expectation.enabled(crio=_reads_back_config(node))
+        expect = Expectation.enabled(_runtime_profile(node))
         timeout = options.verify_timeout_seconds
         result = yield from verify(
             version, expect, since=restarted.at, timeout=timeout, settings=settings, clock=clock

@@ -24,6 +24,7 @@ from eventedpleg.core.node.facts.verify import Observation
 from eventedpleg.core.node.phases.host import CommandResult, HttpResult, KubeletProcess
 from eventedpleg.core.node.phases.hostfault import Faulted, HostFault
 from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
+from eventedpleg.core.runtimes import RuntimeProfile
 from eventedpleg.protocol import format_time
 from eventedpleg.reasons import EventReason
 
@@ -229,12 +230,13 @@ class ReadJournal:
 @dataclass(frozen=True)
 class Observe:
     """Answer: an Observation (healthz, Node Ready, /metrics, the kubelet journal since `since`, and with
-    `crio` the running CRI-O's enable_pod_events) over `window` seconds after `baseline`."""
+    `runtime` its running config's drop-in setting, CRI-O's enable_pod_events) over `window` seconds after
+    `baseline`."""
 
     baseline: Metrics | None
     window: float
     since: datetime
-    crio: bool
+    runtime: RuntimeProfile | None
 
 
 @dataclass(frozen=True)

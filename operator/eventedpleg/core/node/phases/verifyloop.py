@@ -74,11 +74,10 @@ def verify(
         yield from act(Wait(poll))
     baseline = yield from ask_maybe(Scrape(), Metrics)
     t0 = clock()
-    crio = expect.crio_pod_events is not None
     while True:
         yield from act(Wait(poll))
         window = (clock() - t0).total_seconds()
-        obs = yield from ask(Observe(baseline, window, since, crio), Observation)
+        obs = yield from ask(Observe(baseline, window, since, expect.runtime_readback), Observation)
         result = evaluate(version, expect, obs, min_window=min_window)
         if result.outcome is not Outcome.PENDING:
             return result

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from eventedpleg.core.node.facts.crioconfig import analyze_dropins, looks_like_backup, running_pod_events
+from eventedpleg.core.runtimes import CRIO_DROPIN
 
-OURS = "99-eventedpleg.conf"
+OURS = CRIO_DROPIN.name
 
 
 @pytest.mark.parametrize(
@@ -20,7 +21,7 @@ OURS = "99-eventedpleg.conf"
     ],
 )
 def test_running_pod_events(output: str, value: bool | None) -> None:
-    assert running_pod_events(output) is value
+    assert running_pod_events(output, CRIO_DROPIN.setting) is value
 
 
 @pytest.mark.parametrize(
@@ -48,7 +49,7 @@ def test_analysis_blocks_invalid_toml_and_later_overrides_and_warns_on_backups()
         ("20-old.conf~", "[crio.runtime]\nenable_pod_events = false\n"),  # before ours: harmless
         ("binary.bin", None),
     ]
-    report = analyze_dropins(files, OURS, enabling=True)
+    report = analyze_dropins(files, CRIO_DROPIN, enabling=True, runtime="CRI-O")
     assert len(report.blocking) == 3
     assert any("99-eventedpleg.conf.bak sorts after" in b for b in report.blocking)
     assert any("sub/50-docs.conf: invalid TOML" in b for b in report.blocking)
@@ -61,5 +62,5 @@ def test_analysis_blocks_invalid_toml_and_later_overrides_and_warns_on_backups()
 
 def test_turning_off_only_cares_about_files_that_would_stop_crio() -> None:
     files: list[tuple[str, str | None]] = [("zz.conf", "[crio.runtime]\nenable_pod_events = true\n")]
-    assert analyze_dropins(files, OURS, enabling=False).ok
-    assert not analyze_dropins([("zz.conf", "x = ")], OURS, enabling=False).ok
+    assert analyze_dropins(files, CRIO_DROPIN, enabling=False, runtime="CRI-O").ok
+    assert not analyze_dropins([("zz.conf", "x = ")], CRIO_DROPIN, enabling=False, runtime="CRI-O").ok

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from eventedpleg import constants as c
-from eventedpleg.core import render
+from eventedpleg.core import render, runtimes
 from eventedpleg.core.node.facts import embedded
 from eventedpleg.core.node.facts.hostplan import (
     ApplyPlan,
@@ -63,16 +63,18 @@ def test_containerd_with_config_dir_writes_one_drop_in_and_restarts_only_the_kub
     assert [(ch.path, ch.content == ON.file(c.CM_KEY_KUBELET)) for ch in result.changes] == [(OURS, True)]
     assert not result.restart_runtime
     assert result.protected_dirs == (DIR,)
-    assert result.expect.gate is True and result.expect.crio_pod_events is None
+    assert result.expect.gate is True and result.expect.runtime_readback is None
 
 
 def test_crio_writes_both_and_restarts_crio() -> None:
-    f = facts(f"--config-dir={DIR}", runtime="cri-o://1.33.2", crio_dropins=(("10-crun.conf", "[crio]\n"),))
+    f = facts(
+        f"--config-dir={DIR}", runtime="cri-o://1.33.2", runtime_dropins=(("10-crun.conf", "[crio]\n"),)
+    )
     result = plan(decide(f, ON, ManagedState(), allow_static_pods=False))
     assert [ch.path for ch in result.changes] == [OURS, CRIO_OURS]
     assert result.restart_runtime and result.runtime_unit == "crio"
     assert result.protected_dirs == (DIR, "/etc/crio/crio.conf.d")
-    assert result.expect.crio_pod_events is True
+    assert result.expect.runtime_readback is runtimes.CRIO
 
 
 @pytest.mark.parametrize(
@@ -219,7 +221,7 @@ def test_disable_removes_managed_files_and_restores_the_config_bytes() -> None:
         runtime="cri-o://1.33.2",
         config_text=edited,
         config_baseline=CONFIG_TEXT,
-        crio_dropins=((c.CRIO_DROPIN_NAME, "# Managed by evented-pleg-operator\n"),),
+        runtime_dropins=((c.CRIO_DROPIN_NAME, "# Managed by evented-pleg-operator\n"),),
     )
     result = plan(decide(f, OFF, managed, allow_static_pods=False))
     changes = {ch.path: ch.content for ch in result.changes}

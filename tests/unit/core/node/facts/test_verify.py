@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from eventedpleg.core import runtimes
 from eventedpleg.core.node.facts.kubeletlog import Signal, scan
 from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
 from eventedpleg.core.node.facts.verify import (
@@ -23,7 +24,7 @@ from eventedpleg.core.versions import parse_version
 V133 = parse_version("v1.33.2")
 V137 = parse_version("v1.37.0")
 V126 = parse_version("v1.26.5")
-ENABLED = Expectation.enabled(crio=False)
+ENABLED = Expectation.enabled(None)
 
 
 def metrics(
@@ -64,8 +65,8 @@ def observe(
         baseline=baseline if baseline is not None else metrics(relists=0),
         metrics=latest,
         log=scan(log or []),
-        crio_pod_events=crio,
-        crio_source="crio status config",
+        runtime_events=crio,
+        runtime_source="crio status config" if crio is not None else "",
     )
 
 
@@ -138,10 +139,24 @@ def test_enabled_136_failures_are_immediate_and_doubt_waits(
 
 
 def test_crio_needs_enable_pod_events_true() -> None:
-    expect = Expectation.enabled(crio=True)
+    expect = Expectation.enabled(runtimes.CRIO)
     assert verdict("1.33.2", expect, observe(metrics(), crio=True)) is Outcome.PASS
     assert verdict("1.33.2", expect, observe(metrics(), crio=False)) is Outcome.FAIL
     assert verdict("1.33.2", expect, observe(metrics(), crio=None)) is Outcome.PENDING
+
+    # The check keeps its wire name and words (reports and operators of other versions read them).
+    def rendered(crio: bool | None) -> str:
+        obs = observe(metrics(), crio=crio)
+        check = evaluate(parse_version("v1.33.2"), expect, obs, min_window=30.0).check("crioPodEvents")
+        return check.render() if check is not None else "absent"
+
+    assert rendered(True) == "ok: enable_pod_events = true (crio status config)"
+    assert rendered(None) == "wait: could not read enable_pod_events (crio)"
+
+
+def test_containerd_has_nothing_to_read_back() -> None:
+    assert Expectation.enabled(runtimes.CONTAINERD) == Expectation.enabled(None)
+    assert Expectation.enabled(runtimes.CONTAINERD).runtime_readback is None
 
 
 def test_137_passes_with_one_second_relist_and_fails_on_the_fast_path_line() -> None:

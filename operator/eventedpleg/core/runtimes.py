@@ -129,7 +129,3 @@ def names() -> str:
 def dropins() -> tuple[DropIn, ...]:
     """Every runtime's drop-in: the rendered config carries them all, each agent writes its runtime's."""
     return tuple(p.dropin for p in PROFILES.values() if p.dropin is not None)
-
-
-def dropin_for_key(key: str) -> DropIn | None:
-    return next((d for d in dropins() if d.configmap_key == key), None)

@@ -81,6 +81,15 @@ KUBELET_136_WEDGE_ADVISORY = (
     "Healthy, kubelet.go syncLoop, v1.36.4); `systemctl restart kubelet` recovers it; 1.37 has no such check"
 )
 
+# What users feel, measured by bench/podstart.py and bench/enablecost.py (docs/benchmarks.md §2), so that
+# preflight says it where the README's first screen does.
+KUBELET_136_FEEL_ADVISORY = (
+    "measured with the gate on under kubelet 1.36.4 (docs/benchmarks.md §2): deleting pods takes about 3 to "
+    "5 times longer (k8s#124704); a container restarted after it was killed was often not shown Running "
+    "again within 2 minutes on containerd 2.2 (never with the gate off); a burst of 100 pods on CRI-O 1.36 "
+    "reached Running about 1.5 times slower; a container's exit reaches the pod's status 3 to 6 times sooner"
+)
+
 KUBELET_ROWS: tuple[Row, ...] = (
     Row(
         "kubelet",
@@ -161,7 +170,7 @@ KUBELET_ROWS: tuple[Row, ...] = (
         "kubelet {v}: alpha gate; while the event stream is healthy the generic relist slows from 1 s to "
         "300 s, which is where the CPU saving comes from",
         "kubelet.go eventedPlegRelistPeriod = 300s (v1.36.4); docs/compatibility.md §4",
-        advisories=(KUBELET_136_ADVISORY, KUBELET_136_WEDGE_ADVISORY),
+        advisories=(KUBELET_136_ADVISORY, KUBELET_136_WEDGE_ADVISORY, KUBELET_136_FEEL_ADVISORY),
     ),
     Row(
         "kubelet",

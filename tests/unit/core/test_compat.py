@@ -153,6 +153,8 @@ def test_open_kubelet_bugs_before_137_are_advisories_not_levels(kubelet: str, ad
     assert bool(noted) is advised, v.advisories
     wedged = [text for text in v.advisories if "EventedPLEG is not healthy" in text and "restart" in text]
     assert bool(wedged) is advised, v.advisories
+    felt = [text for text in v.advisories if "k8s#124704" in text and "docs/benchmarks.md" in text]
+    assert bool(felt) is advised, v.advisories
     if advised:
         assert v.level is S  # no lost exit, no runtime crash: the verdict names them, it does not drop
 

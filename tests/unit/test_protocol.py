@@ -25,6 +25,7 @@ from eventedpleg.protocol import (
     parse_time,
 )
 from eventedpleg_lab.sim.rolloutworld import T0, World, fleet, pod, spec
+from tests.unit.core.rollout.drain.drawn import DRAIN_RULES, NAMESPACES, node_pods
 
 OPERATOR_KEYS = {key for key, writer in WRITERS.items() if writer in {Writer.OPERATOR, Writer.HANDOFF}}
 AGENT_KEYS = {key for key, writer in WRITERS.items() if writer in {Writer.AGENT, Writer.HANDOFF}}
@@ -78,6 +79,8 @@ def worlds(draw: st.DrawFn) -> World:
             node.pods = [pod("db-0")]
         if trouble == "static":
             node.mirror_pods = ("kube-system/etcd",)
+        if trouble != "never":  # pods drain.rules act on
+            node.pods, node.completes = draw(node_pods())
         if draw(st.booleans()):
             node.unschedulable = True
     rollout = {
@@ -96,6 +99,7 @@ def worlds(draw: st.DrawFn) -> World:
         "retries": draw(st.integers(0, 2)),
         "retryBackoffSeconds": 10,
         "taintBeforeCordon": draw(st.sampled_from([None, {"seconds": 3}])),
+        "rules": draw(DRAIN_RULES),
     }
     return World(
         nodes,
@@ -106,6 +110,7 @@ def worlds(draw: st.DrawFn) -> World:
             drain=drain,
             verification={"timeoutSeconds": 10},
         ),
+        namespaces=NAMESPACES,
     )
 
 

@@ -128,12 +128,13 @@ def preflight(
         pdbs = drainer.all_pdbs(api, limit=chunk_size)
         agents = nodes.agent_pods(api, limit=chunk_size)
         held = _maintenances(api)
+        drain = DrainPolicy.of(spec.drain if spec is not None else DrainSpec())
+        namespaces = drainer.namespace_labels(api, drain)
     policy = compat.Policy(include_control_plane, allow_risky)
     chosen = all_nodes
     if spec is not None:
         policy = compat.Policy(spec.include_control_plane, spec.allow_risky, spec.runtime.value)
         chosen = [n for n in all_nodes if selector.matches(spec.node_selector, n.labels)]
-    drain = DrainPolicy.of(spec.drain if spec is not None else DrainSpec())
     mode = (spec.kubelet_config if spec is not None else KubeletConfigMode.DROP_IN_ONLY).value
     order = spec.rollout.order if spec is not None else None
     rows = report.preflight_rows(
@@ -149,6 +150,7 @@ def preflight(
         health_gate=spec.rollout.health_gate if spec is not None else None,
         turning_on=spec is None or spec.evented_pleg,
         maintenance=held,
+        namespaces=namespaces,
     )
     click.echo(
         report.preflight_json(rows, policy)

@@ -16,6 +16,7 @@ from eventedpleg.core.rollout import podhealth
 from eventedpleg.core.rollout.agentpod import pod_node
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.rules import NO_NAMESPACES, NamespaceLabels
 from eventedpleg.core.rollout.drain.survey import survey
 from eventedpleg.core.rollout.drain.take import SkipCause, TakeKind, TakeVerdict, classify
 from eventedpleg.core.rollout.nodeorder import order_key
@@ -124,13 +125,15 @@ def preflight_rows(
     turning_on: bool = True,
     maintenance: Mapping[str, Sequence[str]] | None = None,
     allow_force_delete: bool = False,
+    namespaces: NamespaceLabels = NO_NAMESPACES,
 ) -> list[PreflightRow]:
     """Each node's verdict, and what the operator's Cordon step would do with it now: the same
     classification (core.rollout.drain.take) over the same survey of its pods (static pods, pods no
     PodDisruptionBudget or drain option lets go, drain.blockingPodSelector, `maintenance`: other
     maintenance owners' claims by node), in the order the rollout takes the nodes (`order`:
     spec.rollout.order). `turning_on`: eventedPleg is on (only then may an agent refuse);
-    `allow_force_delete`: as the operator's --allow-force-delete."""
+    `allow_force_delete`: as the operator's --allow-force-delete; `namespaces`: the Namespaces' labels,
+    for drain.rules' namespaceSelector (read as the operator does, k8s.drain.namespace_labels)."""
     on_node: dict[str, list[Mapping[str, Any]]] = {}
     for pod in pods:
         on_node.setdefault(str((pod.get("spec") or {}).get("nodeName", "")), []).append(pod)
@@ -140,12 +143,19 @@ def preflight_rows(
     out = []
     for node in sorted(nodes, key=order_key(order or RolloutOrder())):
         mine = on_node.get(node.name, [])
-        selection = drainpods.select(mine, drain.options(now))
+        selection = drainpods.select(mine, drain.options(now, namespaces=namespaces))
         facts = node.facts
         if selection.mirror_pods:
             facts = compat.NodeFacts(**{**facts.__dict__, "has_mirror_pods": True})
         verdict = compat.verdict(facts, policy)
-        found = survey(mine, drain, now=now, pdbs=lambda _: pdbs, maintenance=claims.get(node.name, ()))
+        found = survey(
+            mine,
+            drain,
+            now=now,
+            pdbs=lambda _: pdbs,
+            maintenance=claims.get(node.name, ()),
+            namespaces=namespaces,
+        )
         refusal_mode = mode if turning_on else ""
         candidate = take_candidate(
             node, drain, policy, refusal_mode=refusal_mode, allow_force_delete=allow_force_delete

@@ -168,6 +168,7 @@ class _ApiAnswers:
         self.drain, self.relied, self.uid = drain, relied, uid
         self.written: NodeView | None = None  # the node after the step's last write
         self.pods: list[dict[str, Any]] | None = None  # listed for the static-pod check, reused by the drain
+        self._namespaces: dict[str, dict[str, str]] | None = None  # read once per step, if a rule needs them
 
     def write(self, request: Write) -> None:
         self.written = self.executor.patch(self.node, self.rv, request, self.relied)
@@ -179,6 +180,13 @@ class _ApiAnswers:
             raise TypeError("only a Cordon or a Drain step surveys or drains pods")
         return self.drain
 
+    def _namespace_labels(self) -> dict[str, dict[str, str]]:
+        """The Namespaces' labels for drain.rules' namespaceSelector: listed at most once per step, and
+        only when a rule has one (drainer.namespace_labels asks nothing otherwise)."""
+        if self._namespaces is None:
+            self._namespaces = drainer.namespace_labels(self.api, self._policy())
+        return self._namespaces
+
     def survey_pods(self) -> PodSurvey:  # before the cordon: never reused by a drain attempt
         pods, policy = drainer.node_pods(self.api, self.node), self._policy()
         return survey(
@@ -187,6 +195,7 @@ class _ApiAnswers:
             now=self.executor.clock(),
             pdbs=lambda namespaces: drainer.pdbs_in(self.api, namespaces),
             maintenance=drainer.maintenance_of(self.api, self.node),
+            namespaces=self._namespace_labels(),
         )
 
     def find_mirror_pods(self) -> tuple[str, ...]:
@@ -202,6 +211,7 @@ class _ApiAnswers:
             now=self.executor.clock(),
             force_delete=request.force_delete,
             pods=pods,
+            namespaces=self._namespace_labels(),
         )
 
     def emit(self, request: Emit) -> None:

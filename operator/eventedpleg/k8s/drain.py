@@ -8,7 +8,7 @@ and reports. The rollout calls it again on the next pass (kubectl retries every 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,22 @@ def pdbs_in(api: client.ApiClient, namespaces: Sequence[str]) -> list[dict[str, 
     for namespace in namespaces:
         found.extend(_list(api, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"))
     return found
+
+
+def namespace_labels(api: client.ApiClient, policy: DrainPolicy) -> dict[str, dict[str, str]]:
+    """The labels of every Namespace, by name, for drain.rules' namespaceSelector; no request at all
+    when no rule has one (`policy.reads_namespaces`), so other drains cost no more."""
+    if not policy.reads_namespaces:
+        return {}
+    return {
+        str(item["metadata"]["name"]): dict(item["metadata"].get("labels") or {})
+        for item in _all_namespaces(api)
+    }
+
+
+@translated
+def _all_namespaces(api: client.ApiClient) -> list[dict[str, Any]]:
+    return list_all(api, "/api/v1/namespaces")
 
 
 # medik8s NodeMaintenance (https://github.com/medik8s/node-maintenance-operator, api/v1beta1): one
@@ -115,10 +131,14 @@ def attempt(
     now: datetime,
     force_delete: bool = False,
     pods: list[dict[str, Any]] | None = None,
+    namespaces: Mapping[str, Mapping[str, str]] | None = None,
 ) -> DrainResult:
-    """One pass over the node's pods (`pods` when the caller has just listed them after cordoning)."""
+    """One pass over the node's pods (`pods` when the caller has just listed them after cordoning;
+    `namespaces`: the Namespaces' labels when the caller has read them, see `namespace_labels`)."""
     pods = node_pods(api, node) if pods is None else pods
-    selection = drainpods.select(pods, policy.options(now, force_delete=force_delete))
+    namespaces = namespace_labels(api, policy) if namespaces is None else namespaces
+    options = policy.options(now, force_delete=force_delete, namespaces=namespaces)
+    selection = drainpods.select(pods, options)
     if selection.done:
         return drainpods.result(selection)
     problems: list[EvictionProblem] = []

@@ -687,6 +687,15 @@ class DrainRule(
             max_length=32, description="Only pods in these namespaces. Empty (the default): every namespace."
         ),
     ] = []
+    namespace_selector: Annotated[
+        LabelSelector,
+        Field(
+            description="Only pods in namespaces whose labels match, as Cluster API's "
+            "MachineDrainRule `pods[].namespaceSelector` (e.g. `kubernetes.io/metadata.name: monitoring`, "
+            "or a team label). Combined with `podSelector` and `namespaces`: a pod must match all three. "
+            "Empty (the default): every namespace."
+        ),
+    ] = LabelSelector()
     behavior: Annotated[
         DrainBehavior,
         Field(

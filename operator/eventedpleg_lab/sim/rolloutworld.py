@@ -64,9 +64,13 @@ class SimNode:
     mirror_pods: tuple[str, ...] = ()  # static pods the kubelet runs from files
     # spec.rollout.healthGate's pods on the node, "namespace/name" -> Ready (the API server's selection)
     workload: dict[str, bool] = field(default_factory=dict)
-    # Pods as the API lists them, through the drain's own filters (core.rollout.drain.pods.select); the
-    # model evicts at once every pod those let go.
+    # Pods as the API lists them, through the drain's own filters (core.rollout.drain.pods.select): a drain
+    # attempt evicts those select says to evict now (one order of drain.rules per attempt, as the
+    # executor), and an evicted pod is gone at once.
     pods: list[dict[str, Any]] = field(default_factory=list)
+    # "namespace/name" -> when that running pod completes (phase Succeeded), e.g. a Job's pod that a
+    # drain.rules WaitCompleted rule waits for
+    completes: dict[str, datetime] = field(default_factory=dict)
     agent_fails: bool = False  # the agent rolls back (kubelet would not start)
     agent_silent: bool = False  # its agent publishes host checks but never answers an apply request
     agent_absent: bool = False  # no agent ever runs here (not scheduled, wrong architecture, a taint)
@@ -138,6 +142,8 @@ class World:
     log: list[str] = field(default_factory=list)
     events: list[tuple[str, str]] = field(default_factory=list)  # (node, reason) of Node Events
     alerts: str = ""  # what spec.rollout.alertGate's Prometheus says fires ("" when nothing)
+    # The Namespaces' labels by name, as k8s.drain.namespace_labels reads them (namespaceSelector)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     health_watch: tuple[str, ...] = ()  # the nodes the last plan asked the gate's pods of (as the reconciler)
     health_reads: list[tuple[str, ...]] = field(default_factory=list)  # the nodes read, pass by pass
     # Every annotation write, by whom (operator or agent), on which node, with its changes (None removes)
@@ -223,10 +229,18 @@ class World:
         return ""
 
     def _selection(self, node: SimNode, *, force_delete: bool = False) -> drainpods.DrainSelection:
-        options = DrainPolicy.of(self.spec.drain).options(self.now, force_delete=force_delete)
+        for body in node.pods:  # the pods that have completed by now
+            done_at = node.completes.get(str(_ref(body)))
+            if done_at is not None and done_at <= self.now:
+                body["status"] = {**(body.get("status") or {}), "phase": "Succeeded"}
+        policy = DrainPolicy.of(self.spec.drain)
+        options = policy.options(self.now, force_delete=force_delete, namespaces=self.namespaces)
         return drainpods.select(node.pods, options)
 
     def _drain(self, node: SimNode, request: AttemptDrain) -> DrainResult:
+        """The executor's attempt (k8s.drain.attempt): evict what select says to evict now, the lowest
+        order of drain.rules; a later order is evicted by a later attempt, once this one's pods are gone
+        (here at once), and WaitCompleted pods hold the drain until they complete."""
         selection = self._selection(node, force_delete=request.force_delete)
         if selection.blocked:  # what the filters keep; the rest is evicted by this very attempt
             return drainpods.result(drainpods.DrainSelection((), (), (), selection.blocked))
@@ -235,6 +249,10 @@ class World:
             return DrainResult(False, "PDB blocks eviction", refused, never=self._never(node))
         if self._blocked(node) and not request.force_delete:
             return DrainResult(False, "PDB blocks eviction", frozenset({Blocker.EVICTION_REFUSED}))
+        gone = set(selection.evict + selection.terminating)  # evictions finish at once
+        node.pods = [body for body in node.pods if _ref(body) not in gone]
+        if selection.later or selection.wait_completed:
+            return drainpods.result(selection)
         return DrainResult(True)
 
     def apply(self, action: Action, *, writes: int | None = None) -> bool:
@@ -341,6 +359,11 @@ class World:
         return all(n.annotations.get(c.ANN_STATE) not in IN_PROGRESS for n in self.nodes.values())
 
 
+def _ref(body: Mapping[str, Any]) -> drainpods.PodRef:
+    meta = body["metadata"]
+    return drainpods.PodRef(str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
 class _CrashError(Exception):
     """The operator died in the middle of a step."""
 
@@ -393,15 +416,19 @@ def spec(**kw: Any) -> NodeConfigSpec:
 
 
 def pod(
-    name: str, annotations: Mapping[str, str] | None = None, namespace: str = "default"
+    name: str,
+    annotations: Mapping[str, str] | None = None,
+    namespace: str = "default",
+    labels: Mapping[str, str] | None = None,
+    owner: str = "ReplicaSet",
 ) -> dict[str, Any]:
-    """A running ReplicaSet pod as the API lists it."""
-    owner = {"kind": "ReplicaSet", "name": name, "controller": True}
+    """A running pod as the API lists it, controlled by a ReplicaSet (or `owner`)."""
     meta = {
         "name": name,
         "namespace": namespace,
+        "labels": dict(labels or {}),
         "annotations": dict(annotations or {}),
-        "ownerReferences": [owner],
+        "ownerReferences": [{"kind": owner, "name": name, "controller": True}],
     }
     return {"metadata": meta, "spec": {}, "status": {"phase": "Running"}}
 

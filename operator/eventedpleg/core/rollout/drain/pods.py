@@ -152,6 +152,8 @@ class Options:
     stalled_delete_seconds: int = 0  # a deletion older than this is not waited for (0: always)
     now: datetime | None = None  # for stalled_delete_seconds
     rules: tuple[DrainRule, ...] = ()  # spec.drain.rules
+    # The labels of the pods' namespaces, for the rules' namespaceSelector (drainrules.reads_namespaces)
+    namespaces: drainrules.NamespaceLabels = field(default_factory=dict)
     finish: bool = False  # onTimeout: ForceDelete at the deadline: WaitCompleted pods go too
 
 
@@ -210,7 +212,9 @@ def select(pods: Iterable[Mapping[str, Any]], options: Options) -> DrainSelectio
     for pod in pods:
         ref, meta = _ref(pod), pod.get("metadata") or {}
         finished = (pod.get("status") or {}).get("phase", "") in ("Succeeded", "Failed")
-        place = drainrules.place(pod, options.rules) if options.rules else drainrules.DRAIN
+        place = (
+            drainrules.place(pod, options.rules, options.namespaces) if options.rules else drainrules.DRAIN
+        )
         if place.behavior is DrainBehavior.WAIT_COMPLETED and options.finish:
             place = drainrules.DRAIN  # onTimeout: ForceDelete ends the wait: deleted in order 0
         if meta.get("deletionTimestamp"):

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from functools import cache
 
 from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain import rules as drainrules
 from eventedpleg.core.rollout.drain.taints import Taint
 from eventedpleg.models.nodeconfig import (
     DrainMode,
@@ -82,9 +83,21 @@ class DrainPolicy:
         """Wait before automatic retry `attempt` (1-based): base, 2x base, 4x base..."""
         return timedelta(seconds=self.retry_backoff_seconds * 2 ** max(0, attempt - 1))
 
-    def options(self, now: datetime, *, force_delete: bool = False) -> drainpods.Options:
+    @property
+    def reads_namespaces(self) -> bool:
+        """Whether a drain needs the labels of the pods' namespaces (a rule's namespaceSelector)."""
+        return drainrules.reads_namespaces(self.rules)
+
+    def options(
+        self,
+        now: datetime,
+        *,
+        force_delete: bool = False,
+        namespaces: drainrules.NamespaceLabels = drainrules.NO_NAMESPACES,
+    ) -> drainpods.Options:
         """Which pods a drain evicts now; `force_delete` (onTimeout: ForceDelete at the deadline) takes
-        emptyDir pods, pods without a controller and drain.rules' WaitCompleted pods too."""
+        emptyDir pods, pods without a controller and drain.rules' WaitCompleted pods too. `namespaces`:
+        the labels of the pods' namespaces, read when `reads_namespaces`."""
         return drainpods.Options(
             delete_empty_dir_data=self.delete_empty_dir_data or force_delete,
             force=self.force or force_delete,
@@ -92,6 +105,7 @@ class DrainPolicy:
             stalled_delete_seconds=self.stalled_delete_seconds,
             now=now,
             rules=self.rules,
+            namespaces=namespaces,
             finish=force_delete,
         )
 

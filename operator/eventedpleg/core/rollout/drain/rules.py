@@ -7,6 +7,12 @@ once every pod of the lower ones is gone; `WaitCompleted` pods are in order 0, n
 the drain, and the orders above 0, until they complete. Rules only narrow kubectl drain: they decide
 only about pods kubectl would evict (core.rollout.drain.pods.select asks), so no rule moves a DaemonSet,
 static or opted-out pod.
+
+A rule selects a pod as a MachineDrainRule's `pods[]` entry does (api/core/v1beta2/machinedrainrules_types.go,
+MachineDrainRulePodSelector; core/reconcilers/machine/drain/filters.go, machineDrainRuleAppliesToPod): its
+`podSelector` matches the pod's labels AND its `namespaceSelector` the labels of the pod's namespace, an
+empty selector matching everything; our `namespaces` list narrows further (AND). The namespaces' labels
+are data the caller reads (only when some rule has a namespaceSelector: `reads_namespaces`).
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ from eventedpleg.core.rollout import selector
 from eventedpleg.models.nodeconfig import DrainBehavior, DrainRule
 
 T = TypeVar("T")
+# Namespace name -> its labels, as the API lists Namespaces (only asked when `reads_namespaces`).
+NamespaceLabels = Mapping[str, Mapping[str, str]]
+NO_NAMESPACES: NamespaceLabels = {}
 DEFAULT_ORDER = 0  # of a pod no rule selects, and of a Drain rule without `order`
 
 
@@ -33,17 +42,31 @@ class Placement:
 DRAIN = Placement(DrainBehavior.DRAIN)
 
 
-def _selects(rule: DrainRule, meta: Mapping[str, Any]) -> bool:
-    if rule.namespaces and str(meta.get("namespace", "")) not in rule.namespaces:
+def reads_namespaces(rules: Sequence[DrainRule]) -> bool:
+    """Whether placing pods under `rules` needs their namespaces' labels (some rule has a
+    namespaceSelector): only then does the caller list Namespaces."""
+    return any(not rule.namespace_selector.empty for rule in rules)
+
+
+def _selects(rule: DrainRule, meta: Mapping[str, Any], namespaces: NamespaceLabels) -> bool:
+    namespace = str(meta.get("namespace", ""))
+    if rule.namespaces and namespace not in rule.namespaces:
         return False
-    return selector.matches(rule.pod_selector, meta.get("labels") or {})
+    if not selector.matches(rule.pod_selector, meta.get("labels") or {}):
+        return False
+    # A namespace not listed (deleted since) has no labels here; Cluster API reports such a pod as an
+    # error instead, but its pods are being deleted with it either way.
+    return selector.matches(rule.namespace_selector, namespaces.get(namespace) or {})
 
 
-def place(pod: Mapping[str, Any], rules: Sequence[DrainRule]) -> Placement:
-    """The first rule that selects `pod` decides; none: Drain in order 0."""
+def place(
+    pod: Mapping[str, Any], rules: Sequence[DrainRule], namespaces: NamespaceLabels = NO_NAMESPACES
+) -> Placement:
+    """The first rule that selects `pod` decides; none: Drain in order 0. `namespaces`: the labels of the
+    pods' namespaces (needed only when `reads_namespaces(rules)`)."""
     meta = pod.get("metadata") or {}
     for rule in rules:
-        if _selects(rule, meta):
+        if _selects(rule, meta, namespaces):
             if rule.behavior is DrainBehavior.DRAIN:
                 return Placement(DrainBehavior.DRAIN, DEFAULT_ORDER if rule.order is None else rule.order)
             return Placement(rule.behavior)

@@ -12,6 +12,7 @@ from typing import Any
 
 from eventedpleg.core.rollout.drain import budgets
 from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain import rules as drainrules
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 
 # The PodDisruptionBudgets of these namespaces (asked only when the drain would evict something).
@@ -40,10 +41,12 @@ def survey(
     now: datetime,
     pdbs: Budgets,
     maintenance: Sequence[str] = (),
+    namespaces: drainrules.NamespaceLabels = drainrules.NO_NAMESPACES,
 ) -> PodSurvey:
     """The node's `pods` as a drain with `policy` would meet them now; `maintenance`: other maintenance
-    owners' claims on the node (drainpods.holding)."""
-    selection = drainpods.select(pods, policy.options(now))
+    owners' claims on the node (drainpods.holding); `namespaces`: the labels of the pods' namespaces
+    (read when `policy.reads_namespaces`)."""
+    selection = drainpods.select(pods, policy.options(now, namespaces=namespaces))
     drained = selection.drained  # every order: a later one's budget can hold the drain as well
     found = budgets.never_allowed(pods, drained, pdbs(budgets.namespaces(drained))) if drained else ()
     return PodSurvey(

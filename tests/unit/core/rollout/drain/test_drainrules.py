@@ -54,12 +54,32 @@ STATELESS_FIRST = (
 
 
 def select(
-    pods: list[dict[str, Any]], rules: tuple[DrainRule, ...], selector: LabelSelector | None = None
+    pods: list[dict[str, Any]],
+    rules: tuple[DrainRule, ...],
+    selector: LabelSelector | None = None,
+    namespaces: drainrules.NamespaceLabels = drainrules.NO_NAMESPACES,
 ) -> drainpods.DrainSelection:
     options = drainpods.Options(
-        delete_empty_dir_data=True, force=False, pods=selector or LabelSelector(), rules=rules, now=NOW
+        delete_empty_dir_data=True,
+        force=False,
+        pods=selector or LabelSelector(),
+        rules=rules,
+        now=NOW,
+        namespaces=namespaces,
     )
     return drainpods.select(pods, options)
+
+
+# Namespaces as the API lists them (every namespace carries kubernetes.io/metadata.name).
+NAMESPACES = {
+    "shop": {"kubernetes.io/metadata.name": "shop", "team": "web"},
+    "monitoring": {"kubernetes.io/metadata.name": "monitoring", "team": "ops"},
+    "batch": {"kubernetes.io/metadata.name": "batch", "team": "ops"},
+}
+
+
+def team(name: str) -> LabelSelector:
+    return LabelSelector(match_labels={"team": name})
 
 
 def refs(*names: str) -> tuple[PodRef, ...]:
@@ -77,6 +97,75 @@ def test_the_first_rule_that_selects_a_pod_decides_and_no_rule_means_drain_in_or
     assert drainrules.place(pod("a", "web"), rules).behavior is DrainBehavior.WAIT_COMPLETED
     assert drainrules.place(pod("a", "web"), ()) == drainrules.DRAIN
     assert drainrules.place(pod("a", "db"), (rule("Drain", "db"),)).order == 0  # order absent: 0
+
+
+def test_a_namespace_selector_selects_pods_by_their_namespaces_labels_anded_with_the_pod_selector() -> None:
+    """Cluster API's MachineDrainRulePodSelector: selector AND namespaceSelector, each empty selecting
+    everything; our `namespaces` list narrows further."""
+    prom = rule("Drain", "prometheus", 10, namespace_selector=team("ops"))
+    assert drainrules.place(pod("p", "prometheus", namespace="monitoring"), (prom,), NAMESPACES).order == 10
+    assert drainrules.place(pod("p", "prometheus", namespace="shop"), (prom,), NAMESPACES).order == 0
+    assert drainrules.place(pod("p", "web", namespace="monitoring"), (prom,), NAMESPACES).order == 0
+    every_pod = rule("Skip", namespace_selector=team("ops"))  # no podSelector: every pod of those namespaces
+    assert drainrules.place(pod("j", "job", namespace="batch"), (every_pod,), NAMESPACES).behavior is (
+        DrainBehavior.SKIP
+    )
+    by_name = rule("Skip", namespace_selector=team("ops"), namespaces=["batch"])  # both must hold
+    assert drainrules.place(pod("p", "x", namespace="monitoring"), (by_name,), NAMESPACES) == drainrules.DRAIN
+    assert drainrules.place(pod("p", "x", namespace="batch"), (by_name,), NAMESPACES).behavior is (
+        DrainBehavior.SKIP
+    )
+    by_metadata_name = rule(
+        "Skip", namespace_selector=LabelSelector(match_labels={"kubernetes.io/metadata.name": "shop"})
+    )
+    assert drainrules.place(pod("w"), (by_metadata_name,), NAMESPACES).behavior is DrainBehavior.SKIP
+    # A namespace not listed (deleted since) has no labels: only an empty namespaceSelector matches it.
+    assert drainrules.place(pod("p", namespace="gone"), (every_pod,), NAMESPACES) == drainrules.DRAIN
+    assert drainrules.place(pod("p", namespace="gone"), (rule("Skip"),), NAMESPACES).behavior is (
+        DrainBehavior.SKIP
+    )
+
+
+def test_namespaces_are_read_only_when_a_rule_has_a_namespace_selector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plain = DrainPolicy.of(DrainSpec(rules=STATELESS_FIRST))
+    assert not plain.reads_namespaces and not drainrules.reads_namespaces(())
+
+    def unexpected(_api: object) -> list[dict[str, Any]]:
+        raise AssertionError("Namespaces listed without a namespaceSelector")
+
+    monkeypatch.setattr(drainer, "_all_namespaces", unexpected)
+    assert drainer.namespace_labels(None, plain) == {}  # type: ignore[arg-type]
+    assert drainer.namespace_labels(None, DrainPolicy.of(DrainSpec())) == {}  # type: ignore[arg-type]
+    listed = [{"metadata": {"name": name, "labels": labels}} for name, labels in NAMESPACES.items()] + [
+        {"metadata": {"name": "bare"}}
+    ]
+    monkeypatch.setattr(drainer, "_all_namespaces", lambda _api: listed)
+    ops = DrainPolicy.of(DrainSpec(rules=(rule("Skip", namespace_selector=team("ops")),)))
+    assert ops.reads_namespaces
+    assert drainer.namespace_labels(None, ops) == {**NAMESPACES, "bare": {}}  # type: ignore[arg-type]
+
+
+def test_the_eviction_pass_reads_the_namespaces_and_orders_by_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    evicted: list[PodRef] = []
+    listed: list[int] = []
+    monkeypatch.setattr(drainer, "_evict", lambda _api, ref, _policy: evicted.append(ref))
+    monkeypatch.setattr(drainer, "never_allowed", lambda _api, _pods, _refused: [])
+
+    def namespaces(_api: object) -> list[dict[str, Any]]:
+        listed.append(1)
+        return [{"metadata": {"name": name, "labels": labels}} for name, labels in NAMESPACES.items()]
+
+    monkeypatch.setattr(drainer, "_all_namespaces", namespaces)
+    policy = DrainPolicy.of(DrainSpec(rules=(rule("Drain", order=5, namespace_selector=team("ops")),)))
+    pods = [pod("prom", namespace="monitoring"), pod("web-0"), pod("job", namespace="batch")]
+    result = drainer.attempt(None, "n1", policy, now=NOW, pods=pods)  # type: ignore[arg-type]
+    assert evicted == list(refs("web-0")) and listed == [1] and not result.done
+    assert "order 5 waits for order 0: monitoring/prom, batch/job" in result.waiting
+    evicted.clear()
+    drainer.attempt(None, "n1", policy, now=NOW, pods=pods[:1], namespaces=NAMESPACES)  # type: ignore[arg-type]
+    assert evicted == [PodRef("monitoring", "prom")] and listed == [1]  # given: not listed again
 
 
 def test_stateless_pods_go_first_databases_wait_jobs_finish_and_skipped_pods_stay() -> None:
@@ -187,15 +276,19 @@ def test_rules_as_written_in_a_nodeconfig_round_trip() -> None:
             "behavior": "WaitCompleted",
         },
         {"behavior": "Drain"},  # no order: 0
+        {"namespaceSelector": {"matchLabels": {"team": "ops"}}, "behavior": "Skip"},
     ]
     spec = NodeConfigSpec.model_validate({"eventedPleg": True, "drain": {"rules": rules}})
     assert [(r.behavior, r.order) for r in spec.drain.rules] == [
         (DrainBehavior.DRAIN, 10),
         (DrainBehavior.WAIT_COMPLETED, None),
         (DrainBehavior.DRAIN, None),
+        (DrainBehavior.SKIP, None),
     ]
+    assert spec.drain.rules[3].namespace_selector == team("ops")
     written = spec.to_api()["drain"]["rules"]
     assert "order" not in written[1] and written[1]["namespaces"] == ["batch"]
+    assert written[3]["namespaceSelector"]["matchLabels"] == {"team": "ops"}
     assert NodeConfigSpec.model_validate(spec.to_api()) == spec
     assert DrainPolicy.of(spec.drain).rules == spec.drain.rules  # hashable: DrainPolicy.of caches
 
@@ -224,24 +317,56 @@ def test_preflight_counts_every_orders_pods_and_names_the_waits() -> None:
     assert (listed["evict"], listed["orders"], listed["waitCompleted"]) == (2, 2, ["shop/report"])
 
 
+def test_preflight_places_pods_by_their_namespaces_labels_as_the_drain_does() -> None:
+    info = {"kubeletVersion": "v1.36.4", "containerRuntimeVersion": "containerd://2.2.9"}
+    meta = {"name": "a", "resourceVersion": "1", "annotations": {}, "labels": {}}
+    nodes = [node_view({"metadata": meta, "spec": {}, "status": {"nodeInfo": info}})]
+    pods = [
+        {**body, "spec": {"nodeName": "a"}}
+        for body in (pod("web-0"), pod("prom-0", namespace="monitoring"), pod("job-0", namespace="batch"))
+    ]
+    drain = DrainPolicy.of(
+        DrainSpec(
+            rules=(
+                rule("WaitCompleted", namespace_selector=team("ops"), namespaces=["batch"]),
+                rule("Drain", order=3, namespace_selector=team("ops")),
+            )
+        )
+    )
+    (row,) = report.preflight_rows(nodes, compat.Policy(), pods, [], drain, now=NOW, namespaces=NAMESPACES)
+    assert (row.evict, row.orders, row.wait_completed) == (2, 2, ("batch/job-0",))
+
+
 # --- property: a simulated drain, pass after pass ---------------------------------------------------
 
 APPS = ("web", "db", "job", "cache", "api")
+APP = st.sampled_from((None, *APPS))  # None: every pod
+TEAM = st.sampled_from((None, "web", "ops")).map(lambda name: team(name) if name else LabelSelector())
 RULES = st.lists(
     st.one_of(
-        st.builds(lambda app, order: rule("Drain", app, order), st.sampled_from(APPS), st.integers(-2, 3)),
-        st.builds(lambda app: rule("WaitCompleted", app), st.sampled_from(APPS)),
-        st.builds(lambda app: rule("Skip", app), st.sampled_from(APPS)),
+        st.builds(
+            lambda app, order, ns: rule("Drain", app, order, namespace_selector=ns),
+            APP,
+            st.integers(-2, 3),
+            TEAM,
+        ),
+        st.builds(lambda app, ns: rule("WaitCompleted", app, namespace_selector=ns), APP, TEAM),
+        st.builds(lambda app, ns: rule("Skip", app, namespace_selector=ns), APP, TEAM),
     ),
     max_size=5,
 ).map(tuple)
 NODE_PODS = st.lists(
-    st.tuples(st.sampled_from(APPS), st.booleans(), st.sampled_from(["ReplicaSet", "DaemonSet"])),
+    st.tuples(
+        st.sampled_from(APPS),
+        st.booleans(),
+        st.sampled_from(["ReplicaSet", "DaemonSet"]),
+        st.sampled_from(sorted(NAMESPACES)),
+    ),
     max_size=8,
 ).map(
     lambda specs: [
-        pod(f"p{i}", app, owner=owner, **({"deletionTimestamp": GONE} if deleting else {}))
-        for i, (app, deleting, owner) in enumerate(specs)
+        pod(f"p{i}", app, owner=owner, namespace=ns, **({"deletionTimestamp": GONE} if deleting else {}))
+        for i, (app, deleting, owner, ns) in enumerate(specs)
     ]
 )
 
@@ -256,16 +381,27 @@ def test_no_pod_of_a_higher_order_is_evicted_while_one_of_a_lower_order_remains(
     among the pods to drain still on the node, terminating ones included; a WaitCompleted pod is never
     evicted; and the drain finishes once the waited-for pods have completed."""
     node = {body["metadata"]["name"]: body for body in pods}
-    placed = {name: drainrules.place(body, rules) for name, body in node.items()}
+    placed = {name: drainrules.place(body, rules, NAMESPACES) for name, body in node.items()}
+    for body in pods:  # the first rule whose app and team (each absent: any) fit decides
+        meta = body["metadata"]
+        fits = [
+            r
+            for r in rules
+            if r.pod_selector.match_labels.get("app", meta["labels"]["app"]) == meta["labels"]["app"]
+            and r.namespace_selector.match_labels.get("team", "")
+            in ("", NAMESPACES[meta["namespace"]]["team"])
+        ]
+        expected = fits[0].behavior if fits else DrainBehavior.DRAIN
+        assert placed[meta["name"]].behavior is expected
     for seed in seeds:
-        chosen = select(list(node.values()), rules)
+        chosen = select(list(node.values()), rules, namespaces=NAMESPACES)
         if chosen.done:
             break
+        skipped = {ref.name for ref, _ in chosen.skipped}
         to_drain = [  # WaitCompleted pods are in order 0
             placed[name].order
             for name in node
-            if placed[name].behavior is not DrainBehavior.SKIP
-            and PodRef("shop", name) not in dict(chosen.skipped)
+            if placed[name].behavior is not DrainBehavior.SKIP and name not in skipped
         ]
         for ref in chosen.evict:
             assert placed[ref.name].behavior is DrainBehavior.DRAIN
@@ -275,4 +411,6 @@ def test_no_pod_of_a_higher_order_is_evicted_while_one_of_a_lower_order_remains(
             del node[ref.name]
         for ref in chosen.wait_completed[: seed + 1]:  # some waited-for pods complete
             node[ref.name]["status"]["phase"] = "Succeeded"
-    assert select(list(node.values()), rules).done  # every pass moved something: 40 are enough for 8 pods
+    assert select(
+        list(node.values()), rules, namespaces=NAMESPACES
+    ).done  # every pass moved something: 40 are enough for 8 pods

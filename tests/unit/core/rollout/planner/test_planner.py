@@ -15,9 +15,11 @@ from eventedpleg.constants import ConditionType
 from eventedpleg.core import hostcheck
 from eventedpleg.core.rollout import planner, status
 from eventedpleg.core.rollout.actions import Cordon, MarkFailed
+from eventedpleg.core.rollout.drain import rules as drainrules
 from eventedpleg.core.rollout.snapshot import NodeView, Peer, node_view
-from eventedpleg.models.nodeconfig import NodeCounts
+from eventedpleg.models.nodeconfig import DrainBehavior, NodeCounts
 from eventedpleg_lab.sim.rolloutworld import H_OFF, H_ON, NEVER, T0, SimNode, World, fleet, spec
+from tests.unit.core.rollout.drain.drawn import DRAIN_RULES, NAMESPACES, node_pods
 
 
 def states(world: World) -> dict[str, str | None]:
@@ -576,6 +578,7 @@ def clusters(draw: st.DrawFn) -> World:
             # some nodes carry an autoscaler annotation the user set: kept through the rollout (tick checks)
             annotations=draw(st.sampled_from([{}, {}, {KARPENTER: "true"}, {SCALE_DOWN: "false"}])),
         )
+        node.pods, node.completes = draw(node_pods())  # what drain.rules act on
         nodes[node.name] = node
     max_unavailable = draw(st.one_of(st.integers(1, 4), st.sampled_from(["10%", "25%", "50%"])))
     canary = draw(st.integers(0, 2))
@@ -583,7 +586,7 @@ def clusters(draw: st.DrawFn) -> World:
         nodes,
         spec(
             allowRisky=draw(st.booleans()),
-            drain={"taintBeforeCordon": draw(TAINTING)},
+            drain={"taintBeforeCordon": draw(TAINTING), "rules": draw(DRAIN_RULES)},
             rollout={
                 "maxUnavailable": max_unavailable,
                 "canary": {"nodes": canary, "soakSeconds": 5},
@@ -591,6 +594,7 @@ def clusters(draw: st.DrawFn) -> World:
                 "takeCordonedNodes": draw(st.booleans()),
             },
         ),
+        namespaces=NAMESPACES,
     )
 
 
@@ -631,7 +635,17 @@ def test_random_clusters_converge_within_budget_despite_crashes(world: World, se
     originally_cordoned = {name for name, n in world.nodes.items() if n.unschedulable}
     external = len(originally_cordoned)
     allowed = planner.int_or_percent(world.spec.rollout.max_unavailable, len(world.nodes))
+    pods = {name: list(n.pods) for name, n in world.nodes.items()}
     final = world.run(drop=random.Random(seed))
+    for name, node in world.nodes.items():  # drain.rules: skipped pods stay, a drain takes every other
+        behaviors = [
+            drainrules.place(body, world.spec.drain.rules, NAMESPACES).behavior for body in pods[name]
+        ]
+        skipped = [body for body, how in zip(pods[name], behaviors, strict=True) if how is DrainBehavior.SKIP]
+        assert all(body in node.pods for body in skipped), name
+        if node.drains:  # what is left running: the skipped pods (a skipped Job's pod may have completed)
+            running = [body for body in node.pods if body["status"]["phase"] != "Succeeded"]
+            assert running == [body for body in skipped if body["status"]["phase"] != "Succeeded"], name
     assert max(u for _, u in world.history) <= max(allowed, external)
     if world.spec.rollout.take_cordoned_nodes:
         if external < allowed:
@@ -746,6 +760,7 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
         "taintBeforeCordon": rng.choice([None, {"seconds": 5}]),
     }
     base = world.spec.model_dump(by_alias=True, mode="json")
+    drain["rules"] = base["drain"]["rules"]  # as drawn: drains go order by order
     world.spec = spec(**{**base, "drain": drain, "verification": {"timeoutSeconds": 10}})
 
     def both() -> planner.Plan:

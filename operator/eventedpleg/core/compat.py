@@ -87,7 +87,7 @@ KUBELET_136_FEEL_ADVISORY = (
     "measured with the gate on under kubelet 1.36.4 (docs/benchmarks.md §2): deleting pods takes about 3 to "
     "5 times longer (k8s#124704); a container restarted after it was killed was often not shown Running "
     "again within 2 minutes on containerd 2.2 (never with the gate off); a burst of 100 pods on CRI-O 1.36 "
-    "reached Running about 1.5 times slower; a container's exit reaches the pod's status 3 to 6 times sooner"
+    "reached Running about 1.5 times slower; a container's exit reaches the pod's status 3 to 7 times sooner"
 )
 
 KUBELET_ROWS: tuple[Row, ...] = (

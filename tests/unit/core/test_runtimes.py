@@ -105,28 +105,39 @@ def test_no_module_branches_on_a_runtime_kind_outside_the_profiles_and_the_matri
     assert not re.search(r"(is|==|!=) RuntimeKind\.(CRIO|CONTAINERD)\b", compat_text)
 
 
+def _made_up(name: str, file: str) -> DropIn:
+    """The drop-in of a runtime that does not exist, in a directory of its own; it reuses CRI-O's template
+    (the same setting). Its profile is `_profile(...)`."""
+    return DropIn(
+        directory=f"/etc/{name}/conf.d",
+        name=file,
+        configmap_key=f"{name}.toml",
+        template=runtimes.CRIO_TEMPLATE,
+        setting=("crio", "runtime", "enable_pod_events"),
+        purpose=f"{name} drop-in",
+    )
+
+
+def _profile(kind: RuntimeKind, dropin: DropIn, commands: tuple[tuple[str, ...], ...]) -> RuntimeProfile:
+    name = dropin.purpose.split()[0]
+    return RuntimeProfile(
+        kind=kind,
+        name=name,
+        unit=f"{name}d",
+        dropin=dropin,
+        restart_on_dropin_change=True,
+        config_commands=commands,
+        check_name=f"{name}Events",
+        endpoint_marker=name,
+        counts_subscribers=False,
+        note=f"{name}: its drop-in",
+    )
+
+
 # A further runtime, put under containerd's kind (RuntimeKind cannot grow in a test): its own drop-in
-# directory, file, ConfigMap key, unit, read-back and endpoint. It reuses CRI-O's template (same setting).
-FAKE_DROPIN = DropIn(
-    directory="/etc/fakerun/conf.d",
-    name="50-eventedpleg.toml",
-    configmap_key="fakerun.toml",
-    template=runtimes.CRIO_TEMPLATE,
-    setting=("crio", "runtime", "enable_pod_events"),
-    purpose="fakerun drop-in",
-)
-FAKE = RuntimeProfile(
-    kind=RuntimeKind.CONTAINERD,
-    name="fakerun",
-    unit="fakerund",
-    dropin=FAKE_DROPIN,
-    restart_on_dropin_change=True,
-    config_commands=(("fakerun", "config"),),
-    check_name="fakerunEvents",
-    endpoint_marker="fakerun",
-    counts_subscribers=False,
-    note="fakerun: its drop-in",
-)
+# directory, file, ConfigMap key, unit, read-back and endpoint.
+FAKE_DROPIN = _made_up("fakerun", "50-eventedpleg.toml")
+FAKE = _profile(RuntimeKind.CONTAINERD, FAKE_DROPIN, (("fakerun", "config"),))
 CRIO_OURS = runtimes.CRIO_DROPIN.path
 KUBELET_DIR = "/etc/kubernetes/kubelet.conf.d"
 HELP = "  --feature-gates mapStringBool  Options are:\n      EventedPLEG=true|false (ALPHA - default=false)\n"
@@ -230,26 +241,8 @@ def test_the_subscriber_check_follows_the_profile_and_the_matrix() -> None:
 # A third runtime beside containerd and CRI-O, under the one kind no profile has (RuntimeKind cannot grow in
 # a test): adding it is this profile alone; the renderer, the host plan and the agent's read-back take it
 # as it is. It reuses CRI-O's template (the same setting), in a drop-in directory of its own.
-THIRD_DROPIN = DropIn(
-    directory="/etc/thirdrun/conf.d",
-    name="60-eventedpleg.toml",
-    configmap_key="thirdrun.toml",
-    template=runtimes.CRIO_TEMPLATE,
-    setting=("crio", "runtime", "enable_pod_events"),
-    purpose="thirdrun drop-in",
-)
-THIRD = RuntimeProfile(
-    kind=RuntimeKind.OTHER,
-    name="thirdrun",
-    unit="thirdrund",
-    dropin=THIRD_DROPIN,
-    restart_on_dropin_change=True,
-    config_commands=(("thirdrun", "status"), ("thirdrun", "config")),
-    check_name="thirdrunEvents",
-    endpoint_marker="thirdrun",
-    counts_subscribers=False,
-    note="thirdrun: its drop-in",
-)
+THIRD_DROPIN = _made_up("thirdrun", "60-eventedpleg.toml")
+THIRD = _profile(RuntimeKind.OTHER, THIRD_DROPIN, (("thirdrun", "status"), ("thirdrun", "config")))
 THIRD_NODE = "thirdrun://0.9.1"
 
 

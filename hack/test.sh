@@ -62,7 +62,8 @@ if [ "$#" -gt 0 ] || [ "$(id -u)" != 0 ] || [ "$(uname -s)" != Linux ]; then
   step "pytest"
   exec pytest -p no:cacheprovider --durations=40 "$@"
 fi
-# The lab tier (~28 min, mostly waiting on drains, restarts and verification windows of real nodes) and the
+# The lab tier (~28 min, and ~10 more for the small clusters; mostly waiting on drains, restarts and
+# verification windows of real nodes) and the
 # real-kubelet tier (~8 min, mostly waiting on kubelet restarts) run beside the other tiers, which share
 # nothing with them but the two cores: the lab's nodes have their own network, cgroup and mount namespaces,
 # the control planes take free ports, and the real-node agent takes only the kubelet in the host's PID
@@ -71,7 +72,18 @@ step "pytest: the lab tier and tests/realnode in the background; here every othe
 lablog=$(mktemp)
 reallog=$(mktemp)
 started=$SECONDS
-pytest -p no:cacheprovider --durations=20 tests/lab >"$lablog" 2>&1 &
+# Then the small clusters (tests/lab/test_lab_small.py, which the seven-node set skips), each on a lab of
+# its own after the main one is down: one worker, then two.
+labtier() {
+  local rc=0
+  pytest -p no:cacheprovider --durations=20 tests/lab || rc=1
+  for nodes in lab-one:1.36:containerd-2.2 lab-one:1.36:containerd-2.2,lab-two:1.36:crio-1.36; do
+    echo; echo "==> the small-cluster lab tests on $nodes"
+    EVENTEDPLEG_LAB_NODES=$nodes pytest -p no:cacheprovider -s tests/lab/test_lab_small.py || rc=1
+  done
+  return $rc
+}
+labtier >"$lablog" 2>&1 &
 lab=$!  # if this script is stopped, the lab tier still runs to its end and takes its lab down itself
 pytest -p no:cacheprovider --durations=10 tests/realnode >"$reallog" 2>&1 &
 real=$!

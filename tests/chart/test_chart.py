@@ -23,6 +23,7 @@ from eventedpleg import protocol
 from eventedpleg.cli import main as cli_main
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.node.facts.promtext import parse_metrics
+from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.models.nodeconfig import RESERVED_TAINT_KEYS, RESERVED_TAINT_PREFIXES
 from eventedpleg_lab import image
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION
@@ -57,6 +58,7 @@ CASES: dict[str, dict[str, Any]] = {
         "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
         "grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "Kubernetes"}},
         "operator.replicas": 3,
+        "operator.podDisruptionBudget.enabled": True,
         "operator.logLevel": "debug",
         "operator.logFormat": "json",
         "agent.logLevel": "debug",
@@ -172,7 +174,6 @@ def test_default_objects(default: Rendered) -> None:
             f"CustomResourceDefinition/{c.CRD_NAME}",
             f"DaemonSet/{AGENT}", f"Deployment/{OPERATOR}", f"Namespace/{AGENT_NS}",
             f"Pod/{OPERATOR}-test",  # `helm test` and the three below: hooks, made only by `helm test`
-            f"PodDisruptionBudget/{OPERATOR}",
             f"Role/{AGENT}", f"Role/{AGENT}-events", f"Role/{OPERATOR}", f"Role/{OPERATOR}-test",
             f"RoleBinding/{AGENT}", f"RoleBinding/{AGENT}-events", f"RoleBinding/{OPERATOR}",
             f"RoleBinding/{OPERATOR}-test",
@@ -407,11 +408,29 @@ def test_metrics_service_and_pdb(default: Rendered) -> None:
     assert service["spec"]["ports"] == [
         {"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}
     ]
-    pdb = default.find("PodDisruptionBudget", OPERATOR)
+    # Off by default: both replicas on one node (a one-worker cluster) would make it refuse a drain for good.
+    assert default.all("PodDisruptionBudget") == []
+    on = render({"operator.podDisruptionBudget.enabled": True})
+    pdb = on.find("PodDisruptionBudget", OPERATOR)
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
     # A single replica gets no PDB: maxUnavailable 1 of 1 protects nothing and min 1 would block drains.
-    assert render({"operator.replicas": 1}).all("PodDisruptionBudget") == []
+    one = {"operator.podDisruptionBudget.enabled": True, "operator.replicas": 1}
+    assert render(one).all("PodDisruptionBudget") == []
+
+
+def test_the_operators_own_drains_never_evict_its_pods(default: Rendered) -> None:
+    """The operator's pods carry the drain opt-out the drain's own filter reads, whatever podAnnotations
+    add: they stay on the node being changed, as the agent's DaemonSet pods do."""
+    for rendered in (default, render({"operator.podAnnotations": {"example.com/team": "platform"}})):
+        pod = rendered.find("Deployment", OPERATOR)["spec"]["template"]
+        annotations = pod["metadata"]["annotations"]
+        assert annotations[drainpods.OPT_OUT_ANNOTATION] == drainpods.OPT_OUT_VALUE
+        ref = {"metadata": {**pod["metadata"], "namespace": "x", "name": "operator-1",
+                            "ownerReferences": [{"kind": "ReplicaSet", "controller": True}]},
+               "spec": pod["spec"], "status": {"phase": "Running"}}  # fmt: skip
+        selection = drainpods.select([ref], drainpods.Options(delete_empty_dir_data=True, force=True))
+        assert selection.evict == () and selection.done
 
 
 # --- the agent ------------------------------------------------------------------------------------------

@@ -40,8 +40,8 @@ WORKLOAD_SELECTOR = workloads.label_selector(WORKLOAD_LABELS)
 # The web pods' preStop sleep: an eviction takes at least this long to finish, so a node running one is
 # observably Draining for that long (the lab tier's faults land mid-drain).
 WORKLOAD_STOP_SECONDS = 8
-# The operator's pods go only where the rollout will drain: the leader's node is drained, so a leader is
-# evicted by its own node's drain and the other replica has to take over through the Lease.
+# The operator's pods go only where the rollout will drain: the leader's own node is changed under it
+# (its drain leaves the operator's pods, which keep running through the node's restarts).
 OPERATOR_HOST_LABEL = f"lab.{c.GROUP}/operator-host"
 # The agent's look for a second event consumer on the containerd 1.7 node (core.node.phases.eventconsumers) at
 # every after-Done check (60 s) rather than hourly, so the lab test sees it within minutes.

@@ -7,10 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eventedpleg.core.rollout.drain import budgets
 from eventedpleg.core.rollout.drain.placement import Place
 from eventedpleg.core.rollout.drain.pods import PodRef
+from eventedpleg.core.rollout.drain.taints import Taint
 
 
 def pod(
@@ -251,3 +254,42 @@ def test_exhausted_names_a_budget_of_the_pods_to_evict_that_allows_nothing_now()
     )
     assert budgets.exhausted([web("web-0")], WEB, [web_pdb(1)]) == ""
     assert budgets.exhausted([web("web-0")], (), [web_pdb(0)]) == ""  # not one the drain evicts
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ready=st.lists(st.booleans(), min_size=1, max_size=4),
+    allowed=st.integers(0, 4),
+    pinned=st.booleans(),
+    others=st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), max_size=3),
+)
+def test_a_short_budget_is_found_exactly_when_its_replacements_have_nowhere_to_go(
+    ready: list[bool], allowed: int, pinned: bool, others: list[tuple[bool, bool, bool]]
+) -> None:
+    """On a single-worker cluster the drain is found never to finish exactly when it needs more evictions
+    of ready pods than the budget allows now; a node every replacement fits makes any such drain finish;
+    a node they cannot use (cordoned by someone else, tainted, without the labels they need) changes
+    nothing."""
+    selector = {"disk": "ssd"} if pinned else {}
+    pods = []
+    for i, up in enumerate(ready):
+        found = web(f"web-{i}", nodeSelector=selector)
+        found["status"]["conditions"] = [{"type": "Ready", "status": str(up)}]
+        pods.append(found)
+    evict = tuple(PodRef("shop", f"web-{i}") for i in range(len(ready)))
+    budget = [web_pdb(allowed, expected=len(ready) + 1, desired=1)]
+    needed = sum(ready)
+    alone = short(pods, budget, ONE_WORKER, evict=evict)
+    assert len(alone) == (1 if needed > allowed else 0)
+    useless = tuple(
+        Place(
+            f"o{i}",
+            {} if pinned and labelled else {"disk": "hdd"} if pinned else {},
+            (Taint("dedicated", effect="NoSchedule"),) if tainted or not (cordoned or pinned) else (),
+            unschedulable=cordoned,
+        )
+        for i, (cordoned, tainted, labelled) in enumerate(others)
+    )
+    assert short(pods, budget, useless, evict=evict) == alone
+    fits = (Place("free", {"disk": "ssd"}),)
+    assert short(pods, budget, useless + fits, evict=evict) == []

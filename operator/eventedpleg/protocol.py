@@ -13,13 +13,15 @@ being unchanged.
 Operator, for a node that needs hash H (ConfigMap CONFIGMAP_PREFIX+H in the operator's namespace):
   0. Before the node is taken, still in service, as the spec asks: awaiting-approval (the hash a person is
      asked to approve: rollout.approval Manual; the person's `eventedpleg approve` writes approved); owner
-     and blocked (why a drain could never finish: drain.onBlocked Wait); owner, tainted-since and taint
+     and blocked (why it is left in service: a drain that could never finish under drain.onBlocked Wait,
+     cause=DrainBlocked; or something that holds it for now, no cause); owner, tainted-since and taint
      (drain.taintBeforeCordon: the taint now, the cordon after the wait).
   1. Cordon step, one write: owner, was-unschedulable, spec.unschedulable, cordoned=true, the autoscaler
      keys it adds (AUTOSCALER_ANNOTATIONS, listed in autoscaler-hold), state=Draining. Then, in the same
      step: static pods on the node, or a refusal in the agent's host check -> not cordoned, desired-config=H,
      state=Skipped; else the first eviction pass. drain.mode InPlace: no cordon, the apply request (3) at
-     once.
+     once. Every state the operator writes carries cause (Cause: why it skipped, failed or left the node)
+     or removes it.
   2. Drain step while pods remain (PDBs respected): reason names what blocks; at drain.timeoutSeconds
      onTimeout decides: give the node back with state=Failed (drain-timeouts counts them, for the automatic
      retry) or Skipped (desired-config=H), or delete.

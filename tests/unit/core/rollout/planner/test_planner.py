@@ -739,8 +739,8 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
     """A PassMemo recomputes only the nodes whose view changed or whose deadline passed -- found by looking
     at every node, or told which nodes changed (as the node cache tells it) -- and every pass plans
     exactly as a pass without it, through PDB-blocked drains and their timeouts and retries (held in
-    service while the budget allows nothing), drains that could never finish (every drain.onBlocked), silent and
-    failing agents, absent agents and agents that die once their node is cordoned, clock jumps past
+    service while the budget allows nothing), drains that could never finish (every drain.onBlocked),
+    silent and failing agents, absent agents and agents that die once their node is cordoned, clock jumps past
     deadlines and past host checks' freshness, label, selector, peer and spec changes, a retry request,
     nodes joining and leaving, and deletion."""
     rng = random.Random(seed)

@@ -90,7 +90,12 @@ def test_the_survey_finds_a_short_budget_from_the_node_cache_and_one_pending_lis
     monkeypatch.setattr(drainer, "node_pods", lambda _api, _node: [ready("web-0"), ready("web-1")])
     monkeypatch.setattr(drainer, "pdbs_in", lambda _api, _namespaces: [budget])
     monkeypatch.setattr(drainer, "maintenance_of", lambda _api, _node: [])
-    monkeypatch.setattr(drainer, "pending_in", lambda _api, names: listed.append(tuple(names)) or [])
+
+    def pending_in(_api: object, names: list[str]) -> list[dict[str, Any]]:
+        listed.append(tuple(names))
+        return []
+
+    monkeypatch.setattr(drainer, "pending_in", pending_in)
 
     def cluster(*names: str) -> list[NodeView]:
         return [node_view({"metadata": {"name": n}, "status": {"conditions": [ready_node]}}) for n in names]

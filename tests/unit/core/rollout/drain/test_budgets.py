@@ -222,7 +222,7 @@ def test_one_replica_that_fits_nowhere_within_the_allowance_is_not_reported() ->
 
 def test_a_pending_unschedulable_pod_of_the_budget_means_no_replacement_becomes_healthy() -> None:
     said = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
-    stuck = {
+    stuck: dict[str, Any] = {
         "metadata": {"namespace": "shop", "name": "web-2", "labels": {"app": "web"}},
         "spec": {},
         "status": {"phase": "Pending", "conditions": [said]},

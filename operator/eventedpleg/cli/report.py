@@ -16,7 +16,7 @@ from eventedpleg.core.rollout import podhealth
 from eventedpleg.core.rollout.agentpod import pod_node
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.budgets import Elsewhere
-from eventedpleg.core.rollout.drain.placement import Place, place_of
+from eventedpleg.core.rollout.drain.placement import Destination, destination_of
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.rules import NO_NAMESPACES, NamespaceLabels
 from eventedpleg.core.rollout.drain.survey import survey
@@ -143,7 +143,7 @@ def preflight_rows(
     gate = health_gate or HealthGate()
     unready = podhealth.not_ready(podhealth.guarding(gate, pods), [n.name for n in nodes])
     claims = maintenance or {}
-    places = [place_of(view) for view in (nodes if cluster is None else cluster)]
+    places = [destination_of(view) for view in (nodes if cluster is None else cluster)]
     pending = [pod for pod in pods if (pod.get("status") or {}).get("phase") == "Pending"]
     out = []
     for node in sorted(nodes, key=order_key(order or RolloutOrder())):
@@ -186,7 +186,7 @@ def preflight_rows(
     return out
 
 
-def _elsewhere(node: str, places: Sequence[Place], pending: Sequence[Mapping[str, Any]]) -> Elsewhere:
+def _elsewhere(node: str, places: Sequence[Destination], pending: Sequence[Mapping[str, Any]]) -> Elsewhere:
     """Where `node`'s evicted pods could go: the other nodes, the Pending pods of the namespaces asked."""
 
     def pending_in(names: tuple[str, ...]) -> list[Mapping[str, Any]]:

@@ -17,7 +17,7 @@ from typing import Any
 from eventedpleg.core.rollout import steps
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain
 from eventedpleg.core.rollout.drain.budgets import Elsewhere
-from eventedpleg.core.rollout.drain.placement import Place, place_of
+from eventedpleg.core.rollout.drain.placement import Destination, destination_of
 from eventedpleg.core.rollout.drain.pods import DrainResult
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.survey import PodSurvey, survey
@@ -205,12 +205,12 @@ class _ApiAnswers:
             elsewhere=Elsewhere(self._elsewhere(), lambda names: drainer.pending_in(self.api, names)),
         )
 
-    def _elsewhere(self) -> Callable[[], Iterable[Place]] | None:
+    def _elsewhere(self) -> Callable[[], Iterable[Destination]] | None:
         """The nodes but this one, from the node cache (read only when a budget is short, see budgets)."""
         nodes = self.executor.nodes
         if nodes is None:
             return None
-        return lambda: [place_of(view) for view in nodes() if view.name != self.node]
+        return lambda: [destination_of(view) for view in nodes() if view.name != self.node]
 
     def find_mirror_pods(self) -> tuple[str, ...]:
         self.pods = drainer.node_pods(self.api, self.node)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eventedpleg.core.rollout.drain import placement
-from eventedpleg.core.rollout.drain.placement import Place
+from eventedpleg.core.rollout.drain.placement import Destination
 from eventedpleg.core.rollout.drain.pods import PodRef
 
 # Pods of these namespaces, as the caller lists them (only the Pending ones are looked at).
@@ -43,7 +43,7 @@ class Elsewhere:
     """Where the pods the drain evicts could go: the other nodes and the Pending pods of the namespaces.
     Both asked only for a budget the drain needs more evictions of than it allows now."""
 
-    nodes: Callable[[], Iterable[Place]] | None = None  # every node but this one (None: not known)
+    nodes: Callable[[], Iterable[Destination]] | None = None  # every node but this one (None: not known)
     pending: PodsIn = field(default=_none)  # the Pending pods of these namespaces (one LIST each)
 
 
@@ -191,7 +191,7 @@ def _stuck(
     pdb: Mapping[str, Any],
     pods: Sequence[Mapping[str, Any]],
     allowed: int,
-    places: tuple[Place, ...] | None,
+    places: tuple[Destination, ...] | None,
     pending: Sequence[Mapping[str, Any]],
 ) -> str:
     """Why the replacements of `pdb`'s pods cannot become healthy ("" when they may)."""

@@ -1,5 +1,5 @@
 """Whether a pod could be placed on a node, as far as the scheduler's label and taint filters say, and
-whether a Pending pod has been found unschedulable. Pure, over pods as API dicts and nodes as `Place`.
+whether a Pending pod has been found unschedulable. Pure, over pods as API dicts and nodes as `Destination`.
 
 Resources are not looked at: a node these filters let through may still be full, so this only ever finds
 that a pod can NOT be placed. The filters, as kube-scheduler applies them (k8s.io/kubernetes
@@ -34,7 +34,7 @@ LIFECYCLE = frozenset(
 
 
 @dataclass(frozen=True)
-class Place:
+class Destination:
     """A node as the filters read it."""
 
     name: str
@@ -45,10 +45,10 @@ class Place:
     returning: bool = False  # taken by the rollout: back in service once it is done
 
 
-def place_of(view: NodeView) -> Place:
+def destination_of(view: NodeView) -> Destination:
     marks = view.marks
     returning = marks.cordoned_by_us or marks.state in IN_PROGRESS
-    return Place(view.name, view.labels, view.taints, view.ready, view.unschedulable, returning)
+    return Destination(view.name, view.labels, view.taints, view.ready, view.unschedulable, returning)
 
 
 def _tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
@@ -80,7 +80,7 @@ def _expression(req: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     return False
 
 
-def _term(term: Mapping[str, Any], place: Place) -> bool:
+def _term(term: Mapping[str, Any], place: Destination) -> bool:
     """One nodeSelectorTerm: its label expressions and its fields (only metadata.name exists)."""
     exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
     if not exprs and not fields:
@@ -89,7 +89,7 @@ def _term(term: Mapping[str, Any], place: Place) -> bool:
     return all(_expression(e, place.labels) for e in exprs) and all(_expression(f, name) for f in fields)
 
 
-def _affinity(spec: Mapping[str, Any], place: Place) -> bool:
+def _affinity(spec: Mapping[str, Any], place: Destination) -> bool:
     if any(place.labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
         return False
     node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
@@ -99,7 +99,7 @@ def _affinity(spec: Mapping[str, Any], place: Place) -> bool:
     return any(_term(term, place) for term in required.get("nodeSelectorTerms") or [])
 
 
-def fits(pod: Mapping[str, Any], place: Place) -> bool:
+def fits(pod: Mapping[str, Any], place: Destination) -> bool:
     """`pod` (a replacement has its spec) passes the scheduler's filters on `place`, resources aside."""
     if not place.returning and (place.unschedulable or not place.ready):
         return False

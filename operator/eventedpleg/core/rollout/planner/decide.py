@@ -169,7 +169,7 @@ class _Decider:
             return
         if selection.selected:
             self.count("skipped")
-            self.count(skips.COUNTERS[skips.SkipCause.NOT_ELIGIBLE])
+            self.count(skips.COUNTERS[skips.SkippedFor.NOT_ELIGIBLE])
             self.note(NodeState.SKIPPED, skip_reason(node, selection, target, self.inputs.policy))
             if selection.owner != target.name:
                 self.conflicts += (OwnerConflict(node.name, selection.owner),)

@@ -11,7 +11,7 @@ from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeMarks
 
 
-class SkipCause(StrEnum):
+class SkippedFor(StrEnum):
     """The value is how people read it in the Available and Ready messages."""
 
     HOST_FAULT = "host fault"  # the agent's write or command failed before anything changed
@@ -26,37 +26,37 @@ class SkipCause(StrEnum):
 
 # The tally counter of each cause (NO_AGENT is the tally's own `no_agent`).
 COUNTERS = {
-    SkipCause.HOST_FAULT: "skipped_host_fault",
-    SkipCause.HOST_REFUSED: "skipped_host_refused",
-    SkipCause.DRAIN_BLOCKED: "skipped_drain_blocked",
-    SkipCause.DRAIN_TIMEOUT: "skipped_drain_timeout",
-    SkipCause.STATIC_PODS: "skipped_static_pods",
-    SkipCause.NOT_IN_PLACE: "skipped_not_in_place",
-    SkipCause.NOT_ELIGIBLE: "skipped_not_eligible",
-    SkipCause.NO_AGENT: "no_agent",
+    SkippedFor.HOST_FAULT: "skipped_host_fault",
+    SkippedFor.HOST_REFUSED: "skipped_host_refused",
+    SkippedFor.DRAIN_BLOCKED: "skipped_drain_blocked",
+    SkippedFor.DRAIN_TIMEOUT: "skipped_drain_timeout",
+    SkippedFor.STATIC_PODS: "skipped_static_pods",
+    SkippedFor.NOT_IN_PLACE: "skipped_not_in_place",
+    SkippedFor.NOT_ELIGIBLE: "skipped_not_eligible",
+    SkippedFor.NO_AGENT: "no_agent",
 }
 # Causes that leave an eligible node without Evented PLEG through a fault, not a choice of the spec: a
 # NodeConfig whose eligible nodes all ended so is not Available.
 FAULTS = frozenset(
     {
-        SkipCause.HOST_FAULT,
-        SkipCause.HOST_REFUSED,
-        SkipCause.DRAIN_BLOCKED,
-        SkipCause.DRAIN_TIMEOUT,
-        SkipCause.NO_AGENT,
+        SkippedFor.HOST_FAULT,
+        SkippedFor.HOST_REFUSED,
+        SkippedFor.DRAIN_BLOCKED,
+        SkippedFor.DRAIN_TIMEOUT,
+        SkippedFor.NO_AGENT,
     }
 )
 _OF_CAUSE = {
-    Cause.DRAIN_BLOCKED: SkipCause.DRAIN_BLOCKED,
-    Cause.DRAIN_TIMEOUT: SkipCause.DRAIN_TIMEOUT,
-    Cause.HOST_REFUSED: SkipCause.HOST_REFUSED,
-    Cause.STATIC_PODS: SkipCause.STATIC_PODS,
-    Cause.NOT_IN_PLACE: SkipCause.NOT_IN_PLACE,
+    Cause.DRAIN_BLOCKED: SkippedFor.DRAIN_BLOCKED,
+    Cause.DRAIN_TIMEOUT: SkippedFor.DRAIN_TIMEOUT,
+    Cause.HOST_REFUSED: SkippedFor.HOST_REFUSED,
+    Cause.STATIC_PODS: SkippedFor.STATIC_PODS,
+    Cause.NOT_IN_PLACE: SkippedFor.NOT_IN_PLACE,
 }
-_OF_RESULT = {"fault": SkipCause.HOST_FAULT, "refused": SkipCause.HOST_REFUSED}
+_OF_RESULT = {"fault": SkippedFor.HOST_FAULT, "refused": SkippedFor.HOST_REFUSED}
 
 
-def skip_cause(marks: NodeMarks) -> SkipCause | None:
+def skip_cause(marks: NodeMarks) -> SkippedFor | None:
     """Why a Skipped node was skipped (None: no typed cause on it)."""
     if marks.cause is not None:
         return _OF_CAUSE.get(marks.cause)
@@ -64,8 +64,8 @@ def skip_cause(marks: NodeMarks) -> SkipCause | None:
     return None if found is None else _OF_RESULT.get(found.result or "")
 
 
-def counted(tally: Tally) -> list[tuple[SkipCause, int]]:
-    """The skipped nodes by cause, in SkipCause's order; the rest of `skipped` has no known cause."""
+def counted(tally: Tally) -> list[tuple[SkippedFor, int]]:
+    """The skipped nodes by cause, in SkippedFor's order; the rest of `skipped` has no known cause."""
     found = [(cause, getattr(tally, name)) for cause, name in COUNTERS.items()]
     return [(cause, n) for cause, n in found if n]
 

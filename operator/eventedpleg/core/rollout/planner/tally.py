@@ -30,7 +30,7 @@ class Tally:
     unhealthy: int = 0  # failed: its pods were not Ready after it was given back (rollout.healthGate)
     offered: int = 0  # may be taken now (a candidate of the gates)
     stuck: int = 0  # ... but left in service by a drain that could never finish (drain.onBlocked: Wait)
-    # Skipped, by cause (planner.skips.SkipCause; `skipped` counts them all, and the nodes not eligible).
+    # Skipped, by cause (planner.skips.SkippedFor; `skipped` counts them all, and the nodes not eligible).
     skipped_host_fault: int = 0
     skipped_host_refused: int = 0
     skipped_drain_blocked: int = 0

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventedpleg.core.rollout.drain import budgets
-from eventedpleg.core.rollout.drain.placement import Place
+from eventedpleg.core.rollout.drain.placement import Destination
 from eventedpleg.core.rollout.drain.pods import PodRef
 from eventedpleg.core.rollout.drain.taints import Taint
 
@@ -134,7 +134,7 @@ def test_selectors_follow_policy_v1() -> None:
 
 # --- a budget short of what the drain needs, whose replacements cannot become healthy ------------------
 
-ONE_WORKER: tuple[Place, ...] = ()  # a single-worker cluster: no other node at all
+ONE_WORKER: tuple[Destination, ...] = ()  # a single-worker cluster: no other node at all
 
 
 def web(name: str, **spec: Any) -> dict[str, Any]:
@@ -155,7 +155,7 @@ WEB = (PodRef("shop", "web-0"), PodRef("shop", "web-1"))
 def short(
     pods: list[dict[str, Any]],
     pdbs: list[dict[str, Any]],
-    nodes: tuple[Place, ...] | None,
+    nodes: tuple[Destination, ...] | None,
     pending: list[dict[str, Any]] | None = None,
     evict: tuple[PodRef, ...] = WEB,
 ) -> list[str]:
@@ -190,7 +190,7 @@ def test_a_budget_that_allows_every_eviction_the_drain_needs_is_not_asked_about(
         asked.append(names)
         return []
 
-    def nodes() -> tuple[Place, ...]:
+    def nodes() -> tuple[Destination, ...]:
         raise AssertionError("the other nodes are read only for a budget short of what the drain needs")
 
     elsewhere = budgets.Elsewhere(nodes, pending_in)
@@ -199,7 +199,7 @@ def test_a_budget_that_allows_every_eviction_the_drain_needs_is_not_asked_about(
 
 
 def test_replacements_that_fit_another_node_let_the_drain_finish() -> None:
-    other = (Place("w2", {}),)
+    other = (Destination("w2", {}),)
     assert short([web("web-0"), web("web-1")], [web_pdb(1)], other) == []
     # pinned by nodeSelector to labels only this node has: they fit nowhere else
     pinned = [web("web-0", nodeSelector={"disk": "ssd"}), web("web-1", nodeSelector={"disk": "ssd"})]
@@ -207,17 +207,22 @@ def test_replacements_that_fit_another_node_let_the_drain_finish() -> None:
     # a node the rollout took itself is back once done: no finding
     assert (
         short(
-            [web("web-0"), web("web-1")], [web_pdb(1)], (Place("w2", {}, unschedulable=True, returning=True),)
+            [web("web-0"), web("web-1")],
+            [web_pdb(1)],
+            (Destination("w2", {}, unschedulable=True, returning=True),),
         )
         == []
     )
     # cordoned by someone else, or tainted: no place
-    assert len(short([web("web-0"), web("web-1")], [web_pdb(1)], (Place("w2", {}, unschedulable=True),))) == 1
+    assert (
+        len(short([web("web-0"), web("web-1")], [web_pdb(1)], (Destination("w2", {}, unschedulable=True),)))
+        == 1
+    )
 
 
 def test_one_replica_that_fits_nowhere_within_the_allowance_is_not_reported() -> None:
     pods = [web("web-0", nodeSelector={"disk": "ssd"}), web("web-1")]
-    assert short(pods, [web_pdb(1)], (Place("w2", {}),)) == []  # 1 stuck, 1 allowed
+    assert short(pods, [web_pdb(1)], (Destination("w2", {}),)) == []  # 1 stuck, 1 allowed
 
 
 def test_a_pending_unschedulable_pod_of_the_budget_means_no_replacement_becomes_healthy() -> None:
@@ -235,7 +240,7 @@ def test_a_pending_unschedulable_pod_of_the_budget_means_no_replacement_becomes_
     other_app = {**stuck, "metadata": {**stuck["metadata"], "labels": {"app": "db"}}}
     assert short([web("web-0")], [web_pdb(0, expected=3, desired=2)], None, [other_app], evict=WEB[:1]) == []
     # Pending only until a node the rollout took is back: not reported
-    back = (Place("w2", {}, unschedulable=True, returning=True),)
+    back = (Destination("w2", {}, unschedulable=True, returning=True),)
     assert short([web("web-0")], [web_pdb(0, expected=3, desired=2)], back, [stuck], evict=WEB[:1]) == []
 
 
@@ -282,7 +287,7 @@ def test_a_short_budget_is_found_exactly_when_its_replacements_have_nowhere_to_g
     alone = short(pods, budget, ONE_WORKER, evict=evict)
     assert len(alone) == (1 if needed > allowed else 0)
     useless = tuple(
-        Place(
+        Destination(
             f"o{i}",
             {} if pinned and labelled else {"disk": "hdd"} if pinned else {},
             (Taint("dedicated", effect="NoSchedule"),) if tainted or not (cordoned or pinned) else (),
@@ -291,5 +296,5 @@ def test_a_short_budget_is_found_exactly_when_its_replacements_have_nowhere_to_g
         for i, (cordoned, tainted, labelled) in enumerate(others)
     )
     assert short(pods, budget, useless, evict=evict) == alone
-    fits = (Place("free", {"disk": "ssd"}),)
+    fits = (Destination("free", {"disk": "ssd"}),)
     assert short(pods, budget, useless + fits, evict=evict) == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from eventedpleg.core.rollout.drain import placement
-from eventedpleg.core.rollout.drain.placement import Place
+from eventedpleg.core.rollout.drain.placement import Destination
 from eventedpleg.core.rollout.drain.taints import Taint
 from eventedpleg.core.rollout.snapshot import node_view
 
@@ -15,7 +15,7 @@ def pod(**spec: Any) -> dict[str, Any]:
     return {"metadata": {"namespace": "shop", "name": "web-0"}, "spec": spec, "status": {"phase": "Running"}}
 
 
-WORKER = Place("w2", {"kubernetes.io/hostname": "w2", "tier": "web"})
+WORKER = Destination("w2", {"kubernetes.io/hostname": "w2", "tier": "web"})
 
 
 def test_a_ready_schedulable_node_without_taints_fits_a_plain_pod() -> None:
@@ -23,10 +23,10 @@ def test_a_ready_schedulable_node_without_taints_fits_a_plain_pod() -> None:
 
 
 def test_cordoned_or_not_ready_nodes_do_not_fit_unless_the_rollout_itself_took_them() -> None:
-    assert not placement.fits(pod(), Place("w2", {}, unschedulable=True))
-    assert not placement.fits(pod(), Place("w2", {}, ready=False))
+    assert not placement.fits(pod(), Destination("w2", {}, unschedulable=True))
+    assert not placement.fits(pod(), Destination("w2", {}, ready=False))
     # ours: back in service once done, its restart's NotReady and lifecycle taints do not count
-    restarting = Place(
+    restarting = Destination(
         "w2",
         {},
         (Taint("node.kubernetes.io/unschedulable", effect="NoSchedule"),),
@@ -38,7 +38,7 @@ def test_cordoned_or_not_ready_nodes_do_not_fit_unless_the_rollout_itself_took_t
 
 
 def test_a_no_schedule_or_no_execute_taint_needs_a_toleration_prefer_no_schedule_does_not() -> None:
-    gpu = Place("w2", {}, (Taint("gpu", "true", "NoSchedule"),))
+    gpu = Destination("w2", {}, (Taint("gpu", "true", "NoSchedule"),))
     assert not placement.fits(pod(), gpu)
     assert placement.fits(pod(tolerations=[{"key": "gpu", "operator": "Equal", "value": "true"}]), gpu)
     assert not placement.fits(pod(tolerations=[{"key": "gpu", "value": "false"}]), gpu)
@@ -49,8 +49,8 @@ def test_a_no_schedule_or_no_execute_taint_needs_a_toleration_prefer_no_schedule
         pod(tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoExecute"}]), gpu
     )
     assert placement.fits(pod(tolerations=[{"operator": "Exists"}]), gpu)  # tolerates everything
-    assert placement.fits(pod(), Place("w2", {}, (Taint("soft", effect="PreferNoSchedule"),)))
-    assert not placement.fits(pod(), Place("w2", {}, (Taint("evict", effect="NoExecute"),)))
+    assert placement.fits(pod(), Destination("w2", {}, (Taint("soft", effect="PreferNoSchedule"),)))
+    assert not placement.fits(pod(), Destination("w2", {}, (Taint("evict", effect="NoExecute"),)))
 
 
 def test_node_selector_and_required_affinity_are_matched_on_labels_and_the_name() -> None:
@@ -69,12 +69,12 @@ def test_node_selector_and_required_affinity_are_matched_on_labels_and_the_name(
     assert placement.fits(required(expr("tier", "NotIn", "db"), expr("zone", "Exists")), WORKER)  # ORed
     assert not placement.fits(required(expr("zone", "Exists")), WORKER)
     assert placement.fits(required(expr("zone", "DoesNotExist")), WORKER)
-    numbered = Place("w3", {"cores": "16"})
+    numbered = Destination("w3", {"cores": "16"})
     assert placement.fits(required(expr("cores", "Gt", "8")), numbered)
     assert not placement.fits(required(expr("cores", "Lt", "8")), numbered)
     pinned = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["w1"]}]}
     assert not placement.fits(required(pinned), WORKER)  # pinned to another node by name
-    assert placement.fits(required(pinned), Place("w1", {}))
+    assert placement.fits(required(pinned), Destination("w1", {}))
     assert not placement.fits(required({}), WORKER)  # an empty term matches no node
 
 
@@ -88,8 +88,8 @@ def test_a_pending_pod_is_unschedulable_only_once_the_scheduler_said_so() -> Non
 
 
 def test_a_node_view_is_returning_while_the_rollout_holds_it() -> None:
-    def view(annotations: dict[str, str]) -> Place:
-        return placement.place_of(node_view({"metadata": {"name": "w1", "annotations": annotations}}))
+    def view(annotations: dict[str, str]) -> Destination:
+        return placement.destination_of(node_view({"metadata": {"name": "w1", "annotations": annotations}}))
 
     assert not view({}).returning
     assert view({"eventedpleg.io/cordoned": "true"}).returning

@@ -18,7 +18,7 @@ from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import steps
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.budgets import Elsewhere
-from eventedpleg.core.rollout.drain.placement import place_of
+from eventedpleg.core.rollout.drain.placement import destination_of
 from eventedpleg.core.rollout.drain.pods import DrainResult
 from eventedpleg.core.rollout.drain.survey import PodSurvey, survey
 from eventedpleg.core.rollout.drain.take import RETRY_WAITS, SkipCause, TakeKind, TakeVerdict
@@ -183,7 +183,7 @@ class _Recorder:
     def survey_pods(self) -> PodSurvey:
         drain = Target("cluster", self.spec, NOW, 1, "on", "off").drain
         elsewhere = Elsewhere(
-            lambda: [place_of(node_view(body)) for body in self.others], lambda _: self.pending
+            lambda: [destination_of(node_view(body)) for body in self.others], lambda _: self.pending
         )
         return survey(
             self.pods,

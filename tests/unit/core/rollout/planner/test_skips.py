@@ -5,7 +5,7 @@ from __future__ import annotations
 from eventedpleg import constants as c
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.rollout.planner import skips
-from eventedpleg.core.rollout.planner.skips import SkipCause
+from eventedpleg.core.rollout.planner.skips import SkippedFor
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeMarks
 
@@ -21,16 +21,16 @@ def marks(cause: str = "", result: str | None = None, reason: str = "") -> NodeM
 
 def test_every_operator_cause_maps_to_a_skip_cause_and_the_agents_evidence_says_its_own() -> None:
     assert {skips.skip_cause(marks(cause.value)) for cause in c.Cause} == {
-        SkipCause.DRAIN_BLOCKED,
-        SkipCause.DRAIN_TIMEOUT,
-        SkipCause.HOST_REFUSED,
-        SkipCause.STATIC_PODS,
-        SkipCause.NOT_IN_PLACE,
+        SkippedFor.DRAIN_BLOCKED,
+        SkippedFor.DRAIN_TIMEOUT,
+        SkippedFor.HOST_REFUSED,
+        SkippedFor.STATIC_PODS,
+        SkippedFor.NOT_IN_PLACE,
     }
-    assert skips.skip_cause(marks(result="fault")) is SkipCause.HOST_FAULT
-    assert skips.skip_cause(marks(result="refused")) is SkipCause.HOST_REFUSED
+    assert skips.skip_cause(marks(result="fault")) is SkippedFor.HOST_FAULT
+    assert skips.skip_cause(marks(result="refused")) is SkippedFor.HOST_REFUSED
     # the operator's cause is its newest word: an older evidence of the agent's does not count
-    assert skips.skip_cause(marks("StaticPods", result="fault")) is SkipCause.STATIC_PODS
+    assert skips.skip_cause(marks("StaticPods", result="fault")) is SkippedFor.STATIC_PODS
 
 
 def test_the_reason_text_is_never_read() -> None:

@@ -16,6 +16,7 @@ from eventedpleg.protocol import (
     ANN_AWAITING_APPROVAL,
     ANN_BENEFIT,
     ANN_BLOCKED,
+    ANN_CAUSE,
     ANN_CORDONED_BY_US,
     ANN_CURRENT,
     ANN_DESIRED,
@@ -34,6 +35,7 @@ from eventedpleg.protocol import (
     AUTOSCALER_VALUE,
     GROUP,
     NODE_ANNOTATIONS,
+    Cause,
     NodeState,
 )
 
@@ -45,6 +47,7 @@ __all__ = [
     "ANN_AWAITING_APPROVAL",
     "ANN_BENEFIT",
     "ANN_BLOCKED",
+    "ANN_CAUSE",
     "ANN_CORDONED_BY_US",
     "ANN_CURRENT",
     "ANN_DESIRED",
@@ -63,6 +66,7 @@ __all__ = [
     "AUTOSCALER_VALUE",
     "GROUP",
     "NODE_ANNOTATIONS",
+    "Cause",
     "NodeState",
 ]
 

@@ -13,13 +13,15 @@ being unchanged.
 Operator, for a node that needs hash H (ConfigMap CONFIGMAP_PREFIX+H in the operator's namespace):
   0. Before the node is taken, still in service, as the spec asks: awaiting-approval (the hash a person is
      asked to approve: rollout.approval Manual; the person's `eventedpleg approve` writes approved); owner
-     and blocked (why a drain could never finish: drain.onBlocked Wait); owner, tainted-since and taint
+     and blocked (why it is left in service: a drain that could never finish under drain.onBlocked Wait,
+     cause=DrainBlocked; or something that holds it for now, no cause); owner, tainted-since and taint
      (drain.taintBeforeCordon: the taint now, the cordon after the wait).
   1. Cordon step, one write: owner, was-unschedulable, spec.unschedulable, cordoned=true, the autoscaler
      keys it adds (AUTOSCALER_ANNOTATIONS, listed in autoscaler-hold), state=Draining. Then, in the same
      step: static pods on the node, or a refusal in the agent's host check -> not cordoned, desired-config=H,
      state=Skipped; else the first eviction pass. drain.mode InPlace: no cordon, the apply request (3) at
-     once.
+     once. Every state the operator writes carries cause (Cause: why it skipped, failed or left the node)
+     or removes it.
   2. Drain step while pods remain (PDBs respected): reason names what blocks; at drain.timeoutSeconds
      onTimeout decides: give the node back with state=Failed (drain-timeouts counts them, for the automatic
      retry) or Skipped (desired-config=H), or delete.
@@ -93,6 +95,10 @@ ANN_AUTOSCALER_HOLD: Final = f"{GROUP}/autoscaler-hold"
 # Why the node, still in service, is not taken (spec.drain.onBlocked: Wait): a drain that could never finish
 # as things are; cleared by the cordon that takes the node.
 ANN_BLOCKED: Final = f"{GROUP}/blocked"
+# The kind of what the operator's last state write or ANN_BLOCKED says (Cause), for the planner: written
+# with every state the operator writes (absent when it has no kind) and with ANN_BLOCKED. The agent's own
+# Skipped reports carry their kind in the evidence (result "fault" or "refused").
+ANN_CAUSE: Final = f"{GROUP}/cause"
 # What the agent's host check found before the node is taken (JSON, core.hostcheck): per kubeletConfig
 # mode, the refusal it would report if asked to turn Evented PLEG on ("" when it would go ahead).
 ANN_HOST_CHECK: Final = f"{GROUP}/host-check"
@@ -144,6 +150,7 @@ NODE_ANNOTATIONS: Final = (
     ANN_AUTOSCALER_HOLD,
     ANN_DRAIN_TIMEOUTS,
     ANN_BLOCKED,
+    ANN_CAUSE,
     ANN_HOST_CHECK,
     ANN_TAINTED_SINCE,
     ANN_TAINT,
@@ -165,6 +172,16 @@ class NodeState(StrEnum):
     ROLLED_BACK = "RolledBack"
     SKIPPED = "Skipped"
     DRIFTED = "Drifted"
+
+
+class Cause(StrEnum):
+    """Why the operator left a node Skipped, Failed or in service (ANN_CAUSE)."""
+
+    DRAIN_BLOCKED = "DrainBlocked"  # a drain that could never finish as things are (drain.onBlocked)
+    DRAIN_TIMEOUT = "DrainTimeout"  # the drain did not finish in time (drain.onTimeout)
+    HOST_REFUSED = "HostRefused"  # its agent's host check said it would refuse the change
+    STATIC_PODS = "StaticPods"  # it runs static pods and includeControlPlane is off
+    NOT_IN_PLACE = "NotInPlace"  # drain.mode: InPlace, not safe there, inPlace.onIneligible: Skip
 
 
 # The states in which a node is in the rollout's hands (taken, not yet given back or finished).
@@ -196,6 +213,7 @@ WRITERS: Final[dict[str, Writer]] = {
     ANN_AUTOSCALER_HOLD: Writer.OPERATOR,
     ANN_DRAIN_TIMEOUTS: Writer.OPERATOR,
     ANN_BLOCKED: Writer.OPERATOR,
+    ANN_CAUSE: Writer.OPERATOR,
     ANN_TAINTED_SINCE: Writer.OPERATOR,
     ANN_TAINT: Writer.OPERATOR,
     ANN_AWAITING_APPROVAL: Writer.OPERATOR,

@@ -80,12 +80,14 @@ class ConditionReason(StrEnum):
     ROLLOUT_IN_PROGRESS = "RolloutInProgress"
     NODES_FAILED = "NodesFailed"
     CONFLICT = "Conflict"  # a node another NodeConfig manages
+    NODES_SKIPPED = "NodesSkipped"  # every eligible node skipped for a fault: nothing runs the gate
     # Progressing
     NODES_UPDATING = "NodesUpdating"
     WAITING = "Waiting"  # nothing in progress: waiting for capacity or a gate
     AWAITING_APPROVAL = "AwaitingApproval"
     ROLLOUT_COMPLETE = "RolloutComplete"
     ROLLOUT_HALTED = "RolloutHalted"  # maxFailedNodes reached
+    NODES_BLOCKED = "NodesBlocked"  # every remaining node is blocked in a way waiting will not fix
     PAUSED = "Paused"
     OUTSIDE_MAINTENANCE_WINDOW = "OutsideMaintenanceWindow"
     ALERTS_FIRING = "AlertsFiring"

@@ -4,15 +4,18 @@ against statuses the operator's pure core produces."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import lupa.lua51 as lua51  # the [test] extra; Lua 5.1 like Argo CD's gopher-lua
 import yaml
 
+from eventedpleg import constants as c
+from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.rollout import status
 from eventedpleg.models.nodeconfig import NodeConfigStatus
-from eventedpleg_lab.sim.rolloutworld import T0, World, fleet, spec
+from eventedpleg_lab.sim.rolloutworld import H_ON, T0, World, fleet, spec
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 KEY = "resource.customizations.health.eventedpleg.io_NodeConfig"
@@ -95,3 +98,33 @@ def test_first_sight_before_planning_is_progressing() -> None:
     assert first is not None
     obj = {"metadata": {"name": "cluster", "generation": 1}, "status": first.to_api()}
     assert health(obj) == ("Progressing", "waiting for nodes")
+
+
+def test_every_eligible_node_skipped_for_a_host_fault_is_degraded_not_healthy() -> None:
+    world = World(fleet(1), spec())
+    world.nodes["node-000"].annotations.update(
+        {
+            c.ANN_OWNER: "cluster",
+            c.ANN_DESIRED: H_ON,
+            c.ANN_STATE: "Skipped",
+            c.ANN_STATE_SINCE: T0.isoformat(),
+            c.ANN_REASON: "read-only file system: fix it on the host",
+            c.ANN_EVIDENCE: Evidence(result="fault", changed="nothing").to_json(),
+        }
+    )
+    world.run()
+    assert health(nodeconfig(world)) == (
+        "Degraded",
+        "0 of 1 eligible node(s) run Evented PLEG, 1 skipped: host fault",
+    )
+
+
+def test_every_remaining_node_blocked_for_good_is_degraded_naming_them() -> None:
+    nodes = fleet(2)
+    nodes["node-001"].drain_never_until = T0 + timedelta(days=1)
+    world = World(nodes, spec(drain={"onBlocked": "Wait"}))
+    for _ in range(30):
+        world.tick()
+    state, message = health(nodeconfig(world))
+    assert state == "Degraded"
+    assert message.startswith("no remaining node can make progress until someone acts: node-001: ")

@@ -151,6 +151,7 @@ def preflight(
         turning_on=spec is None or spec.evented_pleg,
         maintenance=held,
         namespaces=namespaces,
+        cluster=all_nodes,
     )
     click.echo(
         report.preflight_json(rows, policy)

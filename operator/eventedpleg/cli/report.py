@@ -15,6 +15,8 @@ from eventedpleg.core import compat, hostcheck, runtimes
 from eventedpleg.core.rollout import podhealth
 from eventedpleg.core.rollout.agentpod import pod_node
 from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.budgets import Elsewhere
+from eventedpleg.core.rollout.drain.placement import Destination, destination_of
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.rules import NO_NAMESPACES, NamespaceLabels
 from eventedpleg.core.rollout.drain.survey import survey
@@ -126,6 +128,7 @@ def preflight_rows(
     maintenance: Mapping[str, Sequence[str]] | None = None,
     allow_force_delete: bool = False,
     namespaces: NamespaceLabels = NO_NAMESPACES,
+    cluster: Sequence[NodeView] | None = None,
 ) -> list[PreflightRow]:
     """Each node's verdict, and what the operator's Cordon step would do with it now: the same
     classification (core.rollout.drain.take) over the same survey of its pods (static pods, pods no
@@ -140,6 +143,8 @@ def preflight_rows(
     gate = health_gate or HealthGate()
     unready = podhealth.not_ready(podhealth.guarding(gate, pods), [n.name for n in nodes])
     claims = maintenance or {}
+    places = [destination_of(view) for view in (nodes if cluster is None else cluster)]
+    pending = [pod for pod in pods if (pod.get("status") or {}).get("phase") == "Pending"]
     out = []
     for node in sorted(nodes, key=order_key(order or RolloutOrder())):
         mine = on_node.get(node.name, [])
@@ -155,6 +160,7 @@ def preflight_rows(
             pdbs=lambda _: pdbs,
             maintenance=claims.get(node.name, ()),
             namespaces=namespaces,
+            elsewhere=_elsewhere(node.name, places, pending),
         )
         refusal_mode = mode if turning_on else ""
         candidate = take_candidate(
@@ -178,6 +184,15 @@ def preflight_rows(
         )
         out.append(row)
     return out
+
+
+def _elsewhere(node: str, places: Sequence[Destination], pending: Sequence[Mapping[str, Any]]) -> Elsewhere:
+    """Where `node`'s evicted pods could go: the other nodes, the Pending pods of the namespaces asked."""
+
+    def pending_in(names: tuple[str, ...]) -> list[Mapping[str, Any]]:
+        return [pod for pod in pending if (pod.get("metadata") or {}).get("namespace") in names]
+
+    return Elsewhere(lambda: [place for place in places if place.name != node], pending_in)
 
 
 def _drain_text(row: PreflightRow) -> str:

@@ -9,13 +9,15 @@ next pass plans again from fresh data. That, plus idempotent steps, is what lets
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from eventedpleg.core.rollout import steps
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain
+from eventedpleg.core.rollout.drain.budgets import Elsewhere
+from eventedpleg.core.rollout.drain.placement import Destination, destination_of
 from eventedpleg.core.rollout.drain.pods import DrainResult
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.survey import PodSurvey, survey
@@ -66,10 +68,14 @@ class Executor:
         # Whether this installation grants `pods delete` (chart value drain.allowForceDelete). Without it,
         # onTimeout: ForceDelete fails the node with a message that says so, instead of a 403 on every retry.
         allow_force_delete: bool = False,
+        # The nodes as the node cache has them: where the pods a drain evicts could go (None: not known,
+        # then only Pending pods say that their replacements cannot become healthy).
+        nodes: Callable[[], Iterable[NodeView]] | None = None,
     ) -> None:
         self.api, self.recorder = api, recorder
         self.allow_force_delete = allow_force_delete
         self.clock = clock
+        self.nodes = nodes
 
     def apply(
         self,
@@ -196,7 +202,15 @@ class _ApiAnswers:
             pdbs=lambda namespaces: drainer.pdbs_in(self.api, namespaces),
             maintenance=drainer.maintenance_of(self.api, self.node),
             namespaces=self._namespace_labels(),
+            elsewhere=Elsewhere(self._elsewhere(), lambda names: drainer.pending_in(self.api, names)),
         )
+
+    def _elsewhere(self) -> Callable[[], Iterable[Destination]] | None:
+        """The nodes but this one, from the node cache (read only when a budget is short, see budgets)."""
+        nodes = self.executor.nodes
+        if nodes is None:
+            return None
+        return lambda: [destination_of(view) for view in nodes() if view.name != self.node]
 
     def find_mirror_pods(self) -> tuple[str, ...]:
         self.pods = drainer.node_pods(self.api, self.node)

@@ -48,7 +48,7 @@ def build_engine(
     states = ConfigStates(metrics, nodes)
     wakeups = WakeUps()
     steps = StepRunner(
-        Executor(api, recorder, clock=clock, allow_force_delete=allow_force_delete),
+        Executor(api, recorder, clock=clock, allow_force_delete=allow_force_delete, nodes=nodes.snapshot),
         metrics,
         nodes,
         settled=wakeups.wake_from_thread,

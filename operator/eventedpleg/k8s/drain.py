@@ -37,6 +37,17 @@ def pdbs_in(api: client.ApiClient, namespaces: Sequence[str]) -> list[dict[str, 
     return found
 
 
+@translated
+def pending_in(api: client.ApiClient, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    """The Pending pods of these namespaces (one LIST each), for a budget the drain needs more evictions
+    of than it allows now (core.rollout.drain.budgets)."""
+    found: list[dict[str, Any]] = []
+    for namespace in namespaces:
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        found.extend(get_json(api, path, {"fieldSelector": "status.phase=Pending"})["items"])
+    return found
+
+
 def namespace_labels(api: client.ApiClient, policy: DrainPolicy) -> dict[str, dict[str, str]]:
     """The labels of every Namespace, by name, for drain.rules' namespaceSelector; no request at all
     when no rule has one (`policy.reads_namespaces`), so other drains cost no more."""

@@ -804,13 +804,18 @@ class DrainSpec(_Model):
         Field(
             description="A drain that can never finish as things are: a PodDisruptionBudget that allows no "
             "eviction even with all its pods healthy (`maxUnavailable: 0`, `minAvailable` equal to the "
-            "replicas), a pod matched by two PDBs, a pod without a controller and no `force`, emptyDir "
+            "replicas), a PodDisruptionBudget the drain needs more evictions of than it allows now whose "
+            "pods' replacements cannot become healthy (a pod of it Pending and unschedulable, or its pods "
+            "fit no other node by nodeSelector, required node affinity, taints and cordons: e.g. two "
+            "replicas with `minAvailable: 1` on a cluster's only worker), a pod matched by two PDBs, a pod "
+            "without a controller and no `force`, emptyDir "
             "data without `deleteEmptyDirData`, a running pod annotated `karpenter.sh/do-not-disrupt: "
             '"true"` or `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` (never evicted nor '
             "deleted, not even by `onTimeout: ForceDelete`; named with its annotation). Checked before "
             "the cordon, and again whenever an eviction is refused. `Skip` never cordons the node (gives "
             "it back at once if the blocker appears after the cordon) and marks it Skipped; `Wait` leaves "
-            "the node in service and takes it once the blocker is gone, holding the rollout; `Fail` is "
+            "the node in service and takes it once the blocker is gone, holding the rollout (Stalled, "
+            "reason NodesBlocked, once no other node can move); `Fail` is "
             "`Skip` marking the node Failed. Not used with `onTimeout: ForceDelete` where it is granted, "
             "except for those annotated pods: such a drain finishes at its timeout."
         ),
@@ -831,7 +836,10 @@ class DrainSpec(_Model):
             ge=0,
             le=10,
             description="With `onTimeout: Fail`, a node whose drain timed out (e.g. a PDB allowed no "
-            "eviction) is given back and taken again this many times before it counts as failed.",
+            "eviction) is given back and taken again this many times before it counts as failed. Before "
+            "each retry the cause is looked at again: while a PodDisruptionBudget of the pods to evict "
+            "still allows 0 disruptions, the node stays in service, not cordoned, and its status names "
+            "the budget it waits for; it is taken once the budget allows one.",
         ),
     ] = 2
     retry_backoff_seconds: Annotated[

@@ -35,6 +35,7 @@ from eventedpleg_lab.sim.agentmodel import ModelAgent, ModelHost
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 NEVER = "default/db-0: PodDisruptionBudget default/db (maxUnavailable: 0) allows no eviction"
+EXHAUSTED = "PodDisruptionBudget default/web (minAvailable: 2) allows 0 disruptions now"
 
 # What the operator renders for the world's NodeConfig ("cluster"): the agents read it from these ConfigMaps.
 RENDERED = {
@@ -60,6 +61,8 @@ class SimNode:
     taints: list[dict[str, str]] = field(default_factory=list)
     created: datetime | None = None  # metadata.creationTimestamp (rollout.order: OldestFirst)
     drain_blocked_until: datetime | None = None  # a PDB keeps pods here until then
+    # ... while it says it allows a disruption (its pods' replacements are never ready): a retry is not held
+    budget_allows: bool = False
     drain_never_until: datetime | None = None  # a PDB that allows no eviction at all, until it is changed
     mirror_pods: tuple[str, ...] = ()  # static pods the kubelet runs from files
     # spec.rollout.healthGate's pods on the node, "namespace/name" -> Ready (the API server's selection)
@@ -387,12 +390,15 @@ class _ModelAnswers:
         pdb = self.world._never(self.node)
         selection = self.world._selection(self.node)
         never = drainpods.never(selection, [pdb] if pdb else [])
-        nothing = selection.done and not (self.world._blocked(self.node) or never)
+        blocked = self.world._blocked(self.node)
+        nothing = selection.done and not (blocked or never)
         return PodSurvey(
             self.node.mirror_pods,
             nothing_to_evict=nothing,
             never=never,
             protected=drainpods.protected(selection),
+            exhausted=EXHAUSTED if blocked and not self.node.budget_allows else "",
+            holding=drainpods.holding(self.node.pods, DrainPolicy.of(self.world.spec.drain).blocking_pods),
         )
 
     def find_mirror_pods(self) -> tuple[str, ...]:

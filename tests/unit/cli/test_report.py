@@ -22,7 +22,7 @@ from eventedpleg.core.node.facts import benefit
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.planner.decide import NO_AGENT
-from eventedpleg.core.rollout.snapshot import node_view
+from eventedpleg.core.rollout.snapshot import NodeView, node_view
 from eventedpleg.models.nodeconfig import DrainSpec, OnDrainBlocked, OrderBy, RolloutOrder
 
 HASH = "0123456789"
@@ -283,3 +283,48 @@ def test_preflight_drain_column_names_pods_that_ask_not_to_be_disrupted_as_the_o
     table = preflight_table(list(rows.values()), policy, drain, wide=True).splitlines()
     assert "never finishes" in table[1] and 'karpenter.sh/do-not-disrupt: "true"' in table[1]
     assert "1 pod(s)" in table[3]
+
+
+def test_preflight_shows_a_budget_whose_replacements_have_nowhere_to_go_per_node() -> None:
+    """Two replicas under minAvailable: 1 on the only worker of their nodeSelector: `never finishes` on
+    that node before any cordon; a second worker they fit makes the drain finish."""
+
+    def web(name: str, node: str) -> dict[str, Any]:
+        owner = {"controller": True, "kind": "ReplicaSet", "name": "web-1"}
+        return {
+            "metadata": {
+                "namespace": "shop",
+                "name": name,
+                "labels": {"app": "web"},
+                "ownerReferences": [owner],
+            },
+            "spec": {"nodeName": node, "nodeSelector": {"pool": "web"}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+
+    pdb = {
+        "metadata": {"namespace": "shop", "name": "web", "generation": 1},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {"observedGeneration": 1, "expectedPods": 2, "desiredHealthy": 1, "disruptionsAllowed": 1},
+    }
+
+    def worker(name: str, pool: str) -> NodeView:
+        body = _node(name, {})
+        body["metadata"]["labels"] = {"pool": pool}
+        body["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        return node_view(body)
+
+    policy, drain, now = compat.Policy(), DrainPolicy.of(DrainSpec()), datetime(2026, 11, 25, tzinfo=UTC)
+    pods = [web("web-0", "a"), web("web-1", "a")]
+    alone = [worker("a", "web"), worker("b", "batch")]
+    (row,) = preflight_rows(alone[:1], policy, pods, [pdb], drain, now=now, cluster=alone)
+    assert row.take.kind.value == "block"
+    assert row.never.startswith(
+        "shop/web-1: PodDisruptionBudget shop/web (minAvailable: 1) allows 1 disruption(s) now and the drain "
+        "needs 2, but no replacement can become healthy: 2 of them fit no other node"
+    )
+    table = preflight_table([row], policy, drain, wide=True)
+    assert "never finishes" in table.splitlines()[1]
+    room = [*alone, worker("c", "web")]
+    (row,) = preflight_rows(room[:1], policy, pods, [pdb], drain, now=now, cluster=room)
+    assert (row.never, row.evict) == ("", 2)

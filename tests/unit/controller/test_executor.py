@@ -9,6 +9,7 @@ import pytest
 
 from eventedpleg.controller import executor
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.snapshot import NodeView, node_view
 from eventedpleg.core.rollout.steps import AttemptDrain
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.models.nodeconfig import DrainBehavior, DrainRule, DrainSpec, LabelSelector
@@ -66,3 +67,45 @@ def test_a_step_lists_namespaces_once_and_only_when_a_rule_selects_by_them(api: 
     plain.attempt_drain(AttemptDrain())
     assert api["namespaces"] == ["list"]  # no namespaceSelector: no request
     assert api["evict"] == ["shop/web-0", "monitoring/prom-0"]
+
+
+def test_the_survey_finds_a_short_budget_from_the_node_cache_and_one_pending_list(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two replicas under minAvailable: 1 on the node: the survey reads the other nodes from the cache
+    (never this one) and lists the namespace's Pending pods once, only for that budget."""
+
+    def ready(name: str) -> dict[str, Any]:
+        found = pod(name, "shop")
+        found["metadata"]["labels"] = {"app": "web"}
+        found["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        return found
+
+    budget = {
+        "metadata": {"namespace": "shop", "name": "web", "generation": 1},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {"observedGeneration": 1, "expectedPods": 2, "desiredHealthy": 1, "disruptionsAllowed": 1},
+    }
+    listed: list[tuple[str, ...]] = []
+    monkeypatch.setattr(drainer, "node_pods", lambda _api, _node: [ready("web-0"), ready("web-1")])
+    monkeypatch.setattr(drainer, "pdbs_in", lambda _api, _namespaces: [budget])
+    monkeypatch.setattr(drainer, "maintenance_of", lambda _api, _node: [])
+
+    def pending_in(_api: object, names: list[str]) -> list[dict[str, Any]]:
+        listed.append(tuple(names))
+        return []
+
+    monkeypatch.setattr(drainer, "pending_in", pending_in)
+
+    def cluster(*names: str) -> list[NodeView]:
+        return [node_view({"metadata": {"name": n}, "status": {"conditions": [ready_node]}}) for n in names]
+
+    ready_node = {"type": "Ready", "status": "True"}
+    only = executor.Executor(None, None, clock=lambda: NOW, nodes=lambda: cluster("n1"))  # type: ignore[arg-type]
+    found = executor._ApiAnswers(only, "n1", "1", DrainPolicy.of(DrainSpec()), {}, "uid").survey_pods()
+    assert "PodDisruptionBudget shop/web (minAvailable: 1) allows 1 disruption(s) now" in found.never
+    assert listed == [("shop",)]
+    two = executor.Executor(None, None, clock=lambda: NOW, nodes=lambda: cluster("n1", "n2"))  # type: ignore[arg-type]
+    assert (
+        not executor._ApiAnswers(two, "n1", "1", DrainPolicy.of(DrainSpec()), {}, "uid").survey_pods().never
+    )

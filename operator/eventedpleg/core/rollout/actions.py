@@ -40,6 +40,7 @@ class Cordon:
     # why this node is drained first all the same (compat.in_place_refusal).
     in_place: bool = False
     drained_because: str = ""
+    retrying: bool = False  # an automatic retry after a drain timeout: re-checks the budget first
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ class NodeMarks:
     autoscaler_hold: tuple[str, ...] = ()  # the autoscaler keys our cordon added (only known keys)
     drain_timeouts: int = 0  # drains of this node that timed out in a row
     blocked: str = ""  # why the node is left in service (spec.drain.onBlocked: Wait)
+    cause: c.Cause | None = None  # the kind of the operator's last state or `blocked` (ANN_CAUSE)
     host_check: str = ""  # the agent's pre-cordon verdict, raw (core.hostcheck parses it when needed)
     tainted_since: datetime | None = None  # chosen and tainted, waiting for its cordon (taintBeforeCordon)
     taint: str = ""  # the key of the taint we added ("" when none of ours is on)
@@ -66,12 +67,17 @@ class NodeMarks:
             autoscaler_hold=_hold_keys(annotations.get(c.ANN_AUTOSCALER_HOLD, "")),
             drain_timeouts=_count(annotations.get(c.ANN_DRAIN_TIMEOUTS, "")),
             blocked=annotations.get(c.ANN_BLOCKED, ""),
+            cause=_cause(annotations.get(c.ANN_CAUSE, "")),
             host_check=annotations.get(c.ANN_HOST_CHECK, ""),
             tainted_since=parse_time(annotations.get(c.ANN_TAINTED_SINCE)),
             taint=annotations.get(c.ANN_TAINT, ""),
             approved=annotations.get(c.ANN_APPROVED, ""),
             awaiting_approval=annotations.get(c.ANN_AWAITING_APPROVAL, ""),
         )
+
+
+def _cause(text: str) -> c.Cause | None:
+    return c.Cause(text) if text in c.Cause.__members__.values() else None
 
 
 def _count(text: str) -> int:

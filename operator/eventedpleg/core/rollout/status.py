@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from eventedpleg import constants as c
 from eventedpleg.constants import ConditionType
 from eventedpleg.core import evidence
-from eventedpleg.core.rollout.planner import NodeNote, OwnerConflict, Summary
+from eventedpleg.core.rollout.planner import NodeNote, OwnerConflict, Summary, skips
 from eventedpleg.models.nodeconfig import (
     MAX_NODE_STATUSES,
     Condition,
@@ -77,6 +77,14 @@ def deleting_text(summary: Summary) -> str:
     return ""
 
 
+def _blocked_text(summary: Summary) -> str:
+    """Why no remaining node can move (Summary.blocked), naming them."""
+    return (
+        f"no remaining node can make progress until someone acts: {_nodes_text(summary.blocked)} "
+        "(remove the blocker or change drain.onBlocked; `eventedpleg retry` takes failed nodes again)"
+    )
+
+
 CondValue = tuple[bool, ConditionReason, str]  # (status, reason, message)
 
 
@@ -129,78 +137,11 @@ def conditions_for(
     `budget_stalled`: why the rollout is Stalled on a budget others hold ("" when it is not)."""
     counts = summary.counts
     what = "run Evented PLEG" if enabled else "have no Evented PLEG drop-ins of ours"
-    in_progress = [n for n in summary.attention if n.state in IN_PROGRESS]
-    skipped = f", {counts.skipped} skipped" if counts.skipped else ""
-
-    available = summary.complete and counts.failed == 0 and not summary.conflicts and not deleting
-    if available:
-        avail = (
-            True,
-            ConditionReason.ALL_NODES_UPDATED,
-            f"{counts.updated} of {counts.eligible} eligible node(s) {what}{skipped}",
-        )
-    elif deleting:
-        avail = (False, ConditionReason.DELETING, "the NodeConfig is being deleted")
-    elif counts.failed:
-        avail = (
-            False,
-            ConditionReason.NODES_FAILED,
-            f"{counts.failed} node(s) failed: {_nodes_text(summary.failures)}",
-        )
-    elif summary.conflicts and summary.complete:
-        avail = (
-            False,
-            ConditionReason.CONFLICT,
-            f"{counts.updated} of {counts.eligible} eligible node(s) {what}{skipped}",
-        )
-    else:
-        avail = (
-            False,
-            ConditionReason.ROLLOUT_IN_PROGRESS,
-            f"{counts.updated} of {counts.eligible} eligible node(s) {what}",
-        )
-
-    if summary.halted:  # before `complete`: a halt can leave nothing to start, which is not "done"
-        prog = (False, ConditionReason.ROLLOUT_HALTED, summary.waiting)
-    elif summary.complete:
-        prog = (False, ConditionReason.ROLLOUT_COMPLETE, f"nothing left to do for config {summary.want_hash}")
-    elif summary.paused and not in_progress:
-        prog = (False, ConditionReason.PAUSED, summary.waiting)
-    elif summary.window_closed and not in_progress:
-        prog = (False, ConditionReason.OUTSIDE_MAINTENANCE_WINDOW, summary.waiting)
-    elif summary.alerting and not in_progress:
-        prog = (False, ConditionReason.ALERTS_FIRING, summary.waiting)
-    else:
-        parts = [f"{counts.updated}/{counts.eligible} updated"]
-        if in_progress:
-            parts.append(f"in progress: {_nodes_text(in_progress)}")
-        if summary.retrying:
-            parts.append(f"drain timed out, automatic retry pending: {_nodes_text(summary.retrying)}")
-        if summary.waiting:
-            parts.append(summary.waiting)
-        if summary.awaiting_approval:
-            parts.append(_awaiting_text(summary.awaiting_approval))
-        idle = ConditionReason.AWAITING_APPROVAL if summary.awaiting_approval else ConditionReason.WAITING
-        prog = (True, ConditionReason.NODES_UPDATING if in_progress else idle, "; ".join(parts))
-
-    if summary.halted:
-        reason = (
-            ConditionReason.CANARY_FAILED
-            if summary.canary_failed
-            else ConditionReason.WORKLOAD_NOT_READY
-            if summary.unhealthy
-            else ConditionReason.ROLLOUT_HALTED
-        )
-        deg = (True, reason, f"{summary.waiting}: {_nodes_text(summary.failures)}")
-    elif counts.failed:
-        deg = (True, ConditionReason.NODES_FAILED, _nodes_text(summary.failures))
-    elif summary.conflicts:
-        deg = (True, ConditionReason.CONFLICT, _conflicts_text(summary.conflicts))
-    else:
-        deg = (False, ConditionReason.AS_EXPECTED, "")
-
+    done = f"{counts.updated} of {counts.eligible} eligible node(s) {what}{skips.skipped_text(summary.tally)}"
+    avail = _available(summary, done, deleting=deleting)
+    prog = _progressing(summary, deleting=deleting)
+    deg = _degraded(summary, avail, deleting=deleting)
     paused = _paused(summary)
-
     ready, reconciling, stalled = _kstatus(
         avail, prog, deg, paused, deleting=deleting, budget_stalled=budget_stalled
     )
@@ -213,6 +154,79 @@ def conditions_for(
         (ConditionType.RECONCILING, *reconciling),
         (ConditionType.STALLED, *stalled),
     ]
+
+
+def _available(summary: Summary, done: str, *, deleting: bool) -> CondValue:
+    """`done`: what was done, the skipped nodes by cause. Never True when every eligible node was
+    skipped for a fault (a host fault, no agent, a blocked drain): nothing runs what was asked."""
+    counts = summary.counts
+    none_done = (
+        counts.eligible > 0 and counts.updated == 0 and skips.faulted(summary.tally) >= counts.eligible
+    )
+    if summary.complete and counts.failed == 0 and not summary.conflicts and not deleting:
+        if none_done:
+            return (False, ConditionReason.NODES_SKIPPED, done)
+        return (True, ConditionReason.ALL_NODES_UPDATED, done)
+    if deleting:
+        return (False, ConditionReason.DELETING, "the NodeConfig is being deleted")
+    if counts.failed:
+        return (
+            False,
+            ConditionReason.NODES_FAILED,
+            f"{counts.failed} node(s) failed: {_nodes_text(summary.failures)}",
+        )
+    if summary.conflicts and summary.complete:
+        return (False, ConditionReason.CONFLICT, done)
+    return (False, ConditionReason.ROLLOUT_IN_PROGRESS, done)
+
+
+def _progressing(summary: Summary, *, deleting: bool) -> CondValue:
+    counts = summary.counts
+    in_progress = [n for n in summary.attention if n.state in IN_PROGRESS]
+    if summary.halted:  # before `complete`: a halt can leave nothing to start, which is not "done"
+        return (False, ConditionReason.ROLLOUT_HALTED, summary.waiting)
+    if summary.blocked and not deleting:
+        return (False, ConditionReason.NODES_BLOCKED, _blocked_text(summary))
+    if summary.complete:
+        return (False, ConditionReason.ROLLOUT_COMPLETE, f"nothing left to do for config {summary.want_hash}")
+    if summary.paused and not in_progress:
+        return (False, ConditionReason.PAUSED, summary.waiting)
+    if summary.window_closed and not in_progress:
+        return (False, ConditionReason.OUTSIDE_MAINTENANCE_WINDOW, summary.waiting)
+    if summary.alerting and not in_progress:
+        return (False, ConditionReason.ALERTS_FIRING, summary.waiting)
+    parts = [f"{counts.updated}/{counts.eligible} updated"]
+    if in_progress:
+        parts.append(f"in progress: {_nodes_text(in_progress)}")
+    if summary.retrying:
+        parts.append(f"drain timed out, automatic retry pending: {_nodes_text(summary.retrying)}")
+    if summary.waiting:
+        parts.append(summary.waiting)
+    if summary.awaiting_approval:
+        parts.append(_awaiting_text(summary.awaiting_approval))
+    idle = ConditionReason.AWAITING_APPROVAL if summary.awaiting_approval else ConditionReason.WAITING
+    return (True, ConditionReason.NODES_UPDATING if in_progress else idle, "; ".join(parts))
+
+
+def _degraded(summary: Summary, avail: CondValue, *, deleting: bool) -> CondValue:
+    if summary.halted:
+        reason = (
+            ConditionReason.CANARY_FAILED
+            if summary.canary_failed
+            else ConditionReason.WORKLOAD_NOT_READY
+            if summary.unhealthy
+            else ConditionReason.ROLLOUT_HALTED
+        )
+        return (True, reason, f"{summary.waiting}: {_nodes_text(summary.failures)}")
+    if summary.blocked and not deleting:  # names the failed nodes among the blocked ones too
+        return (True, ConditionReason.NODES_BLOCKED, _blocked_text(summary))
+    if summary.counts.failed:
+        return (True, ConditionReason.NODES_FAILED, _nodes_text(summary.failures))
+    if summary.conflicts:
+        return (True, ConditionReason.CONFLICT, _conflicts_text(summary.conflicts))
+    if avail[1] is ConditionReason.NODES_SKIPPED:
+        return (True, ConditionReason.NODES_SKIPPED, avail[2])
+    return (False, ConditionReason.AS_EXPECTED, "")
 
 
 def budget_held(

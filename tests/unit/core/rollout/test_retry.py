@@ -10,9 +10,11 @@ from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout import retry, status
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
+from eventedpleg.core.rollout.drain.take import RETRY_WAITS
+from eventedpleg.core.rollout.planner.decide import BLOCKED
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.models.nodeconfig import DrainSpec
-from eventedpleg_lab.sim.rolloutworld import T0, World, fleet, spec
+from eventedpleg_lab.sim.rolloutworld import EXHAUSTED, H_ON, T0, World, fleet, spec
 
 
 def ask(world: World, *only: str) -> None:
@@ -118,6 +120,7 @@ def test_a_drain_blocked_for_a_while_is_retried_after_its_back_off_and_completes
 def test_automatic_retries_are_bounded_then_the_node_counts_as_failed() -> None:
     nodes = fleet(2)
     nodes["node-000"].drain_blocked_until = T0 + timedelta(days=1)  # never clears in time
+    nodes["node-000"].budget_allows = True  # ... although its budget says it allows one: retried each time
     world = World(nodes, spec(drain={"timeoutSeconds": 30, "retries": 2, "retryBackoffSeconds": 10}))
     final = world.run()
     node = nodes["node-000"]
@@ -129,6 +132,29 @@ def test_automatic_retries_are_bounded_then_the_node_counts_as_failed() -> None:
     ] * 3
     policy = DrainPolicy.of(DrainSpec(retry_backoff_seconds=10))
     assert policy.backoff(1) == timedelta(seconds=10) and policy.backoff(2) == timedelta(seconds=20)
+
+
+def test_a_retry_waits_in_service_while_the_budget_that_timed_out_the_drain_still_allows_nothing() -> None:
+    """The automatic retry looks at the cause again: the node is not cordoned a second time for a
+    PodDisruptionBudget that still allows 0 disruptions, and says which one it waits for."""
+    nodes = fleet(2)
+    nodes["node-000"].drain_blocked_until = T0 + timedelta(hours=1)
+    world = World(nodes, spec(drain={"timeoutSeconds": 20, "onTimeout": "Fail", "retryBackoffSeconds": 10}))
+    while world.now < T0 + timedelta(minutes=50):
+        world.tick(seconds=30)
+        if world.now > T0 + timedelta(minutes=2):
+            assert not nodes["node-000"].unschedulable
+    assert nodes["node-000"].drains == 1  # cordoned once, for the drain that timed out
+    summary = world.plan().summary
+    assert summary.counts.failed == 0 and not summary.halted  # waiting for its retry, not a failure
+    (note,) = [n for n in summary.attention if n.name == "node-000"]
+    assert note.reason == f"{BLOCKED}{RETRY_WAITS}{EXHAUSTED}"
+    conditions = status.conditions_for(summary, enabled=True, deleting=False)
+    (progressing,) = [cond for cond in conditions if cond[0] == "Progressing"]
+    assert progressing[1] and EXHAUSTED in progressing[3]  # Progressing names the budget it waits for
+    world.run()  # the budget allows at 1 h: taken again as usual
+    assert nodes["node-000"].drains == 2
+    assert all(n.annotations[c.ANN_CURRENT] == H_ON for n in nodes.values())
 
 
 def test_no_automatic_retry_when_retries_is_zero() -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from eventedpleg import constants as c
+from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.rollout import status
 from eventedpleg.core.rollout.snapshot import Peer
 from eventedpleg.models.nodeconfig import NodeConfigStatus
-from eventedpleg_lab.sim.rolloutworld import T0, World, fleet, spec
+from eventedpleg_lab.sim.rolloutworld import H_ON, NEVER, T0, World, fleet, pod, spec
 
 
 def conds(world: World) -> dict[str, tuple[str, str, str]]:
@@ -228,6 +230,14 @@ def test_condition_invariants_over_whole_rollouts() -> None:
     halting["node-001"].agent_fails = True
     worlds.append(World(halting, spec()))
     worlds.append(conflict_world(2))
+    waiting = fleet(3)  # onBlocked: Wait on two nodes whose drains never finish: stalls, named
+    for name in ("node-001", "node-002"):
+        waiting[name].drain_never_until = T0 + timedelta(days=1)
+    worlds.append(World(waiting, spec(drain={"onBlocked": "Wait"})))
+    faulted = World(fleet(2), spec())  # every eligible node skipped for a host fault: never Ready
+    for name in faulted.nodes:
+        host_fault(faulted, name)
+    worlds.append(faulted)
     seen: set[tuple[str, str, str]] = set()
     for world in worlds:
         for _ in range(200):
@@ -243,8 +253,9 @@ def test_condition_invariants_over_whole_rollouts() -> None:
                 got["Available"] == "True" and got["Progressing"] == "False" and got["Degraded"] == "False"
             )
             assert (got["Ready"] == "True") == ready
+            nothing_done = summary.counts.updated == 0 and summary.counts.eligible > 0
             assert (got["Ready"] == "True") == (
-                summary.complete and not summary.counts.failed and not summary.conflicts
+                summary.complete and not summary.counts.failed and not summary.conflicts and not nothing_done
             )
             seen.add((got["Ready"], got["Reconciling"], got["Stalled"]))
             world.tick()
@@ -348,3 +359,110 @@ def test_an_invalid_spec_is_stalled_not_ready_and_keeps_the_counts() -> None:
         invalid, problems="spec.drain.retries: too many", generation=2, now=later + timedelta(minutes=1)
     )
     assert again == invalid  # unchanged: no new write, no new Event
+
+
+# --- nothing done: every eligible node skipped for a fault; every remaining node blocked for good ------
+
+
+def host_fault(world: World, name: str, result: str = "fault") -> None:
+    """The node as its agent's Skipped report leaves it: a host fault (or refusal) before any write."""
+    world.nodes[name].annotations.update(
+        {
+            c.ANN_OWNER: "cluster",
+            c.ANN_DESIRED: H_ON,
+            c.ANN_STATE: "Skipped",
+            c.ANN_STATE_SINCE: T0.isoformat(),
+            c.ANN_REASON: "EROFS writing the drop-in: fix it on the host",
+            c.ANN_EVIDENCE: Evidence(result=result, changed="nothing").to_json(),
+        }
+    )
+
+
+def test_a_nodeconfig_whose_only_node_was_skipped_for_a_host_fault_is_not_available() -> None:
+    world = World(fleet(1), spec())
+    host_fault(world, "node-000")
+    world.run()
+    got = conds(world)
+    done = "0 of 1 eligible node(s) run Evented PLEG, 1 skipped: host fault"
+    assert got["Available"] == ("False", "NodesSkipped", done)
+    assert got["Ready"][:2] == ("False", "NodesSkipped")
+    assert got["Degraded"] == ("True", "NodesSkipped", done)
+    assert got["Stalled"][:2] == ("True", "NodesSkipped")  # a person has to fix the host
+    assert kstatus(got) == ("False", "False", "True")  # kstatus: Failed, not Current
+
+
+def test_skipped_nodes_are_counted_by_cause_and_one_done_node_keeps_it_available() -> None:
+    world = World(fleet(3), spec())
+    host_fault(world, "node-000")
+    host_fault(world, "node-001", result="refused")
+    world.run()
+    got = conds(world)
+    assert got["Available"] == (
+        "True",
+        "AllNodesUpdated",
+        "1 of 3 eligible node(s) run Evented PLEG, 2 skipped: 1 host fault, 1 host refused",
+    )
+
+
+def test_a_node_skipped_by_the_operator_is_counted_by_its_typed_cause() -> None:
+    nodes = fleet(2)
+    nodes["node-000"].drain_never_until = T0 + timedelta(days=1)
+    world = World(nodes, spec())  # onBlocked: Skip
+    world.run()
+    assert world.nodes["node-000"].annotations[c.ANN_CAUSE] == "DrainBlocked"
+    assert conds(world)["Available"] == (
+        "True",
+        "AllNodesUpdated",
+        "1 of 2 eligible node(s) run Evented PLEG, 1 skipped: blocked drain",
+    )
+    alone = fleet(1)
+    alone["node-000"].drain_never_until = T0 + timedelta(days=1)
+    world = World(alone, spec())
+    world.run()
+    assert conds(world)["Available"][:2] == ("False", "NodesSkipped")
+
+
+def test_static_pods_are_a_choice_of_the_spec_not_a_fault() -> None:
+    nodes = fleet(1)
+    nodes["node-000"].mirror_pods = ("kube-system/etcd-node-000",)
+    world = World(nodes, spec())
+    world.run()
+    assert conds(world)["Available"] == (
+        "True",
+        "AllNodesUpdated",
+        "0 of 1 eligible node(s) run Evented PLEG, 1 skipped: static pods",
+    )
+
+
+def test_every_remaining_node_blocked_for_good_under_on_blocked_wait_is_stalled_and_named() -> None:
+    nodes = fleet(3)
+    nodes["node-001"].drain_never_until = T0 + timedelta(days=1)
+    nodes["node-002"].drain_never_until = T0 + timedelta(days=1)
+    world = World(nodes, spec(drain={"onBlocked": "Wait"}, rollout={"maxUnavailable": 3}))
+    for _ in range(30):
+        world.tick()
+    assert world.nodes["node-000"].annotations[c.ANN_STATE] == "Done"
+    got = conds(world)
+    assert got["Stalled"][:2] == ("True", "NodesBlocked")
+    assert got["Progressing"][:2] == ("False", "NodesBlocked")
+    assert kstatus(got) == ("False", "False", "True")
+    message = got["Stalled"][2]
+    assert message.startswith("no remaining node can make progress until someone acts: node-001: ")
+    assert "node-002: " in message and NEVER in message
+    assert not any(n.unschedulable for n in world.nodes.values())
+
+
+def test_a_node_still_moving_or_held_for_now_keeps_the_rollout_reconciling() -> None:
+    nodes = fleet(2)
+    nodes["node-000"].drain_never_until = T0 + timedelta(days=1)
+    world = World(nodes, spec(drain={"onBlocked": "Wait"}))
+    world.tick()  # node-000 is left in service; node-001 is not done yet
+    assert conds(world)["Stalled"][0] == "False"
+    held = fleet(1)
+    held["node-000"].pods = [pod("backup-0", labels={"app": "backup"})]
+    world = World(held, spec(drain={"blockingPodSelector": {"matchLabels": {"app": "backup"}}}))
+    for _ in range(5):
+        world.tick()
+    got = conds(world)
+    assert got["Stalled"][0] == "False" and got["Reconciling"][0] == "True"  # the pod may finish
+    assert "runs default/backup-0" in got["Progressing"][2]

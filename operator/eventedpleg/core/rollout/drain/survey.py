@@ -1,7 +1,9 @@
 """A node's pods looked at before its cordon, as the step policy and preflight read them. Pure.
 
 One function makes the survey from the pods as listed, so the operator (controller.executor) and
-`eventedpleg preflight` cannot see a different node in the same pods."""
+`eventedpleg preflight` cannot see a different node in the same pods: both give it the other nodes and
+the Pending pods of a namespace (budgets.Elsewhere), asked only for a budget the drain needs more
+evictions of than it allows now."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ class PodSurvey:
     never: str = ""  # what would keep the drain from ever finishing as things are (drainpods.never)
     holding: str = ""  # what holds the node where it is for now (drainpods.holding): it is not taken
     protected: str = ""  # pods that asked not to be disrupted (drainpods.protected), also in `never`
+    exhausted: str = ""  # a PodDisruptionBudget of the pods to evict that allows no disruption now
 
 
 def mirror_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
@@ -42,17 +45,20 @@ def survey(
     pdbs: Budgets,
     maintenance: Sequence[str] = (),
     namespaces: drainrules.NamespaceLabels = drainrules.NO_NAMESPACES,
+    elsewhere: budgets.Elsewhere | None = None,
 ) -> PodSurvey:
     """The node's `pods` as a drain with `policy` would meet them now; `maintenance`: other maintenance
     owners' claims on the node (drainpods.holding); `namespaces`: the labels of the pods' namespaces
-    (read when `policy.reads_namespaces`)."""
+    (read when `policy.reads_namespaces`); `elsewhere`: where the evicted pods' replacements could go."""
     selection = drainpods.select(pods, policy.options(now, namespaces=namespaces))
     drained = selection.drained  # every order: a later one's budget can hold the drain as well
-    found = budgets.never_allowed(pods, drained, pdbs(budgets.namespaces(drained))) if drained else ()
+    covering = list(pdbs(budgets.namespaces(drained))) if drained else []
+    found = budgets.never_allowed(pods, drained, covering, elsewhere) if drained else ()
     return PodSurvey(
         mirror_pods(pods),
         nothing_to_evict=selection.done,
         never=drainpods.never(selection, [str(n) for n in found]),
         holding=drainpods.holding(pods, policy.blocking_pods, maintenance),
         protected=drainpods.protected(selection),
+        exhausted=budgets.exhausted(pods, drained, covering),
     )

@@ -23,6 +23,10 @@ FORCE_DELETE_DISABLED = (
 )
 
 
+# What a node whose drain timed out says while its automatic retry waits for a budget to allow a disruption.
+RETRY_WAITS = "its drain timed out; the automatic retry waits until this allows a disruption: "
+
+
 class TakeKind(StrEnum):
     SKIP = "skip"  # never cordoned: marked Skipped
     HOLD = "hold"  # something holds the node for now: left in service, looked at again
@@ -50,6 +54,7 @@ class NodeToTake:
     drained_because: str = ""  # drain.mode: InPlace, but why this node is drained first
     tainted: bool = False  # drain.taintBeforeCordon: our taint went on (NodeTaints.since)
     allow_force_delete: bool = False  # chart value drain.allowForceDelete
+    retrying: bool = False  # an automatic retry after a drain timeout (eventedpleg.io/drain-timeouts)
 
     @property
     def forced(self) -> bool:
@@ -105,6 +110,8 @@ def classify(node: NodeToTake, found: PodSurvey) -> TakeVerdict:
     if never:
         asked = node.drain.on_timeout is OnDrainTimeout.FORCE_DELETE and not node.forced  # not granted
         return TakeVerdict(TakeKind.BLOCK, never, hint=FORCE_DELETE_DISABLED if asked else "")
+    if node.retrying and found.exhausted:  # the cause of the timeout has not changed: no second cordon
+        return TakeVerdict(TakeKind.HOLD, f"{RETRY_WAITS}{found.exhausted}")
     if node.drain.taint is not None and not node.tainted:
         return TakeVerdict(TakeKind.TAINT)
     why = node.drained_because or (compat.IN_PLACE_STATIC_PODS if node.in_place else "")

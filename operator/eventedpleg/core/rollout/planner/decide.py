@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from eventedpleg.constants import NodeState
+from eventedpleg.constants import Cause, NodeState
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import actions, agentpod, retry
 from eventedpleg.core.rollout.actions import (
@@ -23,6 +23,7 @@ from eventedpleg.core.rollout.actions import (
 )
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.take import NodeToTake
+from eventedpleg.core.rollout.planner import skips
 from eventedpleg.core.rollout.planner.healthgate import UNHEALTHY
 from eventedpleg.core.rollout.planner.selection import Selection, skip_reason
 from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, OwnerConflict
@@ -33,6 +34,9 @@ from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS
 
 # Status notes of a node not taken because its agent shows no sign of life start with this.
 NO_AGENT = "not cordoned, no live agent: "
+
+# Status notes of a node left in service by the Cordon step's last look (eventedpleg.io/blocked).
+BLOCKED = "waiting, not cordoned: "
 
 # The agent gets the verification timeout plus this much for restarts and reporting before we give up.
 AGENT_GRACE = timedelta(seconds=120)
@@ -114,9 +118,9 @@ class _Decider:
         if when:
             self.counted.append(name)
 
-    def note(self, state: str, reason: str) -> None:
+    def note(self, state: str, reason: str, *, stuck: bool = False) -> None:
         marks = self.node.marks
-        self.notes += (NodeNote(self.node.name, state, reason, marks.since, marks.evidence),)
+        self.notes += (NodeNote(self.node.name, state, reason, marks.since, marks.evidence, stuck=stuck),)
 
     def act(self, action: Action | None) -> None:
         self.action = action
@@ -165,6 +169,7 @@ class _Decider:
             return
         if selection.selected:
             self.count("skipped")
+            self.count(skips.COUNTERS[skips.SkippedFor.NOT_ELIGIBLE])
             self.note(NodeState.SKIPPED, skip_reason(node, selection, target, self.inputs.policy))
             if selection.owner != target.name:
                 self.conflicts += (OwnerConflict(node.name, selection.owner),)
@@ -280,6 +285,8 @@ class _Decider:
             return True
         if marks.state is NodeState.SKIPPED and marks.desired == want:
             self.count("skipped")
+            if (cause := skips.skip_cause(marks)) is not None:
+                self.count(skips.COUNTERS[cause])
             self.note(NodeState.SKIPPED, marks.reason)
             if self.target.deleting:  # unchanged: nothing to revert (onDelete: Keep lands here)
                 self.act(_release(node, keep_current=True))
@@ -300,6 +307,13 @@ class _Decider:
                 self.act(AskApproval(node.name, node.resource_version, want))
             return
         self.candidate = want
+        self.count("offered")
+        if marks.blocked:  # left in service when last looked at; the Cordon step looks again
+            stuck = (
+                marks.cause is Cause.DRAIN_BLOCKED
+            )  # a drain that could never finish: waiting alone won't do
+            self.count("stuck", stuck)
+            self.note(NodeState.PENDING, f"{BLOCKED}{marks.blocked}", stuck=stuck)
 
     def _drain_retry(self) -> bool:
         """A node given back Failed after a drain timeout, with automatic retries left (spec.drain.retries):
@@ -527,6 +541,7 @@ def cordon(node: NodeView, target: Target, want: str, policy: compat.Policy) -> 
         taints=node.our_taints,
         in_place=take.in_place,
         drained_because=take.drained_because,
+        retrying=take.retrying,
     )
 
 
@@ -550,6 +565,7 @@ def take_candidate(
         drained_because=drained_because,
         tainted=node.our_taints.since is not None,
         allow_force_delete=allow_force_delete,
+        retrying=node.marks.state is NodeState.FAILED and drain.retried(node.marks.drain_timeouts),
     )
 
 

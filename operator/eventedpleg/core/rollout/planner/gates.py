@@ -12,7 +12,7 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout import window
 from eventedpleg.core.rollout.actions import Action
 from eventedpleg.core.rollout.planner import healthgate
-from eventedpleg.core.rollout.planner.decide import NO_AGENT, Inputs, NodeDecision, cordon
+from eventedpleg.core.rollout.planner.decide import BLOCKED, NO_AGENT, Inputs, NodeDecision, cordon
 from eventedpleg.core.rollout.planner.summary import (
     HeldNode,
     NodeNote,
@@ -134,11 +134,26 @@ def finish(
             held_by=held_by,
             budget_stuck=bool(held_by) and tally.in_flight == 0,
             retrying=tuple(retrying[:MAX_ATTENTION]),
+            blocked=_blocked_for_good(tally, notes, failures, moving=halted or paused or window_closed),
             awaiting_approval=tuple(n.name for n in notes if n.state == NodeState.AWAITING_APPROVAL),
             unhealthy=unhealthy,
             health_watch=tuple(dict.fromkeys(watch or ())),
         ),
     )
+
+
+def _blocked_for_good(
+    tally: Tally, notes: Sequence[NodeNote], failures: Sequence[NodeNote], *, moving: bool
+) -> tuple[NodeNote, ...]:
+    """The remaining nodes when every one is blocked in a way waiting will not fix: each node that may be
+    taken is left in service by a drain that could never finish, the others failed, and nothing is in
+    flight, retried, waiting for its agent or for approval; () otherwise, or when a gate (`moving`: halt,
+    pause, window) says why nothing starts already."""
+    if moving or not tally.stuck or tally.stuck != tally.offered:
+        return ()
+    if tally.in_flight or tally.retry_pending or tally.no_agent or tally.awaiting_approval:
+        return ()
+    return tuple(n for n in notes if n.stuck) + tuple(failures)
 
 
 class _Start:
@@ -203,17 +218,8 @@ class _Start:
                 budget -= cost
                 continue
             self.actions.append(cordon(node, target, want, self.inputs.policy))
-            if node.marks.blocked:  # onBlocked: Wait; the Cordon step looks again
+            if node.marks.blocked:  # left in service (its note is decide's); the Cordon step looks again
                 blocked.append(f"{node.name}: {node.marks.blocked}")
-                self.notes.append(
-                    NodeNote(
-                        node.name,
-                        NodeState.PENDING,
-                        f"waiting, not cordoned: {node.marks.blocked}",
-                        node.marks.since,
-                        node.marks.evidence,
-                    )
-                )
             started += 1
             budget -= 0 if free else 1
         health = self._health_waiting(started)
@@ -221,7 +227,7 @@ class _Start:
             return health, ()
         if started:
             if blocked:
-                return "waiting, not cordoned (drain.onBlocked: Wait): " + "; ".join(blocked), ()
+                return BLOCKED + "; ".join(blocked), ()
             return "", ()
         if room == 0:
             if self.stage:

@@ -22,6 +22,7 @@ class NodeNote:
     since: datetime | None = None
     evidence: str = ""
     unschedulable: bool = False  # still cordoned: a Failed node that is holds capacity until someone acts
+    stuck: bool = False  # left in service by a drain that could never finish (drain.onBlocked: Wait)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class Summary:
     held_by: tuple[HeldNode, ...] = ()
     budget_stuck: bool = False
     retrying: tuple[NodeNote, ...] = ()  # timed-out drains waiting for their automatic retry
+    # Every remaining node is blocked in a way waiting will not fix (drain.onBlocked: Wait on a drain that
+    # could never finish, failures that need a person): those nodes; () while anything can still move.
+    blocked: tuple[NodeNote, ...] = ()
     alerting: bool = False  # spec.rollout.alertGate holds new nodes (waiting says which alerts)
     awaiting_approval: tuple[str, ...] = ()  # nodes waiting for `eventedpleg approve` (approval: Manual)
     # spec.rollout.healthGate: halted because a node's pods were not Ready after it was given back, and the

@@ -28,6 +28,16 @@ class Tally:
     retry_pending: int = 0  # a timed-out drain waits for (or starts) its automatic retry
     no_agent: int = 0  # would be taken, but its agent shows no sign of life (core.hostcheck.absence)
     unhealthy: int = 0  # failed: its pods were not Ready after it was given back (rollout.healthGate)
+    offered: int = 0  # may be taken now (a candidate of the gates)
+    stuck: int = 0  # ... but left in service by a drain that could never finish (drain.onBlocked: Wait)
+    # Skipped, by cause (planner.skips.SkippedFor; `skipped` counts them all, and the nodes not eligible).
+    skipped_host_fault: int = 0
+    skipped_host_refused: int = 0
+    skipped_drain_blocked: int = 0
+    skipped_drain_timeout: int = 0
+    skipped_static_pods: int = 0
+    skipped_not_in_place: int = 0
+    skipped_not_eligible: int = 0
 
     def __add__(self, other: Tally) -> Tally:
         return Tally(*[getattr(self, n) + getattr(other, n) for n in NAMES])

@@ -32,7 +32,11 @@ def skip_static_pods(
         "containers for them (k8s#121349, #123087); set includeControlPlane: true to opt in"
     )
     yield Write(
-        {**marks, c.ANN_DESIRED: node_hash, **state_marks(NodeState.SKIPPED, reason, clock)},
+        {
+            **marks,
+            c.ANN_DESIRED: node_hash,
+            **state_marks(NodeState.SKIPPED, reason, clock, c.Cause.STATIC_PODS),
+        },
         unschedulable,
         taints,
     )
@@ -62,7 +66,8 @@ def drain_blocked(
     if policy is OnDrainBlocked.WAIT:  # in service, as if never taken: taken once the blocker is gone
         if taken or never != was_blocked or taints.marked:  # the Event once per blocker, not per look
             gone: Marks = {c.ANN_STATE: None, c.ANN_STATE_SINCE: None, c.ANN_REASON: None} if taken else {}
-            yield Write({**marks, **gone, c.ANN_BLOCKED: never}, unschedulable, off)
+            blocked = {c.ANN_BLOCKED: never, c.ANN_CAUSE: c.Cause.DRAIN_BLOCKED.value}
+            yield Write({**marks, **gone, **blocked}, unschedulable, off)
             yield Emit(
                 "Warning", EventReason.DRAIN_BLOCKED, f"{given}, waiting (drain.onBlocked: Wait): {never}"
             )
@@ -70,7 +75,12 @@ def drain_blocked(
     state = NodeState.SKIPPED if policy is OnDrainBlocked.SKIP else NodeState.FAILED
     reason = f"{given}: the drain could never finish: {never} (drain.onBlocked: {policy}){hint}"
     yield Write(
-        {**marks, c.ANN_DESIRED: node_hash, c.ANN_BLOCKED: None, **state_marks(state, reason, clock)},
+        {
+            **marks,
+            c.ANN_DESIRED: node_hash,
+            c.ANN_BLOCKED: None,
+            **state_marks(state, reason, clock, c.Cause.DRAIN_BLOCKED),
+        },
         unschedulable,
         off,
     )

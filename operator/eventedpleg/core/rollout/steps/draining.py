@@ -94,7 +94,7 @@ def drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
             c.ANN_DESIRED: action.hash,
             **give_back(action.autoscaler_hold, action.taints),
             **timeouts,
-            **state_marks(state, reason, clock),
+            **state_marks(state, reason, clock, c.Cause.DRAIN_TIMEOUT),
         }
         yield Write(marks, action.was_unschedulable, action.taints.without_ours())
         yield Emit("Warning", EventReason.DRAIN_TIMEOUT, reason)

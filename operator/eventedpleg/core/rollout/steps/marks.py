@@ -9,11 +9,15 @@ from eventedpleg.core.rollout.drain.taints import NodeTaints
 from eventedpleg.core.rollout.steps.requests import Clock, Marks
 
 
-def state_marks(state: NodeState, reason: str, clock: Clock) -> dict[str, str | None]:
+def state_marks(
+    state: NodeState, reason: str, clock: Clock, cause: c.Cause | None = None
+) -> dict[str, str | None]:
+    """A state the operator writes, with the kind of its reason (ANN_CAUSE; removed when it has none)."""
     return {
         c.ANN_STATE: state.value,
         c.ANN_STATE_SINCE: clock().isoformat(timespec="seconds"),
         c.ANN_REASON: reason,
+        c.ANN_CAUSE: None if cause is None else cause.value,
     }
 
 

@@ -58,7 +58,13 @@ def cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     match verdict.kind:
         case TakeKind.SKIP if verdict.cause is SkipCause.HOST:
             return (
-                yield from _skipped(action, f"not cordoned: {verdict.why}", EventReason.UNSUPPORTED, clock)
+                yield from _skipped(
+                    action,
+                    f"not cordoned: {verdict.why}",
+                    EventReason.UNSUPPORTED,
+                    clock,
+                    c.Cause.HOST_REFUSED,
+                )
             )
         case TakeKind.SKIP if verdict.cause is SkipCause.NOT_IN_PLACE:
             return (yield from _not_in_place(action, verdict.why, clock))
@@ -110,6 +116,7 @@ def _node_to_take(action: Cordon, allow_force_delete: bool) -> NodeToTake:
         drained_because=action.drained_because,
         tainted=action.taints.since is not None,
         allow_force_delete=allow_force_delete,
+        retrying=action.retrying,
     )
 
 
@@ -243,17 +250,17 @@ def _not_in_place(action: Cordon, why: str, clock: Clock) -> Step:
         f"not cordoned: drain.mode is InPlace, not safe on this node: {why} "
         "(drain.inPlace.onIneligible: Skip)"
     )
-    return (yield from _skipped(action, reason, EventReason.NOT_IN_PLACE, clock))
+    return (yield from _skipped(action, reason, EventReason.NOT_IN_PLACE, clock, c.Cause.NOT_IN_PLACE))
 
 
-def _skipped(action: Cordon, reason: str, event: EventReason, clock: Clock) -> Step:
+def _skipped(action: Cordon, reason: str, event: EventReason, clock: Clock, cause: c.Cause) -> Step:
     """Skipped before the cordon: owned and named, our taint (if any) off again, one Warning."""
     yield Write(
         {
             c.ANN_OWNER: action.owner,
             c.ANN_DESIRED: action.hash,
             **untaint(action.taints),
-            **state_marks(NodeState.SKIPPED, reason, clock),
+            **state_marks(NodeState.SKIPPED, reason, clock, cause),
         },
         taints=action.taints.without_ours(),
     )
@@ -268,7 +275,8 @@ def _held(
     service (our taint off), looked at again; said once per cause, not once per look."""
     if holding != was_blocked or taints.marked:
         yield Write(
-            {c.ANN_OWNER: owner, c.ANN_BLOCKED: holding, **untaint(taints)}, taints=taints.without_ours()
+            {c.ANN_OWNER: owner, c.ANN_BLOCKED: holding, c.ANN_CAUSE: None, **untaint(taints)},
+            taints=taints.without_ours(),
         )
         yield Emit("Normal", EventReason.NODE_HELD, f"not cordoned, waiting: {holding}")
     return StepEnd(drain_retry=True)

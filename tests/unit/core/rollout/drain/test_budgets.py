@@ -7,9 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eventedpleg.core.rollout.drain import budgets
+from eventedpleg.core.rollout.drain.placement import Destination
 from eventedpleg.core.rollout.drain.pods import PodRef
+from eventedpleg.core.rollout.drain.taints import Taint
 
 
 def pod(
@@ -126,3 +130,171 @@ def test_selectors_follow_policy_v1() -> None:
     elsewhere = pdb()
     elsewhere["metadata"]["namespace"] = "other"
     assert never([pod("db-0")], [elsewhere]) == []  # a budget covers its own namespace only
+
+
+# --- a budget short of what the drain needs, whose replacements cannot become healthy ------------------
+
+ONE_WORKER: tuple[Destination, ...] = ()  # a single-worker cluster: no other node at all
+
+
+def web(name: str, **spec: Any) -> dict[str, Any]:
+    found = pod(name, labels={"app": "web"})
+    found["spec"] = spec
+    return found
+
+
+def web_pdb(allowed: int, *, expected: int = 2, desired: int = 1) -> dict[str, Any]:
+    found = pdb("web", selector={"matchLabels": {"app": "web"}}, expected=expected, desired=desired)
+    found["status"]["disruptionsAllowed"] = allowed
+    return found
+
+
+WEB = (PodRef("shop", "web-0"), PodRef("shop", "web-1"))
+
+
+def short(
+    pods: list[dict[str, Any]],
+    pdbs: list[dict[str, Any]],
+    nodes: tuple[Destination, ...] | None,
+    pending: list[dict[str, Any]] | None = None,
+    evict: tuple[PodRef, ...] = WEB,
+) -> list[str]:
+    asked: list[tuple[str, ...]] = []
+
+    def pending_in(names: tuple[str, ...]) -> list[dict[str, Any]]:
+        asked.append(names)
+        return pending or []
+
+    elsewhere = budgets.Elsewhere(None if nodes is None else lambda: nodes, pending_in)
+    found = [str(n) for n in budgets.never_allowed(pods, evict, pdbs, elsewhere)]
+    assert len(asked) <= 1 and all(names == ("shop",) for names in asked)  # one LIST per namespace
+    return found
+
+
+def test_two_replicas_on_the_only_worker_with_min_available_one_never_drain() -> None:
+    """The first eviction goes, its replacement stays Pending (the only node is cordoned), the second
+    eviction is refused for good: found before the cordon, on the pod that would be refused."""
+    (text,) = short([web("web-0"), web("web-1")], [web_pdb(1)], ONE_WORKER)
+    assert text == (
+        "shop/web-1: PodDisruptionBudget shop/web (minAvailable: 1) allows 1 disruption(s) now and the drain "
+        "needs 2, but no replacement can become healthy: 2 of them fit no other node (nodeSelector, "
+        "affinity, taints, cordons); make room for them on another node (a node they fit, or capacity) or "
+        "relax the budget"
+    )
+
+
+def test_a_budget_that_allows_every_eviction_the_drain_needs_is_not_asked_about() -> None:
+    asked: list[tuple[str, ...]] = []
+
+    def pending_in(names: tuple[str, ...]) -> list[dict[str, Any]]:
+        asked.append(names)
+        return []
+
+    def nodes() -> tuple[Destination, ...]:
+        raise AssertionError("the other nodes are read only for a budget short of what the drain needs")
+
+    elsewhere = budgets.Elsewhere(nodes, pending_in)
+    assert budgets.never_allowed([web("web-0"), web("web-1")], WEB, [web_pdb(2)], elsewhere) == ()
+    assert asked == []  # no LIST of Pending pods either
+
+
+def test_replacements_that_fit_another_node_let_the_drain_finish() -> None:
+    other = (Destination("w2", {}),)
+    assert short([web("web-0"), web("web-1")], [web_pdb(1)], other) == []
+    # pinned by nodeSelector to labels only this node has: they fit nowhere else
+    pinned = [web("web-0", nodeSelector={"disk": "ssd"}), web("web-1", nodeSelector={"disk": "ssd"})]
+    assert len(short(pinned, [web_pdb(1)], other)) == 1
+    # a node the rollout took itself is back once done: no finding
+    assert (
+        short(
+            [web("web-0"), web("web-1")],
+            [web_pdb(1)],
+            (Destination("w2", {}, unschedulable=True, returning=True),),
+        )
+        == []
+    )
+    # cordoned by someone else, or tainted: no place
+    assert (
+        len(short([web("web-0"), web("web-1")], [web_pdb(1)], (Destination("w2", {}, unschedulable=True),)))
+        == 1
+    )
+
+
+def test_one_replica_that_fits_nowhere_within_the_allowance_is_not_reported() -> None:
+    pods = [web("web-0", nodeSelector={"disk": "ssd"}), web("web-1")]
+    assert short(pods, [web_pdb(1)], (Destination("w2", {}),)) == []  # 1 stuck, 1 allowed
+
+
+def test_a_pending_unschedulable_pod_of_the_budget_means_no_replacement_becomes_healthy() -> None:
+    said = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    stuck: dict[str, Any] = {
+        "metadata": {"namespace": "shop", "name": "web-2", "labels": {"app": "web"}},
+        "spec": {},
+        "status": {"phase": "Pending", "conditions": [said]},
+    }
+    (text,) = short([web("web-0")], [web_pdb(0, expected=3, desired=2)], None, [stuck], evict=WEB[:1])
+    assert text.startswith(
+        "shop/web-0: PodDisruptionBudget shop/web (minAvailable: 1) allows 0 disruption(s)"
+    )
+    assert "its pod shop/web-2 is Pending, unschedulable" in text
+    other_app = {**stuck, "metadata": {**stuck["metadata"], "labels": {"app": "db"}}}
+    assert short([web("web-0")], [web_pdb(0, expected=3, desired=2)], None, [other_app], evict=WEB[:1]) == []
+    # Pending only until a node the rollout took is back: not reported
+    back = (Destination("w2", {}, unschedulable=True, returning=True),)
+    assert short([web("web-0")], [web_pdb(0, expected=3, desired=2)], back, [stuck], evict=WEB[:1]) == []
+
+
+def test_only_ready_pods_count_against_the_allowance_and_unjudged_budgets_are_left_alone() -> None:
+    unready = web("web-1")
+    unready["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    assert short([web("web-0"), unready], [web_pdb(1)], ONE_WORKER) == []  # one ready pod, one allowed
+    stale = web_pdb(1)
+    stale["metadata"]["generation"] = 2
+    assert short([web("web-0"), web("web-1")], [stale], ONE_WORKER) == []
+
+
+def test_exhausted_names_a_budget_of_the_pods_to_evict_that_allows_nothing_now() -> None:
+    assert budgets.exhausted([web("web-0")], WEB, [web_pdb(0)]) == (
+        "PodDisruptionBudget shop/web (minAvailable: 1) allows 0 disruptions now"
+    )
+    assert budgets.exhausted([web("web-0")], WEB, [web_pdb(1)]) == ""
+    assert budgets.exhausted([web("web-0")], (), [web_pdb(0)]) == ""  # not one the drain evicts
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ready=st.lists(st.booleans(), min_size=1, max_size=4),
+    allowed=st.integers(0, 4),
+    pinned=st.booleans(),
+    others=st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), max_size=3),
+)
+def test_a_short_budget_is_found_exactly_when_its_replacements_have_nowhere_to_go(
+    ready: list[bool], allowed: int, pinned: bool, others: list[tuple[bool, bool, bool]]
+) -> None:
+    """On a single-worker cluster the drain is found never to finish exactly when it needs more evictions
+    of ready pods than the budget allows now; a node every replacement fits makes any such drain finish;
+    a node they cannot use (cordoned by someone else, tainted, without the labels they need) changes
+    nothing."""
+    selector = {"disk": "ssd"} if pinned else {}
+    pods = []
+    for i, up in enumerate(ready):
+        found = web(f"web-{i}", nodeSelector=selector)
+        found["status"]["conditions"] = [{"type": "Ready", "status": str(up)}]
+        pods.append(found)
+    evict = tuple(PodRef("shop", f"web-{i}") for i in range(len(ready)))
+    budget = [web_pdb(allowed, expected=len(ready) + 1, desired=1)]
+    needed = sum(ready)
+    alone = short(pods, budget, ONE_WORKER, evict=evict)
+    assert len(alone) == (1 if needed > allowed else 0)
+    useless = tuple(
+        Destination(
+            f"o{i}",
+            {} if pinned and labelled else {"disk": "hdd"} if pinned else {},
+            (Taint("dedicated", effect="NoSchedule"),) if tainted or not (cordoned or pinned) else (),
+            unschedulable=cordoned,
+        )
+        for i, (cordoned, tainted, labelled) in enumerate(others)
+    )
+    assert short(pods, budget, useless, evict=evict) == alone
+    fits = (Destination("free", {"disk": "ssd"}),)
+    assert short(pods, budget, useless + fits, evict=evict) == []

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from eventedpleg import constants as c
@@ -17,9 +17,11 @@ from eventedpleg.cli import report
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import steps
 from eventedpleg.core.rollout.drain import pods as drainpods
+from eventedpleg.core.rollout.drain.budgets import Elsewhere
+from eventedpleg.core.rollout.drain.placement import destination_of
 from eventedpleg.core.rollout.drain.pods import DrainResult
 from eventedpleg.core.rollout.drain.survey import PodSurvey, survey
-from eventedpleg.core.rollout.drain.take import SkipCause, TakeKind, TakeVerdict
+from eventedpleg.core.rollout.drain.take import RETRY_WAITS, SkipCause, TakeKind, TakeVerdict
 from eventedpleg.core.rollout.planner.decide import cordon
 from eventedpleg.core.rollout.snapshot import Target, node_view
 from eventedpleg.core.rollout.steps import AttemptDrain, Emit, Request, Write
@@ -72,10 +74,44 @@ def pdbs(draw: st.DrawFn) -> list[dict[str, Any]]:
             {
                 "metadata": {"namespace": "shop", "name": f"pdb-{app}-{len(out)}", "generation": 1},
                 "spec": {"maxUnavailable": expected - desired, "selector": {"matchLabels": {"app": app}}},
-                "status": {"observedGeneration": 1, "expectedPods": expected, "desiredHealthy": desired},
+                "status": {
+                    "observedGeneration": 1,
+                    "expectedPods": expected,
+                    "desiredHealthy": desired,
+                    "disruptionsAllowed": draw(st.integers(0, expected)),  # now: a pod may be restarting
+                },
             }
         )
     return out
+
+
+@st.composite
+def other_nodes(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """The rest of the cluster, where the pods to evict could go (none: a single-worker cluster)."""
+    out = []
+    for i in range(draw(st.integers(0, 2))):
+        taints = [{"key": "dedicated", "effect": "NoSchedule"}] if draw(st.booleans()) else []
+        body = {
+            "metadata": {"name": f"other-{i}", "labels": {}},
+            "spec": {"unschedulable": draw(st.booleans()), "taints": taints},
+            "status": {"conditions": [{"type": "Ready", "status": str(draw(st.booleans()))}]},
+        }
+        out.append(body)
+    return out
+
+
+@st.composite
+def pending_pods(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Pods of the namespace the scheduler found no node for."""
+    said = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    return [
+        {
+            "metadata": {"namespace": "shop", "name": f"pending-{i}", "labels": {"app": app}},
+            "spec": {},
+            "status": {"phase": "Pending", "conditions": [said]},
+        }
+        for i, app in enumerate(draw(st.lists(st.sampled_from(["db", "web"]), max_size=2)))
+    ]
 
 
 @st.composite
@@ -113,6 +149,13 @@ def node_bodies(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):  # our taint went on a while ago (drain.taintBeforeCordon)
         annotations |= {c.ANN_TAINT: TAINT_KEY, c.ANN_TAINTED_SINCE: NOW.isoformat(timespec="seconds")}
         taints = [{"key": TAINT_KEY, "effect": "PreferNoSchedule"}]
+    if draw(st.booleans()):  # its drain timed out; the automatic retry is due (drain.retries)
+        annotations |= {
+            c.ANN_OWNER: "cluster",
+            c.ANN_STATE: "Failed",
+            c.ANN_STATE_SINCE: NOW.isoformat(timespec="seconds"),
+            c.ANN_DRAIN_TIMEOUTS: "1",
+        }
     labels = {"node-role.kubernetes.io/control-plane": ""} if draw(st.booleans()) else {}
     runtime = draw(st.sampled_from(["containerd://2.2.9", "containerd://1.7.35"]))  # Supported, Risky
     return {
@@ -130,6 +173,8 @@ class _Recorder:
     pdbs: list[dict[str, Any]]
     maintenance: list[str]
     spec: NodeConfigSpec
+    others: list[dict[str, Any]] = field(default_factory=list)  # the other nodes, as listed
+    pending: list[dict[str, Any]] = field(default_factory=list)  # Pending pods of the namespace
     requests: list[Request] = field(default_factory=list)
 
     def write(self, request: Write) -> None:
@@ -137,7 +182,17 @@ class _Recorder:
 
     def survey_pods(self) -> PodSurvey:
         drain = Target("cluster", self.spec, NOW, 1, "on", "off").drain
-        return survey(self.pods, drain, now=NOW, pdbs=lambda _: self.pdbs, maintenance=self.maintenance)
+        elsewhere = Elsewhere(
+            lambda: [destination_of(node_view(body)) for body in self.others], lambda _: self.pending
+        )
+        return survey(
+            self.pods,
+            drain,
+            now=NOW,
+            pdbs=lambda _: self.pdbs,
+            maintenance=self.maintenance,
+            elsewhere=elsewhere,
+        )
 
     def find_mirror_pods(self) -> tuple[str, ...]:
         return self.survey_pods().mirror_pods
@@ -180,6 +235,8 @@ def _acted(requests: list[Request]) -> tuple[TakeKind, str]:
     budgets=pdbs(),
     maintenance=st.sampled_from([[], ["NodeMaintenance fix-disk"]]),
     allow_force_delete=st.booleans(),
+    others=other_nodes(),
+    pending=pending_pods(),
 )
 def test_preflight_shows_the_verdict_the_cordon_step_acts_on(
     spec: NodeConfigSpec,
@@ -188,14 +245,19 @@ def test_preflight_shows_the_verdict_the_cordon_step_acts_on(
     budgets: list[dict[str, Any]],
     maintenance: list[str],
     allow_force_delete: bool,
+    others: list[dict[str, Any]],
+    pending: list[dict[str, Any]],
 ) -> None:
+    """Over drawn pods, budgets (with what they allow now), the rest of the cluster and its Pending pods,
+    and nodes whose automatic drain retry is due: the budget rules before the cordon and the retry's
+    re-check are the same in both."""
     view = node_view(body)
     policy = compat.Policy(spec.include_control_plane, spec.allow_risky, spec.runtime.value)
     target = Target("cluster", spec, NOW, 1, "on", "off")
     (row,) = report.preflight_rows(
         [view],
         policy,
-        listed,
+        listed + pending,
         budgets,
         target.drain,
         spec.kubelet_config.value,
@@ -203,16 +265,22 @@ def test_preflight_shows_the_verdict_the_cordon_step_acts_on(
         turning_on=spec.evented_pleg,
         maintenance={NODE: maintenance},
         allow_force_delete=allow_force_delete,
+        cluster=[view, *(node_view(other) for other in others)],
     )
     want = target.hash_on if spec.evented_pleg else target.hash_off
     action = cordon(view, target, want, policy)
-    answers = _Recorder(listed, budgets, maintenance, spec)
+    answers = _Recorder(listed, budgets, maintenance, spec, others, pending)
     steps.run(
         steps.step(action, clock=lambda: NOW, nodeconfig="cluster", allow_force_delete=allow_force_delete),
         answers,
     )
     kind, message = _acted(answers.requests)
     assert row.take.kind is kind, (row.take, answers.requests)
+    event(f"verdict {kind}")  # --hypothesis-show-statistics: the new budget rules are drawn
+    if "no replacement can become healthy" in row.take.why:
+        event("a budget short of what the drain needs, replacements stuck")
+    if RETRY_WAITS in row.take.why:
+        event("an automatic retry held by a budget that allows 0 now")
     if kind in (TakeKind.HOLD, TakeKind.BLOCK) or row.take.cause is SkipCause.HOST:
         assert row.take.why in message  # the same cause, named alike
     taken = row.taken(policy, target.drain)

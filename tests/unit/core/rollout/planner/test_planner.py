@@ -328,19 +328,26 @@ def test_on_blocked_wait_holds_the_rollout_with_the_node_in_service_until_the_bu
     assert c.ANN_BLOCKED not in nodes["node-000"].annotations
 
 
-@pytest.mark.parametrize(("on_timeout", "state"), [("Fail", "Failed"), ("Skip", "Skipped")])
-def test_drain_timeout(on_timeout: str, state: str) -> None:
+def test_drain_timeout_skip_skips_the_node_and_goes_on() -> None:
     nodes = fleet(3)
     nodes["node-000"].drain_blocked_until = T0 + timedelta(days=1)
-    world = World(nodes, spec(drain={"timeoutSeconds": 20, "onTimeout": on_timeout}))
+    world = World(nodes, spec(drain={"timeoutSeconds": 20, "onTimeout": "Skip"}))
     final = world.run()
-    assert nodes["node-000"].annotations[c.ANN_STATE] == state
+    assert nodes["node-000"].annotations[c.ANN_STATE] == "Skipped"
+    assert nodes["node-000"].annotations[c.ANN_CAUSE] == "DrainTimeout"
     assert not nodes["node-000"].unschedulable  # a timed-out drain never leaves our cordon behind
-    if on_timeout == "Skip":
-        assert final.summary.counts.updated == 2
-        assert not final.summary.halted
-    else:
-        assert final.summary.halted
+    assert final.summary.counts.updated == 2
+    assert not final.summary.halted
+
+
+def test_drain_timeout_fail_without_retries_halts() -> None:
+    nodes = fleet(3)
+    nodes["node-000"].drain_blocked_until = T0 + timedelta(days=1)
+    world = World(nodes, spec(drain={"timeoutSeconds": 20, "onTimeout": "Fail", "retries": 0}))
+    final = world.run()
+    assert nodes["node-000"].annotations[c.ANN_STATE] == "Failed"
+    assert not nodes["node-000"].unschedulable
+    assert final.summary.halted
 
 
 def test_drain_timeout_force_delete_proceeds() -> None:
@@ -731,8 +738,9 @@ def _reused_views(world: World, cache: dict[str, tuple[dict[str, object], NodeVi
 def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> None:
     """A PassMemo recomputes only the nodes whose view changed or whose deadline passed -- found by looking
     at every node, or told which nodes changed (as the node cache tells it) -- and every pass plans
-    exactly as a pass without it, through PDB-blocked drains and their timeouts and retries, silent and
-    failing agents, absent agents and agents that die once their node is cordoned, clock jumps past
+    exactly as a pass without it, through PDB-blocked drains and their timeouts and retries (held in
+    service while the budget allows nothing), drains that could never finish (every drain.onBlocked),
+    silent and failing agents, absent agents and agents that die once their node is cordoned, clock jumps past
     deadlines and past host checks' freshness, label, selector, peer and spec changes, a retry request,
     nodes joining and leaving, and deletion."""
     rng = random.Random(seed)
@@ -743,6 +751,9 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
         roll = rng.random()
         if roll < 0.2:
             node.drain_blocked_until = T0 + timedelta(seconds=rng.choice([5, 40, 400]))
+            node.budget_allows = rng.random() < 0.5  # else a retry waits in service while it allows 0
+        elif roll < 0.25:  # a drain that could never finish (drain.onBlocked), until the budget changes
+            node.drain_never_until = T0 + timedelta(seconds=rng.choice([30, 3600]))
         elif roll < 0.3:
             node.agent_silent = True
         elif roll < 0.4:
@@ -756,6 +767,7 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
         "timeoutSeconds": rng.choice([0, 10, 30]),
         "onTimeout": rng.choice(["Fail", "Skip", "ForceDelete"]),
         "retries": rng.choice([0, 1, 2]),
+        "onBlocked": rng.choice(["Skip", "Wait", "Fail"]),
         "retryBackoffSeconds": 10,
         "taintBeforeCordon": rng.choice([None, {"seconds": 5}]),
     }

@@ -469,7 +469,8 @@ def test_on_blocked_wait_leaves_the_node_in_service_and_says_so_once() -> None:
     wait = replace(POLICY, on_blocked=OnDrainBlocked.WAIT)
     requests, end = run(cordon(drain=wait), pods_to_evict=True, never=NEVER)
     (write,) = writes(requests)
-    assert write.annotations == {c.ANN_OWNER: "cluster", c.ANN_BLOCKED: NEVER} and write.unschedulable is None
+    never = {c.ANN_OWNER: "cluster", c.ANN_BLOCKED: NEVER, c.ANN_CAUSE: c.Cause.DRAIN_BLOCKED}
+    assert write.annotations == never and write.unschedulable is None
     assert events(requests) == [("Warning", "DrainBlocked")] and end == StepEnd(drain_retry=True)
     # looked at again with the same blocker: nothing written, no second Event, looked at again later
     again, end = run(cordon(drain=wait, blocked=NEVER), pods_to_evict=True, never=NEVER)
@@ -560,7 +561,8 @@ def test_a_node_held_by_a_blocking_pod_or_another_owner_is_not_taken_and_said_on
     answers = Holding((), (), False, DrainResult(True), holding=text)
     steps.run(steps.step(cordon(), clock=lambda: T0, nodeconfig="c"), answers)
     (write,) = writes(answers.requests)
-    assert write.unschedulable is None and write.annotations == {c.ANN_OWNER: "cluster", c.ANN_BLOCKED: text}
+    held = {c.ANN_OWNER: "cluster", c.ANN_BLOCKED: text, c.ANN_CAUSE: None}  # for now: no kind that lasts
+    assert write.unschedulable is None and write.annotations == held
 
 
 def test_a_node_uncordoned_by_someone_else_mid_drain_is_never_handed_to_the_agent() -> None:
@@ -760,5 +762,6 @@ def test_a_pod_that_asks_not_to_be_disrupted_waits_in_service_with_on_blocked_wa
     wait = replace(POLICY, on_blocked=OnDrainBlocked.WAIT)
     requests, end = run(cordon(drain=wait), pods_to_evict=True, never=KEPT, protected=KEPT)
     (write,) = writes(requests)
-    assert write.annotations == {c.ANN_OWNER: "cluster", c.ANN_BLOCKED: KEPT} and write.unschedulable is None
+    kept = {c.ANN_OWNER: "cluster", c.ANN_BLOCKED: KEPT, c.ANN_CAUSE: c.Cause.DRAIN_BLOCKED}
+    assert write.annotations == kept and write.unschedulable is None
     assert end == StepEnd(drain_retry=True)

@@ -32,6 +32,7 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
+from eventedpleg.reasons import ConditionReason
 from eventedpleg_lab import periodic
 from eventedpleg_lab.demo.harness import NAMESPACE
 from eventedpleg_lab.lab import chart
@@ -151,6 +152,14 @@ def test_one_worker_a_budget_that_needs_another_node_is_named_before_any_cordon(
     assert not cordons.longest, f"cordoned for {cordons.longest}"
     assert reason.startswith("not cordoned: the drain could never finish"), reason
     assert f"PodDisruptionBudget {chart.WORKLOAD_NAMESPACE}/web" in reason, reason
+    # Nothing runs what was asked, and waiting will not change it: not Available, Stalled, saying why.
+    body = chart.wait_for("the NodeConfig to settle", lambda: chart.settled(installed), timeout=120)
+    assert body is not None
+    reasons = {x["type"]: (x["status"], x["reason"], x["message"]) for x in body["status"]["conditions"]}
+    print(f"Available: {reasons['Available']}\nStalled: {reasons['Stalled']}")
+    assert reasons["Available"][:2] == ("False", ConditionReason.NODES_SKIPPED.value), reasons
+    assert "1 skipped: blocked drain" in reasons["Available"][2], reasons
+    assert reasons["Stalled"][0] == "True", reasons
     events = chart.get_json(
         installed, "events", "-n", "default", f"--field-selector=involvedObject.name={node}"
     )

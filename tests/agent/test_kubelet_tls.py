@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from eventedpleg.agent.hostfiles import HostFiles
+from eventedpleg.agent.interpreter import Interpreter
 from eventedpleg.agent.linuxhost import (
     BOOTSTRAPPED_CERT,
     HOST_CLUSTER_CA,
@@ -29,8 +30,11 @@ from eventedpleg.agent.linuxhost import (
     LinuxHost,
     kubelet_serving_trust,
 )
+from eventedpleg.core.node.phases.effects import Scrape
 from eventedpleg.core.node.phases.host import KubeletEndpoint
+from eventedpleg.core.node.phases.hostfault import HostFault
 from eventedpleg.core.node.phases.nodeapi import AgentNode
+from tests.agent.fakeapi import FakeApi
 
 NODE_A = AgentNode(
     "node-a", addresses=(("InternalIP", "10.0.0.1"), ("Hostname", "node-a"), ("InternalIP", "fd00::a"))
@@ -320,6 +324,25 @@ def test_another_nodes_ca_signed_certificate_is_refused_and_gets_no_token(
     assert got.error == (
         f"not sending the token to {other.url}: the kubelet's serving certificate names node-b, 10.0.0.2, "
         "not node node-a (node-a, 10.0.0.1, fd00::a)"
+    )
+    assert other.seen == []
+
+
+def test_the_refusal_is_a_one_line_host_fault_of_the_scrape(
+    tmp_path: Path, signer: Signer, serve_tls: ServeTls
+) -> None:
+    """The phases see it as a HostFault (before the first write: the node is skipped, nothing changed),
+    not as a kubelet that has not answered yet."""
+    _bootstrapped(tmp_path)
+    other = serve_tls(*signer.serving(tmp_path / "b", "node-b", ("node-b",), ("10.0.0.2",)))
+    host = _host(tmp_path, other.url, signer.crt)
+    answer = Interpreter("node-a", host, FakeApi()).perform(Scrape(), NODE_A)
+    assert isinstance(answer, HostFault)
+    assert answer.line() == (
+        "scrape the kubelet's /metrics on node-a failed (the kubelet's serving certificate names node-b, "
+        "10.0.0.2, not node node-a (node-a, 10.0.0.1, fd00::a)): the token was not sent; give the kubelet a "
+        "serving certificate for this node's name or addresses (approve its own CSR), or find what else "
+        "answers on its port"
     )
     assert other.seen == []
 

@@ -284,7 +284,7 @@ def _verified_get(
             cert = sock.getpeercert() if isinstance(sock, ssl.SSLSocket) else None
             wrong = servingcert.mismatch(identity, _sans(cert))
             if wrong is not None:
-                return HttpResult(0, error=f"not sending the token to {url}: {wrong}")
+                return HttpResult(0, error=f"not sending the token to {url}: {wrong}", untrusted=wrong)
         conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
         response = conn.getresponse()
         body = response.read(MAX_BODY).decode(errors="replace")

@@ -14,6 +14,14 @@ from eventedpleg.core.runtimes import RuntimeProfile
 
 log = logging.getLogger(__name__)
 KUBELET_UNIT = "kubelet"
+UNTRUSTED_FIX = (
+    "the token was not sent; give the kubelet a serving certificate for this node's name or addresses "
+    "(approve its own CSR), or find what else answers on its port"
+)
+
+
+class UntrustedKubeletError(Exception):
+    """The kubelet's port answered with a certificate that does not name this node (the mismatch)."""
 
 
 class Observer:
@@ -26,10 +34,13 @@ class Observer:
         return self.scrape(only)[0]
 
     def scrape(self, only: frozenset[str] | None = None) -> tuple[Metrics | None, str]:
-        """The kubelet's metrics, or None and why (one line: a refused certificate names the mismatch)."""
+        """The kubelet's metrics, or None and why (one line); raises UntrustedKubeletError when what answered
+        is not this node's kubelet (the interpreter makes it a host fault)."""
         result = self.host.kubelet_get(KubeletEndpoint.METRICS)
         if result.ok:
             return parse_metrics(result.body, only), ""
+        if result.untrusted:
+            raise UntrustedKubeletError(result.untrusted)
         why = result.error or f"HTTP {result.status}"
         log.warning("kubelet metrics unavailable: %s", why)
         return None, why

@@ -9,7 +9,6 @@ from eventedpleg.agent import health
 from eventedpleg.agent.agent import Agent
 from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.constants import NodeState
-from eventedpleg.core.health import Heartbeats
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NODE, Rig, RigFactory
 
@@ -57,7 +56,7 @@ def test_metrics_are_served_with_build_info_and_process_metrics() -> None:
     metrics = AgentMetrics()
     metrics.phase("apply", 12.5)
     metrics.loop_error()
-    server = health.serve(Heartbeats(lambda: 0.0), 180.0, 0, host="127.0.0.1", metrics=metrics)
+    server = health.serve_metrics(metrics, 0, host="127.0.0.1")
     try:
         port = int(server.server_address[1])
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:

@@ -20,6 +20,7 @@ from prometheus_client import generate_latest
 
 from eventedpleg import constants as c
 from eventedpleg import protocol
+from eventedpleg.agent import health
 from eventedpleg.cli import main as cli_main
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.node.facts.promtext import parse_metrics
@@ -97,6 +98,7 @@ CASES: dict[str, dict[str, Any]] = {
             "nodeCIDRs": ["10.0.0.0/16", "fd00::/64"],
         },
         "agent.health.port": 9555,
+        "agent.metrics.port": 9556,
     },
     # An image imported straight into each node's runtime (`eventedpleg lab image`), no registry to pull from.
     "local-image": {
@@ -382,16 +384,17 @@ def test_network_policies_only_when_enabled(default: Rendered) -> None:
     daemonset = rendered.find("DaemonSet", AGENT)
     assert agent["metadata"]["namespace"] == AGENT_NS
     assert agent["spec"]["podSelector"]["matchLabels"] == daemonset["spec"]["selector"]["matchLabels"]
-    probe_port = _container(daemonset)["livenessProbe"]["httpGet"]["port"]
-    assert agent["spec"]["ingress"] == [
-        {
-            "ports": [{"port": probe_port, "protocol": "TCP"}],
-            "from": [{"ipBlock": {"cidr": "10.0.0.0/16"}}, {"ipBlock": {"cidr": "fd00::/64"}}],
-        }
-    ]
-    # Without nodeCIDRs: the agent admits nothing but what the plugin admits by itself (its node).
+    metrics_port = _parse_cli(_container(daemonset), {"NODE_NAME": "n"})["metrics_port"]
+    assert metrics_port == 9556  # the probes' port is on the node's loopback: no policy to write for it
+    (agent_rule,) = agent["spec"]["ingress"]
+    assert agent_rule["ports"] == [{"port": metrics_port, "protocol": "TCP"}]
+    assert agent_rule["from"] == rule["from"]  # the same Prometheus and nodes as the operator's /metrics
+    # Without nodeCIDRs: the default Prometheus; without /metrics: nothing at all.
     bare = render({"networkPolicy.enabled": True})
-    assert bare.find("NetworkPolicy", AGENT)["spec"]["ingress"] == []
+    (bare_rule,) = bare.find("NetworkPolicy", AGENT)["spec"]["ingress"]
+    assert bare_rule["ports"] == [{"port": 9442, "protocol": "TCP"}] and len(bare_rule["from"]) == 1
+    closed = render({"networkPolicy.enabled": True, "agent.metrics.port": 0})
+    assert closed.find("NetworkPolicy", AGENT)["spec"]["ingress"] == []
     (default_rule,) = bare.find("NetworkPolicy", OPERATOR)["spec"]["ingress"]
     assert default_rule["from"] == [
         {
@@ -483,6 +486,7 @@ def test_agent_argv_is_accepted_by_the_cli(default: Rendered) -> None:
     params = _parse_cli(container, {"NODE_NAME": "node-1"})
     assert params["node"] == "node-1"
     assert (params["health_port"], params["health_stale_seconds"]) == (9441, 180.0)
+    assert (params["metrics_port"], params["metrics_address"]) == (9442, "0.0.0.0")  # its own listener
     assert params["host_root"] == Path("/host")
     assert params["namespace"] == NAMESPACE  # where the operator writes the rendered ConfigMaps
     assert "simulate" not in params and "profile" not in params  # the image's agent has no simulator
@@ -494,8 +498,11 @@ def test_agent_probes_use_its_health_endpoint(default: Rendered) -> None:
     # No ports entry: on hostNetwork a containerPort is a hostPort, and the scheduler (NodePorts) would
     # keep the surge pod off the node its old pod still holds the port on.
     assert "ports" not in container
+    # The node's loopback, where the agent's probe listener is (agent.health.PROBE_HOST): the kubelet
+    # probes a hostNetwork pod from the node's network namespace.
     for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": 9441}
+        assert container[probe]["httpGet"] == {"host": "127.0.0.1", "path": "/healthz", "port": 9441}
+    assert health.PROBE_HOST == "127.0.0.1"
     # The probe must tolerate a quiet watch (60 s) plus its read timeout before restarting the agent.
     liveness = container["livenessProbe"]
     assert liveness["periodSeconds"] * liveness["failureThreshold"] >= 60

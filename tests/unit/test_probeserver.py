@@ -16,6 +16,7 @@ import pytest
 
 from eventedpleg import probeserver
 from eventedpleg.agent import health
+from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.probeserver import TEXT
@@ -138,11 +139,14 @@ def test_a_client_that_leaves_mid_answer_prints_nothing_and_the_server_serves_on
     assert "Traceback" not in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("server_of", ["agent", "operator"])
+@pytest.mark.parametrize("server_of", ["agent", "agent-metrics", "operator"])
 def test_the_agent_and_the_operator_serve_with_the_bounds(server_of: str) -> None:
-    """Both endpoints come from probeserver.start with its defaults: an idle connection is closed."""
+    """Every endpoint comes from probeserver.start with its defaults: an idle connection is closed."""
     if server_of == "agent":
-        server = health.serve(Heartbeats(time.monotonic), 60.0, 0, host="127.0.0.1")
+        server = health.serve(Heartbeats(time.monotonic), 60.0, 0)
+        assert server.server_address[0] == "127.0.0.1"  # the agent's probes: the node's loopback only
+    elif server_of == "agent-metrics":
+        server = health.serve_metrics(AgentMetrics(), 0, host="127.0.0.1")
     else:
         server = OperatorMetrics().serve(0, host="127.0.0.1")
     try:

@@ -3,9 +3,10 @@ where
 the agent's phases touch anything. The same interpreter runs on the real host (agent.linuxhost) and, in
 tests, on a simulated one (eventedpleg_lab.sim).
 
-Every host effect is contained here: an OSError (by its errno), a command that is missing or timed out, or
-a subprocess error becomes a HostFault answer (core.node.phases.hostfault) naming the operation, the host
-path or command, the errno in words and the fix, so a phase ends in a report and never in a traceback.
+Every host effect is contained here: an OSError (by its errno), a command that is missing or timed out, a
+subprocess error, or a kubelet port answering with another node's certificate (agent.observe) becomes a
+HostFault answer (core.node.phases.hostfault) naming the operation, the host path or command, the errno
+(or the mismatch) in words and the fix, so a phase ends in a report and never in a traceback.
 API effects are not contained: the loop (agent.runner) retries an API that fails.
 
 A phase becomes a `Work`: a generator of the seconds to wait (each Wait), so one agent can be driven by a
@@ -26,7 +27,7 @@ from eventedpleg import constants as c
 from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.hostread import read_facts
 from eventedpleg.agent.metrics import AgentMetrics
-from eventedpleg.agent.observe import Observer
+from eventedpleg.agent.observe import UNTRUSTED_FIX, Observer, UntrustedKubeletError
 from eventedpleg.agent.statestore import StateStore
 from eventedpleg.core.node.facts.hostplan import FileChange
 from eventedpleg.core.node.phases.effects import (
@@ -135,6 +136,8 @@ class Interpreter:
             return self._perform(effect, node)
         try:
             answer = self._perform(effect, node)
+        except UntrustedKubeletError as exc:
+            return HostFault(operation, self.node, "", str(exc), UNTRUSTED_FIX)
         except OSError as exc:
             return self.file_fault(operation, self._target(effect), exc)
         except subprocess.TimeoutExpired as exc:

@@ -10,24 +10,30 @@ kubelet's endpoints are reached on the host's loopback (the pod uses hostNetwork
   sent only over a verified connection: the serving certificate is checked against the cluster CA when the
   kubelet's certificate was bootstrapped (serverTLSBootstrap: pki/kubelet-server-current.pem exists), else
   against the kubelet's self-signed pki/kubelet.crt, both read inside the host root. It names the node, not
-  127.0.0.1, so the chain is checked and the host name is not. With nothing to verify against, the call is
-  not made (README, "Install and watch").
+  127.0.0.1: a self-signed one is its own trust anchor, so its chain is the check; a CA-signed one must
+  also name this node (its Node's name or one of its status.addresses, core.node.facts.servingcert),
+  checked after the handshake and before a byte of the request, token included, is sent: the cluster CA
+  signs every node's certificate, so the chain alone would let another node's pass. With nothing to
+  verify against, the call is not made (README, "Install and watch").
 """
 
 from __future__ import annotations
 
+import http.client
 import os
 import ssl
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from eventedpleg.agent.hostfiles import HostFiles
+from eventedpleg.core.node.facts import servingcert
 from eventedpleg.core.node.facts.kubeletflags import parse_cmdline, parse_environ
 from eventedpleg.core.node.phases.host import (
     CommandResult,
@@ -36,6 +42,9 @@ from eventedpleg.core.node.phases.host import (
     KubeletEndpoint,
     KubeletProcess,
 )
+from eventedpleg.core.node.phases.nodeapi import AgentNode
+
+NodeLookup = Callable[[], AgentNode | None]  # this node's Node, read fresh
 
 TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 CLUSTER_CA_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
@@ -54,6 +63,7 @@ class ServingTrust:
 
     cadata: str
     files: tuple[str, ...]
+    signed: bool = False  # by the cluster's CA (serverTLSBootstrap): it must name this node as well
 
 
 def kubelet_serving_trust(files: HostFiles, cluster_ca: Path = CLUSTER_CA_FILE) -> ServingTrust:
@@ -75,7 +85,7 @@ def kubelet_serving_trust(files: HostFiles, cluster_ca: Path = CLUSTER_CA_FILE) 
     found = tuple((name, pem) for name, pem in used if pem)
     if not found:
         return ServingTrust("", tuple(name for name, _ in used))
-    return ServingTrust("\n".join(pem for _, pem in found), tuple(name for name, _ in found))
+    return ServingTrust("\n".join(pem for _, pem in found), tuple(name for name, _ in found), signed=True)
 
 
 def _host_pem(files: HostFiles, host_path: str) -> str:
@@ -110,6 +120,7 @@ class LinuxHost:
         token_file: Path = TOKEN_FILE,
         cluster_ca: Path = CLUSTER_CA_FILE,
         clock: HostClock | None = None,
+        node: NodeLookup | None = None,
     ) -> None:
         self._root = root
         self._files = HostFiles(root)
@@ -119,6 +130,12 @@ class LinuxHost:
         self._token_file = token_file
         self._cluster_ca = cluster_ca
         self._clock: HostClock = clock or RealClock()
+        self._node = node
+
+    def identify_node(self, node: NodeLookup) -> None:
+        """How to read this node's Node (its name and status.addresses), which a CA-signed kubelet serving
+        certificate must name; given once the agent's API client exists."""
+        self._node = node
 
     @property
     def root(self) -> Path:
@@ -201,32 +218,86 @@ class LinuxHost:
 
     def kubelet_get(self, endpoint: KubeletEndpoint) -> HttpResult:
         url = self._urls[endpoint]
-        request = urllib.request.Request(url)  # noqa: S310 - fixed loopback http(s) URLs
-        context = None
-        if url.startswith("https://"):
-            trust = kubelet_serving_trust(self._files, self._cluster_ca)
-            if not trust.cadata:
-                return HttpResult(
-                    0,
-                    error=f"not calling {url}: cannot verify the kubelet's serving certificate against "
-                    f"{' or '.join(trust.files)} (missing, or not readable inside the host root); the "
-                    "token is sent only over a verified connection",
-                )
-            try:
-                context = ssl.create_default_context(cadata=trust.cadata)
-            except ssl.SSLError as exc:
-                return HttpResult(0, error=f"not calling {url}: {' or '.join(trust.files)}: {exc}")
-            context.check_hostname = False  # the certificate names the node, we call 127.0.0.1
-            try:
-                token = self._token_file.read_text().strip()
-            except OSError:
-                token = ""  # out of a pod: no token, the kubelet answers 401
-            if token:
-                request.add_header("Authorization", f"Bearer {token}")
+        if not url.startswith("https://"):
+            return _plain_get(url)
+        trust = kubelet_serving_trust(self._files, self._cluster_ca)
+        if not trust.cadata:
+            return HttpResult(
+                0,
+                error=f"not calling {url}: cannot verify the kubelet's serving certificate against "
+                f"{' or '.join(trust.files)} (missing, or not readable inside the host root); the "
+                "token is sent only over a verified connection",
+            )
+        identity = None
+        if trust.signed:
+            identity, why = self._identity()
+            if identity is None:
+                return HttpResult(0, error=f"not calling {url}: {why}")
         try:
-            with urllib.request.urlopen(request, timeout=10, context=context) as response:  # noqa: S310
-                return HttpResult(response.status, response.read(MAX_BODY).decode(errors="replace"))
-        except urllib.error.HTTPError as exc:
-            return HttpResult(exc.code, error=str(exc))
-        except (urllib.error.URLError, OSError) as exc:
-            return HttpResult(0, error=str(exc))
+            context = ssl.create_default_context(cadata=trust.cadata)
+        except ssl.SSLError as exc:
+            return HttpResult(0, error=f"not calling {url}: {' or '.join(trust.files)}: {exc}")
+        context.check_hostname = False  # we call 127.0.0.1; the node's names are checked below
+        try:
+            token = self._token_file.read_text().strip()
+        except OSError:
+            token = ""  # out of a pod: no token, the kubelet answers 401
+        return _verified_get(url, context, token, identity)
+
+    def _identity(self) -> tuple[servingcert.NodeIdentity | None, str]:
+        """This node's name and addresses from its Node, or why there are none."""
+        why = "cannot check the kubelet's serving certificate against this node's name and addresses"
+        if self._node is None:
+            return None, f"{why}: the agent has no Node to read them from"
+        try:
+            node = self._node()
+        except Exception as exc:  # the API server unreachable or refusing: no call, said in one line
+            return None, f"{why}: reading the Node failed: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+        if node is None:
+            return None, f"{why}: the Node does not exist"
+        return servingcert.NodeIdentity(node.name, node.addresses), ""
+
+
+def _plain_get(url: str) -> HttpResult:
+    request = urllib.request.Request(url)  # noqa: S310 - fixed loopback http URLs
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            return HttpResult(response.status, response.read(MAX_BODY).decode(errors="replace"))
+    except urllib.error.HTTPError as exc:
+        return HttpResult(exc.code, error=str(exc))
+    except (urllib.error.URLError, OSError) as exc:
+        return HttpResult(0, error=str(exc))
+
+
+def _verified_get(
+    url: str, context: ssl.SSLContext, token: str, identity: servingcert.NodeIdentity | None
+) -> HttpResult:
+    """GET over TLS verified by `context`; with `identity`, the peer's certificate must name this node,
+    checked after the handshake and before the request (and the token in it) is written."""
+    parts = urllib.parse.urlsplit(url)
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    conn = http.client.HTTPSConnection(parts.hostname or "", parts.port or 443, timeout=10, context=context)
+    try:
+        conn.connect()
+        if identity is not None:
+            sock = conn.sock
+            cert = sock.getpeercert() if isinstance(sock, ssl.SSLSocket) else None
+            wrong = servingcert.mismatch(identity, _sans(cert))
+            if wrong is not None:
+                return HttpResult(0, error=f"not sending the token to {url}: {wrong}", untrusted=wrong)
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        response = conn.getresponse()
+        body = response.read(MAX_BODY).decode(errors="replace")
+        if response.status >= 400:
+            return HttpResult(response.status, error=f"HTTP Error {response.status}: {response.reason}")
+        return HttpResult(response.status, body)
+    except (OSError, http.client.HTTPException) as exc:
+        return HttpResult(0, error=str(exc).replace("\n", " "))
+    finally:
+        conn.close()
+
+
+def _sans(cert: object) -> tuple[tuple[str, str], ...]:
+    """subjectAltName of a verified peer's getpeercert(): ("DNS", name) and ("IP Address", ip) pairs."""
+    listed = cert.get("subjectAltName", ()) if isinstance(cert, dict) else ()
+    return tuple((str(e[0]), str(e[1])) for e in listed if isinstance(e, tuple) and len(e) == 2)

@@ -31,6 +31,7 @@ from eventedpleg.cli.logformat import log_format_option
 from eventedpleg.core import hostcheck
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.core.node.phases.host import Host
+from eventedpleg.core.node.phases.nodeapi import AgentApi
 from eventedpleg.k8s.agentapi import KubeAgentApi
 from eventedpleg.k8s.client import api_client
 
@@ -126,10 +127,19 @@ def agent_command_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def run_agent(
-    process: AgentProcess, host: Host, *, health_port: int = 0, health_stale_seconds: float = 180.0
+    process: AgentProcess,
+    host: Host,
+    *,
+    health_port: int = 0,
+    health_stale_seconds: float = 180.0,
+    metrics_port: int = 0,
+    metrics_host: str = health.METRICS_HOST,
+    on_api: Callable[[AgentApi], None] | None = None,
 ) -> None:
     """Run the agent on `host` until SIGTERM/SIGINT (or one pass with `once`), once no other agent holds the
-    host (agent.hostlock); with `health_port`, serve /healthz from the loop's heartbeat."""
+    host (agent.hostlock); with `health_port`, serve /healthz from the loop's heartbeat on the loopback, with
+    `metrics_port` /metrics on `metrics_host` (agent.health: two listeners). `on_api` is given the agent's
+    API once it exists (the real host reads its Node's addresses through it)."""
     logformat.configure(process.log_format, process.verbose)
     stopping = threading.Event()
     idle = threading.Event()
@@ -143,7 +153,9 @@ def run_agent(
     signal.signal(signal.SIGINT, on_signal)
     beats = Heartbeats(time.monotonic)
     metrics = AgentMetrics()
-    server = health.serve(beats, health_stale_seconds, health_port, metrics=metrics) if health_port else None
+    servers = [health.serve(beats, health_stale_seconds, health_port)] if health_port else []
+    if metrics_port:
+        servers.append(health.serve_metrics(metrics, metrics_port, metrics_host))
     try:
         with (
             hostlock.held(host.root, stop=stopping.is_set, waiting=lambda: beats.beat(health.LOOP)) as ours,
@@ -153,6 +165,8 @@ def run_agent(
                 logging.getLogger(__name__).info("stopped by signal while another agent held the host")
                 return
             api = KubeAgentApi(client, host=process.node)
+            if on_api is not None:
+                on_api(api)
             the_agent = Agent(process.node, host, api, process.settings, metrics=metrics)
             try:
                 runner.run(the_agent, stop=stopping.is_set, once=process.once, beats=beats, idle=idle)
@@ -161,7 +175,7 @@ def run_agent(
             if not process.once:
                 withdraw_host_check(the_agent)
     finally:
-        if server is not None:
+        for server in servers:
             server.shutdown()
 
 
@@ -194,7 +208,21 @@ def withdraw_host_check(agent: Agent) -> None:
     default=0,
     show_default=True,
     type=int,
-    help="Serve /healthz on this port (0: off).",
+    help="Serve /healthz and /readyz on this port of the loopback (0: off).",
+)
+@click.option(
+    "--metrics-port",
+    envvar="EVENTEDPLEG_METRICS_PORT",
+    default=0,
+    show_default=True,
+    type=int,
+    help="Serve /metrics on this port, a listener of its own (0: off).",
+)
+@click.option(
+    "--metrics-address",
+    default=health.METRICS_HOST,
+    show_default=True,
+    help="The address /metrics listens on (the node's network: the pod uses hostNetwork).",
 )
 @click.option(
     "--health-stale-seconds",
@@ -204,7 +232,22 @@ def withdraw_host_check(agent: Agent) -> None:
     help="/healthz fails when the loop made no progress for this long (above the check interval + 30 s).",
 )
 @agent_command_options
-def agent(process: AgentProcess, host_root: Path, health_port: int, health_stale_seconds: float) -> None:
+def agent(
+    process: AgentProcess,
+    host_root: Path,
+    health_port: int,
+    health_stale_seconds: float,
+    metrics_port: int,
+    metrics_address: str,
+) -> None:
     """Apply, verify and watch Evented PLEG on this node when the operator asks (node annotations)."""
     host = LinuxHost(host_root, nsenter=host_root.resolve() != Path("/"))
-    run_agent(process, host, health_port=health_port, health_stale_seconds=health_stale_seconds)
+    run_agent(
+        process,
+        host,
+        health_port=health_port,
+        health_stale_seconds=health_stale_seconds,
+        metrics_port=metrics_port,
+        metrics_host=metrics_address,
+        on_api=lambda api: host.identify_node(lambda: api.get_node(process.node)),
+    )

@@ -46,6 +46,9 @@ def agent_node(obj: Mapping[str, Any]) -> AgentNode:
         runtime_version=str(info.get("containerRuntimeVersion", "")),
         ready=ready,
         unschedulable=bool((obj.get("spec") or {}).get("unschedulable", False)),
+        addresses=tuple(
+            (str(a.get("type", "")), str(a.get("address", ""))) for a in status.get("addresses") or []
+        ),
     )
 
 

@@ -80,6 +80,7 @@ class Observation:
     node_ready: bool | None = None  # None: unknown (not checked)
     baseline: Metrics | None = None  # first scrape after the kubelet became healthy
     metrics: Metrics | None = None  # latest scrape; None when /metrics did not answer
+    metrics_error: str = ""  # why the latest scrape got no metrics (one line)
     log: LogScan = field(default_factory=LogScan)  # journal since the kubelet restart
     runtime_events: bool | None = None  # the running runtime's drop-in setting (CRI-O: enable_pod_events)
     runtime_source: str = ""  # which command told us
@@ -202,6 +203,8 @@ def _health_checks(obs: Observation) -> list[Check]:
 def _gate_checks(expect: Expectation, obs: Observation) -> list[Check]:
     """The gate as the running kubelet has it: the metric, else the V(1) feature-gates line (§4)."""
     gate_on, text = gate_metric(obs.metrics)
+    if obs.metrics is None and obs.metrics_error:
+        text = f"{text}: {obs.metrics_error}"
     logged = obs.log.feature_gates
     if gate_on is None and logged is not None and c.FEATURE_GATE in logged:
         gate_on = logged[c.FEATURE_GATE]

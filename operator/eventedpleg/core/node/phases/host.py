@@ -55,11 +55,14 @@ class KubeletEndpoint(StrEnum):
 
 @dataclass(frozen=True)
 class HttpResult:
-    """`status` 0 means no answer at all (connection refused, timeout)."""
+    """`status` 0 means no answer at all (connection refused, timeout). `untrusted`: the server answered
+    with a certificate that is not this node's kubelet's, so nothing was sent (one line, also in `error`);
+    a host fault, where a server that does not answer is only a wait."""
 
     status: int
     body: str = ""
     error: str = ""
+    untrusted: str = ""
 
     @property
     def ok(self) -> bool:

@@ -27,6 +27,7 @@ class AgentNode:
     runtime_version: str = ""
     ready: bool | None = None
     unschedulable: bool = False
+    addresses: tuple[tuple[str, str], ...] = ()  # status.addresses as (type, address)
 
 
 def holds_node(annotations: Mapping[str, str]) -> bool:

@@ -327,6 +327,9 @@ def test_namespaces_are_listed_only_with_list_namespaces(default: Rendered) -> N
     off = render({"drain.listNamespaces": False})
     assert not granted(off)
     assert _parse_cli(_container(off.find("Deployment", OPERATOR)), env)["list_namespaces"] is False
+    unset = render({"drain.listNamespaces": None})  # values of a chart without the key (--reuse-values)
+    assert granted(unset)
+    assert _parse_cli(_container(unset.find("Deployment", OPERATOR)), env)["list_namespaces"] is True
 
 
 def test_agent_policy_names_every_operator_owned_key(default: Rendered) -> None:

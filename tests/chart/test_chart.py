@@ -286,6 +286,7 @@ def test_operator_env_and_argv_are_accepted_by_the_cli(default: Rendered) -> Non
         "rollout_stale_seconds": 120.0,
         "informer_stale_seconds": 420.0,
         "allow_force_delete": False,
+        "list_namespaces": True,  # drain.listNamespaces
         "agent_namespace": "evented-pleg-agent",  # its pods' readiness is watched there
         "log_format": "text",
         "verbose": False,

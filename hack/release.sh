@@ -18,7 +18,10 @@
 #                                                      io.eventedpleg.base.packages hold its sha256)
 #   release.json                                       versions, commit, time, the image's name, digest
 #                                                      and platforms
-#   SHA256SUMS                                         over all of the above (`sha256sum -c SHA256SUMS`)
+#   SHA256SUMS                                         over all of the above (`sha256sum -c SHA256SUMS`;
+#                                                      `python -m eventedpleg_lab.release verify DIR`
+#                                                      checks them and the image's digest and platforms
+#                                                      against release.json)
 #
 # VERSION must be the tree's (pyproject.toml, kept equal everywhere by `python -m eventedpleg_lab.release
 # set VERSION`). The image carries the commit and its commit time as OCI labels, and the wheel's and the
@@ -102,3 +105,5 @@ JSON
 $py -m eventedpleg_lab.release sums "$out" >/dev/null
 echo "==> $out"
 (cd "$out" && sha256sum -c --quiet SHA256SUMS && ls -l)
+# What the release workflow's publish job checks before it signs: release.json names the archive's image.
+if $image; then $py -m eventedpleg_lab.release verify "$out" >/dev/null; fi

@@ -12,6 +12,7 @@ while any does; tests/unit/lab/test_versions_agree.py checks the tree.
     python -m eventedpleg_lab.release pin-image VALUES sha256:... amd64 arm64  # the packaged chart's image
     python -m eventedpleg_lab.release sums DIR          # SHA256SUMS for every file in DIR (sha256sum -c)
     python -m eventedpleg_lab.release digest ARCHIVE    # the image (index) digest in an OCI archive
+    python -m eventedpleg_lab.release verify DIR [TAG]  # "VERSION DIGEST" once everything checks (below)
     python -m eventedpleg_lab.release platforms ARCHIVE # "linux/arm64 sha256:..." per platform in it
     python -m eventedpleg_lab.release tool syft         # the path of a release tool, built when missing
     python -m eventedpleg_lab.release cached-image V    # where hack/release.sh keeps its image between runs
@@ -284,6 +285,24 @@ def read_release(directory: Path) -> ReleaseFiles:
     )
 
 
+def verify_release(directory: Path, tag: str | None = None) -> ReleaseFiles:
+    """What the release workflow's publish job checks before it signs a file built by another job: every
+    file against SHA256SUMS (none missing, none added), release.json naming the image index the archive
+    holds (its digest, and exactly its platforms), and, given the git tag, that the release is its
+    version. ReleaseError names the first thing that does not hold."""
+    files = read_release(directory)
+    if tag is not None and tag != f"v{files.version}":
+        raise ReleaseError(f"{directory}: release {files.version}, but the tag is {tag}")
+    held = archive_digest(files.archive)
+    if held != files.image_digest:
+        raise ReleaseError(f"{files.archive.name} holds {held}, release.json says {files.image_digest}")
+    described = json.loads((directory / "release.json").read_text())
+    platforms = sorted(described["image"].get("platforms") or [])
+    if platforms != sorted(platform_digests(files.archive)):
+        raise ReleaseError(f"{files.archive.name} is not for exactly {', '.join(platforms)} (release.json)")
+    return files
+
+
 def cached_image(version_: str) -> Path:
     from eventedpleg_lab import image  # noqa: PLC0415 - the image builder only where an image is made
 
@@ -370,6 +389,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(args) == 2 and args[0] == "digest":
             print(archive_digest(Path(args[1])))
             return 0
+        if len(args) in (2, 3) and args[0] == "verify":
+            verified = verify_release(Path(args[1]), args[2] if len(args) == 3 else None)
+            print(verified.version, verified.image_digest)
+            return 0
         if len(args) == 2 and args[0] == "platforms":
             for platform, digest in platform_digests(Path(args[1])).items():
                 print(platform, digest)
@@ -388,8 +411,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(
         "usage: eventedpleg_lab.release check | set VERSION | versions VERSION"
-        " | pin-image VALUES DIGEST ARCH... | platforms ARCHIVE | sums DIR | digest ARCHIVE | tool NAME"
-        " | cached-image VERSION | build",
+        " | pin-image VALUES DIGEST ARCH... | platforms ARCHIVE | sums DIR | digest ARCHIVE"
+        " | verify DIR [TAG] | tool NAME | cached-image VERSION | build",
         file=sys.stderr,
     )
     return 2

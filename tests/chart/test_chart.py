@@ -176,8 +176,10 @@ def test_default_objects(default: Rendered) -> None:
             f"CustomResourceDefinition/{c.CRD_NAME}",
             f"DaemonSet/{AGENT}", f"Deployment/{OPERATOR}", f"Namespace/{AGENT_NS}",
             f"Pod/{OPERATOR}-test",  # `helm test` and the three below: hooks, made only by `helm test`
-            f"Role/{AGENT}", f"Role/{AGENT}-events", f"Role/{OPERATOR}", f"Role/{OPERATOR}-test",
+            f"Role/{AGENT}", f"Role/{AGENT}-events", f"Role/{OPERATOR}", f"Role/{OPERATOR}-agent-pods",
+            f"Role/{OPERATOR}-events", f"Role/{OPERATOR}-test",
             f"RoleBinding/{AGENT}", f"RoleBinding/{AGENT}-events", f"RoleBinding/{OPERATOR}",
+            f"RoleBinding/{OPERATOR}-agent-pods", f"RoleBinding/{OPERATOR}-events",
             f"RoleBinding/{OPERATOR}-test",
             f"Service/{OPERATOR}-metrics",
             f"ServiceAccount/{AGENT}", f"ServiceAccount/{OPERATOR}", f"ServiceAccount/{OPERATOR}-test",
@@ -287,6 +289,7 @@ def test_operator_env_and_argv_are_accepted_by_the_cli(default: Rendered) -> Non
         "rollout_stale_seconds": 120.0,
         "informer_stale_seconds": 420.0,
         "allow_force_delete": False,
+        "list_namespaces": True,  # drain.listNamespaces
         "agent_namespace": "evented-pleg-agent",  # its pods' readiness is watched there
         "log_format": "text",
         "verbose": False,
@@ -307,11 +310,30 @@ def test_pods_delete_only_when_force_delete_is_allowed(default: Rendered) -> Non
         return {v for r in rules if r["apiGroups"] == [""] and "pods" in r["resources"] for v in r["verbs"]}
 
     env = {"POD_NAME": "op-abc", "EVENTEDPLEG_NAMESPACE": NAMESPACE}
-    assert pod_verbs(default) == {"get", "list", "watch"}  # watch: the agent pods' readiness
+    assert pod_verbs(default) == {"list"}  # the agent pods' watch is a Role in the agent's namespace
     assert _parse_cli(_container(default.find("Deployment", OPERATOR)), env)["allow_force_delete"] is False
     allowed = render({"drain.allowForceDelete": True})
-    assert pod_verbs(allowed) == {"get", "list", "watch", "delete"}
+    assert pod_verbs(allowed) == {"list", "delete"}
     assert _parse_cli(_container(allowed.find("Deployment", OPERATOR)), env)["allow_force_delete"] is True
+
+
+def test_namespaces_are_listed_only_with_list_namespaces(default: Rendered) -> None:
+    """`namespaces list` (drain.rules[].namespaceSelector) is granted and used together: off, the operator
+    refuses such a NodeConfig in its status instead of failing its drains."""
+
+    def granted(rendered: Rendered) -> bool:
+        rules = rendered.find("ClusterRole", OPERATOR)["rules"]
+        return any("namespaces" in r["resources"] and "list" in r["verbs"] for r in rules)
+
+    env = {"POD_NAME": "op-abc", "EVENTEDPLEG_NAMESPACE": NAMESPACE}
+    assert granted(default)
+    assert _parse_cli(_container(default.find("Deployment", OPERATOR)), env)["list_namespaces"] is True
+    off = render({"drain.listNamespaces": False})
+    assert not granted(off)
+    assert _parse_cli(_container(off.find("Deployment", OPERATOR)), env)["list_namespaces"] is False
+    unset = render({"drain.listNamespaces": None})  # values of a chart without the key (--reuse-values)
+    assert granted(unset)
+    assert _parse_cli(_container(unset.find("Deployment", OPERATOR)), env)["list_namespaces"] is True
 
 
 def test_agent_policy_names_every_operator_owned_key(default: Rendered) -> None:

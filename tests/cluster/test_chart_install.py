@@ -465,32 +465,43 @@ def test_operator_taints_only_with_the_key_of_the_nodeconfig_holding_the_node(
 
 # --- RBAC: what each ServiceAccount can and cannot do -----------------------------------------------------
 
-# (verb, resource, namespace or "" for cluster-wide/all namespaces, allowed); {ns} is the release namespace.
+# (verb, resource, namespace or "" for cluster-wide/all namespaces, allowed); {ns} is the release namespace,
+# {agent_ns} the agent's; RESOURCE#NAME asks about one object. eventedpleg/k8s/access.py says why each.
 OPERATOR_CAN = [
     ("get", "nodes", "", True), ("list", "nodes", "", True), ("watch", "nodes", "", True),
     ("patch", "nodes", "", True),
+    ("get", "nodeconfigs.eventedpleg.io", "", True),
     ("list", "nodeconfigs.eventedpleg.io", "", True), ("watch", "nodeconfigs.eventedpleg.io", "", True),
     ("patch", "nodeconfigs.eventedpleg.io", "", True),
     ("patch", "nodeconfigs.eventedpleg.io/status", "", True),
-    ("list", "pods", "", True),
+    ("list", "pods", "", True), ("list", "pods", "{agent_ns}", True), ("watch", "pods", "{agent_ns}", True),
     ("create", "pods/eviction", "default", True),
     ("list", "poddisruptionbudgets.policy", "default", True),
-    ("create", "events", "default", True), ("create", "events.events.k8s.io", "default", True),
-    ("create", "configmaps", "{ns}", True), ("delete", "configmaps", "{ns}", True),
-    ("get", "leases.coordination.k8s.io", "{ns}", True),
+    ("list", "namespaces", "", True),  # drain.listNamespaces, on by default
+    ("create", "events", "default", True), ("create", "events", "{ns}", True),  # ours; kopf's
+    ("create", "configmaps", "{ns}", True),
+    ("get", f"leases.coordination.k8s.io#{c.LEASE_NAME}", "{ns}", True),
     ("create", "leases.coordination.k8s.io", "{ns}", True),
-    ("update", "leases.coordination.k8s.io", "{ns}", True),
+    ("update", f"leases.coordination.k8s.io#{c.LEASE_NAME}", "{ns}", True),
     ("watch", "customresourcedefinitions.apiextensions.k8s.io", "", True),
     # ... and no more:
     ("get", "secrets", "{ns}", False), ("list", "secrets", "", False), ("watch", "secrets", "", False),
     ("patch", "nodes/status", "", False), ("update", "nodes", "", False), ("delete", "nodes", "", False),
+    ("get", "pods", "default", False), ("watch", "pods", "", False), ("watch", "pods", "default", False),
     ("create", "pods", "default", False), ("update", "pods", "default", False),
     ("delete", "pods", "default", False), ("delete", "pods", "", False),  # only with drain.allowForceDelete
     ("create", "pods/exec", "default", False),
     ("get", "poddisruptionbudgets.policy", "default", False),
     ("update", "poddisruptionbudgets.policy", "default", False),
     ("create", "nodeconfigs.eventedpleg.io", "", False), ("delete", "nodeconfigs.eventedpleg.io", "", False),
+    ("update", "nodeconfigs.eventedpleg.io", "", False),
+    ("get", "nodeconfigs.eventedpleg.io/status", "", False),
+    ("update", "nodeconfigs.eventedpleg.io/status", "", False),
+    ("create", "events", "kube-system", False), ("patch", "events", "default", False),
+    ("create", "events.events.k8s.io", "default", False),
     ("create", "configmaps", "kube-system", False), ("update", "configmaps", "{ns}", False),
+    ("get", "configmaps", "{ns}", False), ("delete", "configmaps", "{ns}", False),
+    ("get", "leases.coordination.k8s.io#another", "{ns}", False),
     ("update", "leases.coordination.k8s.io", "kube-system", False),
     ("create", "serviceaccounts/token", "{ns}", False), ("create", "clusterrolebindings", "", False),
     ("patch", "customresourcedefinitions.apiextensions.k8s.io", "", False),
@@ -515,8 +526,10 @@ AGENT_CAN = [
 
 def _can_i(release: Release, kubeconfig: Path, verb: str, resource: str, namespace: str) -> bool:
     ns = namespace.format(ns=release.namespace, agent_ns=release.agent_ns)
+    resource, _, name = resource.partition("#")
     resource, _, sub = resource.partition("/")
-    args = ["auth", "can-i", verb, resource, *([f"--subresource={sub}"] if sub else [])]
+    target = f"{resource}/{name}" if name else resource
+    args = ["auth", "can-i", verb, target, *([f"--subresource={sub}"] if sub else [])]
     args += ["-n", ns] if ns else ["--all-namespaces"]
     done = release.cluster.kubectl(*args, kubeconfig=kubeconfig)
     assert done.stdout.strip() in {"yes", "no"}, done.stdout + done.stderr

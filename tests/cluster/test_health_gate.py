@@ -31,7 +31,8 @@ def api_pod(env: Env) -> dict[str, Any]:
     return running[0] if running else {}
 
 
-def set_ready(env: Env, pod: str, ready: bool) -> None:
+def set_ready(env: Env, pod: str, ready: bool, *, namespace: str = "") -> None:
+    """The pod's Ready condition, as a kubelet would write it (in the test's namespace unless given)."""
     condition = {"type": "Ready", "status": "True" if ready else "False"}
     patch = json.dumps({"status": {"conditions": [condition]}})
     env.cluster.kubectl(
@@ -39,7 +40,7 @@ def set_ready(env: Env, pod: str, ready: bool) -> None:
         "pod",
         pod,
         "-n",
-        env.prefix,
+        namespace or env.prefix,
         "--subresource=status",
         "--type=strategic",
         "-p",

@@ -15,6 +15,7 @@ import yaml
 from eventedpleg import constants as c
 from eventedpleg.core import hostcheck
 from eventedpleg.core.rollout.planner.decide import NO_AGENT
+from eventedpleg_lab.demo.harness import AGENT_NAMESPACE
 from eventedpleg_lab.demo.protocolagents import ProtocolAgents
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION
@@ -99,12 +100,12 @@ def test_deleting_with_failed_skipped_and_agentless_nodes_finishes_with_every_no
 
 
 def _agent_daemonset(env: Env, node: str) -> dict[str, Any]:
-    """A DaemonSet with the agent's labels on `node` alone (kwok runs its pod): what the operator's agent
-    pod watch sees of a real agent."""
+    """A DaemonSet with the agent's labels on `node` alone (kwok runs its pod), in the agent's namespace:
+    what the operator's agent pod watch sees of a real agent."""
     labels = {"app.kubernetes.io/component": "agent", "rollout-test": env.prefix}
     return workloads.daemonset(
-        "agent",
-        env.prefix,
+        f"agent-{env.prefix}",
+        AGENT_NAMESPACE,
         labels=labels,
         pod_spec={
             "nodeSelector": {"kubernetes.io/hostname": node},
@@ -118,26 +119,35 @@ def test_a_node_whose_agent_pod_is_not_ready_is_not_taken_and_status_gives_the_p
     """A fresh host check is not enough: the operator watches the agent pods, and a node whose agent pod
     is not Ready (a crash-looping agent) is not cordoned, named with the pod; once Ready it is taken."""
     crashing, fine = env.nodes([{"labels": {"agent": "yes"}}, {"labels": {"agent": "yes"}}])
-    manifests = [workloads.namespace(env.prefix), _agent_daemonset(env, crashing)]
+    manifests = [workloads.namespace(AGENT_NAMESPACE), _agent_daemonset(env, crashing)]
     env.cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(manifests), check=True)
-    pod = wait_for(lambda: _running_pod(env, crashing), what="the agent pod running on its node")
-    set_ready(env, pod, False)
-    env.apply(nodeconfig("podready", env.prefix, rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
-    with operator_running(env.cluster, NS, env.tmp) as op, agents_for(env):
-        wait_for(lambda: env.node_states()[fine] == ("Done", False), what="the other node Done")
-        said = f"agent pod {env.prefix}/{pod} on node {crashing} not Ready since "
-        wait_for(lambda: said in notes(env, "podready").get(crashing, ""), what="status names the agent pod")
-        print(f"{crashing}: {notes(env, 'podready')[crashing]}")
-        assert notes(env, "podready")[crashing].startswith(NO_AGENT)
-        assert env.node_states()[crashing] == (None, False), op.log()[-2000:]  # never taken
-        set_ready(env, pod, True)
-        wait_for(
-            lambda: env.node_states()[crashing] == ("Done", False), what="taken once its agent pod is Ready"
+    try:
+        pod = wait_for(lambda: _running_pod(env, crashing), what="the agent pod running on its node")
+        set_ready(env, pod, False, namespace=AGENT_NAMESPACE)
+        env.apply(nodeconfig("podready", env.prefix, rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
+        with operator_running(env.cluster, NS, env.tmp) as op, agents_for(env):
+            wait_for(lambda: env.node_states()[fine] == ("Done", False), what="the other node Done")
+            said = f"agent pod {AGENT_NAMESPACE}/{pod} on node {crashing} not Ready since "
+            wait_for(
+                lambda: said in notes(env, "podready").get(crashing, ""), what="status names the agent pod"
+            )
+            print(f"{crashing}: {notes(env, 'podready')[crashing]}")
+            assert notes(env, "podready")[crashing].startswith(NO_AGENT)
+            assert env.node_states()[crashing] == (None, False), op.log()[-2000:]  # never taken
+            set_ready(env, pod, True, namespace=AGENT_NAMESPACE)
+            wait_for(
+                lambda: env.node_states()[crashing] == ("Done", False),
+                what="taken once its agent pod is Ready",
+            )
+    finally:  # the agent namespace outlives the test
+        env.cluster.kubectl(
+            "delete", "daemonset", "-n", AGENT_NAMESPACE, f"agent-{env.prefix}", "--wait=false"
         )
 
 
 def _running_pod(env: Env, node: str) -> str:
-    pods = plain(env.core.list_namespaced_pod(env.prefix, label_selector="app.kubernetes.io/component=agent"))
+    selector = f"app.kubernetes.io/component=agent,rollout-test={env.prefix}"
+    pods = plain(env.core.list_namespaced_pod(AGENT_NAMESPACE, label_selector=selector))
     for pod in pods["items"]:
         running = pod["status"].get("phase") == "Running" and "deletionTimestamp" not in pod["metadata"]
         if pod["spec"].get("nodeName") == node and running:

@@ -1,8 +1,10 @@
 """The release workflow is one a security team accepts: every action pinned by a full commit SHA (the tag
-in a trailing comment, which Dependabot keeps in step), the release's Python tools installed from hashed
-pins, SLSA build provenance for the image, the chart and every file, cosign keyless signatures verified
-against an identity anchored to this workflow at a v* tag, and the README's verification lines name the
-same identity. actionlint (hack/test.sh) checks the syntax; this checks the policy."""
+in a trailing comment, which Dependabot keeps in step), Go pinned to a patch release, a read-only build job
+that can mint no signing token and a publish job in a protected environment that alone holds the write
+rights and checks what it got before it signs, the release's Python tools installed from hashed pins, SLSA
+build provenance for the image, the chart and every file, cosign keyless signatures verified against an
+identity anchored to this workflow at a v* tag, and the README's verification lines name the same
+identity. actionlint (hack/test.sh) checks the syntax; this checks the policy."""
 
 from __future__ import annotations
 
@@ -31,9 +33,18 @@ def _workflow() -> dict[str, Any]:
     return loaded
 
 
-def _steps() -> list[dict[str, Any]]:
-    steps: list[dict[str, Any]] = _workflow()["jobs"]["release"]["steps"]
+def _job(name: str) -> dict[str, Any]:
+    job: dict[str, Any] = _workflow()["jobs"][name]
+    return job
+
+
+def _steps(job: str = "publish") -> list[dict[str, Any]]:
+    steps: list[dict[str, Any]] = _job(job)["steps"]
     return steps
+
+
+def _uses(step: dict[str, Any], action: str) -> bool:
+    return str(step.get("uses", "")).startswith(f"{action}@")
 
 
 def test_there_are_workflows() -> None:
@@ -62,11 +73,48 @@ def test_the_pin_check_fails_on_a_tag_a_branch_or_a_short_sha() -> None:
     assert PINNED.match("      - uses: actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1 # v7.0.1")
 
 
-def test_the_job_may_attest_and_sign_and_nothing_more_than_it_needs() -> None:
+def test_only_the_publish_job_may_sign_attest_and_publish() -> None:
     assert _workflow()["permissions"] == {}
-    assert _workflow()["jobs"]["release"]["permissions"] == {
+    assert set(_workflow()["jobs"]) == {"build", "publish"}
+    # The build (root, third-party build tools) reads the repository and nothing else: without
+    # id-token: write the runner gives its steps no way to request an OIDC token, so none can sign.
+    assert _job("build")["permissions"] == {"contents": "read"}
+    assert "environment" not in _job("build")
+    assert "secrets." not in yaml.safe_dump(_job("build"))
+    publish = _job("publish")
+    assert publish["permissions"] == {
         "contents": "write", "packages": "write", "id-token": "write", "attestations": "write",
     }  # fmt: skip
+    assert publish["environment"] == "release" and publish["needs"] == "build"
+
+
+def test_publish_checks_what_the_build_made_before_it_signs_anything() -> None:
+    build, publish = _steps("build"), _steps("publish")
+    (upload,) = [s for s in build if _uses(s, "actions/upload-artifact")]
+    (download,) = [s for s in publish if _uses(s, "actions/download-artifact")]
+    assert upload["with"]["name"] == download["with"]["name"]
+    assert upload["with"]["path"] == "dist/${{ steps.built.outputs.version }}/"
+    assert download["with"]["path"] == "dist/${{ env.VERSION }}"
+    assert _job("build")["outputs"]["sums"] == "${{ steps.built.outputs.sums }}"
+    checks = [i for i, s in enumerate(publish) if "eventedpleg_lab.release verify" in s.get("run", "")]
+    (check,) = checks
+    script = publish[check]["run"]
+    assert 'echo "$SUMS  $dir/SHA256SUMS" | sha256sum -c --strict' in script  # the sums the build reported
+    assert publish[check]["env"]["SUMS"] == "${{ needs.build.outputs.sums }}"
+    assert 'echo "DIGEST=$digest" >> "$GITHUB_ENV"' in script  # what is signed is what was checked
+    acting = [
+        i
+        for i, s in enumerate(publish)
+        if _uses(s, ATTEST)
+        or re.search(r"cosign (sign|attest)|skopeo copy|helm\" push|gh release", s.get("run", ""))
+    ]
+    assert acting and publish.index(download) < check < min(acting)
+
+
+def test_go_is_pinned_to_a_patch_release() -> None:
+    for job in ("build", "publish"):
+        (go,) = [s for s in _steps(job) if _uses(s, "actions/setup-go")]
+        assert re.fullmatch(r"\d+\.\d+\.\d+", go["with"]["go-version"]), go["with"]["go-version"]
 
 
 def test_provenance_is_attested_for_the_image_the_chart_and_every_file() -> None:
@@ -81,7 +129,7 @@ def test_provenance_is_attested_for_the_image_the_chart_and_every_file() -> None
 
 
 def test_signatures_are_keyless_and_verified_against_an_anchored_identity() -> None:
-    env = _workflow()["jobs"]["release"]["env"]
+    env = _job("publish")["env"]
     assert env["IDENTITY"] == IDENTITY
     assert env["ISSUER"] == "https://token.actions.githubusercontent.com"
     scripts = "\n".join(step.get("run", "") for step in _steps())
@@ -106,8 +154,13 @@ def test_the_readme_verifies_the_same_identity() -> None:
 
 
 def test_the_release_tools_come_from_hashed_pins() -> None:
-    locked = [step for step in _steps() if step.get("env", {}).get("EVENTEDPLEG_VENV_LOCK")]
-    assert len(locked) == 2  # the venv step and the build, which would otherwise reinstall unpinned
+    locked = [
+        s
+        for job in ("build", "publish")
+        for s in _steps(job)
+        if s.get("env", {}).get("EVENTEDPLEG_VENV_LOCK")
+    ]
+    assert len(locked) == 3  # each job's venv step and the build, which would otherwise reinstall unpinned
     assert {step["env"]["EVENTEDPLEG_VENV_LOCK"] for step in locked} == {"hack/release-requirements.txt"}
     venv = (REPO / "hack" / "venv.sh").read_text()
     assert '--require-hashes --no-deps -r "$lock"' in venv

@@ -54,3 +54,8 @@ node selector term (the terms are ORed, so each must carry it): pods land only o
 {{- $_ := set $node "requiredDuringSchedulingIgnoredDuringExecution" $required -}}
 nodeAffinity: {{- toYaml $node | nindent 2 }}
 {{- end -}}
+{{/* drain.listNamespaces, on unless set to false: a release upgraded with --reuse-values from a chart
+without the key keeps what it had (`namespaces list`). "true" or "". */}}
+{{- define "epo.listNamespaces" -}}
+{{- if or (not (hasKey .Values.drain "listNamespaces")) .Values.drain.listNamespaces }}true{{ end -}}
+{{- end -}}

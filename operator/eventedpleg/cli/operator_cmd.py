@@ -72,6 +72,14 @@ from eventedpleg.core.rollout.leaderelection import ElectionConfigError, Electio
     help="Honour onTimeout: ForceDelete (needs RBAC pods delete; the chart's drain.allowForceDelete).",
 )
 @click.option(
+    "--list-namespaces/--no-list-namespaces",
+    envvar="EVENTEDPLEG_LIST_NAMESPACES",
+    default=True,
+    show_default=True,
+    help="Honour drain.rules[].namespaceSelector (needs RBAC namespaces list; the chart's "
+    "drain.listNamespaces). Off: a NodeConfig with one is refused in its status.",
+)
+@click.option(
     "--agent-namespace",
     envvar="EVENTEDPLEG_AGENT_NAMESPACE",
     default="",
@@ -93,6 +101,7 @@ def operator(
     rollout_stale_seconds: float,
     informer_stale_seconds: float,
     allow_force_delete: bool,
+    list_namespaces: bool,
     agent_namespace: str,
     log_format: str,
     verbose: bool,
@@ -113,6 +122,7 @@ def operator(
         election=election,
         health=Thresholds(rollout_stale_seconds, informer_stale_seconds),
         allow_force_delete=allow_force_delete,
+        list_namespaces=list_namespaces,
         agent_namespace=agent_namespace,
     )
     sys.exit(controller.run(options))

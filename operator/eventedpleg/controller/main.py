@@ -54,6 +54,7 @@ class OperatorOptions:
     election: ElectionTimings = field(default_factory=ElectionTimings)
     health: Thresholds = field(default_factory=Thresholds)
     allow_force_delete: bool = False
+    list_namespaces: bool = True  # RBAC grants `namespaces list` (drain.rules[].namespaceSelector)
     agent_namespace: str = ""  # where the agent DaemonSet's pods are watched ("": every namespace)
 
 
@@ -139,6 +140,7 @@ def run(options: OperatorOptions) -> int:
             # a leader that cannot renew starts no step
             may_start=election.leading if election is not None else always,
             allow_force_delete=options.allow_force_delete,
+            list_namespaces=options.list_namespaces,
         )
 
         def synced(names: set[str]) -> None:

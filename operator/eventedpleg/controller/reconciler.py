@@ -23,6 +23,7 @@ from eventedpleg.controller.steps import StepRunner
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.rollout import planner, status
+from eventedpleg.core.rollout.drain.rules import reads_namespaces
 from eventedpleg.core.rollout.snapshot import Peer, Target
 from eventedpleg.k8s import configmaps, nodeconfigs, prometheus, workloads
 from eventedpleg.k8s.errors import ApiError
@@ -31,6 +32,11 @@ from eventedpleg.models.nodeconfig import HealthGate, NodeConfigSpec
 log = logging.getLogger(__name__)
 IDLE_RECHECK = 30.0  # seconds between passes when nothing happens (time-based gates: window, soak)
 BUSY_RECHECK = 2.0  # while drains wait on PodDisruptionBudgets (kubectl retries every 5 s)
+# A NodeConfig refused where the operator may not list Namespaces (the chart's drain.listNamespaces off).
+NAMESPACES_NOT_GRANTED = (
+    "drain.rules[].namespaceSelector needs the operator to list Namespaces, which this installation does "
+    "not grant (chart value drain.listNamespaces)"
+)
 ALERTS_TTL = 10.0  # seconds an alert gate's answer is used before Prometheus is asked again
 Rendered = tuple[render.RenderedConfig, render.RenderedConfig]  # (on, off)
 
@@ -48,6 +54,7 @@ class Reconciler:
     alerts: Callable[[str, str], str] = prometheus.holding  # (url, pattern) -> why the alert gate holds
     # (api, gate, nodes) -> the gate's pods not Ready on those nodes (spec.rollout.healthGate)
     pods: Callable[[Any, HealthGate, Sequence[str]], Mapping[str, tuple[str, ...]]] = workloads.not_ready
+    list_namespaces: bool = True  # RBAC grants `namespaces list` (chart value drain.listNamespaces)
     _asked: dict[tuple[str, str], tuple[float, str]] = field(default_factory=dict)
 
     def _read_alert_gate(self, spec: NodeConfigSpec) -> str:
@@ -130,7 +137,7 @@ class Reconciler:
     ) -> tuple[float | None, planner.Summary | None]:
         """One pass; `incremental`: planned on the nodes that changed since the rollout loop's last pass
         (state.memo). (None, None) when the state was closed: the NodeConfig is gone."""
-        spec, previous = nodeconfig.spec, nodeconfig.status
+        spec, previous = granted(nodeconfig.spec, list_namespaces=self.list_namespaces), nodeconfig.status
         if isinstance(spec, InvalidSpec):
             self.publisher.invalid(state, nodeconfig, spec)
             return IDLE_RECHECK, None
@@ -222,3 +229,11 @@ def _next_pass(result: planner.Plan, now: datetime, *, deleting: bool, dirty: bo
     if wake is not None:
         return max(0.5, min(IDLE_RECHECK, (wake - now).total_seconds() + 0.5))
     return IDLE_RECHECK
+
+
+def granted(spec: NodeConfigSpec | InvalidSpec, *, list_namespaces: bool) -> NodeConfigSpec | InvalidSpec:
+    """`spec`, or InvalidSpec when it needs an access this installation does not grant: refused in its
+    status before any node is taken, rather than a drain that fails on every pass."""
+    if isinstance(spec, NodeConfigSpec) and not list_namespaces and reads_namespaces(spec.drain.rules):
+        return InvalidSpec(NAMESPACES_NOT_GRANTED)
+    return spec

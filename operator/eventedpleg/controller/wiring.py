@@ -41,6 +41,7 @@ def build_engine(
     beats: Heartbeats | None = None,
     may_start: Callable[[], bool] = always,  # leader election: False stops every new step
     allow_force_delete: bool = False,  # the chart grants `pods delete` (drain.allowForceDelete)
+    list_namespaces: bool = True,  # the chart grants `namespaces list` (drain.listNamespaces)
     # (api, gate, nodes) -> the gate's pods not Ready on those nodes (spec.rollout.healthGate)
     pods: Callable[[Any, HealthGate, Sequence[str]], Mapping[str, tuple[str, ...]]] = workloads.not_ready,
 ) -> RolloutEngine:
@@ -64,5 +65,6 @@ def build_engine(
         clock,
         states,
         pods=pods,
+        list_namespaces=list_namespaces,
     )
     return RolloutEngine(nodes, NodeConfigStore(), states, steps, reconciler, wakeups, beats=beats)

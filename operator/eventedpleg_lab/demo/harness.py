@@ -23,6 +23,7 @@ from eventedpleg_lab.localcluster.cluster import LocalCluster
 
 NAMESPACE = "evented-pleg-system"
 OPERATOR_SA = "evented-pleg-operator"
+AGENT_NAMESPACE = "evented-pleg-agent"  # the chart's agent.namespace: where the operator watches agent pods
 
 
 def chart_dir() -> Path:
@@ -42,10 +43,12 @@ def free_port() -> int:
 def install_operator(
     cluster: LocalCluster, namespace: str = NAMESPACE, log: Callable[[str], None] | None = None
 ) -> Path:
-    """CRD + the chart's operator RBAC; returns a kubeconfig for the operator's ServiceAccount."""
+    """CRD + the chart's operator RBAC (its Roles in the release namespace, AGENT_NAMESPACE and `default`);
+    returns a kubeconfig for the operator's ServiceAccount."""
     cluster.kubectl("apply", "-f", "-", stdin=crdgen.render_crd(), check=True)
     cluster.kubectl("wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s", check=True)
-    cluster.kubectl("create", "namespace", namespace)  # may exist already
+    for name in (namespace, AGENT_NAMESPACE):
+        cluster.kubectl("create", "namespace", name)  # may exist already
     helm = (build.ensure(("helm",), log=log) if log else build.ensure(("helm",)))["helm"]
     rendered = subprocess.run(
         [str(helm), "template", "epo", str(chart_dir()), "-n", namespace,
@@ -76,6 +79,7 @@ class OperatorProcess:
     log_path: Path
     identity: str = "op-0"
     leader_elect: bool = False
+    agent_namespace: str = AGENT_NAMESPACE
     proc: subprocess.Popen[bytes] | None = None
     port: int = field(default_factory=free_port)
 
@@ -87,6 +91,7 @@ class OperatorProcess:
             "--metrics-port", str(self.port),
             "--identity", self.identity,
             "--leader-elect" if self.leader_elect else "--no-leader-elect",
+            "--agent-namespace", self.agent_namespace,
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         with self.log_path.open("ab") as log:

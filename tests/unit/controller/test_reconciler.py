@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg.controller import reconciler
 from eventedpleg.controller.engine import RolloutEngine
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodeconfigview import InvalidSpec, view_of
@@ -144,3 +145,31 @@ def test_every_status_timestamp_comes_from_the_injected_clock(
     assert len(statuses) == 3 and "Reconciling" in reasons[0] and reasons[2] == {"InvalidSpec"}
     times = {cond["lastTransitionTime"] for status in statuses for cond in status["conditions"]}
     assert times == {"2031-01-02T03:04:05Z"}
+
+
+NAMESPACE_RULE = {"namespaceSelector": {"matchLabels": {"tier": "data"}}, "behavior": "Skip"}
+
+
+@pytest.mark.parametrize("rules", [[], [NAMESPACE_RULE]], ids=["no-rule", "namespace-rule"])
+@pytest.mark.parametrize("listed", [True, False], ids=["listed", "not-listed"])
+def test_a_namespace_selector_is_refused_where_namespaces_may_not_be_listed(
+    statuses: list[dict[str, Any]], listed: bool, rules: list[dict[str, Any]]
+) -> None:
+    """Without `namespaces list` (chart value drain.listNamespaces off) a NodeConfig whose drain rules
+    select namespaces is refused in its status, naming the value, rather than failing each drain."""
+    engine = build_engine(
+        None, "ns", Recorder(), OperatorMetrics(), clock=lambda: CLOCK, list_namespaces=listed
+    )
+    engine.steps.submit = lambda *args: None  # type: ignore[method-assign]  # no step runs: no API
+    try:
+        engine.nodeconfig_event("ADDED", body(1, {"eventedPleg": True, "drain": {"rules": rules}}))
+        engine.reconciler.reconcile_once(engine.nodeconfigs.inputs("cluster"))
+    finally:
+        engine.steps.pool.shutdown()
+        engine.steps.giveback_pool.shutdown()
+    (written,) = statuses
+    ready = {cond["type"]: cond for cond in written["conditions"]}["Ready"]
+    if not listed and rules:
+        assert (ready["reason"], ready["message"]) == ("InvalidSpec", reconciler.NAMESPACES_NOT_GRANTED)
+    else:
+        assert ready["reason"] != "InvalidSpec", ready

@@ -126,8 +126,65 @@ def _blob(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+AMD, ARM = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+
+
+def _index_archive(archive: Path) -> str:
+    """An OCI archive of an image index for linux/amd64 and linux/arm64; returns the index's digest."""
+    listed = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [
+                {"digest": AMD, "platform": {"os": "linux", "architecture": "amd64"}},
+                {"digest": ARM, "platform": {"os": "linux", "architecture": "arm64"}},
+            ],
+        }
+    ).encode()
+    top = "sha256:" + hashlib.sha256(listed).hexdigest()
+    with tarfile.open(archive, "w") as tar:
+        index = {"manifests": [{"mediaType": "application/vnd.oci.image.index.v1+json", "digest": top}]}
+        _blob(tar, "index.json", json.dumps(index).encode())
+        _blob(tar, f"blobs/sha256/{top.removeprefix('sha256:')}", listed)
+    return top
+
+
+def _published(directory: Path, digest: str | None = None, platforms: tuple[str, ...] = ()) -> str:
+    """A release directory as the build job uploads it; returns the archive's index digest."""
+    directory.mkdir()
+    top = _index_archive(directory / "evented-pleg-operator-0.1.0.oci.tar")
+    image = {"name": "localhost/x:0.1.0", "digest": digest or top, "platforms": list(platforms)}
+    described = {"version": "0.1.0", "revision": "abc", "created": "x", "image": image}
+    (directory / "release.json").write_text(json.dumps(described))
+    release.write_sums(directory)
+    return top
+
+
+def test_the_publish_job_signs_only_a_release_that_verifies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    both = ("linux/amd64", "linux/arm64")
+    top = _published(tmp_path / "ok", platforms=both)
+    assert release.main(["verify", str(tmp_path / "ok"), "v0.1.0"]) == 0
+    assert capsys.readouterr().out == f"0.1.0 {top}\n"
+    _published(tmp_path / "other-digest", "sha256:" + "ab" * 32, both)
+    _published(tmp_path / "one-platform", None, both[:1])
+    refusals = {
+        "other-digest": ("v0.1.0", "holds"),
+        "one-platform": ("v0.1.0", "not for exactly"),
+        "ok": ("v0.1.1", "but the tag is v0.1.1"),
+    }
+    for name, (tag, why) in refusals.items():
+        with pytest.raises(release.ReleaseError, match=why):
+            release.verify_release(tmp_path / name, tag)
+    (tmp_path / "ok" / "release.json").write_text("{}")  # changed after the sums were written
+    with pytest.raises(release.ReleaseError, match=r"release\.json: checksum does not match SHA256SUMS"):
+        release.verify_release(tmp_path / "ok")
+    assert release.main(["verify", str(tmp_path / "ok")]) == 1
+
+
 def test_platform_digests_of_an_image_index(tmp_path: Path) -> None:
-    amd, arm = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    amd, arm = AMD, ARM
     listed = json.dumps(
         {
             "schemaVersion": 2,

@@ -205,6 +205,7 @@ def build_target(
         deleting=deleting,
         peers=peers,
         retry=nodeconfig.retry,
+        approved=nodeconfig.approved,
         alerts=alerts,
         health=health,
     )

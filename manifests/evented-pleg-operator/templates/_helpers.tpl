@@ -54,3 +54,15 @@ node selector term (the terms are ORed, so each must carry it): pods land only o
 {{- $_ := set $node "requiredDuringSchedulingIgnoredDuringExecution" $required -}}
 nodeAffinity: {{- toYaml $node | nindent 2 }}
 {{- end -}}
+
+{{/*
+The Node annotations only the operator writes (protocol.WRITERS, Writer.OPERATOR, under eventedpleg.io/;
+tests/chart checks the two agree). node-keys-vap.yaml refuses them to everyone else.
+*/}}
+{{- define "epo.operatorNodeKeys" -}}
+{{- $keys := list -}}
+{{- range list "desired-config" "agent-options" "owner" "was-unschedulable" "cordoned" "autoscaler-hold" "drain-timeouts" "blocked" "tainted-since" "taint" "awaiting-approval" -}}
+{{- $keys = append $keys (printf "eventedpleg.io/%s" .) -}}
+{{- end -}}
+{{ $keys | toJson }}
+{{- end -}}

@@ -12,9 +12,10 @@ being unchanged.
 
 Operator, for a node that needs hash H (ConfigMap CONFIGMAP_PREFIX+H in the operator's namespace):
   0. Before the node is taken, still in service, as the spec asks: awaiting-approval (the hash a person is
-     asked to approve: rollout.approval Manual; the person's `eventedpleg approve` writes approved); owner
-     and blocked (why it is left in service: a drain that could never finish under drain.onBlocked Wait,
-     cause=DrainBlocked; or something that holds it for now, no cause); owner, tainted-since and taint
+     asked to approve: rollout.approval Manual; the person's `eventedpleg approve` writes ANN_APPROVED on
+     the NodeConfig); owner and blocked (why it is left in service: a drain that could never finish under
+     drain.onBlocked Wait, cause=DrainBlocked; or something that holds it for now, no cause); owner,
+     tainted-since and taint
      (drain.taintBeforeCordon: the taint now, the cordon after the wait).
   1. Cordon step, one write: owner, was-unschedulable, spec.unschedulable, cordoned=true, the autoscaler
      keys it adds (AUTOSCALER_ANNOTATIONS, listed in autoscaler-hold), state=Draining. Then, in the same
@@ -62,7 +63,10 @@ period the check states), and gives a node it took back, unchanged, when the che
 agent was asked to apply, or GONE_GRACE after its agent marked the check stopped.
 
 On the NodeConfig, ANN_RETRY: written by `eventedpleg retry` (a person), read by the operator (core.rollout.
-retry): JSON node -> the state-since of the failure to retry.
+retry): JSON node -> the state-since of the failure to retry. ANN_APPROVED likewise: written by
+`eventedpleg approve`, read by the operator (core.rollout.approval): JSON node -> the config hash approved.
+Both need `patch` on the NodeConfig, which no node's credential holds; every Node key the operator writes
+is refused to everyone else by the chart's admission policy (node-keys-vap.yaml).
 
 Time stamps in annotations (state-since, tainted-since, the host check's, the retry map's) are RFC 3339 in
 UTC to the second: format_time writes them, parse_time reads them (also the "Z" form older agents wrote).
@@ -107,16 +111,13 @@ ANN_HOST_CHECK: Final = f"{GROUP}/host-check"
 # removed). Both go, with our taint, whenever the node is given back.
 ANN_TAINTED_SINCE: Final = f"{GROUP}/tainted-since"
 ANN_TAINT: Final = f"{GROUP}/taint"
-# spec.rollout.approval: Manual. `eventedpleg approve` (a person) writes ANN_APPROVED: the config hash the
-# node may be taken for, so an approval is for one config; the operator never writes it, and removes it
-# only with the rest of the protocol when it lets the node go (Release: the approval was for a config of
-# that NodeConfig, and an uninstalled product leaves no approval behind). The
-# operator writes ANN_AWAITING_APPROVAL (the hash it asked approval for) with the node's AwaitingApproval
-# Event, so that the Event is sent once per config.
-ANN_APPROVED: Final = f"{GROUP}/approved"
+# spec.rollout.approval: Manual. The operator writes ANN_AWAITING_APPROVAL (the hash it asked approval for)
+# with the node's AwaitingApproval Event, so that the Event is sent once per config. The approval itself
+# is on the NodeConfig (ANN_APPROVED).
 ANN_AWAITING_APPROVAL: Final = f"{GROUP}/awaiting-approval"
-# On the NodeConfig (see the module docstring).
-ANN_RETRY: Final = f"{GROUP}/retry"
+# On the NodeConfig, written by a person's command, read by the operator (see the module docstring).
+ANN_APPROVED: Final = f"{GROUP}/approved"  # `eventedpleg approve` (core.rollout.approval)
+ANN_RETRY: Final = f"{GROUP}/retry"  # `eventedpleg retry` (core.rollout.retry)
 
 # Autoscaler annotations that keep a node while it is ours (from our cordon until we give it back), so
 # that no autoscaler reclaims an empty node mid-drain or mid-restart. Written in the same patch as our
@@ -134,7 +135,7 @@ AUTOSCALER_ANNOTATIONS: Final = (
 )
 AUTOSCALER_VALUE: Final = "true"
 
-# Every node annotation of the protocol: what Release removes (ANN_APPROVED, a person's, too).
+# Every node annotation of the protocol: what Release removes.
 NODE_ANNOTATIONS: Final = (
     ANN_OWNER,
     ANN_DESIRED,
@@ -155,7 +156,6 @@ NODE_ANNOTATIONS: Final = (
     ANN_TAINTED_SINCE,
     ANN_TAINT,
     ANN_AWAITING_APPROVAL,
-    ANN_APPROVED,
 )
 
 
@@ -198,7 +198,6 @@ class Writer(StrEnum):
     OPERATOR = "operator"
     AGENT = "agent"
     HANDOFF = "handoff"  # both, by phase: the operator while it holds the node, the agent from Applying on
-    PERSON = "person"  # a command a person runs (eventedpleg approve); neither the operator nor the agent
 
 
 # Who sets each Node annotation (removing one counts as writing it, but the release, step 7 above, removes
@@ -225,7 +224,6 @@ WRITERS: Final[dict[str, Writer]] = {
     ANN_EVIDENCE: Writer.AGENT,
     ANN_BENEFIT: Writer.AGENT,
     ANN_HOST_CHECK: Writer.AGENT,
-    ANN_APPROVED: Writer.PERSON,
 }
 
 

@@ -184,12 +184,16 @@ def test_default_objects(default: Rendered) -> None:
             f"Service/{OPERATOR}-metrics",
             f"ServiceAccount/{AGENT}", f"ServiceAccount/{OPERATOR}", f"ServiceAccount/{OPERATOR}-test",
             f"ValidatingAdmissionPolicy/{AGENT}-own-events", f"ValidatingAdmissionPolicy/{AGENT}-own-node",
+            f"ValidatingAdmissionPolicy/{OPERATOR}-approval",
             f"ValidatingAdmissionPolicy/{OPERATOR}-node-fields",
+            f"ValidatingAdmissionPolicy/{OPERATOR}-node-keys",
             f"ValidatingAdmissionPolicy/{OPERATOR}-node-taint-key",
             f"ValidatingAdmissionPolicy/{OPERATOR}-nodeconfig-spec",
             f"ValidatingAdmissionPolicyBinding/{AGENT}-own-events",
             f"ValidatingAdmissionPolicyBinding/{AGENT}-own-node",
+            f"ValidatingAdmissionPolicyBinding/{OPERATOR}-approval",
             f"ValidatingAdmissionPolicyBinding/{OPERATOR}-node-fields",
+            f"ValidatingAdmissionPolicyBinding/{OPERATOR}-node-keys",
             f"ValidatingAdmissionPolicyBinding/{OPERATOR}-node-taint-key",
             f"ValidatingAdmissionPolicyBinding/{OPERATOR}-nodeconfig-spec",
         ]
@@ -336,27 +340,33 @@ def test_namespaces_are_listed_only_with_list_namespaces(default: Rendered) -> N
     assert _parse_cli(_container(unset.find("Deployment", OPERATOR)), env)["list_namespaces"] is True
 
 
-def test_agent_policy_names_every_operator_owned_key(default: Rendered) -> None:
-    """One writer per key: the agent's policy keeps it off the keys only the operator (or a person, with
-    `eventedpleg approve`) writes, as protocol.WRITERS says."""
-    policy = default.find("ValidatingAdmissionPolicy", f"{AGENT}-own-node")
-    (listed,) = {
-        tuple(re.findall(r'"([^"]+)"', v["expression"].split("]")[0]))
-        for v in policy["spec"]["validations"]
-        if "operator-owned" in v.get("messageExpression", "")
-    }
+def test_node_keys_policy_names_every_operator_owned_key(default: Rendered) -> None:
+    """One writer per key: node-keys-vap.yaml keeps everyone but the operator (nodes' credentials, the
+    agent, people) off the eventedpleg.io/* keys protocol.WRITERS gives the operator alone, and off no
+    key the agent writes."""
+    policy = default.find("ValidatingAdmissionPolicy", f"{OPERATOR}-node-keys")
+    (changed,) = [v["expression"] for v in policy["spec"]["variables"] if v["name"] == "changed"]
+    listed = json.loads(changed.split(".filter(")[0])
     operator_only = {
         key
         for key, writer in protocol.WRITERS.items()
-        if writer in (protocol.Writer.OPERATOR, protocol.Writer.PERSON) and key.startswith(f"{c.GROUP}/")
-    }  # the autoscalers' keys are outside eventedpleg.io/*: the policy's rule before keeps the agent off
-    assert set(listed) == operator_only
+        if writer is protocol.Writer.OPERATOR and key.startswith(f"{c.GROUP}/")
+    }  # the autoscalers' keys are outside eventedpleg.io/*: node-fields keeps the operator to them
+    assert set(listed) == operator_only and len(listed) == len(operator_only)
     agent_writes = {
         key
         for key, writer in protocol.WRITERS.items()
         if writer in (protocol.Writer.AGENT, protocol.Writer.HANDOFF)
     }
     assert not agent_writes & set(listed)
+    (condition,) = policy["spec"]["matchConditions"]
+    assert condition["expression"] == (
+        f"request.userInfo.username != 'system:serviceaccount:{NAMESPACE}:{OPERATOR}'"
+    )
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["operations"] == ["CREATE", "UPDATE"] and rule["resources"] == ["nodes", "nodes/status"]
+    binding = default.find("ValidatingAdmissionPolicyBinding", f"{OPERATOR}-node-keys")
+    assert binding["spec"] == {"policyName": f"{OPERATOR}-node-keys", "validationActions": ["Deny"]}
 
 
 def test_operator_policy_admits_exactly_the_autoscaler_keys_the_operator_writes(default: Rendered) -> None:

@@ -9,7 +9,10 @@ which is what admission, scheduling and the token binding need.
 
 from __future__ import annotations
 
+import itertools
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +23,7 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
+from eventedpleg.protocol import WRITERS, Writer
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.chart.chartlib import CHART, REPO, helm, helm_env, parse, set_json_args
@@ -267,7 +271,8 @@ def test_agent_pod_token_is_confined_to_its_node(release: Release) -> None:
 
 def test_agent_may_not_write_the_operator_owned_keys(release: Release) -> None:
     """One writer per key: with its own pod-bound token on its own Node, the agent writes the keys it owns
-    and is denied adding, changing or removing desired-config, agent-options and the other operator keys."""
+    and is denied adding, changing or removing desired-config, agent-options and the other operator keys
+    (node-keys-vap.yaml)."""
     node_a = release.nodes[0]
     (pod,) = [p for p in release.pods(release.agent_ns, "agent") if p["spec"]["nodeName"] == node_a]
     kubeconfig = release.cluster.service_account_kubeconfig(
@@ -278,10 +283,12 @@ def test_agent_may_not_write_the_operator_owned_keys(release: Release) -> None:
                     kubeconfig=kubeconfig)  # fmt: skip
     annotations = release.get("node", node_a)["metadata"]["annotations"]
     assert {k: annotations[k] for k in own} == own
-    # As the operator would have set them (with the admin's credentials here).
+    # As the operator sets them, with its own token (nobody else may).
+    op = release.cluster.service_account_kubeconfig(release.namespace, release.operator, create=False)
     release.kubectl(
-        "annotate", "node", node_a, "--overwrite", f"{c.ANN_DESIRED}=h1", f"{c.ANN_OWNER}=cluster"
-    )
+        "annotate", "node", node_a, "--overwrite", f"{c.ANN_DESIRED}=h1", f"{c.ANN_OWNER}=cluster",
+        kubeconfig=op,
+    )  # fmt: skip
     for change in (
         f"{c.ANN_DESIRED}=h2", f"{c.ANN_DESIRED}-", f"{c.ANN_AGENT_OPTIONS}={{}}", f"{c.ANN_OWNER}=other",
         f"{c.ANN_CORDONED_BY_US}=true", f"{c.ANN_WAS_UNSCHEDULABLE}=true",
@@ -291,7 +298,9 @@ def test_agent_may_not_write_the_operator_owned_keys(release: Release) -> None:
             "annotate", "node", node_a, "--overwrite", change, kubeconfig=kubeconfig
         )
         assert done.returncode != 0, change
-        assert f"may not change the operator-owned annotations {key}" in done.stderr, done.stderr
+        assert (
+            f"only the eventedpleg operator may set, change or remove {key} on Node {node_a}" in done.stderr
+        )
     annotations = release.get("node", node_a)["metadata"]["annotations"]
     assert annotations[c.ANN_DESIRED] == "h1" and annotations[c.ANN_OWNER] == "cluster"
     assert c.ANN_AGENT_OPTIONS not in annotations
@@ -440,7 +449,7 @@ def test_operator_taints_only_with_the_key_of_the_nodeconfig_holding_the_node(
         # A reserved key, even with an owner naming no NodeConfig (which escapes the param's layer).
         reserved = {"key": "node.kubernetes.io/out-of-service", "effect": "NoSchedule"}
         stderr = _taint_denied(release, node, op, add=reserved, mark=reserved["key"], owner="no-such-config")
-        assert "may not add a reserved taint key" in stderr, stderr
+        assert "may not add or remove a reserved taint key" in stderr, stderr
         # NoExecute with the right key, and the key of a taint already on the node.
         stderr = _taint_denied(
             release, node, op, add={"key": MINE, "effect": "NoExecute"}, mark=MINE, owner=taint_nodeconfig
@@ -460,7 +469,226 @@ def test_operator_taints_only_with_the_key_of_the_nodeconfig_holding_the_node(
         )
     finally:
         release.kubectl("taint", "node", node, f"{FOREIGN}-")
-        release.kubectl("annotate", "node", node, f"{c.ANN_TAINT}-", f"{c.ANN_OWNER}-")
+        release.kubectl("annotate", "node", node, f"{c.ANN_TAINT}-", f"{c.ANN_OWNER}-", kubeconfig=op)
+
+
+# --- no node steers the operator: node-keys-vap.yaml, operator-vap.yaml, approval on the NodeConfig ---------
+
+RESERVED = "karpenter.sh/disrupted"  # a reserved taint key (Karpenter's own disruption taint)
+OPERATOR_KEYS = sorted(k for k, w in WRITERS.items() if w is Writer.OPERATOR and k.startswith(f"{c.GROUP}/"))
+
+
+def _refused_for_keys(release: Release, node: str, kubeconfig: Path | None, user: str, *changes: str) -> None:
+    """Each annotate (k=v or k-) is refused with the one-line message naming its key and the user (the
+    admin's kubeconfig when None)."""
+    for change in changes:
+        key = change.split("=")[0].rstrip("-")
+        done = release.cluster.kubectl("annotate", "node", node, "--overwrite", change, kubeconfig=kubeconfig)
+        assert done.returncode != 0, f"admitted for {user}: {change}"
+        message = (
+            f"only the eventedpleg operator may set, change or remove {key} on Node {node} ({user} may not)"
+        )
+        assert message in done.stderr, done.stderr
+
+
+def test_a_node_credential_may_not_write_any_operator_owned_key(
+    release: Release, taint_nodeconfig: str
+) -> None:
+    """Root on a node holds its kubelet credential (system:node:<name>), which NodeRestriction lets patch
+    its own Node's annotations. The chart refuses it setting, changing or removing every key only the
+    operator writes (those the operator acts on when it gives a node back); the operator's account writes
+    each of them. The node still writes the agent's keys, and a person is refused like the node."""
+    node = release.nodes[1]
+    user = f"system:node:{node}"
+    kubelet = release.cluster.node_kubeconfig(node)
+    who = json.loads(release.kubectl("auth", "whoami", "-o", "json", kubeconfig=kubelet))["status"][
+        "userInfo"
+    ]
+    assert who["username"] == user and "system:nodes" in who["groups"]
+    op = release.cluster.service_account_kubeconfig(release.namespace, release.operator, create=False)
+    assert len(OPERATOR_KEYS) == 11  # the list node-keys-vap.yaml holds (tests/chart checks the two agree)
+    # The credential works on its own Node (NodeRestriction admits the agent's keys) ...
+    release.kubectl(
+        "annotate", "node", node, "--overwrite", f"{c.ANN_REASON}=from the node", kubeconfig=kubelet
+    )
+    assert release.get("node", node)["metadata"]["annotations"][c.ANN_REASON] == "from the node"
+    # ... but not on another (NodeRestriction), and not the operator's keys (the chart's policy).
+    other = release.cluster.kubectl(
+        "annotate", "node", release.nodes[0], f"{c.ANN_REASON}=x", kubeconfig=kubelet
+    )
+    assert other.returncode != 0 and "forbidden" in other.stderr.lower(), other.stderr
+    # The mark and the owner go with the operator's taint (operator-vap.yaml); the rest are plain values.
+    rest = [k for k in OPERATOR_KEYS if k not in (c.ANN_TAINT, c.ANN_OWNER)]
+    release.kubectl(
+        "annotate", "node", node, *(f"{k}-" for k in OPERATOR_KEYS), kubeconfig=op
+    )  # a clean start
+    try:
+        _refused_for_keys(release, node, kubelet, user, *(f"{k}=set-by-node" for k in OPERATOR_KEYS))
+        _taint_write(
+            release, node, op, add={"key": MINE, "effect": "NoSchedule"}, mark=MINE, owner=taint_nodeconfig
+        )
+        release.kubectl("annotate", "node", node, "--overwrite", *(f"{k}=v1" for k in rest), kubeconfig=op)
+        _refused_for_keys(release, node, kubelet, user, *(f"{k}=changed-by-node" for k in OPERATOR_KEYS))
+        _refused_for_keys(release, node, kubelet, user, *(f"{k}-" for k in OPERATOR_KEYS))
+        # The mark pointed at a foreign taint would have the operator remove that taint on give-back.
+        _refused_for_keys(release, node, kubelet, user, f"{c.ANN_TAINT}={FOREIGN}")
+        # The node cannot take off the operator's taint itself either (NodeRestriction).
+        untaint = release.cluster.kubectl("taint", "node", node, f"{MINE}-", kubeconfig=kubelet)
+        assert untaint.returncode != 0 and "not allowed to modify taints" in untaint.stderr, untaint.stderr
+        # A person (the admin here) is refused the same way: break-glass is deleting the binding.
+        _refused_for_keys(release, node, None, "eventedpleg-admin", f"{c.ANN_OWNER}=by-hand")
+        annotations = release.get("node", node)["metadata"]["annotations"]
+        assert {k: annotations[k] for k in rest} == dict.fromkeys(rest, "v1")
+        assert (annotations[c.ANN_TAINT], annotations[c.ANN_OWNER]) == (MINE, taint_nodeconfig)
+    finally:
+        _taint_write(release, node, op, remove=MINE, mark=None)
+        release.kubectl("annotate", "node", node, f"{c.ANN_OWNER}-", *(f"{k}-" for k in rest), kubeconfig=op)
+    after = release.get("node", node)
+    assert not set(OPERATOR_KEYS) & set(after["metadata"]["annotations"])  # the operator removed each
+    assert not any(t["key"] == MINE for t in after["spec"].get("taints", []))
+
+
+def test_a_node_may_not_register_itself_with_operator_owned_keys(release: Release) -> None:
+    """A node may delete and re-create its own Node (NodeRestriction); carrying one of the operator's
+    keys into the new object is refused as a write of it is."""
+    name = f"{release.prefix}-reregistered"
+    kubelet = release.cluster.node_kubeconfig(name)
+
+    def node(annotations: dict[str, str]) -> str:
+        return yaml.safe_dump(
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": annotations}}
+        )
+
+    try:
+        refused = release.cluster.kubectl(
+            "create", "-f", "-", stdin=node({c.ANN_CORDONED_BY_US: "true"}), kubeconfig=kubelet
+        )
+        message = (
+            f"only the eventedpleg operator may set, change or remove {c.ANN_CORDONED_BY_US} on Node {name}"
+        )
+        assert refused.returncode != 0 and message in refused.stderr, refused.stderr
+        release.kubectl("create", "-f", "-", stdin=node({c.ANN_REASON: "registered"}), kubeconfig=kubelet)
+        assert release.get("node", name)["metadata"]["annotations"][c.ANN_REASON] == "registered"
+    finally:
+        release.cluster.kubectl("delete", "node", name, "--ignore-not-found")
+
+
+def test_approval_needs_patch_on_the_nodeconfig_which_no_node_has(
+    release: Release, taint_nodeconfig: str
+) -> None:
+    """`eventedpleg approve` writes the NodeConfig's eventedpleg.io/approved: a node's credential may
+    neither read nor patch a NodeConfig, so it cannot approve itself; a person with `patch` can."""
+    node = release.nodes[1]
+    kubelet = release.cluster.node_kubeconfig(node)
+    for verb in ("patch", "update", "get"):
+        can = release.cluster.kubectl("auth", "can-i", verb, f"nodeconfigs.{c.GROUP}", kubeconfig=kubelet)
+        assert can.stdout.strip() == "no", (verb, can.stdout, can.stderr)
+    approval = json.dumps({node: "h1"})
+    denied = release.cluster.kubectl(
+        "annotate", "nodeconfig", taint_nodeconfig, f"{c.ANN_APPROVED}={approval}", kubeconfig=kubelet
+    )
+    assert denied.returncode != 0 and "forbidden" in denied.stderr.lower(), denied.stderr
+    # The CLI as the node: refused too (it reads the NodeConfig first).
+    generation = release.get("nodeconfig", taint_nodeconfig)["metadata"]["generation"]
+    status = {"status": {"observedGeneration": generation, "renderedHash": "h1"}}
+    release.kubectl(
+        "patch",
+        "nodeconfig",
+        taint_nodeconfig,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
+
+    def approve(kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "eventedpleg", "approve", node, "--nodeconfig", taint_nodeconfig]
+        return subprocess.run(
+            [*argv, f"--kubeconfig={kubeconfig}"], capture_output=True, text=True, timeout=60, check=False
+        )
+
+    as_node = approve(kubelet)
+    assert as_node.returncode != 0 and "forbidden" in as_node.stderr.lower(), as_node.stderr
+    annotations = release.get("nodeconfig", taint_nodeconfig)["metadata"].get("annotations", {})
+    assert c.ANN_APPROVED not in annotations
+    # A person with `patch` on the NodeConfig (the admin here): the same command approves.
+    as_admin = approve(release.cluster.kubeconfig)
+    assert as_admin.returncode == 0, as_admin.stderr
+    assert f"node {node} approved for config h1 of NodeConfig {taint_nodeconfig}" in as_admin.stdout
+    annotations = release.get("nodeconfig", taint_nodeconfig)["metadata"]["annotations"]
+    assert json.loads(annotations[c.ANN_APPROVED]) == {node: "h1"}
+    # Were nodes ever granted `patch` on NodeConfigs, the chart's <operator>-approval policy still refuses
+    # them the approval (and nothing else).
+    widened = f"{release.prefix}-nodes-widened"
+    role = {"apiGroups": [c.GROUP], "resources": ["nodeconfigs"], "verbs": ["get", "patch"]}
+    subject = {"kind": "Group", "name": "system:nodes", "apiGroup": "rbac.authorization.k8s.io"}
+    ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": widened}
+    grant = [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": widened},
+         "rules": [role]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": widened}, "roleRef": ref, "subjects": [subject]},
+    ]  # fmt: skip
+    release.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(grant))
+    try:
+        can_patch = ("auth", "can-i", "patch", f"nodeconfigs.{c.GROUP}")
+        wait_for(
+            lambda: release.cluster.kubectl(*can_patch, kubeconfig=kubelet).stdout.strip() == "yes",
+            what="RBAC widened for nodes",
+        )
+        widened_write = release.cluster.kubectl(
+            "annotate", "nodeconfig", taint_nodeconfig, "--overwrite", f"{c.ANN_APPROVED}={{}}",
+            kubeconfig=kubelet,
+        )  # fmt: skip
+        message = (
+            f"a node may not approve: eventedpleg.io/approved on NodeConfig {taint_nodeconfig} is written "
+            f"by people (eventedpleg approve), not by system:node:{node}"
+        )
+        assert widened_write.returncode != 0 and message in widened_write.stderr, widened_write.stderr
+        release.kubectl("annotate", "nodeconfig", taint_nodeconfig, "example.com/x=1", kubeconfig=kubelet)
+    finally:
+        release.kubectl("delete", "clusterrolebinding,clusterrole", widened, "--ignore-not-found")
+    annotations = release.get("nodeconfig", taint_nodeconfig)["metadata"]["annotations"]
+    assert json.loads(annotations[c.ANN_APPROVED]) == {node: "h1"}
+
+
+def test_a_reserved_taint_is_not_removed_even_when_marked(release: Release, taint_nodeconfig: str) -> None:
+    """operator-vap.yaml checks reserved keys on removal as on addition. A mark naming a reserved taint can
+    only come from outside the policies: here the documented break-glass (the node-keys binding deleted,
+    a write by hand, `helm upgrade` puts the binding back). Then neither the operator's account (the
+    chart's policy) nor the node's credential (NodeRestriction, and the policy for the mark) removes that
+    taint."""
+    node = release.nodes[1]
+    kubelet = release.cluster.node_kubeconfig(node)
+    op = release.cluster.service_account_kubeconfig(release.namespace, release.operator, create=False)
+    binding = f"{release.operator}-node-keys"
+    saved = release.get("validatingadmissionpolicybinding", binding)
+    meta = {k: saved["metadata"][k] for k in ("name", "labels", "annotations") if k in saved["metadata"]}
+    restore = yaml.safe_dump({**saved, "metadata": meta})
+
+    def by_hand(*args: str) -> bool:
+        return release.cluster.kubectl("annotate", "node", node, "--overwrite", *args).returncode == 0
+
+    release.kubectl("delete", "validatingadmissionpolicybinding", binding)
+    try:
+        wait_for(lambda: by_hand(f"{c.ANN_TAINT}={RESERVED}"), what="the mark written by hand, binding gone")
+        release.kubectl("taint", "node", node, f"{RESERVED}=x:NoSchedule")
+        release.helm("upgrade", release.name, str(CHART), "-n", release.namespace, "--reuse-values")
+        assert release.get("validatingadmissionpolicybinding", binding)["spec"] == saved["spec"]
+        tries = itertools.count()  # a new value each time: writing the same one again changes nothing
+        wait_for(
+            lambda: not by_hand(f"{c.ANN_OWNER}=by-hand-{next(tries)}"), what="the binding in force again"
+        )
+        stderr = _taint_denied(release, node, op, remove=RESERVED, mark=None)
+        assert "the operator may not add or remove a reserved taint key" in stderr, stderr
+        untaint = release.cluster.kubectl("taint", "node", node, f"{RESERVED}-", kubeconfig=kubelet)
+        assert untaint.returncode != 0 and "not allowed to modify taints" in untaint.stderr, untaint.stderr
+        _refused_for_keys(release, node, kubelet, f"system:node:{node}", f"{c.ANN_TAINT}-")
+        assert any(t["key"] == RESERVED for t in release.get("node", node)["spec"]["taints"])
+    finally:  # the binding back whatever failed
+        release.cluster.kubectl("apply", "-f", "-", stdin=restore)
+        release.cluster.kubectl("annotate", "node", node, f"{c.ANN_TAINT}-", f"{c.ANN_OWNER}-", kubeconfig=op)
+        release.cluster.kubectl("taint", "node", node, f"{RESERVED}-")
 
 
 # --- RBAC: what each ServiceAccount can and cannot do -----------------------------------------------------

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventedpleg import constants as c
+from eventedpleg.core.rollout import approval
 from eventedpleg.protocol import (
     ANN_APPROVED,
     ANN_CURRENT,
@@ -36,8 +37,8 @@ STAMPED = (ANN_STATE_SINCE, ANN_TAINTED_SINCE)
 
 
 def test_the_table_names_every_node_key_once() -> None:
-    assert set(WRITERS) == {*NODE_ANNOTATIONS, *AUTOSCALER_ANNOTATIONS, ANN_APPROVED}
-    assert WRITERS[ANN_APPROVED] is Writer.PERSON  # neither side: `eventedpleg approve`
+    assert set(WRITERS) == {*NODE_ANNOTATIONS, *AUTOSCALER_ANNOTATIONS}
+    assert ANN_APPROVED not in WRITERS  # on the NodeConfig: `eventedpleg approve`, never a Node key
 
 
 def check_writers(world: World) -> None:
@@ -121,7 +122,8 @@ def test_each_side_writes_only_its_keys(world: World, seed: int, delete: bool) -
     for tick in range(150):
         if tick % 20 == 5 and world.spec.rollout.approval == "Manual":  # a person approves a node
             node = rng.choice(list(world.nodes.values()))
-            node.annotations[ANN_APPROVED] = node.annotations.get(c.ANN_AWAITING_APPROVAL, "")
+            asked = node.annotations.get(c.ANN_AWAITING_APPROVAL, "")
+            world.approved = approval.approve(world.approved, node.name, asked) if asked else world.approved
         if tick == 100 and delete:
             world.deleting = True
         world.tick(seconds=rng.choice([1, 1, 1, 7, 60]), drop=rng)

@@ -59,3 +59,15 @@ without the key keeps what it had (`namespaces list`). "true" or "". */}}
 {{- define "epo.listNamespaces" -}}
 {{- if or (not (hasKey .Values.drain "listNamespaces")) .Values.drain.listNamespaces }}true{{ end -}}
 {{- end -}}
+
+{{/*
+The Node annotations only the operator writes (protocol.WRITERS, Writer.OPERATOR, under eventedpleg.io/;
+tests/chart checks the two agree). node-keys-vap.yaml refuses them to everyone else.
+*/}}
+{{- define "epo.operatorNodeKeys" -}}
+{{- $keys := list -}}
+{{- range list "desired-config" "agent-options" "owner" "was-unschedulable" "cordoned" "autoscaler-hold" "drain-timeouts" "blocked" "tainted-since" "taint" "awaiting-approval" "cause" -}}
+{{- $keys = append $keys (printf "eventedpleg.io/%s" .) -}}
+{{- end -}}
+{{ $keys | toJson }}
+{{- end -}}

@@ -1,22 +1,27 @@
 """`eventedpleg approve NODE [--nodeconfig NAME]`: let a node be taken under spec.rollout.approval: Manual.
-It writes the node annotation eventedpleg.io/approved with the config hash the NodeConfig rolls out now,
-so an approval holds for that config alone. Exit codes (eventedpleg.cli.failures): 0 approved, 2 the
-NodeConfig has not rendered its present spec yet, 5 API failures, 6 the node, the NodeConfig or the CRD
-not found."""
+It records, in the NodeConfig's annotation eventedpleg.io/approved (core.rollout.approval), the node with
+the config hash the NodeConfig rolls out now, so an approval holds for that config alone. Approving needs
+`patch` on the NodeConfig, a right no node's own credential has (docs/security.md). Exit codes
+(eventedpleg.cli.failures): 0 approved, 2 the NodeConfig has not rendered its present spec yet, 5 API
+failures, 6 the node, the NodeConfig or the CRD not found."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 import click
 
 from eventedpleg import constants as c
-from eventedpleg.cli.failures import EXIT_NOT_FOUND, EXIT_USAGE, fail, verbose_option
+from eventedpleg.cli.failures import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, fail, verbose_option
 from eventedpleg.cli.inspect import _nodeconfig
 from eventedpleg.cli.kubeflags import Kube, kube_options
-from eventedpleg.k8s import nodes
-from eventedpleg.k8s.errors import NotFound
+from eventedpleg.core.rollout import approval
+from eventedpleg.k8s import nodeconfigs, nodes
+from eventedpleg.k8s.errors import Conflict, NotFound
+
+ATTEMPTS = 5  # read-modify-write against a NodeConfig whose status the operator keeps writing
 
 
 def approved_config(nodeconfig: Mapping[str, Any]) -> str:
@@ -39,16 +44,31 @@ def approved_config(nodeconfig: Mapping[str, Any]) -> str:
 def approve_cmd(node: str, name: str, kube: Kube, verbose: bool) -> None:
     """Let a node be taken for a NodeConfig's present config (spec.rollout.approval: Manual)."""
     with kube.client() as api:
-        config = approved_config(_nodeconfig(api, name))
-        if not config:
-            fail(
-                f"NodeConfig {name!r} has not rendered its present spec yet (status.observedGeneration "
-                "behind metadata.generation): try again in a few seconds",
-                EXIT_USAGE,
-            )
         try:
-            nodes.patch_node(api, node, nodes.node_patch(annotations={c.ANN_APPROVED: config}))
+            nodes.get_node(api, node)
         except NotFound:
             fail(f"node {node!r} not found (kubectl get nodes)", EXIT_NOT_FOUND)
-        click.echo(f"node {node} approved for config {config} of NodeConfig {name}")
-        click.echo(f"watch: eventedpleg status {name} --watch")
+        for _ in range(ATTEMPTS):
+            body = _nodeconfig(api, name)
+            config = approved_config(body)
+            if not config:
+                fail(
+                    f"NodeConfig {name!r} has not rendered its present spec yet (status.observedGeneration "
+                    "behind metadata.generation): try again in a few seconds",
+                    EXIT_USAGE,
+                )
+            existing = approval.parse((body["metadata"].get("annotations") or {}).get(c.ANN_APPROVED))
+            if existing.get(node) != config:
+                try:
+                    nodeconfigs.patch_annotations(
+                        api,
+                        name,
+                        {c.ANN_APPROVED: approval.encode(approval.approve(existing, node, config))},
+                        str(body["metadata"]["resourceVersion"]),
+                    )
+                except Conflict:
+                    continue  # the NodeConfig moved on (a status write, another approval): read it again
+            click.echo(f"node {node} approved for config {config} of NodeConfig {name}")
+            click.echo(f"watch: eventedpleg status {name} --watch")
+            sys.exit(EXIT_OK)
+        fail(f"NodeConfig {name!r} kept changing; try again")

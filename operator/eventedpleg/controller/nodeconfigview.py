@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from eventedpleg import constants as c
-from eventedpleg.core.rollout import retry
+from eventedpleg.core.rollout import approval, retry
 from eventedpleg.core.rollout.snapshot import Peer
 from eventedpleg.k8s.events import ObjectRef
 from eventedpleg.models.nodeconfig import NodeConfigSpec, NodeConfigStatus
@@ -34,6 +34,7 @@ class NodeConfigView:
     spec: NodeConfigSpec | InvalidSpec
     status: NodeConfigStatus  # as last written; one that cannot be read counts as none
     retry: Mapping[str, datetime]  # node -> the failure to retry (ANN_RETRY, core.rollout.retry)
+    approved: Mapping[str, str]  # node -> the config approved (ANN_APPROVED, core.rollout.approval)
 
     @property
     def peer(self) -> Peer | None:
@@ -47,6 +48,7 @@ def view_of(body: Mapping[str, Any]) -> NodeConfigView:
     """The view of one NodeConfig body; the only place its spec and status are validated."""
     meta = body["metadata"]
     name = str(meta["name"])
+    annotations = meta.get("annotations") or {}
     return NodeConfigView(
         name=name,
         ref=ObjectRef(c.KIND, name, f"{c.GROUP}/{c.VERSION}", str(meta.get("uid", ""))),
@@ -54,7 +56,8 @@ def view_of(body: Mapping[str, Any]) -> NodeConfigView:
         created=parse_time(str(meta.get("creationTimestamp", ""))) or datetime.min.replace(tzinfo=UTC),
         spec=_spec(body.get("spec") or {}),
         status=_status(body.get("status") or {}),
-        retry=retry.parse((meta.get("annotations") or {}).get(c.ANN_RETRY)),
+        retry=retry.parse(annotations.get(c.ANN_RETRY)),
+        approved=approval.parse(annotations.get(c.ANN_APPROVED)),
     )
 
 

@@ -212,6 +212,7 @@ def build_target(
         deleting=deleting,
         peers=peers,
         retry=nodeconfig.retry,
+        approved=nodeconfig.approved,
         alerts=alerts,
         health=health,
     )

@@ -481,9 +481,10 @@ class Rollout(
         Field(
             description="`Automatic` (the default): nodes are taken as the other gates allow. `Manual`: "
             "each node also waits, in service and not cordoned, until a person approves it with "
-            "`eventedpleg approve NODE` (the node annotation `eventedpleg.io/approved: <config hash>`, so "
-            "an approval holds for one config); status lists the nodes `AwaitingApproval` and each gets "
-            "an `AwaitingApproval` Event."
+            "`eventedpleg approve NODE` (the NodeConfig's annotation `eventedpleg.io/approved`, a JSON "
+            "map node -> config hash, so an approval holds for one config and needs `patch` on the "
+            "NodeConfig); status lists the nodes `AwaitingApproval` and each gets an `AwaitingApproval` "
+            "Event."
         ),
     ] = Approval.AUTOMATIC
     post_node_delay_seconds: Annotated[

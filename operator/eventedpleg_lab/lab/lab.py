@@ -35,10 +35,10 @@ from eventedpleg_lab.realnode import rig
 STATE_FILE = "lab.json"
 CLUSTER_DIR = "cluster"
 # The nodes reach the apiserver on the bridge; the serving cert already names `kubernetes`, which the
-# kubelets' kubeconfig asks for (tls-server-name). NodeRestriction: kubelets may only touch their own Node.
+# kubelets' kubeconfig asks for (tls-server-name). NodeRestriction (kubelets may only touch their own Node)
+# is on in every LocalCluster.
 APISERVER_ARGS = (
     "--bind-address=0.0.0.0",
-    "--enable-admission-plugins=NodeRestriction",
     "--kubelet-preferred-address-types=InternalIP",  # logs/exec: node names do not resolve here
 )
 # With kubeadm nodes: bootstrap tokens authenticate (kubeadm's own apiserver manifest sets this), and

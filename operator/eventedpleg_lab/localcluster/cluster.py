@@ -177,6 +177,18 @@ class LocalCluster:
         _write_kubeconfig(target, self.server, self.pki.ca_crt, user=f"{namespace}:{name}", token=token)
         return target
 
+    def node_kubeconfig(self, node: str) -> Path:
+        """Write a kubeconfig with the kubelet client certificate of Node `node` (system:node:<node> in
+        system:nodes, signed by the cluster's CA as the lab's nodes' are): what root on that node holds.
+        The Node authorizer and NodeRestriction confine it to that Node."""
+        directory = self.directory / "kubeconfigs"
+        directory.mkdir(parents=True, exist_ok=True)
+        crt, key = directory / f"node-{node}.crt", directory / f"node-{node}.key"
+        pki.sign_client(self.pki, f"system:node:{node}", "system:nodes", crt, key)
+        target = directory / f"node-{node}.kubeconfig"
+        _write_kubeconfig(target, self.server, self.pki.ca_crt, user=f"system:node:{node}", cert=crt, key=key)
+        return target
+
     def add_nodes(self, nodes: Iterable[FakeNode], *, wait: bool = True, timeout: float = 60.0) -> list[str]:
         """Create kwok-managed Nodes; with `wait`, return once kwok has made every one Ready."""
         with self.api() as api:
@@ -246,6 +258,9 @@ class LocalCluster:
                 f"--service-account-signing-key-file={p.sa_key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
+                # As every kubeadm cluster: a kubelet's credential may change only its own Node (the chart's
+                # node-keys policy is tested against such credentials, tests/cluster/test_chart_install.py).
+                "--enable-admission-plugins=NodeRestriction",
                 "--allow-privileged=true",
                 f"--kubelet-client-certificate={p.kubelet_client_crt}",
                 f"--kubelet-client-key={p.kubelet_client_key}",

@@ -140,6 +140,7 @@ class World:
     deleting: bool = False
     peers: tuple[Peer, ...] = ()  # other NodeConfigs (name, created, selector)
     retry: dict[str, datetime] = field(default_factory=dict)  # the NodeConfig's ANN_RETRY (retry.py)
+    approved: dict[str, str] = field(default_factory=dict)  # the NodeConfig's ANN_APPROVED (approval.py)
     allow_force_delete: bool = True  # the installation grants `pods delete` (chart drain.allowForceDelete)
     history: list[tuple[datetime, int]] = field(default_factory=list)  # (time, unavailable)
     log: list[str] = field(default_factory=list)
@@ -176,6 +177,7 @@ class World:
             deleting=self.deleting,
             peers=self.peers,
             retry=self.retry,
+            approved=self.approved,
             alerts=self.alerts,
             health=self._health(),
         )

@@ -40,7 +40,6 @@ class NodeMarks:
     host_check: str = ""  # the agent's pre-cordon verdict, raw (core.hostcheck parses it when needed)
     tainted_since: datetime | None = None  # chosen and tainted, waiting for its cordon (taintBeforeCordon)
     taint: str = ""  # the key of the taint we added ("" when none of ours is on)
-    approved: str = ""  # the config hash a person approved the node for (rollout.approval: Manual)
     awaiting_approval: str = ""  # the config hash we asked approval for (its Event was sent)
 
     @property
@@ -71,7 +70,6 @@ class NodeMarks:
             host_check=annotations.get(c.ANN_HOST_CHECK, ""),
             tainted_since=parse_time(annotations.get(c.ANN_TAINTED_SINCE)),
             taint=annotations.get(c.ANN_TAINT, ""),
-            approved=annotations.get(c.ANN_APPROVED, ""),
             awaiting_approval=annotations.get(c.ANN_AWAITING_APPROVAL, ""),
         )
 
@@ -191,6 +189,7 @@ class Target:
     deleting: bool = False
     peers: tuple[Peer, ...] = field(default_factory=tuple)
     retry: Mapping[str, datetime] = field(default_factory=dict)  # node -> failure to retry (retry.py)
+    approved: Mapping[str, str] = field(default_factory=dict)  # node -> config approved (approval.py)
     alerts: str = ""  # why spec.rollout.alertGate holds new nodes now ("" when it does not)
     # spec.rollout.healthGate: the gate's pods not Ready on the nodes the previous pass asked about
     # (podhealth.PodsNotReady), read for this pass. Left out of equality: only the whole-cluster half of

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from eventedpleg import constants as c
 from eventedpleg.cli.approve_cmd import approved_config
 from eventedpleg.cli.report import status_view
-from eventedpleg.core.rollout import planner, status, window
+from eventedpleg.core.rollout import approval, planner, status, window
 from eventedpleg.core.rollout.planner import gates
 from eventedpleg_lab.sim.rolloutworld import H_OFF, H_ON, T0, World, fleet, pod, spec
 
@@ -136,9 +136,8 @@ def test_the_rollout_halts_exactly_when_the_failed_nodes_reach_the_percentage(
 
 
 def approve(world: World, name: str, config: str = H_ON) -> None:
-    """What `eventedpleg approve NAME` writes on the node."""
-    world.nodes[name].annotations[c.ANN_APPROVED] = config
-    world.nodes[name].rv += 1
+    """What `eventedpleg approve NAME` writes: an entry of the NodeConfig's ANN_APPROVED."""
+    world.approved = approval.approve(world.approved, name, config)
 
 
 def test_manual_approval_keeps_every_node_in_service_until_a_person_approves_it() -> None:
@@ -161,16 +160,16 @@ def test_manual_approval_keeps_every_node_in_service_until_a_person_approves_it(
         (name, "AwaitingApproval") for name in nodes
     ]
     approve(world, "node-001")
-    approve(world, "node-002", "an-older-config")  # an approval is for one config only
+    world.approved["node-002"] = "an-older-config"  # left from an earlier config: approves nothing now
     for _ in range(60):
         world.tick()
     assert states(world) == {"node-000": None, "node-001": "Done", "node-002": None}
-    assert nodes["node-001"].annotations[c.ANN_APPROVED] == H_ON  # the operator's writes kept it
+    assert c.ANN_APPROVED not in nodes["node-001"].annotations  # on the NodeConfig, never on the Node
     approve(world, "node-000")
     approve(world, "node-002")
     final = world.run()
     assert final.summary.complete and final.summary.counts.awaiting_approval == 0
-    assert all(n.annotations[c.ANN_APPROVED] == H_ON for n in nodes.values())
+    assert world.approved == dict.fromkeys(nodes, H_ON)
 
 
 def states(world: World) -> dict[str, str | None]:
@@ -206,7 +205,7 @@ def test_no_node_is_ever_cordoned_without_its_approval_despite_crashes(
             approve(world, f"node-{i:03d}")
     world.run(drop=random.Random(seed))
     for name, node in nodes.items():
-        if c.ANN_APPROVED in node.annotations:
+        if name in world.approved:
             assert node.annotations[c.ANN_STATE] == "Done", name
         else:
             assert node.drains == 0 and not node.unschedulable and c.ANN_STATE not in node.annotations, name
@@ -392,3 +391,13 @@ def test_strict_in_place_skips_a_node_whose_static_pods_are_included() -> None:
     node = nodes["node-000"]
     assert node.drains == 0 and not node.unschedulable and node.annotations[c.ANN_STATE] == "Skipped"
     assert "static pods" in node.annotations[c.ANN_REASON]
+
+
+def test_approvals_parse_and_keep_only_the_present_config() -> None:
+    """ANN_APPROVED on the NodeConfig: an approval for another config is dropped by the next one, and a
+    value that is not a map of hashes approves nothing."""
+    earlier = approval.approve(approval.approve({}, "node-000", H_OFF), "node-001", H_ON)
+    assert approval.approve(earlier, "node-002", H_ON) == {"node-001": H_ON, "node-002": H_ON}
+    assert approval.parse(approval.encode(earlier)) == earlier
+    for broken in ("not json", "[]", '{"node-000": 1}', '{"node-000": ""}', None):
+        assert approval.parse(broken) == {}, broken

@@ -300,7 +300,11 @@ class _Decider:
         node being reverted on deletion needs none). Until then it stays in service, untouched but for the
         mark that its Event was sent."""
         node, marks, target = self.node, self.node.marks, self.target
-        if target.spec.rollout.approval is Approval.MANUAL and not target.deleting and marks.approved != want:
+        if (
+            target.spec.rollout.approval is Approval.MANUAL
+            and not target.deleting
+            and target.approved.get(node.name) != want
+        ):
             self.count("awaiting_approval")
             self.note(NodeState.AWAITING_APPROVAL, approval_text(node.name, want))
             if marks.awaiting_approval != want:

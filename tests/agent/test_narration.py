@@ -163,3 +163,24 @@ def test_the_host_check_says_its_verdict_once_it_changes(
     (record,) = (r for r in log.records if getattr(r, "phase", "") == "host_check")
     # No NodeConfig has taken the node yet: only the fields that are known.
     _both_formats(record, {"node": NODE, "phase": "host_check"})
+
+
+def test_a_heal_says_the_fallback_the_restart_and_the_verdict(
+    make_rig: RigFactory, log: pytest.LogCaptureFixture
+) -> None:
+    rig = make_rig(profiles.crio())
+    _own(rig)
+    rig.apply()
+    rig.host.restart_runtime()  # k8s#129827: the running kubelet falls back for good
+    rig.check()
+    said = _said(log.records, "after_done")
+    assert [level for level, _ in said] == ["WARNING", "INFO", "INFO"]
+    detected, restarted, healed = (m for _, m in said)
+    assert detected.startswith("FallbackDetected: fell back to generic PLEG (")
+    assert detected.endswith("); restarting the kubelet")
+    assert restarted == "restarted kubelet"
+    assert healed.startswith("Done: healed a silent fallback to generic PLEG by restarting the kubelet")
+    assert "[heal verified over " in healed and "stream ok: " in healed
+    for record in log.records:
+        if getattr(record, "phase", "") == "after_done":
+            _both_formats(record, _fields(rig, "after_done"))

@@ -20,6 +20,7 @@ from prometheus_client import generate_latest
 
 from eventedpleg import constants as c
 from eventedpleg import protocol
+from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.cli import main as cli_main
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.node.facts.promtext import parse_metrics
@@ -54,6 +55,7 @@ CASES: dict[str, dict[str, Any]] = {
             "interval": "15s",
             "labels": {"release": "kube-prometheus-stack"},
         },
+        "podMonitor": {"enabled": True, "interval": "20s", "labels": {"release": "kube-prometheus-stack"}},
         "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
         "grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "Kubernetes"}},
         "operator.replicas": 3,
@@ -391,6 +393,21 @@ def test_network_policies_only_when_enabled(default: Rendered) -> None:
     # Without nodeCIDRs: the agent admits nothing but what the plugin admits by itself (its node).
     bare = render({"networkPolicy.enabled": True})
     assert bare.find("NetworkPolicy", AGENT)["spec"]["ingress"] == []
+    # With the PodMonitor: the Prometheus that scrapes the operator reaches the agents' port too.
+    scraped = render({**CASES["network-policy"], "podMonitor.enabled": True}).find("NetworkPolicy", AGENT)
+    assert scraped["spec"]["ingress"] == [
+        {
+            "ports": [{"port": probe_port, "protocol": "TCP"}],
+            "from": [
+                {
+                    "namespaceSelector": prometheus["namespaceSelector"],
+                    "podSelector": prometheus["podSelector"],
+                },
+                {"ipBlock": {"cidr": "10.0.0.0/16"}},
+                {"ipBlock": {"cidr": "fd00::/64"}},
+            ],
+        }
+    ]
     (default_rule,) = bare.find("NetworkPolicy", OPERATOR)["spec"]["ingress"]
     assert default_rule["from"] == [
         {
@@ -640,6 +657,7 @@ BAD_VALUES = [
     ({"agent.tolerations": [{"operator": "Sometimes"}]}, "/agent/tolerations/0/operator", "one of"),
     ({"agent.resources": {"requests": {"cpu": "lots"}}}, "/agent/resources/requests/cpu", "pattern"),
     ({"serviceMonitor": {"enabled": "true"}}, "/serviceMonitor/enabled", "want boolean"),
+    ({"podMonitor": {"enabled": True, "interval": "soon"}}, "/podMonitor/interval", "pattern"),
     ({"prometheusRule": {"enabled": True, "degradedFor": "5 min"}}, "/prometheusRule/degradedFor", "pattern"),
     ({"nameOverride": "Evented_PLEG"}, "/nameOverride", "does not match pattern"),
     ({"networkPolicy": {"enabled": True, "nodeCIDRs": ["10.0.0.1"]}}, "/networkPolicy/nodeCIDRs/0", "pattern"),  # noqa: E501
@@ -677,6 +695,7 @@ def test_agent_namespace_must_differ_from_the_release_namespace() -> None:
 
 def test_monitoring_objects_only_when_enabled(default: Rendered) -> None:
     assert default.all("ServiceMonitor") == [] and default.all("PrometheusRule") == []
+    assert default.all("PodMonitor") == []
     rendered = render(CASES["monitoring"])
     monitor = rendered.find("ServiceMonitor", OPERATOR)
     deploy = rendered.find("Deployment", OPERATOR)
@@ -686,9 +705,40 @@ def test_monitoring_objects_only_when_enabled(default: Rendered) -> None:
     assert rendered.find("PodDisruptionBudget", OPERATOR)["spec"]["maxUnavailable"] == 1
 
 
+def test_pod_monitor_scrapes_each_agent_on_its_health_port_with_its_node() -> None:
+    """The agent declares no container port (hostNetwork): the PodMonitor sets the address to the pod's
+    IP and the health port, and labels each series with the node the agent acts on."""
+    rendered = render({**CASES["monitoring"], "agent.health.port": 9555})
+    monitor = rendered.find("PodMonitor", AGENT)
+    daemonset = rendered.find("DaemonSet", AGENT)
+    assert monitor["metadata"]["namespace"] == AGENT_NS
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["selector"]["matchLabels"] == daemonset["spec"]["selector"]["matchLabels"]
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [AGENT_NS]}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert (endpoint["path"], endpoint["interval"]) == ("/metrics", "20s")
+    container = _container(daemonset)
+    assert "ports" not in container
+    assert container["livenessProbe"]["httpGet"]["port"] == 9555
+    assert endpoint["relabelings"] == [
+        {
+            "sourceLabels": ["__meta_kubernetes_pod_container_name"],
+            "regex": container["name"],
+            "action": "keep",
+        },
+        {
+            "sourceLabels": ["__meta_kubernetes_pod_ip"],
+            "targetLabel": "__address__",
+            "replacement": "$1:9555",
+        },
+        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"},
+    ]
+
+
 def test_alerts_use_metrics_the_operator_exports() -> None:
-    """Every `eventedpleg_*{label="value"}` selector in the alert rules matches a series the operator's
-    registry really exposes (names and label values taken from controller/metrics.py, not retyped)."""
+    """Every `eventedpleg_*{label="value"}` selector in the alert rules matches a series the operator's or
+    the agent's registry really exposes (names and label values taken from controller/metrics.py and
+    agent/metrics.py, not retyped)."""
     metrics = OperatorMetrics()
     for kind in c.ConditionType:
         metrics.condition.labels("cluster", kind.value).set(0)
@@ -696,13 +746,16 @@ def test_alerts_use_metrics_the_operator_exports() -> None:
     metrics.failed_cordoned.labels("cluster").set(1)
     metrics.held_seconds.labels("cluster").set(7200)
     metrics.leader.set(1)
-    exported = parse_metrics(generate_latest(metrics.registry).decode())
+    agent = AgentMetrics()  # every failure reason is exported from the start
+    exported = parse_metrics(
+        generate_latest(metrics.registry).decode() + generate_latest(agent.registry).decode()
+    )
     rule = render(CASES["monitoring"]).find("PrometheusRule", OPERATOR)
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
     assert {
         "EventedPlegRolloutDegraded", "EventedPlegNodeFailures", "EventedPlegNoLeader",
         "EventedPlegOperatorAbsent", "EventedPlegNodeFailedAndCordoned", "EventedPlegRolloutStalled",
-        "EventedPlegNodeHeldTooLong",
+        "EventedPlegNodeHeldTooLong", "EventedPlegAgentFailures",
     } <= set(alerts)  # fmt: skip
     selector = re.compile(r"(eventedpleg_[a-z_]+)(?:\{([^}]*)\})?")
     for name, alert in alerts.items():

@@ -26,6 +26,7 @@ from eventedpleg.core.rollout import planner, status
 from eventedpleg.core.rollout.snapshot import Peer, Target
 from eventedpleg.k8s import configmaps, nodeconfigs, prometheus, workloads
 from eventedpleg.k8s.errors import ApiError
+from eventedpleg.logfields import fields
 from eventedpleg.models.nodeconfig import HealthGate, NodeConfigSpec
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,9 @@ class Reconciler:
         try:
             return self.pods(self.api, gate, state.health_watch)
         except ApiError as exc:
-            log.warning("could not read the pods of rollout.healthGate of %s: %s", state.name, exc)
+            said = fields(nodeconfig=state.name)
+            what = "the pods of rollout.healthGate"
+            log.warning("could not read %s of %s: %s", what, state.name, exc, extra=said)
             return {}
 
     def reconcile_once(self, inputs: PassInputs) -> float | None:

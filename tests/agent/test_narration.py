@@ -1,4 +1,4 @@
-"""The agent's log tells its story: one line per step it takes on its node (core.node.phases.narration),
+"""The agent's log tells its story: one line per step it takes on its node (core.node.narration),
 with the node's fields after the message in the text format and as top-level keys in the JSON one
 (cli.logformat), for an apply, a rollback and a host fault on simulated hosts."""
 

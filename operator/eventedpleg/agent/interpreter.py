@@ -29,8 +29,8 @@ from eventedpleg.agent.hostread import read_facts
 from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.agent.observe import Observer
 from eventedpleg.agent.statestore import StateStore
+from eventedpleg.core.node import narration
 from eventedpleg.core.node.facts.hostplan import FileChange
-from eventedpleg.core.node.phases import narration
 from eventedpleg.core.node.phases.effects import (
     Backup,
     DropConfigBaseline,
@@ -116,7 +116,7 @@ class Interpreter:
     def run(self, phase: Phase[T], node: AgentNode, name: str = "") -> Work[T]:
         """Perform `phase`, which acts on `node` as read when it began; its time goes to the metrics
         under `name` (agent.agent.Agent names its four: service, apply, after_done, host_check) when it
-        ends. Each step it takes is said in the log (core.node.phases.narration), with the node's fields."""
+        ends. Each step it takes is said in the log (core.node.narration), with the node's fields."""
         answer: EffectAnswer = None
         started = self.host.clock.now()
         extra = fields(

@@ -69,7 +69,6 @@ from eventedpleg.core.node.phases.transaction import Transaction
 from eventedpleg.logfields import fields
 
 log = logging.getLogger(__name__)
-LEVELS = {narration.Level.INFO: logging.INFO, narration.Level.WARNING: logging.WARNING}
 
 T = TypeVar("T")
 Work = Generator[float, None, T]
@@ -141,7 +140,8 @@ class Interpreter:
             else:
                 answer = self.perform(effect, node)
                 for line in narration.narrate(effect, answer, last_report=last_report):
-                    log.log(LEVELS[line.level], "%s", line.message, extra=extra)
+                    level = logging.WARNING if line.warning else logging.INFO
+                    log.log(level, "%s", line.message, extra=extra)
                 if isinstance(effect, Report):
                     last_report = effect.reason
 

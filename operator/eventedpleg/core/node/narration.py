@@ -9,7 +9,6 @@ report just said, and every host fault with its fix); looks are not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 from eventedpleg.constants import NodeState
 from eventedpleg.core.evidence import Evidence
@@ -32,60 +31,54 @@ DAEMON_RELOAD = ("systemctl", "daemon-reload")
 WARNING_STATES = frozenset({NodeState.FAILED, NodeState.ROLLED_BACK, NodeState.SKIPPED, NodeState.DRIFTED})
 
 
-class Level(Enum):
-    INFO = "info"
-    WARNING = "warning"
-
-
 @dataclass(frozen=True)
 class Line:
-    level: Level
     message: str
+    warning: bool = False  # a step that failed or left the change off: said as a warning, else as info
 
 
 def narrate(effect: Effect, answer: EffectAnswer, *, last_report: str = "") -> tuple[Line, ...]:
     """The lines for `effect` answered with `answer`. `last_report`: the reason of the report this phase
     made last, so that an Event repeating it is not said twice."""
     if isinstance(answer, HostFault):
-        return (Line(Level.WARNING, f"fault: {answer.line()}"),)
+        return (Line(f"fault: {answer.line()}", warning=True),)
     match effect:
         case WriteFiles(changes):
             return tuple(
-                Line(Level.INFO, f"removed {ch.path} ({ch.purpose.removeprefix('remove ')})")
+                Line(f"removed {ch.path} ({ch.purpose.removeprefix('remove ')})")
                 if ch.content is None
-                else Line(Level.INFO, f"wrote {ch.path} ({ch.purpose})")
+                else Line(f"wrote {ch.path} ({ch.purpose})")
                 for ch in changes
             )
         case RestoreFiles(txn):
             return tuple(
                 Line(
-                    Level.INFO,
                     f"rollback: removed {path} (absent before)"
                     if copy.content is None
-                    else f"rollback: restored {path} from its backup",
+                    else f"rollback: restored {path} from its backup"
                 )
                 for path, copy in txn.backups
             )
         case Restart(unit) if isinstance(answer, CommandResult):
             if answer.ok:
-                return (Line(Level.INFO, f"restarted {unit}"),)
-            return (Line(Level.WARNING, f"restart of {unit} failed: {answer.summary()}"),)
+                return (Line(f"restarted {unit}"),)
+            return (Line(f"restart of {unit} failed: {answer.summary()}", warning=True),)
         case Run(argv) if argv == DAEMON_RELOAD and isinstance(answer, CommandResult):
             if answer.ok:
-                return (Line(Level.INFO, "reloaded systemd units (`systemctl daemon-reload`)"),)
-            return (Line(Level.WARNING, f"systemd did not reload: {answer.summary()}"),)
+                return (Line("reloaded systemd units (`systemctl daemon-reload`)"),)
+            return (Line(f"systemd did not reload: {answer.summary()}", warning=True),)
         case Report(state, reason, evidence):
-            level = Level.WARNING if state in WARNING_STATES else Level.INFO
             unwritten = "" if answer is not False else " (not written: desired-config changed meanwhile)"
-            return (Line(level, f"{state.value}: {reason}{_deciding(evidence)}{unwritten}"),)
+            said = f"{state.value}: {reason}{_deciding(evidence)}{unwritten}"
+            return (Line(said, warning=state in WARNING_STATES),)
         case PublishHostCheck(check):
             refused = {mode: why for mode, why in sorted(check.refusals.items()) if why}
             if not refused:
-                return (Line(Level.INFO, "host check: an apply may go ahead in every kubeletConfig mode"),)
+                return (Line("host check: an apply may go ahead in every kubeletConfig mode"),)
             said = "; ".join(f"{mode}: {why}" for mode, why in refused.items())
-            return (Line(Level.INFO, f"host check: refused in {len(refused)} mode(s): {said}"),)
+            return (Line(f"host check: refused in {len(refused)} mode(s): {said}"),)
         case NodeEvent(reason, message, warning) if message != last_report:
-            return (Line(Level.WARNING if warning else Level.INFO, f"{reason.value}: {message}"),)
+            return (Line(f"{reason.value}: {message}", warning=warning),)
     return ()
 
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
@@ -122,7 +125,8 @@ def test_a_real_prometheus_fires_the_agent_alert_and_answers_the_agent_panels(
         rig.apply()
         assert rig.state == NodeState.ROLLED_BACK
         firing = prom.wait_firing("EventedPlegAgentFailures", timeout=120)
-        answers = {expr: prom.query(expr.replace("$node", ".+")) for expr in dashboard_exprs(agents=True)}
+        # A rate() needs two scrapes of a series the apply began: each query is asked until it answers.
+        answers = {expr: _answer(prom, expr) for expr in dashboard_exprs(agents=True)}
     assert [a["labels"] for a in firing] == [
         {"alertname": "EventedPlegAgentFailures", "node": NODE, "reason": "RolledBack", "severity": "info"}
     ]
@@ -130,10 +134,29 @@ def test_a_real_prometheus_fires_the_agent_alert_and_answers_the_agent_panels(
     assert firing[0]["annotations"]["summary"] == (
         f"Node {NODE}: its agent met failures (RolledBack) in the last hour"
     )
-    assert len(answers) >= 6
+    assert len(answers) >= 7
     for expr, series in answers.items():
         assert series, f"no series for {expr}"
         assert all(s["metric"].get("node") == NODE for s in series if "node" in s["metric"]), expr
+    # The node variable lists the agent's node.
+    (variable,) = (series for expr, series in answers.items() if expr.startswith("label_values("))
+    assert {s["metric"]["node"] for s in variable} == {NODE}
+
+
+def _answer(prom: prometheus.Prometheus, expr: str, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """What Prometheus answers to `expr` once it answers with a series (else its last answer, empty)."""
+    deadline = time.monotonic() + timeout
+    while not (series := prom.query(_promql(expr))) and time.monotonic() < deadline:
+        time.sleep(2)
+    return series
+
+
+def _promql(expr: str) -> str:
+    """A dashboard expression as Prometheus' query API takes it: every node selected ($node's All), and a
+    variable's label_values(SELECTOR, LABEL) as its SELECTOR (Grafana asks for the label's values)."""
+    expr = expr.replace("$node", ".+")
+    variable = re.fullmatch(r"label_values\((.*),\s*\w+\)", expr)
+    return variable.group(1) if variable else expr
 
 
 FAKE_KUBECTL = """#!{python}

@@ -1,6 +1,6 @@
 """The chart's Grafana dashboard read as its queries, and the metric names in PromQL and in a /metrics text:
-what the unit test (against the operator's registry) and the cluster test (against a live operator's
-/metrics) compare."""
+what the unit test (against the operator's registry), the cluster test (against a live operator's /metrics)
+and the agent test (against a live agent's /metrics) compare."""
 
 from __future__ import annotations
 
@@ -14,11 +14,23 @@ DASHBOARD = (
 )
 
 
-def dashboard_exprs() -> list[str]:
-    """Every PromQL expression of the dashboard: its panels' targets and its variables' queries."""
+AGENTS_ROW = "Agents"  # the row of the agents' panels (agent/metrics.py); every other row is the operator's
+AGENT_VARIABLES = {"node"}
+
+
+def dashboard_exprs(*, agents: bool = False) -> list[str]:
+    """The dashboard's PromQL expressions (its panels' targets and its variables' queries): the
+    operator's, or with `agents` those of the Agents row and its variables."""
     doc: dict[str, Any] = json.loads(DASHBOARD.read_text())
-    exprs = [t["expr"] for p in doc["panels"] for t in p.get("targets", [])]
-    exprs += [v["query"]["query"] for v in doc["templating"]["list"] if isinstance(v.get("query"), dict)]
+    exprs, row = [], ""
+    for panel in doc["panels"]:
+        if panel["type"] == "row":
+            row = panel["title"]
+        elif (row == AGENTS_ROW) == agents:
+            exprs += [t["expr"] for t in panel.get("targets", [])]
+    for var in doc["templating"]["list"]:
+        if isinstance(var.get("query"), dict) and (var["name"] in AGENT_VARIABLES) == agents:
+            exprs.append(var["query"]["query"])
     return exprs
 
 

@@ -17,6 +17,7 @@ import contextlib
 import json
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -152,6 +153,22 @@ class Prometheus:
             raise PrometheusError(f"/api/v1/alerts answered {reply}")
         found: list[Alert] = reply["data"]["alerts"]
         return found
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """The instant vector `expr` evaluates to now (GET /api/v1/query): each series' metric and value."""
+        reply = self._get("/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        if reply.get("status") != "success" or reply["data"]["resultType"] != "vector":
+            raise PrometheusError(f"query {expr!r} answered {reply}")
+        found: list[dict[str, Any]] = reply["data"]["result"]
+        return found
+
+    def wait_scraped(self, *, timeout: float, interval: float = 1.0) -> None:
+        """Until every target has been scraped once and answered; PrometheusError after `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while not (health := self.targets_health()) or not all(" up" in t for t in health):
+            if time.monotonic() > deadline:
+                raise PrometheusError(f"targets not up after {timeout:.0f}s: {health}")
+            time.sleep(interval)
 
     def firing(self, name: str) -> list[Alert]:
         """The firing alerts named `name` (one per label set)."""

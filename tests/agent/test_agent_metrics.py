@@ -11,6 +11,7 @@ from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.constants import NodeState
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NODE, Rig, RigFactory
+from tests.dashboard import dashboard_exprs, exported_names, metric_names
 
 
 def _with_metrics(rig: Rig) -> AgentMetrics:
@@ -34,9 +35,17 @@ def test_an_apply_is_one_apply_phase_as_long_as_it_took_and_no_failure(make_rig:
     apply_seconds = _value(metrics, "eventedpleg_agent_phase_seconds_sum", phase="apply")
     assert 0 < apply_seconds <= took  # the verification window at least, on the simulated clock
     assert _value(metrics, "eventedpleg_agent_phase_seconds_count", phase="service") >= 2
-    assert not [
-        s for f in metrics.registry.collect() if f.name == "eventedpleg_agent_failures" for s in f.samples
-    ]
+    # Every reason is exported from 0 (an alert's increase() needs the sample before the first failure).
+    failures = {
+        s.labels["reason"]: s.value
+        for f in metrics.registry.collect()
+        if f.name == "eventedpleg_agent_failures"
+        for s in f.samples
+        if s.name == "eventedpleg_agent_failures_total"
+    }
+    assert failures == dict.fromkeys(
+        ("fail", "rejected", "refused", "drift", "Failed", "RolledBack", "loop_error"), 0.0
+    )
 
     rig.check()
     assert _value(metrics, "eventedpleg_agent_phase_seconds_count", phase="after_done") == 1
@@ -67,3 +76,32 @@ def test_metrics_are_served_with_build_info_and_process_metrics() -> None:
     assert 'eventedpleg_agent_failures_total{reason="loop_error"} 1.0' in text
     assert 'eventedpleg_build_info{component="agent"' in text
     assert "process_cpu_seconds_total" in text and "python_info" in text
+
+
+def test_every_agent_panel_of_the_dashboard_reads_what_a_live_agent_serves(make_rig: RigFactory) -> None:
+    """The dashboard's Agents row against the /metrics of an agent that applied (and rolled back) on a
+    simulated host, as the operator's panels are checked against a live operator (tests/cluster)."""
+    rig = make_rig(profiles.kubeadm_containerd())
+    metrics = _with_metrics(rig)
+    rig.host.faults.kubelet.fails_when_evented = True
+    rig.apply()
+    server = health.serve_metrics(metrics, 0, host="127.0.0.1")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    finally:
+        server.shutdown()
+    used = set().union(*(metric_names(expr) for expr in dashboard_exprs(agents=True)))
+    assert {"eventedpleg_agent_failures_total", "eventedpleg_agent_phase_seconds_bucket"} <= used
+    served = exported_names(text)
+    assert used <= served, (
+        f"the Agents row asks for metrics the agent does not serve: {sorted(used - served)}"
+    )
+    # The series the panels select are there with their labels, not only declared.
+    for sample in (
+        'eventedpleg_agent_failures_total{reason="RolledBack"} 1.0',
+        'eventedpleg_agent_phase_seconds_count{phase="apply"} 1.0',
+        'eventedpleg_build_info{component="agent"',
+        "process_resident_memory_bytes ",
+    ):
+        assert sample in text, sample

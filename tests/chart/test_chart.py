@@ -21,6 +21,7 @@ from prometheus_client import generate_latest
 from eventedpleg import constants as c
 from eventedpleg import protocol
 from eventedpleg.agent import health
+from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.cli import main as cli_main
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.node.facts.promtext import parse_metrics
@@ -56,6 +57,7 @@ CASES: dict[str, dict[str, Any]] = {
             "interval": "15s",
             "labels": {"release": "kube-prometheus-stack"},
         },
+        "podMonitor": {"enabled": True, "interval": "20s", "labels": {"release": "kube-prometheus-stack"}},
         "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
         "grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "Kubernetes"}},
         "operator.replicas": 3,
@@ -698,6 +700,7 @@ BAD_VALUES = [
     ({"agent.tolerations": [{"operator": "Sometimes"}]}, "/agent/tolerations/0/operator", "one of"),
     ({"agent.resources": {"requests": {"cpu": "lots"}}}, "/agent/resources/requests/cpu", "pattern"),
     ({"serviceMonitor": {"enabled": "true"}}, "/serviceMonitor/enabled", "want boolean"),
+    ({"podMonitor": {"enabled": True, "interval": "soon"}}, "/podMonitor/interval", "pattern"),
     ({"prometheusRule": {"enabled": True, "degradedFor": "5 min"}}, "/prometheusRule/degradedFor", "pattern"),
     ({"nameOverride": "Evented_PLEG"}, "/nameOverride", "does not match pattern"),
     ({"networkPolicy": {"enabled": True, "nodeCIDRs": ["10.0.0.1"]}}, "/networkPolicy/nodeCIDRs/0", "pattern"),  # noqa: E501
@@ -735,6 +738,7 @@ def test_agent_namespace_must_differ_from_the_release_namespace() -> None:
 
 def test_monitoring_objects_only_when_enabled(default: Rendered) -> None:
     assert default.all("ServiceMonitor") == [] and default.all("PrometheusRule") == []
+    assert default.all("PodMonitor") == []
     rendered = render(CASES["monitoring"])
     monitor = rendered.find("ServiceMonitor", OPERATOR)
     deploy = rendered.find("Deployment", OPERATOR)
@@ -744,9 +748,42 @@ def test_monitoring_objects_only_when_enabled(default: Rendered) -> None:
     assert rendered.find("PodDisruptionBudget", OPERATOR)["spec"]["maxUnavailable"] == 1
 
 
+def test_pod_monitor_scrapes_each_agent_on_its_metrics_port_with_its_node() -> None:
+    """The agent declares no container port (hostNetwork): the PodMonitor sets the address to the pod's
+    IP and the metrics listener's port (the probes are on the node's loopback), and labels each series
+    with the node the agent acts on. No metrics listener: no PodMonitor."""
+    rendered = render({**CASES["monitoring"], "agent.health.port": 9555, "agent.metrics.port": 9557})
+    monitor = rendered.find("PodMonitor", AGENT)
+    daemonset = rendered.find("DaemonSet", AGENT)
+    assert monitor["metadata"]["namespace"] == AGENT_NS
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["selector"]["matchLabels"] == daemonset["spec"]["selector"]["matchLabels"]
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [AGENT_NS]}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert (endpoint["path"], endpoint["interval"]) == ("/metrics", "20s")
+    container = _container(daemonset)
+    assert "ports" not in container
+    assert container["livenessProbe"]["httpGet"]["port"] == 9555
+    assert endpoint["relabelings"] == [
+        {
+            "sourceLabels": ["__meta_kubernetes_pod_container_name"],
+            "regex": container["name"],
+            "action": "keep",
+        },
+        {
+            "sourceLabels": ["__meta_kubernetes_pod_ip"],
+            "targetLabel": "__address__",
+            "replacement": "$1:9557",
+        },
+        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"},
+    ]
+    assert render({**CASES["monitoring"], "agent.metrics.port": 0}).all("PodMonitor") == []
+
+
 def test_alerts_use_metrics_the_operator_exports() -> None:
-    """Every `eventedpleg_*{label="value"}` selector in the alert rules matches a series the operator's
-    registry really exposes (names and label values taken from controller/metrics.py, not retyped)."""
+    """Every `eventedpleg_*{label="value"}` selector in the alert rules matches a series the operator's or
+    the agent's registry really exposes (names and label values taken from controller/metrics.py and
+    agent/metrics.py, not retyped)."""
     metrics = OperatorMetrics()
     for kind in c.ConditionType:
         metrics.condition.labels("cluster", kind.value).set(0)
@@ -754,13 +791,16 @@ def test_alerts_use_metrics_the_operator_exports() -> None:
     metrics.failed_cordoned.labels("cluster").set(1)
     metrics.held_seconds.labels("cluster").set(7200)
     metrics.leader.set(1)
-    exported = parse_metrics(generate_latest(metrics.registry).decode())
+    agent = AgentMetrics()  # every failure reason is exported from the start
+    exported = parse_metrics(
+        generate_latest(metrics.registry).decode() + generate_latest(agent.registry).decode()
+    )
     rule = render(CASES["monitoring"]).find("PrometheusRule", OPERATOR)
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
     assert {
         "EventedPlegRolloutDegraded", "EventedPlegNodeFailures", "EventedPlegNoLeader",
         "EventedPlegOperatorAbsent", "EventedPlegNodeFailedAndCordoned", "EventedPlegRolloutStalled",
-        "EventedPlegNodeHeldTooLong",
+        "EventedPlegNodeHeldTooLong", "EventedPlegAgentFailures",
     } <= set(alerts)  # fmt: skip
     selector = re.compile(r"(eventedpleg_[a-z_]+)(?:\{([^}]*)\})?")
     for name, alert in alerts.items():

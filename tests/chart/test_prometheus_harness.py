@@ -1,7 +1,9 @@
 """eventedpleg_lab.prometheus, the means of the lab's alert test, without a cluster: the real Prometheus
 (Debian's) over the chart's rules scrapes the operator's own /metrics endpoint (controller/metrics.py)
 holding what an operator with a halted rollout and a Failed, cordoned node exports, and reports the
-matching alerts firing with their runbook_url; the healthy NodeConfig beside it raises nothing.
+matching alerts firing with their runbook_url; the healthy NodeConfig beside it raises nothing. Likewise a
+live agent's /metrics (agent/metrics.py, on a simulated host) fires the agents' alert after a rollback and
+answers every query of the dashboard's Agents row.
 
 The chart's `for:` values (degradedFor, failedCordonedFor) are set to 10s here, as a values override of
 the chart, so the alerts fire within a minute instead of after 5 and 15."""
@@ -10,16 +12,30 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
 
+from eventedpleg.agent import health
+from eventedpleg.agent.agent import Agent, AgentSettings
+from eventedpleg.agent.metrics import AgentMetrics
+from eventedpleg.constants import NodeState
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg_lab import prometheus
+from eventedpleg_lab.sim import profiles
+from eventedpleg_lab.sim.clock import FakeClock
+from eventedpleg_lab.sim.host import SimHost
+from tests.agent.conftest import NAMESPACE as AGENT_SETTINGS_NS
+from tests.agent.conftest import NODE, Rig
+from tests.agent.fakeapi import FakeApi
 from tests.chart.chartlib import NAMESPACE, prometheus_binaries
+from tests.dashboard import dashboard_exprs
 
 RUNBOOKS = "https://github.com/eventedpleg/evented-pleg-operator/blob/main/docs/runbooks.md"
 FAST = {"prometheusRule.degradedFor": "10s", "prometheusRule.failedCordonedFor": "10s"}
@@ -69,6 +85,77 @@ def test_a_real_prometheus_fires_the_charts_alerts_on_the_operators_metrics(
         ("EventedPlegRolloutDegraded", "halted", "firing"),
         ("EventedPlegRolloutStalled", "halted", "pending"),
     }, alerts
+
+
+AGENT_NS = "evented-pleg-agent"
+
+
+@pytest.fixture
+def agent_rig(tmp_path: Path) -> Iterator[tuple[Rig, str]]:
+    """A real agent on a simulated host whose kubelet will not start with Evented PLEG on, with its
+    /metrics served on a free loopback port (agent.health, as on its node)."""
+    clock = FakeClock()
+    host = SimHost(tmp_path / "root", profiles.kubeadm_containerd(), clock)
+    api = FakeApi()
+    api.add_node(NODE, host.profile.kubelet_version, host.profile.runtime, ready=host.node_ready)
+    metrics = AgentMetrics()
+    agent = Agent(NODE, host, api, AgentSettings(namespace=AGENT_SETTINGS_NS), trace=[], metrics=metrics)
+    host.faults.kubelet.fails_when_evented = True
+    server = health.serve_metrics(metrics, 0, host="127.0.0.1")
+    try:
+        yield Rig(host, api, agent, clock), f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_real_prometheus_fires_the_agent_alert_and_answers_the_agent_panels(
+    tmp_path: Path, agent_rig: tuple[Rig, str]
+) -> None:
+    """A live agent rolls an apply back: EventedPlegAgentFailures fires for its node and reason, and every
+    query of the dashboard's Agents row answers from its series (the PodMonitor's labels: namespace, pod,
+    node)."""
+    prometheus_binaries()
+    rig, endpoint = agent_rig
+    groups = prometheus.chart_rules(NAMESPACE)
+    target = prometheus.ScrapeTarget(endpoint, {"namespace": AGENT_NS, "pod": "agent-0", "node": NODE})
+    with prometheus.running(tmp_path / "prom", [target], groups) as prom:
+        prom.wait_scraped(timeout=60)  # every reason at 0 first: increase() then sees the rollback
+        rig.apply()
+        assert rig.state == NodeState.ROLLED_BACK
+        firing = prom.wait_firing("EventedPlegAgentFailures", timeout=120)
+        # A rate() needs two scrapes of a series the apply began: each query is asked until it answers.
+        answers = {expr: _answer(prom, expr) for expr in dashboard_exprs(agents=True)}
+    assert [a["labels"] for a in firing] == [
+        {"alertname": "EventedPlegAgentFailures", "node": NODE, "reason": "RolledBack", "severity": "info"}
+    ]
+    assert firing[0]["annotations"]["runbook_url"] == f"{RUNBOOKS}#eventedplegagentfailures"
+    assert firing[0]["annotations"]["summary"] == (
+        f"Node {NODE}: its agent met failures (RolledBack) in the last hour"
+    )
+    assert len(answers) >= 7
+    for expr, series in answers.items():
+        assert series, f"no series for {expr}"
+        assert all(s["metric"].get("node") == NODE for s in series if "node" in s["metric"]), expr
+    # The node variable lists the agent's node.
+    (variable,) = (series for expr, series in answers.items() if expr.startswith("label_values("))
+    assert {s["metric"]["node"] for s in variable} == {NODE}
+
+
+def _answer(prom: prometheus.Prometheus, expr: str, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """What Prometheus answers to `expr` once it answers with a series (else its last answer, empty)."""
+    deadline = time.monotonic() + timeout
+    while not (series := prom.query(_promql(expr))) and time.monotonic() < deadline:
+        time.sleep(2)
+    return series
+
+
+def _promql(expr: str) -> str:
+    """A dashboard expression as Prometheus' query API takes it: every node selected ($node's All), and a
+    variable's label_values(SELECTOR, LABEL) as its SELECTOR (Grafana asks for the label's values)."""
+    expr = expr.replace("$node", ".+")
+    variable = re.fullmatch(r"label_values\((.*),\s*\w+\)", expr)
+    return variable.group(1) if variable else expr
 
 
 FAKE_KUBECTL = """#!{python}

@@ -16,6 +16,7 @@ blocking loop (agent.agent.drive) and many by one scheduler over an injected clo
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import subprocess
 from collections.abc import Callable, Generator, Mapping
@@ -29,6 +30,7 @@ from eventedpleg.agent.hostread import read_facts
 from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.agent.observe import UNTRUSTED_FIX, Observer, UntrustedKubeletError
 from eventedpleg.agent.statestore import StateStore
+from eventedpleg.core.node import narration
 from eventedpleg.core.node.facts.hostplan import FileChange
 from eventedpleg.core.node.phases.effects import (
     Backup,
@@ -65,6 +67,9 @@ from eventedpleg.core.node.phases.host import CommandResult, Host, KubeletEndpoi
 from eventedpleg.core.node.phases.hostfault import HostFault, fault
 from eventedpleg.core.node.phases.nodeapi import AgentApi, AgentNode
 from eventedpleg.core.node.phases.transaction import Transaction
+from eventedpleg.logfields import fields
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Work = Generator[float, None, T]
@@ -111,9 +116,16 @@ class Interpreter:
     def run(self, phase: Phase[T], node: AgentNode, name: str = "") -> Work[T]:
         """Perform `phase`, which acts on `node` as read when it began; its time goes to the metrics
         under `name` (agent.agent.Agent names its four: service, apply, after_done, host_check) when it
-        ends."""
+        ends. Each step it takes is said in the log (core.node.narration), with the node's fields."""
         answer: EffectAnswer = None
         started = self.host.clock.now()
+        extra = fields(
+            node=self.node,
+            nodeconfig=node.annotations.get(c.ANN_OWNER, ""),
+            hash=node.annotations.get(c.ANN_DESIRED, ""),
+            phase=name,
+        )
+        last_report = ""
         while True:
             try:
                 effect = phase.send(answer)
@@ -128,6 +140,11 @@ class Interpreter:
                 answer = None
             else:
                 answer = self.perform(effect, node)
+                for line in narration.narrate(effect, answer, last_report=last_report):
+                    level = logging.WARNING if line.warning else logging.INFO
+                    log.log(level, "%s", line.message, extra=extra)
+                if isinstance(effect, Report):
+                    last_report = effect.reason
 
     def perform(self, effect: Effect, node: AgentNode) -> EffectAnswer:
         """The effect's answer; for a host effect that failed, its HostFault."""

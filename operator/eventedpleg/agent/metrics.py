@@ -33,6 +33,10 @@ class AgentMetrics:
             ["reason"],
             registry=self.registry,
         )
+        # Every reason from 0, so that an alert's increase() sees a node's first failure too (a series
+        # that appears at 1 has no earlier sample to increase from).
+        for reason in (*FAILING_RESULTS, *(state.value for state in FAILING_STATES), LOOP_ERROR):
+            self.failures.labels(reason)
         buildinfo.register(self.registry, "agent")
 
     def phase(self, name: str, seconds: float) -> None:

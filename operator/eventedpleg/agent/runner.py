@@ -13,6 +13,7 @@ from eventedpleg.agent.agent import Agent, drive
 from eventedpleg.agent.health import LOOP
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.k8s.errors import diagnose
+from eventedpleg.logfields import fields
 
 log = logging.getLogger(__name__)
 ERROR_BACKOFF_SECONDS = 5.0  # the first pause after an error; each further one in a row doubles it
@@ -43,15 +44,15 @@ def waiting(items: Iterable[T], idle: threading.Event | None) -> Iterator[T]:
         yield item
 
 
-def _log_failure(exc: Exception, failed: str, then: str, *, brief: str = "") -> None:
+def _log_failure(exc: Exception, failed: str, then: str, *, node: str, brief: str = "") -> None:
     """An outage the API errors can name is one line per attempt (the traceback only with --verbose);
     anything else is logged with its traceback."""
-    diagnosis = diagnose(exc)
+    diagnosis, said = diagnose(exc), fields(node=node)
     if diagnosis is None:
-        log.exception("%s; %s", failed, then)
+        log.exception("%s; %s", failed, then, extra=said)
     else:
-        log.warning("%s%s; %s", brief, diagnosis.message, then)
-        log.debug(failed, exc_info=exc)
+        log.warning("%s%s; %s", brief, diagnosis.message, then, extra=said)
+        log.debug(failed, exc_info=exc, extra=said)
 
 
 def backoff_seconds(failures: int) -> float:
@@ -77,17 +78,18 @@ class Errors:
         pause = backoff_seconds(self.failures)
         then = f"retrying in {pause:.0f}s"
         if diagnose(exc) is not None:  # the API is what fails: nothing to say on the Node through it
-            _log_failure(exc, "agent loop error", then)
+            _log_failure(exc, "agent loop error", then, node=self.agent.node)
             return pause
         error = f"{type(exc).__name__}: {exc}"
+        said = fields(node=self.agent.node)
         if error == self.said:
-            log.warning("agent loop error again (%s); %s", error, then)
+            log.warning("agent loop error again (%s); %s", error, then, extra=said)
             return pause
-        log.exception("agent loop error; %s", then)
+        log.exception("agent loop error; %s", then, extra=said)
         try:
             drive(self.agent.report_error(error, pause), self.sleep)
         except Exception as report_exc:
-            _log_failure(report_exc, "reporting the error on the node failed", then)
+            _log_failure(report_exc, "reporting the error on the node failed", then, node=self.agent.node)
             return pause
         self.said = error
         return pause
@@ -110,7 +112,9 @@ class HostChecks:
             if not drive(self.agent.host_check(), self.sleep):
                 return  # an apply holds the node: check as soon as it lets go
         except Exception as exc:
-            _log_failure(exc, "host check failed", f"next in {every:.0f}s", brief="host check: ")
+            _log_failure(
+                exc, "host check failed", f"next in {every:.0f}s", node=self.agent.node, brief="host check: "
+            )
         self.last = clock.now()
 
 
@@ -150,7 +154,7 @@ def run(
         try:
             node = agent.api.get_node(agent.node)
             if node is None:
-                log.warning("node %s not found; waiting", agent.node)
+                log.warning("node %s not found; waiting", agent.node, extra=fields(node=agent.node))
                 sleep(ERROR_BACKOFF_SECONDS)
                 continue
             drive(agent.on_node(node), sleep)  # first: its reading of the kubelet starts the "before" window

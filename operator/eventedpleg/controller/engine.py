@@ -32,6 +32,7 @@ from eventedpleg.controller.reconciler import Reconciler
 from eventedpleg.controller.steps import STEP_THREADS, StepRunner
 from eventedpleg.controller.wakeups import WakeUps
 from eventedpleg.core.health import Heartbeats
+from eventedpleg.logfields import fields
 
 __all__ = ["STEP_THREADS", "RolloutEngine"]
 log = logging.getLogger(__name__)
@@ -130,10 +131,10 @@ class RolloutEngine:
         """For the delete handler: pass after pass until every node is let go. An expected wait, so it
         is logged at INFO once per change of what it waits for (kopf logs a TemporaryError at ERROR on
         every retry, which would trip log alerts during every ordinary delete)."""
-        said = ""
+        said, extra = "", fields(nodeconfig=name)
         while waiting := await self.finalized(name):
             if waiting != said:
-                log.info("NodeConfig %s is being deleted; waiting: %s", name, waiting)
+                log.info("NodeConfig %s is being deleted; waiting: %s", name, waiting, extra=extra)
                 said = waiting
             await asyncio.sleep(retry)
-        log.info("NodeConfig %s: every node let go; removing the finalizer", name)
+        log.info("NodeConfig %s: every node let go; removing the finalizer", name, extra=extra)

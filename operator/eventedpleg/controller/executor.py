@@ -27,6 +27,7 @@ from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s.errors import ApiError, Conflict, NotFound
 from eventedpleg.k8s.events import EventRecorder, node_ref
 from eventedpleg.k8s.nodes import get_node, node_patch, patch_node
+from eventedpleg.logfields import fields
 
 log = logging.getLogger(__name__)
 CONFLICT_RETRIES = 4
@@ -95,7 +96,9 @@ class Executor:
         except NotFound:
             return StepResult(action, applied=False, error="node not found")
         except ApiError as exc:
-            log.warning("step %s on %s failed: %s", type(action).__name__, action.node, exc)
+            step = type(action).__name__
+            said = fields(node=action.node, nodeconfig=nodeconfig, phase=step)
+            log.warning("step %s on %s failed: %s", step, action.node, exc, extra=said)
             return StepResult(action, applied=False, error=str(exc))
 
     def patch(

@@ -18,6 +18,7 @@ from eventedpleg.core.rollout.planner import Summary
 from eventedpleg.k8s import nodeconfigs
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.events import EventRecorder, ObjectRef
+from eventedpleg.logfields import fields
 from eventedpleg.models.nodeconfig import ConditionStatus, NodeConfigStatus
 from eventedpleg.reasons import NODE_FAILURE_EVENTS, ConditionReason, EventReason
 
@@ -103,4 +104,5 @@ class StatusPublisher:
             nodeconfigs.patch_status(self.api, state.name, new.to_api())
             state.written = (new, self.monotonic())
         except ApiError as exc:
-            log.warning("could not write status of %s: %s", state.name, exc)
+            said = fields(nodeconfig=state.name)
+            log.warning("could not write status of %s: %s", state.name, exc, extra=said)

@@ -27,6 +27,7 @@ from eventedpleg.core.rollout.drain.rules import reads_namespaces
 from eventedpleg.core.rollout.snapshot import Peer, Target
 from eventedpleg.k8s import configmaps, nodeconfigs, prometheus, workloads
 from eventedpleg.k8s.errors import ApiError
+from eventedpleg.logfields import fields
 from eventedpleg.models.nodeconfig import HealthGate, NodeConfigSpec
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,9 @@ class Reconciler:
         try:
             return self.pods(self.api, gate, state.health_watch)
         except ApiError as exc:
-            log.warning("could not read the pods of rollout.healthGate of %s: %s", state.name, exc)
+            said = fields(nodeconfig=state.name)
+            what = "the pods of rollout.healthGate"
+            log.warning("could not read %s of %s: %s", what, state.name, exc, extra=said)
             return {}
 
     def reconcile_once(self, inputs: PassInputs) -> float | None:

@@ -17,6 +17,7 @@ from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
 from eventedpleg.controller.wakeups import Later
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain
 from eventedpleg.core.rollout.snapshot import NodeView
+from eventedpleg.logfields import fields
 
 log = logging.getLogger(__name__)
 WORKERS = 32  # cordon/drain steps in flight at once (each is 1-4 API requests)
@@ -65,14 +66,16 @@ class StepRunner:
 
     def _step(self, action: Action, state: ConfigState, before: NodeView | None) -> None:
         started = time.monotonic()
+        step = type(action).__name__
+        said = fields(node=action.node, nodeconfig=state.name, phase=step)
         try:
             if self.may_start():  # checked again: the step may have queued past the leader's deadline
-                log.info("step %s on %s starts", type(action).__name__, action.node)
+                log.info("step %s on %s starts", step, action.node, extra=said)
                 outcome = self.executor.apply(action, before, nodeconfig=state.name)
             else:
                 outcome = StepResult(action, applied=False, error="not leading")
         except Exception:  # a step must never leave the node marked busy or assumed
-            log.exception("step %s on %s", type(action).__name__, action.node)
+            log.exception("step %s on %s", step, action.node, extra=said)
             outcome = StepResult(action, applied=False, error="internal error")
         self.metrics.steps.labels(type(action).__name__).observe(time.monotonic() - started)
         if isinstance(action, Cordon):

@@ -87,6 +87,9 @@ CALLS: tuple[Call, ...] = (
     # Pods: a drain lists the node's pods (any namespace), evicts them, deletes only with ForceDelete;
     # the health gate lists its pods; the agent pods' readiness is watched in the agent's namespace.
     Call(EPO + "drain.node_pods", "", "pods", ("list",), Scope.CLUSTER, OP, "the node's pods to drain"),
+    Call(
+        EPO + "drain.pending_in", "", "pods", ("list",), Scope.CLUSTER, OP, "Pending pods of a short budget"
+    ),
     Call(EPO + "workloads.not_ready", "", "pods", ("list",), Scope.CLUSTER, OP, "rollout.healthGate's pods"),
     Call(EPO + "drain._evict", "", "pods/eviction", ("create",), Scope.CLUSTER, OP, "evictions respect PDBs"),
     Call(

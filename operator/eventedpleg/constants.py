@@ -33,6 +33,7 @@ from eventedpleg.protocol import (
     AUTOSCALER_ANNOTATIONS,
     AUTOSCALER_VALUE,
     GROUP,
+    LABEL_STATE,
     NODE_ANNOTATIONS,
     NodeState,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "AUTOSCALER_ANNOTATIONS",
     "AUTOSCALER_VALUE",
     "GROUP",
+    "LABEL_STATE",
     "NODE_ANNOTATIONS",
     "NodeState",
 ]

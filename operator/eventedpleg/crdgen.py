@@ -80,7 +80,9 @@ def schema_for(model: type[NodeConfigSpec] | type[NodeConfigStatus]) -> dict[str
     return resolved
 
 
-def _condition_column(kind: str, field: str = "status", *, name: str = "", wide: bool = False) -> dict[str, Any]:
+def _condition_column(
+    kind: str, field: str = "status", *, name: str = "", wide: bool = False
+) -> dict[str, Any]:
     """A column showing one field of one condition; `wide`: only in `kubectl get -o wide` (priority 1)."""
     column: dict[str, Any] = {
         "name": name or kind,

@@ -350,7 +350,9 @@ def test_the_state_label_is_the_one_label_either_writer_may_change(release: Rele
     label of another value, without the annotation, or any other label is denied."""
     node = release.nodes[0]
     if writer == "operator":
-        kubeconfig = release.cluster.service_account_kubeconfig(release.namespace, release.operator, create=False)
+        kubeconfig = release.cluster.service_account_kubeconfig(
+            release.namespace, release.operator, create=False
+        )
     else:
         (pod,) = [p for p in release.pods(release.agent_ns, "agent") if p["spec"]["nodeName"] == node]
         kubeconfig = release.cluster.service_account_kubeconfig(
@@ -358,7 +360,9 @@ def test_the_state_label_is_the_one_label_either_writer_may_change(release: Rele
         )
 
     def patch(body: str) -> tuple[int, str]:
-        done = release.cluster.kubectl("patch", "node", node, "--type=merge", "-p", body, kubeconfig=kubeconfig)
+        done = release.cluster.kubectl(
+            "patch", "node", node, "--type=merge", "-p", body, kubeconfig=kubeconfig
+        )
         return done.returncode, done.stderr
 
     code, err = patch(_state_write(node, "Verifying", "Verifying"))
@@ -368,7 +372,10 @@ def test_the_state_label_is_the_one_label_either_writer_may_change(release: Rele
     for body, because in (
         (_state_write(node, "Done", "Failed"), "may change only to the value of the annotation"),
         (json.dumps({"metadata": {"labels": {c.LABEL_STATE: "Done"}}}), "may change only to the value"),
-        (json.dumps({"metadata": {"labels": {"steer": "here"}}}), "labels may not change, but eventedpleg.io/state"),
+        (
+            json.dumps({"metadata": {"labels": {"steer": "here"}}}),
+            "labels may not change, but eventedpleg.io/state",
+        ),
         (json.dumps({"metadata": {"labels": {"chart-test": None}}}), "labels may not change"),
     ):
         code, err = patch(body)

@@ -32,7 +32,9 @@ def test_a_write_that_leaves_the_state_alone_leaves_the_label_alone() -> None:
 
 
 def test_the_agents_report_carries_the_label() -> None:
-    changes = Report(NodeState.ROLLED_BACK, "verification failed").annotations(datetime(2026, 1, 1, tzinfo=UTC))
+    changes = Report(NodeState.ROLLED_BACK, "verification failed").annotations(
+        datetime(2026, 1, 1, tzinfo=UTC)
+    )
     assert node_patch(annotations=changes)["metadata"]["labels"] == {c.LABEL_STATE: "RolledBack"}
 
 

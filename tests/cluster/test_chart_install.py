@@ -121,6 +121,7 @@ def test_install_prints_what_to_do_next(release: Release) -> None:
     for step in (
         "kubectl apply -f examples/nodeconfig.yaml",
         "kubectl get nodeconfig cluster",
+        f"kubectl get nodes -L {c.LABEL_STATE}",
         "kubectl wait --for=condition=Ready nodeconfig/cluster",
         f"helm test {release.name} -n {release.namespace}",
         "eventedpleg status",

@@ -88,9 +88,11 @@ def test_removing_the_finalizer_lets_a_nodeconfig_go(cluster: LocalCluster, crd:
 def left_nodes(cluster: LocalCluster, prefix: str) -> Iterator[tuple[str, str]]:
     """Two nodes as a gone operator leaves them: one it cordoned and tainted (Draining), one that was
     cordoned before the rollout (Failed); each with the user's own label, annotation and taint."""
-    users = {"labels": {"breakglass": prefix}, "taints": [USERS_TAINT]}
     taken, kept = cluster.add_nodes(
-        [FakeNode(f"{prefix}-taken", **users), FakeNode(f"{prefix}-kept", **users)]
+        [
+            FakeNode(f"{prefix}-{x}", labels={"breakglass": prefix}, taints=[USERS_TAINT])
+            for x in ("taken", "kept")
+        ]
     )
     marks = {c.ANN_OWNER: "cluster", c.ANN_STATE_SINCE: "2026-01-01T00:00:00+00:00", c.ANN_HOST_CHECK: "{}"}
     taken_patch = {

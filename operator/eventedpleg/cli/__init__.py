@@ -89,7 +89,7 @@ class LazyGroup(click.Group):
         ("what a rollout would do on each node, before any NodeConfig exists", "eventedpleg preflight"),
         ("follow a rollout until it is Ready", "eventedpleg status cluster --watch"),
         (
-            "the same through kubectl (the kubectl-eventedpleg plugin), in another context",
+            "NodeConfig cluster as YAML, through kubectl (plugin kubectl-eventedpleg), in another context",
             "kubectl eventedpleg status --context prod -o yaml",
         ),
         ("the options and examples of one command", "eventedpleg status --help"),

@@ -80,12 +80,18 @@ def schema_for(model: type[NodeConfigSpec] | type[NodeConfigStatus]) -> dict[str
     return resolved
 
 
-def _condition_column(kind: str) -> dict[str, Any]:
-    return {
-        "name": kind,
+def _condition_column(
+    kind: str, field: str = "status", *, name: str = "", wide: bool = False
+) -> dict[str, Any]:
+    """A column showing one field of one condition; `wide`: only in `kubectl get -o wide` (priority 1)."""
+    column: dict[str, Any] = {
+        "name": name or kind,
         "type": "string",
-        "jsonPath": f'.status.conditions[?(@.type=="{kind}")].status',
+        "jsonPath": f'.status.conditions[?(@.type=="{kind}")].{field}',
     }
+    if wide:
+        column["priority"] = 1
+    return column
 
 
 def build_crd() -> dict[str, Any]:
@@ -124,11 +130,17 @@ def build_crd() -> dict[str, Any]:
                         {"name": "EventedPLEG", "type": "boolean", "jsonPath": ".spec.eventedPleg"},
                         {"name": "Updated", "type": "integer", "jsonPath": ".status.nodes.updated"},
                         {"name": "Total", "type": "integer", "jsonPath": ".status.nodes.total"},
+                        # `kubectl get nc`: done (Ready), needs a human (Stalled), and why in one line (the
+                        # Ready condition's message says what holds it back, or what is available); the
+                        # other conditions with -o wide. Message last: it is the long one.
                         _condition_column("Ready"),
-                        _condition_column("Available"),
-                        _condition_column("Progressing"),
-                        _condition_column("Degraded"),
+                        _condition_column("Stalled"),
+                        _condition_column("Available", wide=True),
+                        _condition_column("Progressing", wide=True),
+                        _condition_column("Degraded", wide=True),
+                        _condition_column("Paused", wide=True),
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                        _condition_column("Ready", "message", name="Message"),
                     ],
                     "schema": {
                         "openAPIV3Schema": {

@@ -53,8 +53,15 @@ reason): the operator writes them while it holds the node (Draining, Applying, a
 gives a node up or hears nothing), the agent from Applying on (Verifying, Done, RolledBack, Failed, Skipped,
 Drifted). They never write at the same time: the operator writes nothing while the agent holds the node
 (AGENT_PHASE) except Failed when the agent never answers, and the agent writes only in the states
-agentdecide names, conditional on desired-config. One key, not one per writer, because
-`kubectl get node -L eventedpleg.io/state` and status must show one current state.
+agentdecide names, conditional on desired-config. One key, not one per writer, because status must show
+one current state.
+
+State label (LABEL_STATE): the label eventedpleg.io/state mirrors the state annotation, so that
+`kubectl get nodes -L eventedpleg.io/state` shows it. Every Node write is built by k8s.nodes.node_patch,
+which adds state_label(annotations) to it: the label changes in the same write, by the same writer, as the
+annotation, and goes whenever the annotation goes. It is for display only: no decision reads it (the
+planner and the agent read the annotation), and the chart's admission policies let the operator and the
+agent change this one label, to the value of the state annotation of the same write, and no other.
 
 Live agent: the agent publishes its host check (about the host, not about a NodeConfig) whenever it does not
 hold the node, and marks it stopped on a clean exit (cli.agent.withdraw_host_check). The operator cordons a
@@ -72,6 +79,7 @@ Time stamps in annotations (state-since, tainted-since, the host check's, the re
 UTC to the second: format_time writes them, parse_time reads them (also the "Z" form older agents wrote).
 """
 
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import Final
@@ -82,6 +90,7 @@ GROUP: Final = "eventedpleg.io"
 ANN_DESIRED: Final = f"{GROUP}/desired-config"  # the hash the agent must apply (set once drained)
 ANN_CURRENT: Final = f"{GROUP}/current-config"  # the hash verified on this node
 ANN_STATE: Final = f"{GROUP}/state"  # NodeState below
+LABEL_STATE: Final = f"{GROUP}/state"  # the label mirroring ANN_STATE (state_label), for display only
 ANN_REASON: Final = f"{GROUP}/reason"  # with state: one line, human readable
 ANN_STATE_SINCE: Final = f"{GROUP}/state-since"  # with state: when it was entered (format_time)
 ANN_EVIDENCE: Final = f"{GROUP}/evidence"  # compact JSON of what verification saw
@@ -240,3 +249,11 @@ def parse_time(text: str | None) -> datetime | None:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def state_label(annotations: Mapping[str, str | None]) -> dict[str, str | None]:
+    """The label change that mirrors a write's state annotation change: the same value, None (removed)
+    when the annotation is removed, nothing when the write leaves the state alone."""
+    if ANN_STATE not in annotations:
+        return {}
+    return {LABEL_STATE: annotations[ANN_STATE]}

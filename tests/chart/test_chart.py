@@ -386,6 +386,24 @@ def test_operator_policy_refuses_the_reserved_taint_keys_the_crd_refuses(default
     assert tuple(json.loads(variables["reservedKeys"])) == RESERVED_TAINT_KEYS
 
 
+@pytest.mark.parametrize("policy_name", [f"{OPERATOR}-node-fields", f"{AGENT}-own-node"])
+def test_node_policies_let_only_the_state_label_change(default: Rendered, policy_name: str) -> None:
+    """The operator's and the agent's Node policies: the labels are read in the two validations of
+    epo.stateLabelOnly alone, which name the protocol's label key (protocol.LABEL_STATE) and hold it to
+    the state annotation (ANN_STATE) of the same write; no other validation lets labels through. The
+    real API server runs them in tests/cluster/test_chart_install.py."""
+    policy = default.find("ValidatingAdmissionPolicy", policy_name)
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert variables["oldLabels"] == "oldObject.metadata.?labels.orValue({})"
+    assert variables["newLabels"] == "object.metadata.?labels.orValue({})"
+    reading = [v["expression"] for v in policy["spec"]["validations"] if "Labels" in v["expression"]]
+    assert len(reading) == 2, reading
+    only, mirror = reading
+    assert only.count(f"k == '{c.LABEL_STATE}'") == 2  # added, changed or removed: that key alone
+    assert f"variables.newAnnotations[?'{c.ANN_STATE}']" in mirror
+    assert not [v for v in policy["spec"]["validations"] if "labels" in v["expression"]]  # no other rule
+
+
 def test_operator_taint_key_policy_reads_every_nodeconfig(default: Rendered) -> None:
     """Layer 2 of operator-vap.yaml: every NodeConfig is a param. With none the binding allows: the API
     server applies parameterNotFoundAction before any match condition, so Deny would refuse every Node

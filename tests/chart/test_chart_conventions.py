@@ -178,4 +178,6 @@ def test_notes_and_readme_wait_for_the_same_condition() -> None:
     notes = (CHART / "templates" / "NOTES.txt").read_text()
     pattern = r"kubectl wait --for=condition=(\w+) nodeconfig/"
     assert set(re.findall(pattern, notes)) == set(re.findall(pattern, readme)) == {"Ready"}
-    assert "-L eventedpleg.io/state" not in readme + notes  # state is an annotation: -L prints nothing
+    # the state label mirrors the state annotation: both show it where operators look
+    assert "kubectl get nodes -L eventedpleg.io/state" in readme
+    assert "kubectl get nodes -L eventedpleg.io/state" in notes

@@ -81,6 +81,10 @@ class AgentEnv:
     def annotations(self, name: str) -> dict[str, str]:
         return dict(self.node(name)["metadata"].get("annotations") or {})
 
+    def state_label(self, name: str) -> str | None:
+        labels: dict[str, str] = self.node(name)["metadata"].get("labels") or {}
+        return labels.get(c.LABEL_STATE)
+
     def annotate(self, name: str, changes: dict[str, str | None]) -> None:
         client.CoreV1Api(self.admin).patch_node(name, {"metadata": {"annotations": changes}})
 
@@ -169,8 +173,8 @@ def test_agent_of_node_a_cannot_patch_node_b(agent_env: AgentEnv) -> None:
 @pytest.mark.parametrize(
     ("patch", "because"),
     [
-        ({"metadata": {"labels": {"pwned": "true"}}}, "may not change the Node's spec, labels"),
-        ({"spec": {"unschedulable": True}}, "may not change the Node's spec, labels"),
+        ({"metadata": {"labels": {"pwned": "true"}}}, "labels may not change, but eventedpleg.io/state"),
+        ({"spec": {"unschedulable": True}}, "may not change the Node's spec"),
         ({"spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}}, "may not change the Node's spec"),
         (
             {"metadata": {"annotations": {"example.com/other": "x"}}},
@@ -305,6 +309,7 @@ def test_agent_applies_verifies_rolls_back_and_detects_drift_through_the_real_ap
 
         ann = agent_env.annotations(agent_env.node_a)
         assert ann[c.ANN_STATE] == NodeState.DONE, ann.get(c.ANN_REASON)
+        assert agent_env.state_label(agent_env.node_a) == NodeState.DONE  # in the same write, admitted
         assert ann[c.ANN_CURRENT] == on.hash
         assert json.loads(ann[c.ANN_EVIDENCE])["checks"]["relist"].startswith("ok: 0 relists")
         assert host.path(f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}").read_text() == on.file(
@@ -325,6 +330,7 @@ def test_agent_applies_verifies_rolls_back_and_detects_drift_through_the_real_ap
         runner.run(agent, stop=lambda: False, once=True)
         ann = agent_env.annotations(agent_env.node_a)
         assert ann[c.ANN_STATE] == NodeState.ROLLED_BACK, ann.get(c.ANN_REASON)
+        assert agent_env.state_label(agent_env.node_a) == NodeState.ROLLED_BACK
         assert ann[c.ANN_CURRENT] == on.hash
         assert "kubelet did not start" in ann[c.ANN_REASON]
         assert json.loads(ann[c.ANN_EVIDENCE])["rollback"]["result"] == "pass"
@@ -339,6 +345,7 @@ def test_agent_applies_verifies_rolls_back_and_detects_drift_through_the_real_ap
         runner.run(agent, stop=lambda: False, once=True)
         ann = agent_env.annotations(agent_env.node_a)
         assert ann[c.ANN_STATE] == NodeState.DRIFTED
+        assert agent_env.state_label(agent_env.node_a) == NodeState.DRIFTED
         assert c.ANN_CURRENT not in ann
 
 

@@ -125,6 +125,7 @@ def test_install_prints_what_to_do_next(release: Release) -> None:
     for step in (
         "kubectl apply -f examples/nodeconfig.yaml",
         "kubectl get nodeconfig cluster",
+        f"kubectl get nodes -L {c.LABEL_STATE}",
         "kubectl wait --for=condition=Ready nodeconfig/cluster",
         f"helm test {release.name} -n {release.namespace}",
         "eventedpleg status",
@@ -334,7 +335,7 @@ def test_operator_may_change_only_cordon_and_its_annotations(release: Release, t
     release.kubectl("uncordon", node, kubeconfig=kubeconfig)
     assert not release.get("node", node)["spec"].get("unschedulable", False)
     for args, because in (
-        (("label", "node", node, "steer=here"), "may not change a Node's labels"),
+        (("label", "node", node, "steer=here"), "labels may not change, but eventedpleg.io/state"),
         (("taint", "node", node, "steer=here:NoSchedule"), "may add only its own taint"),
         (("annotate", "node", node, "example.com/other=1"), "may change only eventedpleg.io/*"),
     ):
@@ -343,6 +344,58 @@ def test_operator_may_change_only_cordon_and_its_annotations(release: Release, t
     after = release.get("node", node)
     assert "steer" not in after["metadata"].get("labels", {})
     assert not any(t["key"] == "steer" for t in after["spec"].get("taints", []))
+
+
+def _state_write(node: str, state: str | None, label: str | None) -> str:
+    """A merge patch setting (None: removing) the state annotation and the state label, as node_patch
+    builds one."""
+    meta = {"annotations": {c.ANN_STATE: state}, "labels": {c.LABEL_STATE: label}}
+    return json.dumps({"metadata": meta})
+
+
+@pytest.mark.parametrize("writer", ["operator", "agent"])
+def test_the_state_label_is_the_one_label_either_writer_may_change(release: Release, writer: str) -> None:
+    """`kubectl get nodes -L eventedpleg.io/state`: the operator's and the agent's policies admit the state
+    label written with the state annotation of the same value, and its removal with the annotation; a
+    label of another value, without the annotation, or any other label is denied."""
+    node = release.nodes[0]
+    if writer == "operator":
+        kubeconfig = release.cluster.service_account_kubeconfig(
+            release.namespace, release.operator, create=False
+        )
+    else:
+        (pod,) = [p for p in release.pods(release.agent_ns, "agent") if p["spec"]["nodeName"] == node]
+        kubeconfig = release.cluster.service_account_kubeconfig(
+            release.agent_ns, release.agent, bound_pod=pod["metadata"]["name"], create=False
+        )
+
+    def patch(body: str) -> tuple[int, str]:
+        done = release.cluster.kubectl(
+            "patch", "node", node, "--type=merge", "-p", body, kubeconfig=kubeconfig
+        )
+        return done.returncode, done.stderr
+
+    code, err = patch(_state_write(node, "Verifying", "Verifying"))
+    assert code == 0, err
+    shown = release.kubectl("get", "node", node, "-L", c.LABEL_STATE, "--no-headers").split()
+    assert shown[-1] == "Verifying", shown
+    for body, because in (
+        (_state_write(node, "Done", "Failed"), "may change only to the value of the annotation"),
+        (json.dumps({"metadata": {"labels": {c.LABEL_STATE: "Done"}}}), "may change only to the value"),
+        (
+            json.dumps({"metadata": {"labels": {"steer": "here"}}}),
+            "labels may not change, but eventedpleg.io/state",
+        ),
+        (json.dumps({"metadata": {"labels": {"chart-test": None}}}), "labels may not change"),
+    ):
+        code, err = patch(body)
+        assert code != 0 and because in err, (body, err)
+    labels = release.get("node", node)["metadata"]["labels"]
+    assert labels[c.LABEL_STATE] == "Verifying" and "steer" not in labels and "chart-test" in labels
+    code, err = patch(_state_write(node, None, None))
+    assert code == 0, err
+    after = release.get("node", node)["metadata"]
+    assert c.LABEL_STATE not in after["labels"] and c.ANN_STATE not in after.get("annotations", {})
 
 
 # --- the operator's taint (drain.taintBeforeCordon): operator-vap.yaml's three layers ------------------

@@ -213,16 +213,21 @@ def test_printer_columns_and_status_subresource(crd: LocalCluster) -> None:
     applied = crd.kubectl("apply", "-f", "-", stdin=nodeconfig("columns", {"eventedPleg": True}))
     assert applied.returncode == 0, applied.stderr
     header = crd.kubectl("get", "nodeconfigs", check=True).stdout.splitlines()[0].split()
-    assert header == [
+    assert header == ["NAME", "EVENTEDPLEG", "UPDATED", "TOTAL", "READY", "STALLED", "AGE", "MESSAGE"]
+    wide = crd.kubectl("get", "nodeconfigs", "-o", "wide", check=True).stdout.splitlines()[0].split()
+    assert wide == [
         "NAME",
         "EVENTEDPLEG",
         "UPDATED",
         "TOTAL",
         "READY",
+        "STALLED",
         "AVAILABLE",
         "PROGRESSING",
         "DEGRADED",
+        "PAUSED",
         "AGE",
+        "MESSAGE",
     ]
 
     # Through /status: status is written, the spec change in the same patch is ignored.
@@ -233,6 +238,13 @@ def test_printer_columns_and_status_subresource(crd: LocalCluster) -> None:
                 "type": "Ready",
                 "status": "False",
                 "reason": "NodesUpdating",
+                "message": "updating node-3 (Draining)",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            },
+            {
+                "type": "Stalled",
+                "status": "False",
+                "reason": "AsExpected",
                 "lastTransitionTime": "2026-01-01T00:00:00Z",
             },
             {
@@ -262,12 +274,10 @@ def test_printer_columns_and_status_subresource(crd: LocalCluster) -> None:
     row = table_row(crd.kubectl("get", "nodeconfig", "columns", check=True).stdout)
     assert row["EVENTEDPLEG"] == "true"
     assert (row["UPDATED"], row["TOTAL"]) == ("2", "5")
-    assert (row["READY"], row["AVAILABLE"], row["PROGRESSING"], row["DEGRADED"]) == (
-        "False",
-        "False",
-        "True",
-        "",
-    )
+    assert (row["READY"], row["STALLED"], row["MESSAGE"]) == ("False", "False", "updating node-3 (Draining)")
+    row = table_row(crd.kubectl("get", "nodeconfig", "columns", "-o", "wide", check=True).stdout)
+    assert (row["AVAILABLE"], row["PROGRESSING"], row["DEGRADED"], row["PAUSED"]) == ("False", "True", "", "")
+    assert row["MESSAGE"] == "updating node-3 (Draining)"
 
     # Through the main resource: the status part of a patch is ignored, the spec change lands.
     patch = json.dumps({"spec": {"eventedPleg": False}, "status": {"nodes": {"total": 99}}})

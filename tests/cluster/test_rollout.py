@@ -83,6 +83,15 @@ class Env:
             result[node["metadata"]["name"]] = (ann.get(c.ANN_STATE), bool(node["spec"].get("unschedulable")))
         return result
 
+    def state_labels(self) -> dict[str, str | None]:
+        """Each node's eventedpleg.io/state label as `kubectl get nodes -L` shows it (None: no label)."""
+        out = self.cluster.kubectl(
+            "get", "nodes", "-l", f"rollout-test={self.prefix}", "-L", c.LABEL_STATE, check=True
+        ).stdout.splitlines()
+        assert out[0].split()[-1] == "STATE", out[0]  # the -L column, headed by the key's last segment
+        rows = [line.split() for line in out[1:]]
+        return {row[0]: row[5] if len(row) > 5 else None for row in rows}
+
     def cleanup(self) -> None:
         for name in self.names:
             try:
@@ -146,12 +155,13 @@ def test_full_rollout_over_mixed_nodes(env: Env) -> None:
         "UPDATED",
         "TOTAL",
         "READY",
-        "AVAILABLE",
-        "PROGRESSING",
-        "DEGRADED",
+        "STALLED",
         "AGE",
+        "MESSAGE",
     ]
-    assert table.split("\n")[1].split()[1:8] == ["true", "9", "12", "True", "True", "False", "False"]
+    assert table.split("\n")[1].split()[1:6] == ["true", "9", "12", "True", "False"]
+    ready = env.condition("full", "Ready")["message"]
+    assert ready and table.split("\n")[1].rstrip().endswith(ready)  # MESSAGE: why Ready is what it is
     events = env.cluster.kubectl(
         "get", "events", "-n", "default", "--field-selector", f"involvedObject.name={names[0]}", check=True
     ).stdout
@@ -622,6 +632,7 @@ def test_delete_with_revert_waits_for_the_nodes(env: Env) -> None:
             ours = [k for k in env.annotations(name) if k.startswith(c.GROUP) and k != c.ANN_HOST_CHECK]
             assert not ours  # the agent's host check stays: it is about the host
             assert env.node_states()[name] == (None, False)
+        assert env.state_labels() == dict.fromkeys(names)  # the label went with the annotation
         lines = op.log().splitlines()
         waits = [line for line in lines if "NodeConfig revert is being deleted; waiting:" in line]
         assert waits and all(" INFO " in line for line in waits), lines[-40:]

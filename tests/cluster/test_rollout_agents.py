@@ -52,6 +52,8 @@ def test_real_agents_verify_and_one_node_rolls_back(env: Env) -> None:
     assert degraded["status"] == "True" and names[2] in degraded["message"]
     states = env.node_states()
     assert states[names[2]] == ("RolledBack", False)  # rolled back, healthy, given back
+    # `kubectl get nodes -L eventedpleg.io/state` shows each state, written by the agent with its report
+    assert env.state_labels() == {name: state for name, (state, _) in states.items()}
     for name in (names[0], names[1], names[3]):
         assert states[name] == ("Done", False)
         evidence = json.loads(env.annotations(name)[c.ANN_EVIDENCE])

@@ -127,3 +127,27 @@ def test_the_docs_state_the_present() -> None:
     texts = [README, *sorted((ROOT / "docs").glob("*.md"))]
     found = [f"{p.relative_to(ROOT)}: {h}" for p in texts for h in HISTORY if h in p.read_text().lower()]
     assert found == []
+
+
+def test_the_break_glass_steps_name_the_files_the_agent_writes() -> None:
+    """docs/runbooks.md "Our files on a node, removed by hand" names every path the agent may write (the
+    host plan's and the agent's constants, not retyped) and restarts the runtime before the kubelet."""
+    from eventedpleg import constants as c  # noqa: PLC0415
+    from eventedpleg.agent import statestore  # noqa: PLC0415
+    from eventedpleg.core.node.facts import hostplan  # noqa: PLC0415
+
+    text = (ROOT / "docs" / "runbooks.md").read_text()
+    section = text.split("### Our files on a node, removed by hand\n", 1)[1]
+    paths = (
+        f"{hostplan.RECOMMENDED_CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}",
+        hostplan.UNIT_DROPIN,
+        f"/{c.CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}",
+        f"/{c.AGENT_STATE_DIR}/{statestore.APPLIED}",
+        f"/{c.AGENT_STATE_DIR}/{statestore.CONFIG_BASELINE}",
+        hostplan.MANAGED_MARKER,
+    )
+    for path in paths:
+        assert path in section, path
+    rm_line = next(line for line in section.splitlines() if line.startswith("rm -f "))
+    assert set(rm_line.split()[2:]) == set(paths[:3])
+    assert section.index("systemctl restart crio") < section.index("systemctl restart kubelet")

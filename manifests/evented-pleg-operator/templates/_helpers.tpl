@@ -71,3 +71,27 @@ tests/chart checks the two agree). node-keys-vap.yaml refuses them to everyone e
 {{- end -}}
 {{ $keys | toJson }}
 {{- end -}}
+
+{{/*
+The label validations of the operator's and the agent's Node policies (they define variables oldLabels,
+newLabels and newAnnotations): of a Node's labels only eventedpleg.io/state (protocol.LABEL_STATE) may
+change, and only to the value of the state annotation in the same write (absent with it), so a writer
+can show no state the annotation does not hold. Every other label steers workloads and stays as it was.
+*/}}
+{{- define "epo.stateLabelOnly" -}}
+- expression: >-
+    variables.newLabels.all(k, k == 'eventedpleg.io/state' ||
+      (k in variables.oldLabels && variables.oldLabels[k] == variables.newLabels[k])) &&
+    variables.oldLabels.all(k, k == 'eventedpleg.io/state' || k in variables.newLabels)
+  message: a Node's labels may not change, but eventedpleg.io/state
+  reason: Forbidden
+- expression: >-
+    variables.newLabels[?'eventedpleg.io/state'].orValue('') ==
+      variables.oldLabels[?'eventedpleg.io/state'].orValue('') ||
+    variables.newLabels[?'eventedpleg.io/state'].orValue('') ==
+      variables.newAnnotations[?'eventedpleg.io/state'].orValue('')
+  message: >-
+    the label eventedpleg.io/state may change only to the value of the annotation eventedpleg.io/state in
+    the same write (removed with it)
+  reason: Forbidden
+{{- end -}}

@@ -13,6 +13,7 @@ from importlib import metadata
 import click
 
 from eventedpleg import __version__
+from eventedpleg.cli.examples import examples
 from eventedpleg.cli.failures import verbose_option
 
 LAB_COMMANDS = "eventedpleg.commands"  # the entry-point group the lab's distribution registers in
@@ -82,7 +83,17 @@ class LazyGroup(click.Group):
 
 
 @click.group(
-    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+    epilog=examples(
+        ("what a rollout would do on each node, before any NodeConfig exists", "eventedpleg preflight"),
+        ("follow a rollout until it is Ready", "eventedpleg status cluster --watch"),
+        (
+            "NodeConfig cluster as YAML, through kubectl (plugin kubectl-eventedpleg), in another context",
+            "kubectl eventedpleg status --context prod -o yaml",
+        ),
+        ("the options and examples of one command", "eventedpleg status --help"),
+    ),
 )
 @click.version_option(__version__, prog_name="eventedpleg")
 @verbose_option

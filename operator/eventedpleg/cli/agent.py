@@ -26,6 +26,7 @@ from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.agent.linuxhost import LinuxHost
 from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.cli import logformat
+from eventedpleg.cli.examples import examples
 from eventedpleg.cli.failures import verbose_option
 from eventedpleg.cli.logformat import log_format_option
 from eventedpleg.core import hostcheck
@@ -193,7 +194,19 @@ def withdraw_host_check(agent: Agent) -> None:
         logging.getLogger(__name__).warning("could not mark %s stopped: %s", c.ANN_HOST_CHECK, exc)
 
 
-@click.command("agent")
+@click.command(
+    "agent",
+    epilog=examples(
+        (
+            "as the chart's DaemonSet runs it (the host's / at /host, NODE_NAME from the downward API)",
+            'eventedpleg agent --node "$NODE_NAME" --host-root /host --namespace evented-pleg-system',
+        ),
+        (
+            "handle node-1's current request once and exit, logging JSON",
+            "eventedpleg agent --node node-1 --host-root /host --once --log-format json",
+        ),
+    ),
+)
 @click.option(
     "--host-root",
     envvar="EVENTEDPLEG_HOST_ROOT",

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from eventedpleg import constants as c
+from eventedpleg.cli.examples import examples
 from eventedpleg.cli.failures import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, fail, verbose_option
 from eventedpleg.cli.inspect import _nodeconfig
 from eventedpleg.cli.kubeflags import Kube, kube_options
@@ -34,7 +35,17 @@ def approved_config(nodeconfig: Mapping[str, Any]) -> str:
     return str(status["renderedHash"])
 
 
-@click.command("approve")
+@click.command(
+    "approve",
+    epilog=examples(
+        ("which nodes wait for an approval (AwaitingApproval)", "eventedpleg status cluster"),
+        ("let node-1 be taken for NodeConfig cluster's present config", "eventedpleg approve node-1"),
+        (
+            "for another NodeConfig, through kubectl, in another context",
+            "kubectl eventedpleg approve node-2 --nodeconfig gpu --context prod",
+        ),
+    ),
+)
 @click.argument("node")
 @click.option(
     "--nodeconfig", "name", default="cluster", show_default=True, help="The NodeConfig approved for."

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from eventedpleg import constants as c
 from eventedpleg.cli import report
+from eventedpleg.cli.examples import examples
 from eventedpleg.cli.failures import (
     EXIT_DEGRADED,
     EXIT_NONE,
@@ -78,7 +79,17 @@ chunk_size_option = click.option(
 
 
 @click.command(
-    epilog="""\b
+    epilog=examples(
+        ("every node, as a NodeConfig with the defaults would see it", "eventedpleg preflight"),
+        (
+            "as NodeConfig gpu would, with each reason in full",
+            "eventedpleg preflight --nodeconfig gpu -o wide",
+        ),
+        (
+            "control-plane nodes and Risky versions too, as JSON",
+            "eventedpleg preflight --include-control-plane --allow-risky -o json",
+        ),
+        before="""\b
 What it judges, per node:
   - versions: the kubelet's and the container runtime's (node status) against the compatibility matrix
     (README "Compatibility"): Supported, Risky (only with --allow-risky / spec.allowRisky) or Unsupported;
@@ -101,6 +112,7 @@ Columns:
 
 \b
 Exit codes: 0 every selected node eligible, 3 some would be skipped, 4 none is eligible.""",
+    ),
 )
 @click.option("--nodeconfig", "name", default=None, help="Judge with this NodeConfig's selector and opt-ins.")
 @click.option("--include-control-plane", is_flag=True, help="As spec.includeControlPlane: true.")
@@ -204,7 +216,19 @@ def _show(text: str, output: str, watching: bool) -> None:
         click.echo(text + ("\n" if watching and output in ("table", "wide") else ""))
 
 
-@click.command()
+@click.command(
+    epilog=examples(
+        ("NodeConfig cluster: conditions and a per-node table", "eventedpleg status"),
+        (
+            "redrawn at each change until it is Ready, for at most ten minutes",
+            "eventedpleg status cluster --watch --timeout 600",
+        ),
+        (
+            "NodeConfig gpu as YAML, through kubectl, in another context",
+            "kubectl eventedpleg status gpu -o yaml --context prod",
+        ),
+    )
+)
 @click.argument("name", default="cluster")
 @click.option(
     "-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default="table", show_default=True
@@ -286,7 +310,20 @@ def _configmap_note(kube: Kube, configmap: str) -> str:
     return f"namespace {namespace}: present"
 
 
-@click.command("render")
+@click.command(
+    "render",
+    epilog=examples(
+        (
+            "the drop-ins node-1 would get from NodeConfig cluster, and where they go",
+            "eventedpleg render --node node-1",
+        ),
+        (
+            "offline, for a kubelet and runtime version",
+            "eventedpleg render --kubelet-version v1.36.4 --runtime cri-o://1.34.1",
+        ),
+        ("what turning Evented PLEG off writes on node-1", "eventedpleg render --node node-1 --disable"),
+    ),
+)
 @click.option("--node", default=None, help="Render for this node (reads its versions from the cluster).")
 @click.option("--kubelet-version", default=None, help="Offline: render for this kubelet version…")
 @click.option("--runtime", "runtime_version", default=None, help="…and this runtime, e.g. cri-o://1.34.1")

@@ -7,6 +7,7 @@ import sys
 import click
 
 from eventedpleg.cli import logformat
+from eventedpleg.cli.examples import examples
 from eventedpleg.cli.failures import verbose_option
 from eventedpleg.cli.logformat import log_format_option
 from eventedpleg.controller import main as controller
@@ -14,7 +15,19 @@ from eventedpleg.controller.probes import Thresholds
 from eventedpleg.core.rollout.leaderelection import ElectionConfigError, ElectionTimings
 
 
-@click.command("operator")
+@click.command(
+    "operator",
+    epilog=examples(
+        (
+            "as the chart's Deployment runs it (in-cluster credentials, one leader among the replicas)",
+            'eventedpleg operator --namespace evented-pleg-system --identity "$POD_NAME" --leader-elect',
+        ),
+        (
+            "on a workstation against a test cluster, alone, logging JSON",
+            "eventedpleg operator --context kind-test --no-leader-elect --log-format json",
+        ),
+    ),
+)
 @click.option(
     "--namespace",
     envvar="EVENTEDPLEG_NAMESPACE",

@@ -11,6 +11,7 @@ import sys
 import click
 
 from eventedpleg import constants as c
+from eventedpleg.cli.examples import examples
 from eventedpleg.cli.failures import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, fail, verbose_option
 from eventedpleg.cli.inspect import _nodeconfig, _views
 from eventedpleg.cli.kubeflags import Kube, kube_options
@@ -21,7 +22,16 @@ from eventedpleg.k8s.errors import Conflict
 ATTEMPTS = 5  # read-modify-write against a NodeConfig whose status the operator keeps writing
 
 
-@click.command("retry")
+@click.command(
+    "retry",
+    epilog=examples(
+        (
+            "every Failed, RolledBack or Skipped node of NodeConfig cluster, once the cause is fixed",
+            "eventedpleg retry",
+        ),
+        ("only two nodes of NodeConfig gpu", "eventedpleg retry gpu --node node-1 --node node-2"),
+    ),
+)
 @click.argument("name", default="cluster")
 @click.option(
     "--node", "only", multiple=True, help="Retry only this node (repeatable). Default: every failed one."

@@ -14,6 +14,7 @@ from kubernetes import client
 
 from eventedpleg.k8s.client import PAGE, get_json, list_all, send_json
 from eventedpleg.k8s.errors import translated
+from eventedpleg.protocol import state_label
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -25,10 +26,14 @@ def node_patch(
     resource_version: str | None = None,
     taints: Sequence[Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """The merge-patch body; an annotation set to None is removed; `taints` replaces the whole list."""
+    """The merge-patch body; an annotation set to None is removed; `taints` replaces the whole list. A
+    change of the state annotation changes the state label with it (protocol.state_label): every Node
+    write of the operator and the agent is built here, so the two never part."""
     meta: dict[str, Any] = {}
     if annotations:
         meta["annotations"] = dict(annotations)
+        if labels := state_label(annotations):
+            meta["labels"] = labels
     if resource_version:
         meta["resourceVersion"] = resource_version
     body: dict[str, Any] = {"metadata": meta} if meta else {}

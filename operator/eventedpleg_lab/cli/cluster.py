@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from eventedpleg.cli.examples import examples
 from eventedpleg_lab.cli.errors import LabGroup
 from eventedpleg_lab.localcluster import build
 from eventedpleg_lab.localcluster import cluster as lc
@@ -27,12 +28,25 @@ _dir_option = click.option(
 )
 
 
-@click.group(cls=LabGroup)
+@click.group(
+    cls=LabGroup,
+    epilog=examples(
+        ("compile the binaries once (about 10 minutes cold, cached afterwards)", "eventedpleg cluster build"),
+        ("a control plane with 20 fake nodes; prints the kubeconfig", "eventedpleg cluster up --nodes 20"),
+        ("stop it", "eventedpleg cluster down"),
+    ),
+)
 def cluster() -> None:
     """A local Kubernetes control plane with kwok fake nodes (no containers run)."""
 
 
-@cluster.command("build")
+@cluster.command(
+    "build",
+    epilog=examples(
+        ("compile or find etcd, the control plane, kwok and helm", "eventedpleg cluster build"),
+        ("compile again even when cached", "eventedpleg cluster build --rebuild"),
+    ),
+)
 @click.option("--rebuild", is_flag=True, help="Compile again even when cached.")
 def build_cmd(rebuild: bool) -> None:
     """Compile (or find) etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and helm.
@@ -48,7 +62,13 @@ def build_cmd(rebuild: bool) -> None:
         click.echo(f"{name:24} {path}")
 
 
-@cluster.command("up")
+@cluster.command(
+    "up",
+    epilog=examples(
+        ("20 fake nodes, state in the default directory", "eventedpleg cluster up --nodes 20"),
+        ("no nodes, state where you choose", "eventedpleg cluster up --nodes 0 --dir /tmp/epo-cluster"),
+    ),
+)
 @click.option(
     "--nodes", "count", type=click.IntRange(0, 5000), default=5, show_default=True, help="Fake nodes."
 )
@@ -84,7 +104,13 @@ def up(count: int, directory: Path | None) -> None:
     )
 
 
-@cluster.command("down")
+@cluster.command(
+    "down",
+    epilog=examples(
+        ("stop the control plane and remove its state", "eventedpleg cluster down"),
+        ("stop it, keep the logs and etcd data", "eventedpleg cluster down --keep"),
+    ),
+)
 @_dir_option
 @click.option("--keep", is_flag=True, help="Keep the state directory (logs, etcd data) after stopping.")
 def down(directory: Path | None, keep: bool) -> None:
@@ -96,7 +122,10 @@ def down(directory: Path | None, keep: bool) -> None:
         lc.remove_state(directory)
 
 
-@cluster.command("status")
+@cluster.command(
+    "status",
+    epilog=examples(("what runs, for the cluster in the default directory", "eventedpleg cluster status")),
+)
 @_dir_option
 def status(directory: Path | None) -> None:
     """Show which components of the local control plane run, and where the kubeconfig is."""

@@ -8,11 +8,22 @@ from pathlib import Path
 
 import click
 
+from eventedpleg.cli.examples import examples
 from eventedpleg_lab.cli.errors import LabCommand
 from eventedpleg_lab.demo import run as demo_run
 
 
-@click.command(cls=LabCommand)
+@click.command(
+    cls=LabCommand,
+    epilog=examples(
+        ("10 kwok nodes and simulated agents on a local control plane", "eventedpleg demo"),
+        (
+            "30 nodes; wait for Enter before tearing down, to look around with kubectl",
+            "eventedpleg demo --nodes 30 --keep",
+        ),
+        ("real nodes (Linux, root)", "eventedpleg demo --lab"),
+    ),
+)
 @click.option(
     "--nodes", default=10, show_default=True, type=click.IntRange(2, 200), help="kwok nodes to create."
 )

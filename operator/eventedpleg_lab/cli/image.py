@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from eventedpleg.cli.examples import examples
 from eventedpleg_lab import image
 
 
@@ -18,7 +19,16 @@ def _seconds(value: float | None) -> str:
     return "cached" if value is None else f"{value:.0f}s"
 
 
-@click.command("image")
+@click.command(
+    "image",
+    epilog=examples(
+        ("the image for this machine's platform, into the default archive", "eventedpleg lab image"),
+        (
+            "for arm64, rebuilt, into a file you name",
+            "eventedpleg lab image --platform linux/arm64 --force --out /tmp/epo-arm64.tar",
+        ),
+    ),
+)
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),

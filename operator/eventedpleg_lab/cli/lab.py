@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from eventedpleg.cli.examples import examples
 from eventedpleg_lab.cli.errors import LabGroup
 from eventedpleg_lab.cli.image import image_cmd
 from eventedpleg_lab.lab import nodes
@@ -32,12 +33,28 @@ _DIR = click.option(
 )
 
 
-@click.group(cls=LabGroup)
+@click.group(
+    cls=LabGroup,
+    epilog=examples(
+        ("build the parts once, then start the control plane and the real nodes", "eventedpleg lab up"),
+        ("what runs", "eventedpleg lab status"),
+        ("stop everything and check that nothing is left", "eventedpleg lab down"),
+    ),
+)
 def lab() -> None:
     """A real cluster on this machine: real kubelets and runtimes in systemd-nspawn nodes."""
 
 
-@lab.command("build")
+@lab.command(
+    "build",
+    epilog=examples(
+        ("what the default nodes are made from", "eventedpleg lab build"),
+        (
+            "for one containerd 2.2 node with kubelet 1.37",
+            "eventedpleg lab build --nodes lab-c22:1.37:containerd-2.2",
+        ),
+    ),
+)
 @click.option(
     "--nodes",
     "spec",
@@ -59,7 +76,16 @@ def build_cmd(spec: str) -> None:
     _log(f"[lab] built in {time.monotonic() - start:.0f}s")
 
 
-@lab.command("up")
+@lab.command(
+    "up",
+    epilog=examples(
+        ("the default nodes", "eventedpleg lab up"),
+        (
+            "one containerd 2.2 node joined by kubeadm, ten minutes to be Ready",
+            "eventedpleg lab up --nodes lab-c22:1.36:containerd-2.2:kubeadm --timeout 600",
+        ),
+    ),
+)
 @_DIR
 @click.option(
     "--nodes",
@@ -87,7 +113,15 @@ def up(directory: Path | None, spec: str, timeout: float) -> None:
     click.echo(f"export KUBECONFIG={the_lab.kubeconfig}")
 
 
-@lab.command("load")
+@lab.command(
+    "load",
+    epilog=examples(
+        (
+            "the image `eventedpleg lab image --out epo.tar` built, into every node's runtime",
+            "eventedpleg lab load --archive epo.tar --ref localhost/evented-pleg-operator:0.1.0",
+        ),
+    ),
+)
 @_DIR
 @click.option("--archive", type=click.Path(dir_okay=False, exists=True, path_type=Path), required=True)
 @click.option("--ref", required=True, help="The name pods use, e.g. localhost/evented-pleg-operator:0.1.0.")
@@ -99,14 +133,14 @@ def load(directory: Path | None, archive: Path, ref: str) -> None:
         raise click.ClickException(str(exc)) from exc
 
 
-@lab.command("status")
+@lab.command("status", epilog=examples(("PIDs and addresses, as JSON", "eventedpleg lab status")))
 @_DIR
 def status(directory: Path | None) -> None:
     """JSON: control-plane PIDs, and per node its nspawn PID, systemd state, Ready, versions."""
     click.echo(json.dumps(Lab(directory, log=_log).status(), indent=2))
 
 
-@lab.command("down")
+@lab.command("down", epilog=examples(("stop the nodes and the control plane", "eventedpleg lab down")))
 @_DIR
 def down(directory: Path | None) -> None:
     """Stop the nodes and the control plane; exits 1 and lists what is left if anything is."""

@@ -11,6 +11,7 @@ import time
 
 import click
 
+from eventedpleg.cli.examples import examples
 from eventedpleg_lab.cli.errors import LabGroup
 from eventedpleg_lab.localcluster.build import BuildError
 from eventedpleg_lab.realnode import config as cfg
@@ -25,12 +26,26 @@ def _node() -> rn.RealNode:
     return rn.RealNode(log=_log)
 
 
-@click.group(cls=LabGroup)
+@click.group(
+    cls=LabGroup,
+    epilog=examples(
+        (
+            "a real kubelet 1.36 and containerd here, with 3 static pods (root)",
+            "eventedpleg realnode up --kubelet 1.36 --pods 3",
+        ),
+        ("stop them", "eventedpleg realnode down"),
+    ),
+)
 def realnode() -> None:
     """A real node: kubelet v1.36/v1.37 + containerd 2.2 (or Debian's 1.6), static hostNetwork pods."""
 
 
-@realnode.command("build")
+@realnode.command(
+    "build",
+    epilog=examples(
+        ("both kubelets and their runtimes", "eventedpleg realnode build --kubelet 1.36 --kubelet 1.37")
+    ),
+)
 @click.option("--kubelet", "kubelets", multiple=True, type=click.Choice(sorted(rn.KUBELETS)))
 def build_cmd(kubelets: tuple[str, ...]) -> None:
     """Install the Debian packages and compile (or find cached) kubelets, containerd 2.2 and crictl.
@@ -50,7 +65,19 @@ def build_cmd(kubelets: tuple[str, ...]) -> None:
     _log(f"[realnode] ready in {time.monotonic() - start:.0f}s")
 
 
-@realnode.command("up")
+@realnode.command(
+    "up",
+    epilog=examples(
+        (
+            "kubelet 1.36 on containerd 2.2, 3 idle static pods, the gate left to the agent",
+            "eventedpleg realnode up --kubelet 1.36 --pods 3",
+        ),
+        (
+            "kubelet 1.37 on containerd 1.6 with the gate on",
+            "eventedpleg realnode up --kubelet 1.37 --runtime containerd-1.6 --gate on",
+        ),
+    ),
+)
 @click.option("--kubelet", default="1.36", show_default=True, type=click.Choice(sorted(rn.KUBELETS)))
 @click.option(
     "--runtime",
@@ -85,14 +112,14 @@ def up(kubelet: str, runtime: str, pods: int, gate: str) -> None:
     click.echo(json.dumps(node.status(), indent=2))
 
 
-@realnode.command("down")
+@realnode.command("down", epilog=examples(("stop the kubelet and the runtime", "eventedpleg realnode down")))
 def down() -> None:
     """Stop the kubelet, remove the pods, stop containerd and clean up mounts (by PID, nothing else)."""
     for line in _node().down() or ["nothing was running"]:
         click.echo(line)
 
 
-@realnode.command("status")
+@realnode.command("status", epilog=examples(("what runs, as JSON", "eventedpleg realnode status")))
 def status() -> None:
     """What runs (PIDs, health, pods) as JSON."""
     click.echo(json.dumps(_node().status(), indent=2))

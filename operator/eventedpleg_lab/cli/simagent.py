@@ -9,11 +9,20 @@ import click
 
 from eventedpleg.agent.linuxhost import RealClock
 from eventedpleg.cli.agent import AgentProcess, agent_command_options, run_agent
+from eventedpleg.cli.examples import examples
 from eventedpleg_lab.sim.host import SimHost
 from eventedpleg_lab.sim.profiles import PROFILES
 
 
-@click.command("sim-agent")
+@click.command(
+    "sim-agent",
+    epilog=examples(
+        (
+            "the agent for node kind-worker against a simulated CRI-O host under /tmp/host",
+            "eventedpleg sim-agent --profile crio --host-root /tmp/host --node kind-worker",
+        ),
+    ),
+)
 @click.option(
     "--profile", type=click.Choice(sorted(PROFILES)), required=True, help="The simulated host's layout."
 )

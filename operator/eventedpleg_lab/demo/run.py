@@ -112,6 +112,9 @@ def run(
             code, _ = watch(api, "cluster", options.timeout, started)
             verdict = "reached Available" if code == 0 else "did NOT reach Available"
             elapsed = time.monotonic() - started
+            for args in (("nodes", "-L", c.LABEL_STATE), ("nodeconfig", "cluster", "-o", "wide")):
+                shown = cluster.kubectl("get", *args).stdout.rstrip()
+                print(f"\n[demo] kubectl get {' '.join(args)}\n{shown}")
             print(f"\n[demo] NodeConfig 'cluster' {verdict} in {elapsed:.0f}s (including start-up)")
             if options.keep:
                 print(f"[demo] kept running: export KUBECONFIG={cluster.kubeconfig}")

@@ -399,7 +399,8 @@ def outcome_problems(
 ) -> list[str]:
     """Every lab node whose end is not what `expected_outcome` says (empty when all are). A node the
     operator skipped from its Node object alone is never touched: its state and reason are only in the
-    NodeConfig's status.nodeStatuses; every other node carries them in its annotations."""
+    NodeConfig's status.nodeStatuses; every other node carries them in its annotations, and its state in
+    the label eventedpleg.io/state too."""
     listed = {n["name"]: n for n in body.get("status", {}).get("nodeStatuses", [])}
     problems = []
     for spec in specs:
@@ -407,8 +408,11 @@ def outcome_problems(
         annotations = nodes.get(spec.name, {}).get("metadata", {}).get("annotations", {})
         state = annotations.get(c.ANN_STATE) or listed.get(spec.name, {}).get("state")
         reason = annotations.get(c.ANN_REASON) or listed.get(spec.name, {}).get("reason", "")
+        label = nodes.get(spec.name, {}).get("metadata", {}).get("labels", {}).get(c.LABEL_STATE)
         if state != want.state or want.reason_has not in reason:
             problems.append(f"{spec.name}: {state} ({reason[:160]}), expected {want.state} {want.reason_has}")
+        elif label != annotations.get(c.ANN_STATE):  # `kubectl get nodes -L eventedpleg.io/state`
+            problems.append(f"{spec.name}: label {c.LABEL_STATE}={label}, state annotation {state}")
         elif spec.kubelet == "1.37" and "1.37" not in annotations.get(c.ANN_BENEFIT, ""):
             problems.append(
                 f"{spec.name}: no kubelet 1.37 note in its benefit: {annotations.get(c.ANN_BENEFIT)}"

@@ -230,17 +230,26 @@ def test_crd_is_structural() -> None:
     max_unavailable = spec["properties"]["rollout"]["properties"]["maxUnavailable"]
     assert max_unavailable["x-kubernetes-int-or-string"] is True
     assert max_unavailable["x-kubernetes-validations"]
-    columns = [col["name"] for col in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
-    assert columns == [
+    columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
+    assert [col["name"] for col in columns if not col.get("priority")] == [
         "EventedPLEG",
         "Updated",
         "Total",
         "Ready",
+        "Stalled",
+        "Age",
+        "Message",
+    ]
+    # -o wide adds the other conditions
+    assert [col["name"] for col in columns if col.get("priority") == 1] == [
         "Available",
         "Progressing",
         "Degraded",
-        "Age",
+        "Paused",
     ]
+    assert {col["jsonPath"] for col in columns if col["name"] == "Message"} == {
+        '.status.conditions[?(@.type=="Ready")].message'
+    }
     assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
     assert crd["spec"]["scope"] == "Cluster"
 

@@ -283,9 +283,8 @@ def test_a_restore_that_fails_too_says_both_and_leaves_no_file_half_written(make
     rig.apply(mode=EDIT)
 
     reason = assert_reported(rig, FAILED, *ENOSPC, "ROLLBACK FAILED", "restore", "needs a human")
-    # ENOSPC while its temp file is written: both named, the temp file's directory is the one that is full.
-    temp = f"/var/lib/kubelet/{TEMP_PREFIX}config.yaml.tmp"
-    assert f"restore {CONFIG} (via its temp file {temp}) failed (ENOSPC" in reason
+    # ENOSPC while the new file is written in the config's own directory: the config named.
+    assert f"restore {CONFIG} failed (ENOSPC" in reason
     assert "recording the halt failed too" in reason  # the agent's record is on the same full disk
     edited = rig.path(CONFIG).read_bytes()
     assert edited != original and b"EventedPLEG: true" in edited  # the new file whole, not a part

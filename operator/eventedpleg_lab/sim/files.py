@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from eventedpleg.agent.hostfiles import TEMP_PREFIX, TEMP_SUFFIX, HostFiles, via_temp
+from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.core.node.phases.transaction import FileCopy
 
 
@@ -104,23 +104,16 @@ class SimFiles(HostFiles):
         return super()._read(host_path, exact=exact)
 
     def write_atomic(
-        self,
-        host_path: str,
-        content: bytes,
-        *,
-        protected: tuple[str, ...],
-        mode: int = 0o644,
-        like: FileCopy | None = None,
+        self, host_path: str, content: bytes, *, mode: int = 0o644, like: FileCopy | None = None
     ) -> None:
-        name = PurePosixPath(host_path).name
-        temp = str(
-            PurePosixPath(self.temp_dir_for(host_path, protected), f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}")
-        )
-        # The temp file is created first, then renamed over the target; each refusal names what HostFiles
-        # names for it on a real host.
-        self.faults.check("write", via_temp(host_path, temp), self._writing(temp, bool(content)))
+        # The new file is made, written and named in the target's own directory: each refusal names the
+        # target, as HostFiles does on a real host.
         self.faults.check("write", host_path, self._writing(host_path, bool(content)))
-        super().write_atomic(host_path, content, protected=protected, mode=mode, like=like)
+        super().write_atomic(host_path, content, mode=mode, like=like)
+
+    def write_symlink(self, host_path: str, target: str) -> None:
+        self.faults.check("write", host_path, self._writing(host_path, data=False))
+        super().write_symlink(host_path, target)
 
     def remove(self, host_path: str) -> None:
         # unlink(2) looks the name up first: a file that is not there is ENOENT (HostFiles: nothing to do)

@@ -19,13 +19,16 @@ def sha256(text: str | bytes) -> str:
 @dataclass(frozen=True)
 class FileCopy:
     """A file's exact content, mode, owner and extended attributes (SELinux label, ACLs, user.*), or its
-    absence. uid/gid None: not recorded (a transaction written before owners were kept)."""
+    absence. uid/gid None: not recorded (a transaction written before owners were kept). `link`: the path
+    was a symbolic link to this target (content and the rest are what it led to, None when dangling); a
+    restore puts the link back."""
 
     content: bytes | None
     mode: int = 0o644
     uid: int | None = None
     gid: int | None = None
     xattrs: tuple[tuple[str, bytes], ...] = ()
+    link: str | None = None
 
 
 @dataclass(frozen=True)

@@ -191,7 +191,7 @@ class Interpreter:
                 return self.host.run(list(argv), timeout=timeout)
             case Restart(unit):
                 return self.host.run(["systemctl", "restart", unit])
-            case WriteFiles(changes, _, remove_dirs):
+            case WriteFiles(changes, remove_dirs):
                 return self._write(changes, remove_dirs)
             case RestoreFiles(txn):
                 return self._restore(txn)

@@ -41,7 +41,6 @@ class Transaction:
     runtime_unit: str
     previous: ManagedState
     pre_gate: bool | None = None  # EventedPLEG as the files said before we touched anything
-    protected: tuple[str, ...] = ()  # drop-in dirs no temp file may enter (for the restore)
     halted: bool = False  # onFailure=Halt left the node as it failed; roll back before anything else
     reload_units: bool = False  # a kubelet.service drop-in is among the files: daemon-reload before restarts
     created_dirs: tuple[str, ...] = ()  # directories this apply creates: a restore removes them if empty

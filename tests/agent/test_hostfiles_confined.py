@@ -346,7 +346,7 @@ def test_writes_land_where_the_host_reads_them_and_never_outside(
                 assert theirs in contents, (path, theirs)
 
 
-def test_a_rename_refused_by_an_immutable_directory_names_the_target(tmp_path: Path) -> None:
+def test_a_write_refused_by_an_immutable_directory_names_the_target(tmp_path: Path) -> None:
     """The kernel's own EPERM (chattr +i on ext4, as on the lab's nodes): no file can be made or named in
     the directory, and the fault names the target."""
     root = tmp_path / "root"

@@ -6,8 +6,9 @@
   touch, and for each file's bytes the name and sha256 of its backup, so a rollback restores them exactly
   even if the agent was restarted half-way.
 - `backup-<n>`: one backup file each, the exact bytes (each at most what a read takes, MAX_READ), written
-  before `txn.json` names them, checked against their sha256 when read back. `txn.json` stays a few KiB
-  whatever the files weigh.
+  before `txn.json` names them, checked against their sha256 when read back, removed after it. `txn.json`
+  stays a few KiB whatever the files weigh. A backup written by a `begin` interrupted before `txn.json` is
+  named by nothing and never read.
 """
 
 from __future__ import annotations
@@ -191,7 +192,10 @@ class StateStore:
 
     def end(self) -> None:
         """Drop `txn.json` first (the transaction is over once it is gone), then the backups it named."""
-        doc = self._read_json(TXN) or {}
+        try:
+            doc = self._read_json(TXN) or {}
+        except OSError:  # a record that cannot be read names no backup we could remove
+            doc = {}
         self.files.remove(self._path(TXN))
         for entry in doc.get("backups") or ():
             ref = entry.get("content") if isinstance(entry, dict) else None

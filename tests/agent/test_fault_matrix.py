@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from eventedpleg import constants as c
 from eventedpleg.agent.agent import Agent, AgentSettings, drive
-from eventedpleg.agent.hostfiles import MAX_READ, TEMP_PREFIX
+from eventedpleg.agent.hostfiles import MAX_LIST_DEPTH, MAX_LIST_ENTRIES, MAX_READ, TEMP_PREFIX
 from eventedpleg.constants import NodeState
 from eventedpleg.core import hostcheck
 from eventedpleg.core.node.phases.effects import Report
@@ -121,6 +121,7 @@ def assert_reported(rig: Rig, state: NodeState, *words: str) -> str:
     assert rig.state == state
     reason = rig.annotations[c.ANN_REASON]
     assert "\n" not in reason and "Traceback" not in reason
+    assert "EXDEV" not in reason  # every write is made within the target's directory
     for word in words:
         assert word in reason, f"{word!r} not in {reason!r}"
     warnings = [e for e in rig.api.events if e.warning and e.reason != "Applying"]
@@ -167,6 +168,26 @@ def _full(path: str, times: int | None = None) -> Callable[[Rig], None]:
     return setup
 
 
+def _over_quota(path: str) -> Callable[[Rig], None]:
+    return lambda rig: rig.host.faults.files.over_quota.add(path)
+
+
+def _many_files(host_dir: str, count: int) -> Callable[[Rig], None]:
+    """`count` files in a directory the agent lists, one past the listing's cap."""
+
+    def setup(rig: Rig) -> None:
+        directory = rig.path(host_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            (directory / f"{i:04}-site.conf").write_text("")
+
+    return setup
+
+
+def _deep_dirs(host_dir: str, depth: int) -> Callable[[Rig], None]:
+    return lambda rig: rig.path(host_dir).joinpath(*["d"] * depth).mkdir(parents=True)
+
+
 def _missing(name: str) -> Callable[[Rig], None]:
     return lambda rig: rig.host.faults.commands.missing.add(name)
 
@@ -185,7 +206,7 @@ def _restart_fails(rig: Rig) -> None:
 
 EISDIR, ENXIO, ELOOP, EFBIG = (fault_words(e) for e in (errno.EISDIR, errno.ENXIO, errno.ELOOP, errno.EFBIG))
 EACCES, EROFS, ENOSPC = (fault_words(e) for e in (errno.EACCES, errno.EROFS, errno.ENOSPC))
-EPERM = fault_words(errno.EPERM)
+EPERM, EDQUOT, E2BIG = (fault_words(e) for e in (errno.EPERM, errno.EDQUOT, errno.E2BIG))
 ENOENT, ETIMEDOUT = fault_words(errno.ENOENT), fault_words(errno.ETIMEDOUT)
 SKIPPED, ROLLED_BACK, FAILED = NodeState.SKIPPED, NodeState.ROLLED_BACK, NodeState.FAILED
 
@@ -208,6 +229,13 @@ CASES = [
          ("read", CONFIG, *EACCES, "SELinux")),
     Case("list-dir-symlink-out", profiles.crio, DROP_IN, replace_with("symlink-out", f"/{c.CRIO_DROPIN_DIR}"),
          SKIPPED, ("read", f"/{c.CRIO_DROPIN_DIR}", *ELOOP)),
+    # Listings are capped in count and depth: past a cap the directory is named with the cap.
+    Case("list-too-many", profiles.crio, DROP_IN, _many_files(f"/{c.CRIO_DROPIN_DIR}", MAX_LIST_ENTRIES + 1),
+         SKIPPED, ("read", f"/{c.CRIO_DROPIN_DIR}", *E2BIG, f"more than {MAX_LIST_ENTRIES} entries",
+                   "remove what does not belong")),
+    Case("list-too-deep", profiles.kubeadm_containerd, DROP_IN,
+         _deep_dirs(profiles.CONFIG_DIR, MAX_LIST_DEPTH + 1), SKIPPED,
+         ("read", profiles.CONFIG_DIR, *E2BIG, f"more than {MAX_LIST_DEPTH} levels deep")),
     Case("find-kubelet-denied", profiles.crio, DROP_IN,
          _host_call("kubelet_process", PermissionError(errno.EACCES, "Permission denied", "/proc/1/cmdline")),
          SKIPPED, ("/proc/1/cmdline", *EACCES)),
@@ -225,10 +253,18 @@ CASES = [
          ("write", CRIO_DROPIN, *EACCES, "rolled back")),
     Case("write-read-only", profiles.crio, DROP_IN, _read_only("/etc"), ROLLED_BACK,
          ("write", KUBELET_DROPIN, *EROFS, "rolled back")),
-    # The temp file is written beside the kubelet's config dir, the rename into it is refused: the target
-    # named (seen on the lab's ext4 nodes: tests/lab/test_lab_hostfaults.py).
+    # No file can be made or named in an immutable directory: the target named (seen on the lab's ext4
+    # nodes: tests/lab/test_lab_hostfaults.py).
     Case("write-immutable-dir", profiles.kubeadm_containerd, DROP_IN, _immutable(profiles.CONFIG_DIR),
          ROLLED_BACK, (f"write {KUBELET_DROPIN} failed", *EPERM, "immutable", "rolled back")),
+    # The drop-in directory on a filesystem of its own: that filesystem's refusal, never EXDEV (the new
+    # file is made in the directory itself; assert_reported refuses EXDEV in every reason).
+    Case("write-read-only-dropin-dir", profiles.kubeadm_containerd, DROP_IN, _read_only(profiles.CONFIG_DIR),
+         ROLLED_BACK, (f"write {KUBELET_DROPIN} failed", *EROFS, "writable", "rolled back")),
+    Case("write-full-dropin-dir", profiles.kubeadm_containerd, DROP_IN, _full(profiles.CONFIG_DIR),
+         ROLLED_BACK, (f"write {KUBELET_DROPIN} failed", *ENOSPC, "free space", "rolled back")),
+    Case("write-quota-dropin-dir", profiles.crio, DROP_IN, _over_quota(f"/{c.CRIO_DROPIN_DIR}"),
+         ROLLED_BACK, (f"write {CRIO_DROPIN} failed", *EDQUOT, "quota", "rolled back")),
     Case("write-full", profiles.crio, DROP_IN, _full("/etc"), ROLLED_BACK,
          ("write", KUBELET_DROPIN, *ENOSPC, "rolled back")),
     Case("write-config-full", profiles.kubeadm_no_config_dir, EDIT, _full(CONFIG, times=1), ROLLED_BACK,
@@ -283,9 +319,8 @@ def test_a_restore_that_fails_too_says_both_and_leaves_no_file_half_written(make
     rig.apply(mode=EDIT)
 
     reason = assert_reported(rig, FAILED, *ENOSPC, "ROLLBACK FAILED", "restore", "needs a human")
-    # ENOSPC while its temp file is written: both named, the temp file's directory is the one that is full.
-    temp = f"/var/lib/kubelet/{TEMP_PREFIX}config.yaml.tmp"
-    assert f"restore {CONFIG} (via its temp file {temp}) failed (ENOSPC" in reason
+    # ENOSPC while the new file is written in the config's own directory: the config named.
+    assert f"restore {CONFIG} failed (ENOSPC" in reason
     assert "recording the halt failed too" in reason  # the agent's record is on the same full disk
     edited = rig.path(CONFIG).read_bytes()
     assert edited != original and b"EventedPLEG: true" in edited  # the new file whole, not a part

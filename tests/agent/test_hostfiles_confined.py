@@ -324,7 +324,7 @@ def test_writes_land_where_the_host_reads_them_and_never_outside(
         written: list[str] = []
         for path in paths:
             try:
-                files.write_atomic(path, b"NEW:" + path.encode(), protected=())
+                files.write_atomic(path, b"NEW:" + path.encode())
             except OSError as exc:
                 assert exc.filename is not None  # a host path (the target's, or our temp file's)
                 continue
@@ -346,9 +346,9 @@ def test_writes_land_where_the_host_reads_them_and_never_outside(
                 assert theirs in contents, (path, theirs)
 
 
-def test_a_rename_refused_by_an_immutable_directory_names_the_target(tmp_path: Path) -> None:
-    """The kernel's own EPERM (chattr +i on ext4, as on the lab's nodes): the temp file is written beside
-    the protected directory, the rename into it is refused, and the fault names the target, not the temp."""
+def test_a_write_refused_by_an_immutable_directory_names_the_target(tmp_path: Path) -> None:
+    """The kernel's own EPERM (chattr +i on ext4, as on the lab's nodes): no file can be made or named in
+    the directory, and the fault names the target."""
     root = tmp_path / "root"
     guarded = root / "etc/kubernetes/kubelet.conf.d"
     guarded.mkdir(parents=True)
@@ -356,11 +356,7 @@ def test_a_rename_refused_by_an_immutable_directory_names_the_target(tmp_path: P
         pytest.skip("chattr +i is not possible here (not root, or the filesystem has no immutable attribute)")
     try:
         with pytest.raises(PermissionError) as raised:
-            HostFiles(root).write_atomic(
-                "/etc/kubernetes/kubelet.conf.d/99-x.conf",
-                b"x",
-                protected=("/etc/kubernetes/kubelet.conf.d",),
-            )
+            HostFiles(root).write_atomic("/etc/kubernetes/kubelet.conf.d/99-x.conf", b"x")
         assert raised.value.errno == errno.EPERM
         assert raised.value.filename == "/etc/kubernetes/kubelet.conf.d/99-x.conf"
         assert [p.name for p in guarded.parent.rglob("*")] == ["kubelet.conf.d"]  # no temp file left

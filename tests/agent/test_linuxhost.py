@@ -1,4 +1,4 @@
-"""The production host's argv and /proc reading; temp-file placement."""
+"""The production host's argv and /proc reading; what a write leaves in the target's directory."""
 
 from __future__ import annotations
 
@@ -23,17 +23,15 @@ def test_linux_host_runs_commands_in_pid_1_namespaces() -> None:
     ]
 
 
-def test_temp_files_go_outside_every_protected_directory(tmp_path: Path) -> None:
+def test_a_write_leaves_only_the_target_in_its_directory(tmp_path: Path) -> None:
     files = HostFiles(tmp_path)
-    protected = ("/etc/kubernetes/kubelet.conf.d", "/etc/crio/crio.conf.d")
-    assert files.temp_dir_for("/etc/crio/crio.conf.d/99-eventedpleg.conf", protected) == "/etc/crio"
-    assert files.temp_dir_for("/etc/kubernetes/kubelet.conf.d/sub/x.conf", protected) == "/etc/kubernetes"
-    assert files.temp_dir_for("/var/lib/kubelet/config.yaml", protected) == "/var/lib/kubelet"
-    files.write_atomic("/etc/crio/crio.conf.d/99-eventedpleg.conf", b"x = 1\n", protected=protected)
+    files.write_atomic("/etc/crio/crio.conf.d/99-eventedpleg.conf", b"x = 1\n")
+    files.write_atomic("/etc/crio/crio.conf.d/99-eventedpleg.conf", b"x = 2\n")  # over an existing file
     assert sorted(p.name for p in (tmp_path / "etc/crio").rglob("*")) == [
         "99-eventedpleg.conf",
         "crio.conf.d",
     ]
+    assert (tmp_path / "etc/crio/crio.conf.d/99-eventedpleg.conf").read_bytes() == b"x = 2\n"
 
 
 def test_rollback_after_drift_returns_to_what_the_files_say(make_rig: RigFactory) -> None:

@@ -12,13 +12,16 @@ NodeConfig is then deleted (a real Prometheus over the chart's rules fires Event
 the halt, with its runbook link, first). Each fault ends in one report naming the path, the errno and the
 fix, and no traceback in the agent's log. Each test plants its fault in the node's root on this host and
 removes it after, and restarts the node's agent so that its next host check is clean for the tests that
-follow. And a node the agent DaemonSet cannot run on (an architecture the image lacks or a taint the agent
-does not tolerate would keep it off) is never cordoned; status and `eventedpleg status` name it with why,
-and the rollout goes on with the other node.
+follow. A kubelet drop-in directory on a mount of its own (a read-only bind mount, a full tmpfs, a
+writable tmpfs) is written in place: the first two end with that filesystem's refusal (EROFS, ENOSPC,
+never EXDEV) and the node given back unchanged, the third ends Done. And a node the agent DaemonSet cannot
+run on (an architecture the image lacks or a taint the agent does not tolerate would keep it off) is never
+cordoned; status and `eventedpleg status` name it with why, and the rollout goes on with the other node.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -36,7 +39,7 @@ from eventedpleg.cli.failures import EXIT_PARTIAL
 from eventedpleg.core import hostcheck
 from eventedpleg_lab import prometheus
 from eventedpleg_lab.demo.harness import NAMESPACE
-from eventedpleg_lab.lab import chart
+from eventedpleg_lab.lab import chart, machine
 from eventedpleg_lab.lab.lab import Lab
 from eventedpleg_lab.lab.nodes import LabRuntime, NodeSpec
 
@@ -333,3 +336,81 @@ def test_a_node_without_an_agent_is_not_taken_and_the_rollout_goes_on(
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+# --- drop-in directories on their own mounts -----------------------------------------------------------
+# The kubelet's drop-in directory as a mount of its own inside the node (made through nsenter, in the
+# node's mount namespace, where its kubelet and the agent's host root see it): a read-only bind mount of
+# itself, a tmpfs holding its files that is full, and a writable tmpfs holding its files. The agent writes
+# in the directory itself, so the first two are refused with that filesystem's own errno (never a
+# cross-device rename) and the third is written like any directory.
+_STAGE = "/run/eventedpleg-lab-dropins"
+MOUNTS = {
+    "read-only": f"mount --bind {KUBELET_DROPIN_DIR} {KUBELET_DROPIN_DIR}"
+    f" && mount -o remount,bind,ro {KUBELET_DROPIN_DIR}",
+    "full": f"mkdir -p {_STAGE} && cp -a {KUBELET_DROPIN_DIR}/. {_STAGE}/"
+    f" && mount -t tmpfs -o size=64k,mode=0755 eventedpleg-lab {KUBELET_DROPIN_DIR}"
+    f" && cp -a {_STAGE}/. {KUBELET_DROPIN_DIR}/ && rm -rf {_STAGE}"
+    # the kubelet reads only *.conf there: the filler is not configuration
+    f" && {{ dd if=/dev/zero of={KUBELET_DROPIN_DIR}/zz-filler bs=4k 2>/dev/null || true; }}",
+    "writable": f"mkdir -p {_STAGE} && cp -a {KUBELET_DROPIN_DIR}/. {_STAGE}/"
+    f" && mount -t tmpfs -o size=1m,mode=0755 eventedpleg-lab {KUBELET_DROPIN_DIR}"
+    f" && cp -a {_STAGE}/. {KUBELET_DROPIN_DIR}/ && rm -rf {_STAGE}",
+}
+
+
+def _in_node(lab: Lab, node: str, script: str) -> str:
+    init = lab.init_pid(node)
+    assert init is not None, f"{node} is not running"
+    done = machine.nsenter(init, ["sh", "-c", script], timeout=60)
+    assert done.returncode == 0, (script, done.stdout, done.stderr)
+    return done.stdout
+
+
+def _dropins(lab: Lab, node: str) -> str:
+    """The drop-in directory as the node sees it (through its mount): each file's sha256."""
+    return _in_node(lab, node, f"cd {KUBELET_DROPIN_DIR} && find . -type f | sort | xargs -r sha256sum")
+
+
+@pytest.mark.parametrize("layout", list(MOUNTS))
+def test_a_drop_in_directory_on_its_own_mount_is_written_or_refused_by_its_own_errno(
+    installed: Lab, containerd_node: str, layout: str
+) -> None:
+    node = containerd_node
+    clean = _as_before(installed, node)
+    _in_node(installed, node, MOUNTS[layout])
+    try:
+        mounted = _in_node(installed, node, f"findmnt -n -o FSTYPE,OPTIONS {KUBELET_DROPIN_DIR}")
+        print(f"{node}: {KUBELET_DROPIN_DIR} mounted: {mounted.strip()}")
+        # A new agent pod: its host root is mounted with the node's mounts as they are now.
+        _restart_agent(installed, node, lambda check: True, "a host check by an agent that sees the mount")
+        before = _dropins(installed, node)
+        assert c.ANN_STATE not in _annotations(installed, node)  # no report of an earlier test to be read
+        _apply(installed, node)
+        ends = {c.NodeState.SKIPPED.value, c.NodeState.ROLLED_BACK.value, c.NodeState.FAILED.value,
+                c.NodeState.DONE.value}  # fmt: skip
+        end = chart.wait_for(
+            "the agent's report",
+            lambda: ((s := _annotations(installed, node).get(c.ANN_STATE)) in ends and s) or "",
+            timeout=420,
+        )
+        reason = _annotations(installed, node).get(c.ANN_REASON, "")
+        print(f"{node}: {layout} drop-in directory: {end}: {reason}")
+        assert "EXDEV" not in reason and "Traceback" not in _agent_log(installed, node)
+        if layout == "writable":
+            assert end == c.NodeState.DONE.value, reason
+            assert c.KUBELET_DROPIN_NAME in _dropins(installed, node)
+            chart.wait_for("the node given back", lambda: not chart.cordoned(installed, node), timeout=120)
+            chart.delete_nodeconfig(installed, name=NAME, timeout=300)  # onDelete: Revert takes it off
+            assert c.KUBELET_DROPIN_NAME not in _dropins(installed, node)
+        else:
+            assert end in (c.NodeState.SKIPPED.value, c.NodeState.ROLLED_BACK.value), reason
+            code = {"read-only": errno.EROFS, "full": errno.ENOSPC}[layout]
+            for word in (KUBELET_DROPIN, errno.errorcode[code], os.strerror(code)):
+                assert word in reason, (word, reason)
+            chart.wait_for("the node given back", lambda: not chart.cordoned(installed, node), timeout=120)
+            assert _dropins(installed, node) == before  # nothing half-written, nothing left behind
+            chart.delete_nodeconfig(installed, name=NAME, timeout=300)
+    finally:
+        _in_node(installed, node, f"umount {KUBELET_DROPIN_DIR}")
+        _restart_agent(installed, node, clean, "the host check from before the test again")

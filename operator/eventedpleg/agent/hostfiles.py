@@ -1,5 +1,5 @@
-"""File work on the host root: confined reads, directory listings, and atomic writes that never litter drop-in
-dirs.
+"""File work on the host root: confined reads, capped directory listings, and atomic writes in the
+target's own directory.
 
 Every host path is resolved by one walk (`HostFiles._walk`), for reads and writes alike, and it never leaves
 the host root. It opens the root, then each component relative to the directory before it with O_NOFOLLOW
@@ -17,16 +17,28 @@ host path in `filename`:
 - ELOOP: a link leads out of the host root, or a link loop (HostPathError);
 - EFBIG: a file over MAX_READ;
 - EISDIR: a directory where a file is read; ENOTDIR: a file where a directory is walked;
-- ENXIO: not a regular file (a FIFO, socket or device; strerror names which).
+- ENXIO: not a regular file (a FIFO, socket or device; strerror names which);
+- E2BIG: a directory listing past its caps (below).
 A missing file reads as None (absence is a fact, not a failure).
 
-CRI-O parses every regular file in crio.conf.d and the kubelet every `*.conf` in its --config-dir
-(docs/compatibility.md §2, §3), so a temp file or a backup inside them would be applied — or stop the
-daemon. Temp files go to the nearest directory outside every protected directory (same filesystem in
-practice, so the rename stays atomic); backups live in AGENT_STATE_DIR. Directories a write needs are
-created by the walk, one component at a time, only after the components before them were checked. Temp
-files are opened with O_NOFOLLOW, and the target itself is replaced by rename, which replaces a symlink
-rather than following it.
+Writes happen in the target's own directory, so a directory that is its own mount point (a bind mount, a
+tmpfs, another filesystem) is written like any other, and a refusal is that filesystem's own (EROFS,
+ENOSPC, EDQUOT, EPERM), never a cross-device rename. The new file is opened with O_TMPFILE: it has no name
+while it is written, and gets one (linkat(2) through /proc/self/fd) only once it is whole and fsync'ed.
+Over an existing file it is linked under a random temp name and renamed over the target (rename replaces
+a symlink rather than following it). Where the filesystem has no O_TMPFILE, the file is created under a
+random temp name with O_EXCL|O_NOFOLLOW (nothing planted at that name -- a link, a hard link -- is ever
+opened), written, then renamed. The temp name is `.eventedpleg-<16 hex>.tmp`: the kubelet reads only
+`*.conf` from its --config-dir (docs/compatibility.md §3), so it never reads one. CRI-O parses every regular
+file in crio.conf.d whatever its name (`UpdateFromPath` -> `filepath.Walk`, cri-o pkg/config/config.go;
+docs/compatibility.md §2): a temp name there exists only for the moment of the rename (holding the whole
+new file), or, without O_TMPFILE, while the file is written; a name left by an interrupted write is swept
+before the next write. Backups live in AGENT_STATE_DIR (agent.statestore), one file each. Directories a
+write needs are created by the walk, one component at a time, only after the components before them were
+checked.
+
+A listing (`list_files`) stops at MAX_LIST_ENTRIES entries, MAX_LIST_DEPTH levels and MAX_LIST_BYTES read
+with E2BIG naming the directory and the cap.
 """
 
 from __future__ import annotations
@@ -34,8 +46,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
+import secrets
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from eventedpleg.core.node.phases.transaction import FileCopy
@@ -47,6 +61,11 @@ TEMP_SUFFIX = ".tmp"
 # such files still fits well within the agent's memory limit (128 MiB in the chart).
 MAX_READ = 4 << 20
 MAX_LINKS = 40  # links followed on one path, as the kernel allows (MAXSYMLINKS)
+# A drop-in directory holds a handful of files, one or two levels deep; the caps keep a listing (every file
+# read into memory) well inside the agent's memory limit whatever is planted there.
+MAX_LIST_ENTRIES = 256
+MAX_LIST_DEPTH = 8
+MAX_LIST_BYTES = 16 << 20
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -70,10 +89,6 @@ class Listing:
 
     files: tuple[tuple[str, str | None], ...] = ()
     skipped: tuple[tuple[str, str], ...] = ()  # (relative path, why)
-
-
-def _within(path: PurePosixPath, directory: PurePosixPath) -> bool:
-    return path == directory or directory in path.parents
 
 
 def _parts(path: str) -> list[str]:
@@ -101,11 +116,6 @@ def _on(exc: OSError, host_path: str) -> OSError:
     return type(exc)(exc.errno, exc.strerror, host_path)
 
 
-def via_temp(host_path: str, temp_path: str) -> str:
-    """How a fault while writing `host_path`'s temp file names the two."""
-    return f"{host_path} (via its temp file {temp_path})"
-
-
 def _regular(st: os.stat_result, host_path: str) -> None:
     if stat.S_ISREG(st.st_mode):
         return
@@ -113,6 +123,33 @@ def _regular(st: os.stat_result, host_path: str) -> None:
         raise IsADirectoryError(errno.EISDIR, "is a directory, not a file", host_path)
     kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
     raise OSError(errno.ENXIO, f"not a regular file ({kind}); only regular files are read", host_path)
+
+
+@dataclass
+class _Budget:
+    """What one listing may take: MAX_LIST_ENTRIES entries, MAX_LIST_DEPTH directories deep, MAX_LIST_BYTES
+    read; past any of them the listing fails with E2BIG naming the directory and the cap."""
+
+    host_dir: str
+    entries: int = 0
+    bytes: int = 0
+
+    def _over(self, what: str) -> OSError:
+        return OSError(errno.E2BIG, f"{what}; the agent lists no more", self.host_dir)
+
+    def entry(self) -> None:
+        self.entries += 1
+        if self.entries > MAX_LIST_ENTRIES:
+            raise self._over(f"more than {MAX_LIST_ENTRIES} entries under it")
+
+    def depth(self, depth: int) -> None:
+        if depth > MAX_LIST_DEPTH:
+            raise self._over(f"subdirectories more than {MAX_LIST_DEPTH} levels deep")
+
+    def read(self, size: int) -> None:
+        self.bytes += size
+        if self.bytes > MAX_LIST_BYTES:
+            raise self._over(f"more than {MAX_LIST_BYTES >> 20} MiB of files under it")
 
 
 @dataclass(frozen=True)
@@ -271,8 +308,19 @@ class HostFiles:
         return None if read is None else read.content
 
     def copy_of(self, host_path: str) -> FileCopy:
-        """An exact copy (bytes, mode, owner, xattrs) of the file, or of its absence."""
-        return self._read(host_path, exact=True) or FileCopy(None)
+        """An exact copy (bytes, mode, owner, xattrs) of the file, or of its absence; when the path itself
+        is a symbolic link, its target too (`link`), so a restore puts the link back, not a file."""
+        copy = self._read(host_path, exact=True) or FileCopy(None)
+        try:
+            found = self._find(host_path, follow=False)
+        except FileNotFoundError:
+            return copy
+        try:
+            if found.st is None or not stat.S_ISLNK(found.st.st_mode):
+                return copy
+            return replace(copy, link=os.readlink(found.name, dir_fd=found.dir_fd))
+        finally:
+            os.close(found.dir_fd)
 
     def kind(self, host_path: str) -> int | None:
         """stat.S_IFMT of what the path resolves to (links followed inside the root); None when missing."""
@@ -296,8 +344,9 @@ class HostFiles:
             return Listing()
         files: list[tuple[str, str | None]] = []
         skipped: list[tuple[str, str]] = []
+        budget = _Budget(host_dir)
         try:
-            self._scan(fd, PurePosixPath("/", host_dir), PurePosixPath(), files, skipped)
+            self._scan(fd, PurePosixPath("/", host_dir), PurePosixPath(), files, skipped, budget)
         finally:
             os.close(fd)
         return Listing(tuple(files), tuple(skipped))
@@ -309,13 +358,16 @@ class HostFiles:
         rel: PurePosixPath,
         files: list[tuple[str, str | None]],
         skipped: list[tuple[str, str]],
+        budget: _Budget,
     ) -> None:
         for name in sorted(os.listdir(dir_fd)):
+            budget.entry()
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
+                budget.depth(len(rel.parts) + 1)
                 sub = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
                 try:
-                    self._scan(sub, base, rel / name, files, skipped)
+                    self._scan(sub, base, rel / name, files, skipped, budget)
                 finally:
                     os.close(sub)
                 continue
@@ -332,71 +384,84 @@ class HostFiles:
             if read is None or read.content is None:
                 skipped.append((str(rel / name), "a dangling symlink"))
                 continue
+            budget.read(len(read.content))
             files.append((str(rel / name), _decode(read.content)))
 
     # --- writes ------------------------------------------------------------------------------------------
 
-    def temp_dir_for(self, host_path: str, protected: tuple[str, ...]) -> str:
-        """The target's directory, or the nearest ancestor that is outside every protected directory."""
-        directory = PurePosixPath(host_path).parent
-        guards = [PurePosixPath(p) for p in protected]
-        while any(_within(directory, g) for g in guards) and directory != directory.parent:
-            directory = directory.parent
-        return str(directory)
-
     def write_atomic(
-        self,
-        host_path: str,
-        content: bytes,
-        *,
-        protected: tuple[str, ...],
-        mode: int = 0o644,
-        like: FileCopy | None = None,
+        self, host_path: str, content: bytes, *, mode: int = 0o644, like: FileCopy | None = None
     ) -> None:
-        """temp file outside protected dirs, fsync, rename over the target, fsync the directory. With
-        `like`, the file gets its owner and xattrs before the rename (a restore is exact)."""
+        """Write the whole file in the target's own directory, then give it the target's name: an O_TMPFILE
+        file (no name while it is written) linked in, or where the filesystem has none a random
+        O_EXCL|O_NOFOLLOW temp name renamed over the target; file and directory fsync'ed. With `like`, the
+        file gets its owner and xattrs before it is named (a restore is exact). Any fault names the target."""
         parent, name = _file_name(host_path)
-        target_dir, _, _ = self._open_dir(parent, create=True, origin=host_path)
+        dir_fd, _, _ = self._open_dir(parent, create=True, origin=host_path)
         try:
-            temp_host_dir = self.temp_dir_for(host_path, protected)
-            temp_dir, _, _ = self._open_dir(temp_host_dir, create=True, origin=host_path)
-            temp = f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}"
-            # A fault names where it happened: the temp file while it is written (its directory may be
-            # another), the target once the rename into the target's directory is refused (EPERM from an
-            # immutable directory on the lab's ext4 nodes).
-            failing = via_temp(host_path, str(PurePosixPath(temp_host_dir) / temp))
             try:
-                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-                fd = os.open(temp, flags, mode, dir_fd=temp_dir)
-                try:
-                    view = memoryview(content)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    if like is not None:
-                        _give_attributes(fd, like)
-                    os.fchmod(fd, mode)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                failing = host_path
-                os.rename(temp, name, src_dir_fd=temp_dir, dst_dir_fd=target_dir)
+                fd, temp = _open_unnamed(dir_fd, mode)
+            except OSError as exc:
+                raise _on(exc, host_path) from exc
+            try:
+                view = memoryview(content)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if like is not None:
+                    _give_attributes(fd, like)
+                os.fchmod(fd, mode)
+                os.fsync(fd)
+                if temp is None:
+                    temp = _link_in(fd, dir_fd, name)
             except BaseException as exc:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temp, dir_fd=temp_dir)
+                if temp is not None:  # a named temp file: nothing of it stays behind
+                    with contextlib.suppress(OSError):
+                        os.unlink(temp, dir_fd=dir_fd)
                 if isinstance(exc, OSError):
-                    raise _on(exc, failing) from exc
+                    raise _on(exc, host_path) from exc
                 raise
             finally:
-                os.close(temp_dir)
-            _fsync(target_dir)
+                os.close(fd)
+            if temp is not None:
+                try:
+                    _rename_in(dir_fd, temp, name)
+                except OSError as exc:
+                    raise _on(exc, host_path) from exc
+            _fsync(dir_fd)
         finally:
-            os.close(target_dir)
+            os.close(dir_fd)
 
-    def restore(self, host_path: str, copy: FileCopy, *, protected: tuple[str, ...]) -> None:
-        if copy.content is None:
+    def write_symlink(self, host_path: str, target: str) -> None:
+        """Put a symbolic link to `target` at `host_path` (replacing what is there), made under a temp name
+        in the same directory and renamed over it."""
+        parent, name = _file_name(host_path)
+        dir_fd, _, _ = self._open_dir(parent, create=True, origin=host_path)
+        try:
+            try:
+                for _ in range(_TEMP_TRIES):
+                    temp = _temp_name()
+                    try:
+                        os.symlink(target, temp, dir_fd=dir_fd)
+                        break
+                    except FileExistsError:
+                        continue
+                else:
+                    raise FileExistsError(errno.EEXIST, "no free temp name", host_path)
+                _rename_in(dir_fd, temp, name)
+            except OSError as exc:
+                raise _on(exc, host_path) from exc
+            _fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def restore(self, host_path: str, copy: FileCopy) -> None:
+        """Put back what `copy_of` found: a symlink as the same link, a file exactly, an absence as none."""
+        if copy.link is not None:
+            self.write_symlink(host_path, copy.link)
+        elif copy.content is None:
             self.remove(host_path)
         else:
-            self.write_atomic(host_path, copy.content, protected=protected, mode=copy.mode, like=copy)
+            self.write_atomic(host_path, copy.content, mode=copy.mode, like=copy)
 
     def remove(self, host_path: str) -> None:
         parent, name = _file_name(host_path)
@@ -431,27 +496,88 @@ class HostFiles:
         finally:
             os.close(dir_fd)
 
-    def sweep_temp_files(self, host_paths: list[str], protected: tuple[str, ...]) -> list[str]:
-        """Remove temp files an interrupted write of ours may have left; returns what was removed."""
+    def sweep_temp_files(self, host_paths: list[str]) -> list[str]:
+        """Remove the temp names an interrupted write of ours may have left in the directories of
+        `host_paths` (`.eventedpleg-<random>.tmp`: a regular file or a link, unlinked, never followed);
+        returns what was removed."""
         removed: list[str] = []
-        for host_path in host_paths:
-            name = PurePosixPath(host_path).name
-            temp = (
-                PurePosixPath(self.temp_dir_for(host_path, protected)) / f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}"
-            )
+        for host_dir in dict.fromkeys(str(PurePosixPath("/", p).parent) for p in host_paths):
             try:
-                found = self._find(str(temp), follow=False)
-            except FileNotFoundError:
+                dir_fd, resolved, _ = self._open_dir(host_dir)
+            except (FileNotFoundError, NotADirectoryError):
                 continue
             try:
-                if found.st is not None and (
-                    stat.S_ISREG(found.st.st_mode) or stat.S_ISLNK(found.st.st_mode)
-                ):
-                    os.unlink(found.name, dir_fd=found.dir_fd)  # a link is removed, never followed
-                    removed.append(str(temp))
+                for name in sorted(os.listdir(dir_fd)):  # noqa: PTH208 - an fd, not a path
+                    if not _TEMP_NAME.fullmatch(name):
+                        continue
+                    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+                        os.unlink(name, dir_fd=dir_fd)
+                        removed.append(str(resolved / name))
             finally:
-                os.close(found.dir_fd)
+                os.close(dir_fd)
         return removed
+
+
+# --- the unnamed file: O_TMPFILE where the filesystem has it, else a random exclusive name ---------------
+
+_TEMP_TRIES = 16
+_TEMP_NAME = re.compile(re.escape(TEMP_PREFIX) + r"[0-9a-f]{16}" + re.escape(TEMP_SUFFIX))
+# open(2): a filesystem without O_TMPFILE answers EOPNOTSUPP; a kernel older than 3.11 EISDIR or EINVAL.
+_NO_TMPFILE = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL)
+_PROC_FD = Path("/proc/self/fd")
+
+
+def _temp_name() -> str:
+    return f"{TEMP_PREFIX}{secrets.token_hex(8)}{TEMP_SUFFIX}"
+
+
+def _open_unnamed(dir_fd: int, mode: int) -> tuple[int, str | None]:
+    """A new, empty file for writing in the directory: (fd, None) when it has no name (O_TMPFILE), else
+    (fd, its random temp name), created with O_EXCL|O_NOFOLLOW so nothing planted there is opened."""
+    if hasattr(os, "O_TMPFILE") and _PROC_FD.is_dir():
+        try:
+            return os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, mode, dir_fd=dir_fd), None
+        except OSError as exc:
+            if exc.errno not in _NO_TMPFILE:
+                raise
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(_TEMP_TRIES):
+        temp = _temp_name()
+        try:
+            fd = os.open(temp, flags, mode, dir_fd=dir_fd)
+        except FileExistsError:
+            continue
+        return fd, temp
+    raise FileExistsError(errno.EEXIST, "no free temp name")
+
+
+def _link_in(fd: int, dir_fd: int, name: str) -> str | None:
+    """Give the O_TMPFILE file `name` (linkat(2) through /proc/self/fd, which is how an unnamed file is
+    named); when `name` exists, a random temp name for the rename instead, returned."""
+    try:
+        os.link(f"{_PROC_FD}/{fd}", name, dst_dir_fd=dir_fd, follow_symlinks=True)
+        return None
+    except FileExistsError:
+        pass
+    for _ in range(_TEMP_TRIES):
+        temp = _temp_name()
+        try:
+            os.link(f"{_PROC_FD}/{fd}", temp, dst_dir_fd=dir_fd, follow_symlinks=True)
+        except FileExistsError:
+            continue
+        return temp
+    raise FileExistsError(errno.EEXIST, "no free temp name")
+
+
+def _rename_in(dir_fd: int, temp: str, name: str) -> None:
+    """rename(2) within one directory (never EXDEV); the temp name is removed when it fails."""
+    try:
+        os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=dir_fd)
+        raise
 
 
 # --- exact copies: owner and extended attributes (a restore puts back what was there) --------------------

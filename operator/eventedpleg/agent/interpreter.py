@@ -211,8 +211,8 @@ class Interpreter:
                 return self.host.run(list(argv), timeout=timeout)
             case Restart(unit):
                 return self.host.run(["systemctl", "restart", unit])
-            case WriteFiles(changes, protected, remove_dirs):
-                return self._write(changes, protected, remove_dirs)
+            case WriteFiles(changes, remove_dirs):
+                return self._write(changes, remove_dirs)
             case RestoreFiles(txn):
                 return self._restore(txn)
             case SaveTransaction(txn):
@@ -275,13 +275,11 @@ class Interpreter:
                 raise AssertionError(f"unknown effect {effect!r}")
         return None
 
-    def _write(
-        self, changes: tuple[FileChange, ...], protected: tuple[str, ...], remove_dirs: tuple[str, ...]
-    ) -> HostFault | None:
+    def _write(self, changes: tuple[FileChange, ...], remove_dirs: tuple[str, ...]) -> HostFault | None:
         """Sweep, then write or remove each file; the first failure stops there (the phase restores)."""
         operation, target = "sweep temp files for", ", ".join(ch.path for ch in changes)
         try:
-            self.files.sweep_temp_files([ch.path for ch in changes], protected)
+            self.files.sweep_temp_files([ch.path for ch in changes])
             for change in changes:
                 operation, target = (
                     ("remove", change.path) if change.content is None else ("write", change.path)
@@ -294,7 +292,7 @@ class Interpreter:
                     like = was if was.content is not None else None
                     mode = was.mode if like is not None else 0o644
                     data = change.content.encode()
-                    self.files.write_atomic(change.path, data, protected=protected, mode=mode, like=like)
+                    self.files.write_atomic(change.path, data, mode=mode, like=like)
             for directory in remove_dirs:
                 operation, target = "remove the directory", directory
                 self.files.remove_empty_dir(directory)
@@ -307,7 +305,7 @@ class Interpreter:
         try:
             for path, copy in txn.backups:
                 operation, target = "restore", path
-                self.files.restore(path, copy, protected=txn.protected)
+                self.files.restore(path, copy)
             for directory in reversed(txn.created_dirs):
                 operation, target = "remove the directory", directory
                 self.files.remove_empty_dir(directory)

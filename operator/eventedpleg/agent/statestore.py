@@ -2,24 +2,31 @@
 
 - `applied.json`: what we applied and verified last (hash, files with their sha256, a --config edit). Drift
   detection and "turn it off" both start from it.
-- `txn/`: the apply in progress: the exact bytes, mode, owner and xattrs of every file we are about to
-  touch, so a rollback restores them exactly even if the agent was restarted half-way.
+- `txn.json`: the apply in progress: the mode, owner, xattrs or link target of every file we are about to
+  touch, and for each file's bytes the name and sha256 of its backup, so a rollback restores them exactly
+  even if the agent was restarted half-way.
+- `backup-<n>`: one backup file each, the exact bytes (each at most what a read takes, MAX_READ), written
+  before `txn.json` names them, checked against their sha256 when read back, removed after it. `txn.json`
+  stays a few KiB whatever the files weigh. A backup written by a `begin` interrupted before `txn.json` is
+  named by nothing and never read.
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import json
 from typing import Any
 
 from eventedpleg import constants as c
 from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.core.node.facts.hostplan import ConfigEdit, ManagedState
-from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
+from eventedpleg.core.node.phases.transaction import FileCopy, Transaction, sha256
 
 APPLIED = "applied.json"
 CONFIG_BASELINE = "config-baseline"  # the kubelet --config before our first edit (EditConfigFile)
 TXN = "txn.json"
+BACKUP = "backup-{}"  # one per backed-up file with content, by its place in the transaction
 
 
 def _managed_to_json(state: ManagedState) -> dict[str, Any]:
@@ -58,7 +65,7 @@ class StateStore:
 
     def _write_json(self, name: str, doc: dict[str, Any]) -> None:
         data = json.dumps(doc, indent=1, sort_keys=True).encode()
-        self.files.write_atomic(self._path(name), data, protected=(), mode=0o600)
+        self.files.write_atomic(self._path(name), data, mode=0o600)
 
     def _read_json(self, name: str) -> dict[str, Any] | None:
         text = self.files.read_text(self._path(name))
@@ -83,7 +90,7 @@ class StateStore:
         return self.files.read_text(self._path(CONFIG_BASELINE))
 
     def save_config_baseline(self, content: bytes) -> None:
-        self.files.write_atomic(self._path(CONFIG_BASELINE), content, protected=(), mode=0o600)
+        self.files.write_atomic(self._path(CONFIG_BASELINE), content, mode=0o600)
 
     def drop_config_baseline(self) -> None:
         self.files.remove(self._path(CONFIG_BASELINE))
@@ -98,11 +105,12 @@ class StateStore:
             (
                 str(b["path"]),
                 FileCopy(
-                    None if b.get("content") is None else base64.b64decode(b["content"]),
+                    self._backup_content(b.get("content")),
                     int(b.get("mode", 0o644)),
                     None if b.get("uid") is None else int(b["uid"]),
                     None if b.get("gid") is None else int(b["gid"]),
                     tuple((str(k), base64.b64decode(v)) for k, v in sorted((b.get("xattrs") or {}).items())),
+                    None if b.get("link") is None else str(b["link"]),
                 ),
             )
             for b in doc.get("backups", [])
@@ -116,36 +124,60 @@ class StateStore:
             runtime_unit=str(doc.get("runtimeUnit", "")),
             previous=_managed_from_json(doc.get("previous") or {}),
             pre_gate=doc.get("preGate"),
-            protected=tuple(str(p) for p in doc.get("protected", [])),
             halted=bool(doc.get("halted", False)),
             reload_units=bool(doc.get("reloadUnits", False)),
             created_dirs=tuple(str(d) for d in doc.get("createdDirs") or ()),
         )
 
+    def _backup_content(self, ref: object) -> bytes | None:
+        """A backup's bytes from its own file, checked against the sha256 recorded with its name (a bare
+        base64 string: a transaction recorded with the bytes inline)."""
+        if ref is None:
+            return None
+        if isinstance(ref, str):
+            return base64.b64decode(ref)
+        if not isinstance(ref, dict):
+            raise OSError(errno.EINVAL, "a backup entry that is neither a file nor bytes", self._path(TXN))
+        path = self._path(str(ref["file"]))
+        data = self.files.read_bytes(path)
+        if data is None:
+            raise FileNotFoundError(errno.ENOENT, "the backup named by txn.json is missing", path)
+        if sha256(data) != ref.get("sha256"):
+            raise OSError(errno.EIO, "the backup does not match the sha256 txn.json recorded", path)
+        return data
+
     def begin(self, txn: Transaction) -> None:
-        """Record the exact previous content of every file before the first write (one atomic file)."""
+        """Record the exact previous state of every file before the first write: each file's bytes in a
+        backup file of its own first, then `txn.json` naming them (the one atomic step that starts it)."""
+        backups = []
+        for index, (path, copy) in enumerate(txn.backups):
+            content: dict[str, str] | None = None
+            if copy.content is not None:
+                name = BACKUP.format(index)
+                self.files.write_atomic(self._path(name), copy.content, mode=0o600)
+                content = {"file": name, "sha256": sha256(copy.content)}
+            backups.append(
+                {
+                    "path": path,
+                    "content": content,
+                    "mode": copy.mode,
+                    "uid": copy.uid,
+                    "gid": copy.gid,
+                    "xattrs": {k: base64.b64encode(v).decode() for k, v in copy.xattrs},
+                    "link": copy.link,
+                }
+            )
         self._write_json(
             TXN,
             {
                 "targetHash": txn.target_hash,
                 "enabled": txn.enabled,
                 "started": txn.started,
-                "backups": [
-                    {
-                        "path": path,
-                        "content": None if copy.content is None else base64.b64encode(copy.content).decode(),
-                        "mode": copy.mode,
-                        "uid": copy.uid,
-                        "gid": copy.gid,
-                        "xattrs": {k: base64.b64encode(v).decode() for k, v in copy.xattrs},
-                    }
-                    for path, copy in txn.backups
-                ],
+                "backups": backups,
                 "restartRuntime": txn.restart_runtime,
                 "runtimeUnit": txn.runtime_unit,
                 "previous": _managed_to_json(txn.previous),
                 "preGate": txn.pre_gate,
-                "protected": list(txn.protected),
                 "halted": txn.halted,
                 "reloadUnits": txn.reload_units,
                 "createdDirs": list(txn.created_dirs),
@@ -159,4 +191,13 @@ class StateStore:
             self._write_json(TXN, doc)
 
     def end(self) -> None:
+        """Drop `txn.json` first (the transaction is over once it is gone), then the backups it named."""
+        try:
+            doc = self._read_json(TXN) or {}
+        except OSError:  # a record that cannot be read names no backup we could remove
+            doc = {}
         self.files.remove(self._path(TXN))
+        for entry in doc.get("backups") or ():
+            ref = entry.get("content") if isinstance(entry, dict) else None
+            if isinstance(ref, dict) and isinstance(ref.get("file"), str) and "/" not in ref["file"]:
+                self.files.remove(self._path(ref["file"]))

@@ -4,10 +4,11 @@ The simulated host's files are real files under a temp root, so a directory, a F
 out of the root where a file should be, a file over the agent's size cap, a file's owner, mode and extended
 attributes are all real and need no simulation (HostFiles refuses them as on a real host). What a test
 running as root cannot get from the kernel under a temp dir -- EACCES (root passes file modes; a real host
-refuses it through SELinux or AppArmor), a read-only or a full filesystem -- `SimFiles` raises, following
-the rules of the Linux man pages (each cited where it is raised), before the real operation, which is what
-the kernel's refusal amounts to: the write of a temp file that fails with ENOSPC is undone by HostFiles
-itself, as on a real host.
+refuses it through SELinux or AppArmor), a read-only or a full filesystem, a used-up quota -- `SimFiles`
+raises, following the rules of the Linux man pages (each cited where it is raised), before the real
+operation, which is what the kernel's refusal amounts to: the write of a new file that fails with ENOSPC
+is undone by HostFiles itself, as on a real host. The real kernel's answers on real mounts are in
+tests/agent/test_hostfiles_layouts.py.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from eventedpleg.agent.hostfiles import TEMP_PREFIX, TEMP_SUFFIX, HostFiles, via_temp
+from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.core.node.phases.transaction import FileCopy
 
 
@@ -57,6 +58,7 @@ class FileFaults:
     )  # an LSM denial of writing: EACCES on create, rename, unlink
     read_only: set[str] = field(default_factory=set)  # mount points of read-only filesystems: EROFS
     full: set[str] = field(default_factory=set)  # mount points of full filesystems: ENOSPC on writing data
+    over_quota: set[str] = field(default_factory=set)  # filesystems whose quota is used up: EDQUOT on data
     # Directories with the immutable attribute (chattr +i): no entry in them can be created, renamed over
     # or removed, EPERM (chattr(1), open(2), rename(2), unlink(2)); their subdirectories are not affected.
     immutable: set[str] = field(default_factory=set)
@@ -93,7 +95,9 @@ class SimFiles(HostFiles):
         if str(PurePosixPath("/", host_path).parent) in f.immutable:
             return errno.EPERM  # rename(2), unlink(2): the directory is immutable
         if data and _under(host_path, f.full):
-            return errno.ENOSPC  # write(2): ENOSPC, no room for the data (the temp file is removed)
+            return errno.ENOSPC  # write(2): ENOSPC, no room for the data (the new file is dropped)
+        if data and _under(host_path, f.over_quota):
+            return errno.EDQUOT  # write(2): EDQUOT, the user's quota of disk blocks is exhausted
         return None
 
     def _read(self, host_path: str, *, exact: bool = False) -> FileCopy | None:
@@ -104,23 +108,16 @@ class SimFiles(HostFiles):
         return super()._read(host_path, exact=exact)
 
     def write_atomic(
-        self,
-        host_path: str,
-        content: bytes,
-        *,
-        protected: tuple[str, ...],
-        mode: int = 0o644,
-        like: FileCopy | None = None,
+        self, host_path: str, content: bytes, *, mode: int = 0o644, like: FileCopy | None = None
     ) -> None:
-        name = PurePosixPath(host_path).name
-        temp = str(
-            PurePosixPath(self.temp_dir_for(host_path, protected), f"{TEMP_PREFIX}{name}{TEMP_SUFFIX}")
-        )
-        # The temp file is created first, then renamed over the target; each refusal names what HostFiles
-        # names for it on a real host.
-        self.faults.check("write", via_temp(host_path, temp), self._writing(temp, bool(content)))
+        # The new file is made, written and named in the target's own directory: each refusal names the
+        # target, as HostFiles does on a real host.
         self.faults.check("write", host_path, self._writing(host_path, bool(content)))
-        super().write_atomic(host_path, content, protected=protected, mode=mode, like=like)
+        super().write_atomic(host_path, content, mode=mode, like=like)
+
+    def write_symlink(self, host_path: str, target: str) -> None:
+        self.faults.check("write", host_path, self._writing(host_path, data=False))
+        super().write_symlink(host_path, target)
 
     def remove(self, host_path: str) -> None:
         # unlink(2) looks the name up first: a file that is not there is ENOENT (HostFiles: nothing to do)

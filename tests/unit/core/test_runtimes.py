@@ -190,7 +190,6 @@ def test_a_further_profile_drives_the_host_plan_on_and_off() -> None:
     assert changes[FAKE_DROPIN.path].purpose == "fakerun drop-in"
     assert changes[CRIO_OURS].content is None  # the other runtime's drop-in of ours goes
     assert on.restart_runtime and on.runtime_unit == "fakerund"
-    assert on.protected_dirs == (KUBELET_DIR, FAKE_DROPIN.directory)
     assert on.expect.runtime_readback is FAKE  # it reads its config back
 
     ours = ((FAKE_DROPIN.name, rendered.file("fakerun.toml")),)
@@ -274,7 +273,6 @@ def test_a_third_profile_gets_its_own_drop_in_restart_and_read_back_from_the_hos
     ]
     assert runtime_side == [(THIRD_DROPIN.path, rendered.file("thirdrun.toml"), "thirdrun drop-in")]
     assert on.restart_runtime and on.runtime_unit == "thirdrund"
-    assert on.protected_dirs == (KUBELET_DIR, THIRD_DROPIN.directory)
     assert on.expect.runtime_readback is THIRD
 
     # Its directory is checked with its own names.

@@ -104,8 +104,6 @@ class ApplyPlan:
     restart_runtime: bool
     runtime_unit: str
     expect: Expectation
-    # Directories a program parses wholesale: no temp or backup file may ever appear in them.
-    protected_dirs: tuple[str, ...]
     config_edit: ConfigEdit | None = None
     warnings: tuple[str, ...] = ()
     summary: str = ""
@@ -596,11 +594,6 @@ def decide(
     reload_units = any(ch.path == UNIT_DROPIN and ch.content != facts.unit_dropin for ch in changes)
     created = tuple(dict.fromkeys(managed.created_dirs + kubelet.created_dirs)) if enabling else ()
     profile = runtimes.profile_of(facts.runtime)
-    dropin = profile.dropin if profile is not None else None
-    # The kubelet parses --config-dir after the restart: when our unit drop-in adds it, guard it already now.
-    adds_dir = any(ch.path == UNIT_DROPIN and ch.content is not None for ch in changes)
-    kubelet_dir = config_dir or (RECOMMENDED_CONFIG_DIR if adds_dir else None)
-    protected = tuple(d for d in (kubelet_dir, dropin.directory if dropin else None) if d)
     verb = "enable" if enabling else "disable"
     done = ", ".join(f"{'write' if ch.content is not None else 'remove'} {ch.path}" for ch in changes)
     return ApplyPlan(
@@ -610,7 +603,6 @@ def decide(
         # No profile: nothing restarts it; the record keeps the name it always had.
         runtime_unit=(profile or runtimes.CONTAINERD).unit,
         expect=Expectation.enabled(profile) if enabling else Expectation.disabled(),
-        protected_dirs=protected,
         config_edit=kubelet.config_edit,
         warnings=kubelet.warnings + runtime.warnings,
         summary=f"{verb} EventedPLEG: {done or 'nothing to change'}",

@@ -285,7 +285,6 @@ def _begin(
             runtime_unit=plan.runtime_unit,
             previous=previous,
             pre_gate=pre_gate,
-            protected=plan.protected_dirs,
             reload_units=plan.reload_units,
             created_dirs=tuple(d for d in plan.created_dirs if d not in previous.created_dirs),
         )
@@ -296,7 +295,6 @@ def _begin(
             resumed,
             backups=resumed.backups + extra,
             restart_runtime=resumed.restart_runtime or plan.restart_runtime,
-            protected=tuple(dict.fromkeys(resumed.protected + plan.protected_dirs)),
             reload_units=resumed.reload_units or plan.reload_units,
         )
     yield from act(SaveTransaction(txn))
@@ -306,7 +304,7 @@ def _begin(
 def _change_host(attempt: Attempt, clock: Now) -> Phase[Restarted]:
     """Write the files, then restart; a failure (or None) and the kubelet's restart time."""
     plan = attempt.plan
-    fault = yield from ask_maybe(WriteFiles(plan.changes, plan.protected_dirs, plan.remove_dirs), HostFault)
+    fault = yield from ask_maybe(WriteFiles(plan.changes, plan.remove_dirs), HostFault)
     if fault is not None:
         return Restarted(failed("write", fault.line(), attempt.version), clock())
     return (

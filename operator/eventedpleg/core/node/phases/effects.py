@@ -57,11 +57,10 @@ class Restart:
 
 @dataclass(frozen=True)
 class WriteFiles:
-    """Sweep our stale temp files, then write (atomically) or remove each file. Answer: None, or why a
-    write failed."""
+    """Sweep our stale temp names from the files' directories, then write (atomically, in each file's own
+    directory) or remove each file. Answer: None, or why a write failed."""
 
     changes: tuple[FileChange, ...]
-    protected: tuple[str, ...]
     remove_dirs: tuple[str, ...] = ()  # then remove these directories, each only if it is empty
 
 

@@ -19,13 +19,16 @@ def sha256(text: str | bytes) -> str:
 @dataclass(frozen=True)
 class FileCopy:
     """A file's exact content, mode, owner and extended attributes (SELinux label, ACLs, user.*), or its
-    absence. uid/gid None: not recorded (a transaction written before owners were kept)."""
+    absence. uid/gid None: not recorded (a transaction written before owners were kept). `link`: the path
+    was a symbolic link to this target (content and the rest are what it led to, None when dangling); a
+    restore puts the link back."""
 
     content: bytes | None
     mode: int = 0o644
     uid: int | None = None
     gid: int | None = None
     xattrs: tuple[tuple[str, bytes], ...] = ()
+    link: str | None = None
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,6 @@ class Transaction:
     runtime_unit: str
     previous: ManagedState
     pre_gate: bool | None = None  # EventedPLEG as the files said before we touched anything
-    protected: tuple[str, ...] = ()  # drop-in dirs no temp file may enter (for the restore)
     halted: bool = False  # onFailure=Halt left the node as it failed; roll back before anything else
     reload_units: bool = False  # a kubelet.service drop-in is among the files: daemon-reload before restarts
     created_dirs: tuple[str, ...] = ()  # directories this apply creates: a restore removes them if empty

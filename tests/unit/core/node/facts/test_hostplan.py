@@ -62,7 +62,6 @@ def test_containerd_with_config_dir_writes_one_drop_in_and_restarts_only_the_kub
     result = plan(decide(facts(f"--config-dir={DIR}"), ON, ManagedState(), allow_static_pods=False))
     assert [(ch.path, ch.content == ON.file(c.CM_KEY_KUBELET)) for ch in result.changes] == [(OURS, True)]
     assert not result.restart_runtime
-    assert result.protected_dirs == (DIR,)
     assert result.expect.gate is True and result.expect.runtime_readback is None
 
 
@@ -73,7 +72,6 @@ def test_crio_writes_both_and_restarts_crio() -> None:
     result = plan(decide(f, ON, ManagedState(), allow_static_pods=False))
     assert [ch.path for ch in result.changes] == [OURS, CRIO_OURS]
     assert result.restart_runtime and result.runtime_unit == "crio"
-    assert result.protected_dirs == (DIR, "/etc/crio/crio.conf.d")
     assert result.expect.runtime_readback is runtimes.CRIO
 
 
@@ -311,7 +309,6 @@ def test_kubeadm_without_config_dir_gets_our_unit_drop_in_and_our_kubelet_drop_i
     )
     assert result.reload_units
     assert result.created_dirs == ("/etc/systemd/system/kubelet.service.d", DIR)
-    assert result.protected_dirs == (DIR,)  # no temp file in the directory the kubelet is about to read
 
 
 def test_kubelet_129_also_gets_the_alpha_variable() -> None:

@@ -134,8 +134,8 @@ def test_a_host_fault_says_what_failed_and_its_fix(
 
     txn = f"/{c.AGENT_STATE_DIR}/txn.json"
     failed = (
-        f"record the transaction in {txn} (via its temp file /{c.AGENT_STATE_DIR}/.eventedpleg-txn.json.tmp) "
-        "failed (EROFS: Read-only file system): make that filesystem writable"
+        f"record the transaction in {txn} failed (EROFS: Read-only file system): make that filesystem "
+        "writable (remount it read-write) or move that directory off it"
     )
     # The fault as met, with its fix; then what it meant for the node.
     assert _said(log.records) == [

@@ -1,0 +1,70 @@
+"""The PLEG-channel wedge made on demand on a REAL kubelet (eventedpleg_lab.realnode.wedge; `realnode`).
+
+kubelet v1.36.4 with the gate meets the trigger and stops syncing pods: its "Skipping pod synchronization
+... EventedPLEG is not healthy" line, the discard counter, and a `kubelet_pleg_last_seen_seconds` that no
+longer follows the sync loop; a kubelet restart clears it and a new pod starts. v1.37.2 meets the same
+trigger, logs no such line and starts the new pod (it registers no EventedPLEG health check).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from eventedpleg_lab.realnode import layout as lay
+from eventedpleg_lab.realnode import rig as rn
+from eventedpleg_lab.realnode import wedge as wg
+from tests.realnode.conftest import Seen
+
+pytestmark = [pytest.mark.realnode, pytest.mark.slow]
+
+PODS = 2
+# A healthy sync loop runs its health checks at least once a second (syncTicker), each refreshing the
+# gauge; a wedged one refreshes it only with the last relist, every 300 s with the gate on.
+STALE_SECONDS = 10.0
+
+
+def _new_pod_starts(node: rn.RealNode) -> None:
+    """One more static pod, up to Running: only a sync loop that runs starts it (bounded wait, raises)."""
+    node.set_pods(PODS + 1)
+    node.wait_pods(PODS + 1, timeout=180)
+
+
+def test_136_wedges_on_demand_and_a_kubelet_restart_clears_it(node: rn.RealNode, seen: Seen) -> None:
+    node.up(rn.RigSpec(kubelet="1.36", gate=True, pods=PODS))
+    try:
+        fired = wg.fire(node)
+        seen.record("wedge-1.36", fired.to_json())
+        assert fired.wedged, f"no wedge line within {wg.WATCH_SECONDS:.0f}s:\n{node.tail()}"
+        assert wg.SKIP_LINE in fired.line and wg.FULL_LINE in fired.line
+
+        # The metrics say so too: the channel overflowed, and the last healthy PLEG check stays behind.
+        node.wait(
+            lambda: wg.PlegMetrics.read(node).last_seen_age_s > STALE_SECONDS, 60, "a stale PLEG last-seen"
+        )
+        wedged = wg.PlegMetrics.read(node)
+        seen.record("wedge-1.36-metrics", {"discards": wedged.discards, "age": round(wedged.last_seen_age_s)})
+        assert wedged.discards > 0
+        assert len(wg.wedge_lines(node, fired.offset)) >= 2  # still skipping: nothing drained the channel
+
+        # Only a restart brings it back, and then the sync loop starts pods again.
+        node.restart_kubelet()
+        healed_from = node.layout.at(lay.KUBELET_LOG).stat().st_size
+        _new_pod_starts(node)
+        assert not wg.wedge_lines(node, healed_from)
+        assert wg.PlegMetrics.read(node).last_seen_age_s < STALE_SECONDS
+    finally:
+        wg.clear(node)
+
+
+def test_137_meets_the_same_trigger_and_keeps_syncing_pods(node: rn.RealNode, seen: Seen) -> None:
+    node.up(rn.RigSpec(kubelet="1.37", gate=True, pods=PODS))
+    try:
+        fired = wg.fire(node, watch=0)
+        node.wait_healthy()
+        _new_pod_starts(node)
+        seen.record("wedge-1.37", fired.to_json())
+        lines = wg.lines_since(node, fired.offset)
+        assert not [ln for ln in lines if wg.SKIP_LINE in ln]
+        assert wg.PlegMetrics.read(node).last_seen_age_s < STALE_SECONDS
+    finally:
+        wg.clear(node)

@@ -49,6 +49,8 @@ WEDGE_LINE = "EventedPLEG is not healthy"  # the err of SKIP_LINE while the chan
 FULL_LINE = "pleg event channel capacity is full with 1000 events"
 DISCARDS = "kubelet_pleg_discard_events"
 LAST_SEEN = "kubelet_pleg_last_seen_seconds"
+# One observation per CRI event with a sandbox, 1.36 and 1.37 alike (pleg/evented.go updateLatencyMetric).
+EVENTS_SEEN = "kubelet_evented_pleg_connection_latency_seconds_count"
 SANDBOX = {"name": "wedge-churn", "namespace": "eventedpleg-wedge", "uid": "eventedpleg-wedge-churn"}
 CONTAINERS = 600  # ≥ 1200 PLEG events from the deletions alone
 BATCH = 50  # containers alive at once: each event carries the status of every container in the sandbox
@@ -90,6 +92,7 @@ class PlegMetrics:
 
     discards: float
     last_seen_age_s: float
+    events_seen: float  # CRI events the evented PLEG has taken from the stream since the kubelet started
 
     @staticmethod
     def parse(body: str, now: float) -> PlegMetrics:
@@ -97,11 +100,23 @@ class PlegMetrics:
         last_seen = metrics.value(LAST_SEEN)
         if last_seen is None:
             raise RigError(f"the kubelet serves no {LAST_SEEN}")
-        return PlegMetrics(discards=metrics.value(DISCARDS) or 0.0, last_seen_age_s=now - last_seen)
+        return PlegMetrics(
+            discards=metrics.value(DISCARDS) or 0.0,
+            last_seen_age_s=now - last_seen,
+            events_seen=metrics.value(EVENTS_SEEN) or 0.0,
+        )
 
     @staticmethod
     def read(rig: RealNode) -> PlegMetrics:
         return PlegMetrics.parse(rig.metrics(), time.time())
+
+    @staticmethod
+    def poll(rig: RealNode) -> PlegMetrics | None:
+        """`read`, or None while the kubelet does not answer yet (it is starting)."""
+        try:
+            return PlegMetrics.read(rig)
+        except OSError:
+            return None
 
 
 def lines_since(rig: RealNode, offset: int) -> list[str]:

@@ -35,7 +35,7 @@ def test_only_the_full_channel_skip_is_the_wedge() -> None:
 def test_metrics_of_a_real_kubelet_give_the_discards_and_the_age_of_the_last_healthy_check() -> None:
     body = (FIXTURES / "kubelet-metrics-v1.36.4.txt").read_text()
     pleg = PlegMetrics.parse(body, now=1.795429944e09 + 42)
-    assert pleg == PlegMetrics(discards=0.0, last_seen_age_s=42.0)
+    assert pleg == PlegMetrics(discards=0.0, last_seen_age_s=42.0, events_seen=0.0)
 
 
 def test_a_kubelet_without_the_gauge_is_an_error_not_a_fresh_reading() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn
 from eventedpleg_lab.realnode import wedge as wg
@@ -24,9 +25,14 @@ STALE_SECONDS = 10.0
 
 
 def _new_pod_starts(node: rn.RealNode) -> None:
-    """One more static pod, up to Running: only a sync loop that runs starts it (bounded wait, raises)."""
+    """One more static pod, up to a running container: only a sync loop that runs starts it (bounded)."""
+    name = cfg.idle_pod_name(PODS)
     node.set_pods(PODS + 1)
-    node.wait_pods(PODS + 1, timeout=180)
+
+    def running() -> bool:
+        return any(ctr.get("labels", {}).get("io.kubernetes.pod.name") == name for ctr in node.containers())
+
+    node.wait(running, 180, f"{name} running")
 
 
 def test_136_wedges_on_demand_and_a_kubelet_restart_clears_it(node: rn.RealNode, seen: Seen) -> None:
@@ -48,9 +54,12 @@ def test_136_wedges_on_demand_and_a_kubelet_restart_clears_it(node: rn.RealNode,
         assert wedged.discards > 0
         assert len(wg.wedge_lines(node, fired.offset)) >= 2  # still skipping: nothing drained the channel
 
-        # Only a restart brings it back, and then the sync loop starts pods again.
-        node.restart_kubelet()
+        # Only a restart brings it back, once the burst's cause is gone (restarted over the same 1100
+        # exited containers, before its container GC removed them, it wedged again), and then the sync
+        # loop starts pods again.
+        wg.clear(node)
         healed_from = node.layout.at(lay.KUBELET_LOG).stat().st_size
+        node.restart_kubelet()
         _new_pod_starts(node)
         assert not wg.wedge_lines(node, healed_from)
         assert wg.PlegMetrics.read(node).last_seen_age_s < STALE_SECONDS

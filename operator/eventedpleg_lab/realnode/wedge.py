@@ -12,23 +12,25 @@ Why it wedges (k8s.io/kubernetes v1.36.4, `pkg/kubelet`; docs/compatibility.md "
 - `pleg/evented.go:323-331`, `pleg/generic.go:395-400`: producers never block; into a full channel they
   discard (`kubelet_pleg_discard_events`).
 
-How this makes it happen, every time: the replay of containerd's held events when the kubelet starts.
+How `fire` makes it happen: a kubelet start meeting more than 1000 exited containers of one pod.
 
-- containerd 2.x holds CRI container events while nothing subscribes and hands them all to the next
-  subscriber (`internal/eventq/eventq.go` `New`: the `discardQueue`, kept 5 minutes by
-  `internal/cri/server/service.go`).
-- The kubelet subscribes (`kubelet.go:1959-1961`, `eventedPleg.Start`) just before `syncLoop` starts, and
-  `syncLoop`'s first passes are skipped anyway, with the same back-off, until the first runtime status
-  check and the first relist are done (`runtime.go:126-127`, `pleg/generic.go:240-241`).
-- Every replayed `CONTAINER_DELETED_EVENT` becomes two PLEG events, ContainerDied and ContainerRemoved,
-  whatever the pod cache holds (`pleg/evented.go:254-264`, `:292-296`); STARTED and STOPPED one each when
-  the cache takes them (`:266-268`).
+- With the kubelet stopped, through CRI (crictl): a sandbox of our own, and `containers` containers
+  labelled as its pod's (one container name), created, started and stopped in helper sandboxes. The
+  kubelet groups containers into pods by that label (`kuberuntime/kuberuntime_manager.go:526-536`).
+- The kubelet starts. The generic PLEG relists at once (`pleg/generic.go:170-177`) and finds a pod it has no
+  record of: one `GetPodStatus`, then one ContainerDied per exited container, sent back to back
+  (`pleg/generic.go:336-418`), > 1000 in a few milliseconds.
+- The consumer is slowest on exactly these: for each ContainerDied, `cleanUpContainersInPod`
+  (`kubelet.go:2746-2750`, `:3370-3376`) sorts every exited container of that name and tries to queue all
+  but one for removal into a 50-slot channel, logging each one it cannot (`pod_container_deletor.go:66-117`).
+- So the channel fills before `syncLoop` has drained more than a few, and its next check finds it full.
+  Meanwhile containerd hands over the churn's held CRI events too (v2.2.9 `internal/eventq/eventq.go:91,99`,
+  kept 5 minutes: `internal/cri/server/service.go:224`).
 
-So `fire` stops the kubelet, creates, starts, stops and removes `containers` containers straight through
-CRI (crictl) in a sandbox of its own, and starts the kubelet again: ≥ 2 x `containers` events arrive
-while `syncLoop` backs off. A kubelet restarted on a node with churn meets the same replay. Kubelet 1.37
-registers no EventedPLEG health check (its evented PLEG sends nothing into the channel), so the same
-trigger leaves it syncing.
+What a user meets the same way: a kubelet (re)started on a node with more than ~1000 containers, running or
+exited, which the generic PLEG alone reports as discards (k8s#104117) and the evented check turns into the
+wedge. Kubelet 1.37 registers no EventedPLEG health check (`kubelet.go:903`), so the same trigger leaves it
+syncing (it discards, then drains).
 """
 
 from __future__ import annotations
@@ -52,8 +54,17 @@ LAST_SEEN = "kubelet_pleg_last_seen_seconds"
 # One observation per CRI event with a sandbox, 1.36 and 1.37 alike (pleg/evented.go updateLatencyMetric).
 EVENTS_SEEN = "kubelet_evented_pleg_connection_latency_seconds_count"
 SANDBOX = {"name": "wedge-churn", "namespace": "eventedpleg-wedge", "uid": "eventedpleg-wedge-churn"}
-CONTAINERS = 600  # ≥ 1200 PLEG events from the deletions alone
-BATCH = 50  # containers alive at once: each event carries the status of every container in the sandbox
+# The kubelet groups containers into pods by their io.kubernetes.pod.uid label, not by sandbox
+# (kuberuntime/kuberuntime_manager.go:526-536): the exited containers sit in helper sandboxes of BATCH each
+# (every CRI event carries the status of each container in its sandbox) and all count as SANDBOX's pod.
+CONTAINER_LABELS = {
+    "io.kubernetes.pod.uid": SANDBOX["uid"],
+    "io.kubernetes.pod.name": SANDBOX["name"],
+    "io.kubernetes.pod.namespace": SANDBOX["namespace"],
+    "io.kubernetes.container.name": "churn",  # one name: each exit weighs every exited sibling (below)
+}
+CONTAINERS = 1100  # exited, of one pod: > 1000 ContainerDied from the kubelet's first relist at once
+BATCH = 100  # containers per helper sandbox
 WATCH_SECONDS = 60.0
 
 
@@ -146,50 +157,51 @@ def _ok(rig: RealNode, *args: str) -> str:
     return done.stdout.strip()
 
 
-def sandbox(rig: RealNode) -> tuple[str, Path]:
-    """Our hostNetwork sandbox (created if missing) and its config file, for `crictl create`."""
-    work = rig.layout.run_dir / "wedge"
-    work.mkdir(parents=True, exist_ok=True)
-    pod_config = _write_json(
-        work / "sandbox.json",
+def _sandbox(rig: RealNode, work: Path, name: str, uid: str) -> tuple[str, Path]:
+    """A running hostNetwork sandbox (created unless there is one) and its config file."""
+    config = _write_json(
+        work / f"{name}.json",
         {
-            "metadata": {**SANDBOX, "attempt": 0},
+            "metadata": {"name": name, "namespace": SANDBOX["namespace"], "uid": uid, "attempt": 0},
             "linux": {
-                "cgroup_parent": f"/kubepods/besteffort/pod{SANDBOX['uid']}",  # rig.remove_cgroups
+                "cgroup_parent": f"/kubepods/besteffort/pod{uid}",  # removed by rig.remove_cgroups
                 "security_context": {"namespace_options": {"network": 2}},  # NODE: no CNI here
             },
         },
     )
-    found = _ok(
-        rig, "pods", "-q", "--name", SANDBOX["name"], "--namespace", SANDBOX["namespace"], "--state", "ready"
-    )
-    pod_id = found.split()[0] if found else _ok(rig, "runp", str(pod_config))
-    return pod_id, pod_config
+    ready = ("pods", "-q", "--name", name, "--namespace", SANDBOX["namespace"], "--state", "ready")
+    found = _ok(rig, *ready).split()
+    return (found[0] if found else _ok(rig, "runp", str(config))), config
 
 
 def churn(rig: RealNode, containers: int = CONTAINERS, batch: int = BATCH) -> float:
-    """Create, start, stop and remove `containers` containers in our sandbox; returns the seconds taken."""
+    """SANDBOX's pod, and `containers` containers of it created, started and stopped (left exited) in helper
+    sandboxes of `batch`; returns the seconds taken."""
     start = time.monotonic()
-    pod_id, pod_config = sandbox(rig)
-    work = pod_config.parent
+    clear(rig)  # a fresh set each time (an earlier one may be left NotReady, holding the names)
+    work = rig.layout.run_dir / "wedge"
+    work.mkdir(parents=True, exist_ok=True)
+    _sandbox(rig, work, SANDBOX["name"], SANDBOX["uid"])
     with ThreadPoolExecutor(max_workers=4) as pool:
         for first in range(0, containers, batch):
-            names = [f"c{i}" for i in range(first, min(first + batch, containers))]
-            configs = [
-                _write_json(
-                    work / f"{name}.json",
-                    {"metadata": {"name": name}, "image": {"image": IDLE_IMAGE}, "linux": {}},
+            group = f"{SANDBOX['name']}-{first // batch}"
+            pod_id, pod_config = _sandbox(rig, work, group, f"{SANDBOX['uid']}-{first // batch}")
+
+            def create(i: int, pod_id: str = pod_id, pod_config: Path = pod_config) -> str:
+                config = _write_json(
+                    work / f"c{i}.json",
+                    {
+                        "metadata": {"name": f"c{i}"},
+                        "image": {"image": IDLE_IMAGE},
+                        "labels": CONTAINER_LABELS,
+                        "linux": {},
+                    },
                 )
-                for name in names
-            ]
-            ids = list(
-                pool.map(
-                    lambda cfg: _ok(rig, "create", "--no-pull", pod_id, str(cfg), str(pod_config)), configs
-                )
-            )
+                return _ok(rig, "create", "--no-pull", pod_id, str(config), str(pod_config))
+
+            ids = list(pool.map(create, range(first, min(first + batch, containers))))
             _ok(rig, "start", *ids)
             _ok(rig, "stop", "--timeout", "0", *ids)
-            _ok(rig, "rm", *ids)
     return time.monotonic() - start
 
 
@@ -218,9 +230,7 @@ def fire(
 
 
 def clear(rig: RealNode) -> None:
-    """Remove our sandbox (whatever the kubelet did to it)."""
-    for pod_id in _ok(
-        rig, "pods", "-q", "--name", SANDBOX["name"], "--namespace", SANDBOX["namespace"]
-    ).split():
+    """Remove our sandboxes and their containers (whatever the kubelet did to them)."""
+    for pod_id in _ok(rig, "pods", "-q", "--namespace", SANDBOX["namespace"]).split():
         rig.crictl("stopp", pod_id, timeout=120)
-        rig.crictl("rmp", "-f", pod_id, timeout=120)
+        rig.crictl("rmp", "-f", pod_id, timeout=180)

@@ -15,13 +15,14 @@ WEDGED = (
     'E1127 19:14:31.288370   18892 kubelet.go:2646] "Skipping pod synchronization" err="EventedPLEG is not '
     'healthy: EventedPLEG: pleg event channel capacity is full with 1000 events"'
 )
-# What every kubelet prints for its first passes (kubelet.go:2646 with runtime.go:127 / pleg/generic.go:241).
+# What every kubelet prints for its first passes (runtime.go:127, pleg/generic.go:241); v1.36.4 on the rig,
+# 2026-11-28.
 STARTING = (
-    'E1127 19:10:02.100000   18892 kubelet.go:2646] "Skipping pod synchronization" err="[container runtime '
+    'E1128 13:15:19.056512    7355 kubelet.go:2646] "Skipping pod synchronization" err="[container runtime '
     'status check may not have completed yet, PLEG is not healthy: pleg has yet to be successful]"'
 )
-DISCARDED = (
-    'E1127 19:14:31.288001   18892 evented.go:329] "Evented PLEG: Event channel is full, discarded pod '
+DISCARDED = (  # the same run, the line before it
+    'E1128 13:16:16.207937    7914 evented.go:329] "Evented PLEG: Event channel is full, discarded pod '
     'lifecycle event"'
 )
 

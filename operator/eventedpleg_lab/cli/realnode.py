@@ -16,6 +16,7 @@ from eventedpleg_lab.cli.errors import LabGroup
 from eventedpleg_lab.localcluster.build import BuildError
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import rig as rn
+from eventedpleg_lab.realnode import wedge as wg
 
 
 def _log(message: str) -> None:
@@ -117,6 +118,38 @@ def down() -> None:
     """Stop the kubelet, remove the pods, stop containerd and clean up mounts (by PID, nothing else)."""
     for line in _node().down() or ["nothing was running"]:
         click.echo(line)
+
+
+@realnode.command(
+    "wedge",
+    epilog=examples(
+        ("fire it on a rig up with kubelet 1.36, gate on, then heal", "eventedpleg realnode wedge --heal")
+    ),
+)
+@click.option("--containers", default=wg.CONTAINERS, show_default=True, type=click.IntRange(1, 5000))
+@click.option(
+    "--watch", default=wg.WATCH_SECONDS, show_default=True, type=float, help="Seconds to wait for it."
+)
+@click.option(
+    "--heal/--no-heal", default=False, help="Restart the kubelet afterwards and remove our sandbox."
+)
+def wedge(containers: int, watch: float, heal: bool) -> None:
+    """Fire the PLEG-channel wedge on the running rig (kubelet 1.36 with the gate on): stop the kubelet,
+    churn containers through CRI, start it (eventedpleg_lab.realnode.wedge). Prints what happened."""
+    node = _node()
+    try:
+        fired = wg.fire(node, containers=containers, watch=watch)
+        doc = fired.to_json()
+        if fired.wedged:
+            pleg = wg.PlegMetrics.read(node)
+            doc["discards"] = pleg.discards
+        if heal:
+            node.restart_kubelet()
+            wg.clear(node)
+            doc["restarted"] = True
+    except rn.RigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(json.dumps(doc, indent=2))
 
 
 @realnode.command("status", epilog=examples(("what runs, as JSON", "eventedpleg realnode status")))

@@ -29,8 +29,10 @@ def guarded_deployment(
 
     As is, the budget provably never allows one (desiredHealthy = expectedPods): the operator finds that
     before the cordon (spec.drain.onBlocked). With `may_allow_later`, the budget also covers a standby
-    pod that cannot be scheduled (NAME-standby, pinned to no node): evictions are refused all the same
-    (disruptionsAllowed 0), but the budget would allow one once the standby runs -- a drain that waits."""
+    pod no scheduler has placed yet (NAME-standby, of a scheduler that does not run: Pending, never found
+    unschedulable): evictions are refused all the same (disruptionsAllowed 0), but the budget would allow
+    one once the standby runs -- a drain that waits. (A standby found unschedulable would make it a drain
+    that never finishes: core.rollout.drain.budgets.)"""
     guard = {"guard": name}
     pod_spec = {
         "nodeSelector": node_selector,
@@ -45,7 +47,7 @@ def guarded_deployment(
         workloads.disruption_budget(f"{name}-pdb", namespace, min_available=replicas, labels=guard),
     ]
     if may_allow_later:
-        nowhere = {**pod_spec, "nodeSelector": {"kubernetes.io/hostname": f"{name}-no-such-node"}}
+        nowhere = {**pod_spec, "schedulerName": "eventedpleg-test-not-running"}
         standby = {"app": f"{name}-standby", **guard}
         objects.append(
             workloads.deployment(f"{name}-standby", namespace, replicas=1, pod_spec=nowhere, labels=standby)

@@ -138,6 +138,7 @@ def never_allowed(
     wanted, by_namespace = set(evict), _by_namespace(pdbs)
     found: list[NeverAllowed] = []
     counted: dict[str, tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = {}  # PDB -> its ready pods
+    unready: dict[str, int] = {}  # PDB -> its unready pods the drain evicts too (no allowance used)
     for pod in pods:
         ref = _ref(pod)
         if ref not in wanted or (pod.get("metadata") or {}).get("deletionTimestamp"):
@@ -154,8 +155,10 @@ def never_allowed(
                 found.append(NeverAllowed(ref, why))
             else:
                 counted.setdefault(_name(covering[0]), (covering[0], []))[1].append(pod)
+        elif covering:
+            unready[_name(covering[0])] = unready.get(_name(covering[0]), 0) + 1
     if elsewhere is not None:
-        found.extend(_short(list(counted.values()), elsewhere))
+        found.extend(_short(list(counted.values()), elsewhere, unready))
     return tuple(found)
 
 
@@ -168,7 +171,9 @@ def _allowed(pdb: Mapping[str, Any], *, default: int) -> int:
 
 
 def _short(
-    budgets: Sequence[tuple[Mapping[str, Any], list[Mapping[str, Any]]]], elsewhere: Elsewhere
+    budgets: Sequence[tuple[Mapping[str, Any], list[Mapping[str, Any]]]],
+    elsewhere: Elsewhere,
+    unready: Mapping[str, int],
 ) -> list[NeverAllowed]:
     """The budgets the drain needs more evictions of than they allow now and whose pods' replacements
     cannot become healthy anywhere: one finding each, on the first pod refused."""
@@ -181,7 +186,7 @@ def _short(
     found = []
     for pdb, pods in short:
         allowed = _allowed(pdb, default=0)
-        why = _stuck(pdb, pods, allowed, places, pending)
+        why = _stuck(pdb, pods, allowed, places, pending, unready.get(_name(pdb), 0))
         if why:
             found.append(NeverAllowed(_ref(pods[allowed]), why))
     return found
@@ -193,8 +198,10 @@ def _stuck(
     allowed: int,
     places: tuple[Destination, ...] | None,
     pending: Sequence[Mapping[str, Any]],
+    unready: int = 0,
 ) -> str:
-    """Why the replacements of `pdb`'s pods cannot become healthy ("" when they may)."""
+    """Why the replacements of `pdb`'s pods cannot become healthy ("" when they may); `unready`: its
+    pods on the node that go too without using the allowance."""
     namespace = str((pdb.get("metadata") or {}).get("namespace", ""))
     selector = (pdb.get("spec") or {}).get("selector")
     waiting = [
@@ -205,12 +212,21 @@ def _stuck(
         and not any(place.returning and placement.fits(p, place) for place in places or ())
     ]
     nowhere = [p for p in pods if places is not None and not any(placement.fits(p, n) for n in places)]
+    if not waiting and len(nowhere) <= allowed:
+        return ""
+    # The last eviction needs desiredHealthy pods healthy besides the one it takes: the budget's other
+    # pods, but those Pending unschedulable, and the replacements that fit another node (none while a pod
+    # of the budget is found unschedulable: they would wait as it does). Fewer can ever be healthy: the
+    # drain never finishes. As many: it may, once they are (the drain waits).
+    status = pdb.get("status") or {}
+    others = int(status.get("expectedPods") or 0) - len(pods) - unready - len(waiting)
+    replaced = 0 if waiting else len(pods) - len(nowhere)
+    if others + replaced >= int(status.get("desiredHealthy") or 0):
+        return ""
     if waiting:
         cause = f"its pod {_ref(waiting[0])} is Pending, unschedulable"
-    elif len(nowhere) > allowed:
-        cause = f"{len(nowhere)} of them fit no other node (nodeSelector, affinity, taints, cordons)"
     else:
-        return ""
+        cause = f"{len(nowhere)} of them fit no other node (nodeSelector, affinity, taints, cordons)"
     return (
         f"PodDisruptionBudget {_name(pdb)} ({_rule(pdb)}) allows {allowed} disruption(s) now and the drain "
         f"needs {len(pods)}, but no replacement can become healthy: {cause}; make room for them on another "

@@ -263,7 +263,7 @@ def test_exhausted_names_a_budget_of_the_pods_to_evict_that_allows_nothing_now()
 
 @settings(max_examples=200, deadline=None)
 @given(
-    ready=st.lists(st.booleans(), min_size=1, max_size=4),
+    ready=st.lists(st.booleans(), min_size=2, max_size=4),  # one pod under minAvailable 1: never (_never)
     allowed=st.integers(0, 4),
     pinned=st.booleans(),
     others=st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), max_size=3),
@@ -271,10 +271,10 @@ def test_exhausted_names_a_budget_of_the_pods_to_evict_that_allows_nothing_now()
 def test_a_short_budget_is_found_exactly_when_its_replacements_have_nowhere_to_go(
     ready: list[bool], allowed: int, pinned: bool, others: list[tuple[bool, bool, bool]]
 ) -> None:
-    """On a single-worker cluster the drain is found never to finish exactly when it needs more evictions
-    of ready pods than the budget allows now; a node every replacement fits makes any such drain finish;
-    a node they cannot use (cordoned by someone else, tainted, without the labels they need) changes
-    nothing."""
+    """Every pod of the budget on the cluster's single worker: the drain is found never to finish exactly
+    when it needs more evictions of ready pods than the budget allows now; a node every replacement fits
+    makes any such drain finish; a node they cannot use (cordoned by someone else, tainted, without the
+    labels they need) changes nothing."""
     selector = {"disk": "ssd"} if pinned else {}
     pods = []
     for i, up in enumerate(ready):
@@ -282,7 +282,7 @@ def test_a_short_budget_is_found_exactly_when_its_replacements_have_nowhere_to_g
         found["status"]["conditions"] = [{"type": "Ready", "status": str(up)}]
         pods.append(found)
     evict = tuple(PodRef("shop", f"web-{i}") for i in range(len(ready)))
-    budget = [web_pdb(allowed, expected=len(ready) + 1, desired=1)]
+    budget = [web_pdb(allowed, expected=len(ready), desired=1)]
     needed = sum(ready)
     alone = short(pods, budget, ONE_WORKER, evict=evict)
     assert len(alone) == (1 if needed > allowed else 0)
@@ -298,3 +298,20 @@ def test_a_short_budget_is_found_exactly_when_its_replacements_have_nowhere_to_g
     assert short(pods, budget, useless, evict=evict) == alone
     fits = (Destination("free", {"disk": "ssd"}),)
     assert short(pods, budget, useless + fits, evict=evict) == []
+
+
+def test_a_budget_whose_other_pod_may_still_become_healthy_is_a_drain_that_waits() -> None:
+    """One pod pinned to this node under minAvailable 1 that also covers a pod Pending but not found
+    unschedulable (no scheduler has looked yet): the eviction is refused now, and allowed once that pod
+    runs, so the drain waits; found unschedulable, the drain never finishes."""
+    pinned = web("web-0", nodeSelector={"kubernetes.io/hostname": "w1"})
+    budget = [web_pdb(0, expected=2, desired=1)]
+    waiting: dict[str, Any] = {
+        "metadata": {"namespace": "shop", "name": "web-standby", "labels": {"app": "web"}},
+        "spec": {"schedulerName": "later"},
+        "status": {"phase": "Pending"},
+    }
+    assert short([pinned], budget, ONE_WORKER, [waiting], evict=WEB[:1]) == []
+    waiting["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    (text,) = short([pinned], budget, ONE_WORKER, [waiting], evict=WEB[:1])
+    assert "shop/web-standby is Pending, unschedulable" in text, text

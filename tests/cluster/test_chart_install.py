@@ -99,6 +99,8 @@ def release(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> 
         # kwok nodes are tainted; the operator's two replicas go to this test's two nodes.
         "operator.tolerations": [KWOK_TOLERATION],
         "operator.nodeSelector": {"chart-test": suffix},
+        # Two nodes the replicas spread over: where the chart's (off by default) budget is worth having.
+        "operator.podDisruptionBudget.enabled": True,
     }
     name = f"epo-{suffix}"
     done = helm(
@@ -559,7 +561,7 @@ def test_a_node_credential_may_not_write_any_operator_owned_key(
     ]
     assert who["username"] == user and "system:nodes" in who["groups"]
     op = release.cluster.service_account_kubeconfig(release.namespace, release.operator, create=False)
-    assert len(OPERATOR_KEYS) == 11  # the list node-keys-vap.yaml holds (tests/chart checks the two agree)
+    assert len(OPERATOR_KEYS) == 12  # the list node-keys-vap.yaml holds (tests/chart checks the two agree)
     # The credential works on its own Node (NodeRestriction admits the agent's keys) ...
     release.kubectl(
         "annotate", "node", node, "--overwrite", f"{c.ANN_REASON}=from the node", kubeconfig=kubelet

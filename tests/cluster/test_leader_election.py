@@ -27,6 +27,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from eventedpleg import constants as c
 from eventedpleg.core.rollout.leaderelection import ElectionTimings
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.lease import LeaseConfig, LeaseLock
@@ -76,7 +77,9 @@ def _skewed_wall(offset: timedelta) -> Any:
 
 
 def test_skewed_clocks_never_both_lead(cluster: LocalCluster, operator_kubeconfig: Path) -> None:
-    name = f"skew-{uuid.uuid4().hex[:5]}"
+    # The operator's own Lease (its Role grants get and update on that name alone), started afresh.
+    name = c.LEASE_NAME
+    cluster.kubectl("delete", "lease", name, "-n", NS, "--ignore-not-found", check=True)
     apis = [api_client(str(operator_kubeconfig)) for _ in range(2)]
     # The holder's clock is 10 minutes behind, the standby's 10 minutes ahead: under the old rule
     # (renewTime against the standby's wall clock) the standby took the Lease at its first attempt.
@@ -127,6 +130,7 @@ def test_skewed_clocks_never_both_lead(cluster: LocalCluster, operator_kubeconfi
     )
     for api in apis:
         api.close()  # type: ignore[no-untyped-call]
+    cluster.kubectl("delete", "lease", name, "-n", NS, "--ignore-not-found", check=True)
 
 
 # --- a hung or stopped leader, as operator processes ----------------------------------------------------

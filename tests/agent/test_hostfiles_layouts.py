@@ -9,6 +9,7 @@ import errno
 import os
 import subprocess
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,23 @@ def test_a_listing_stops_at_its_byte_cap(tmp_path: Path, monkeypatch: pytest.Mon
     with pytest.raises(OSError, match="more than 1 MiB") as refused:
         HostFiles(host).list_files(DIR)
     assert refused.value.errno == errno.E2BIG
+
+
+def test_a_rollback_on_a_read_only_mount_finds_nothing_to_put_back(root: Path, files: HostFiles) -> None:
+    """The write the read-only mount refused changed nothing: its rollback (our file absent before, a
+    site file as it was) succeeds without writing, where a write or an unlink would be refused (EROFS)."""
+    dropins = root / DIR.lstrip("/")
+    _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(dropins))
+    (dropins / "10-site.conf").write_text("site\n")
+    site = files.copy_of(f"{DIR}/10-site.conf")
+    absent = files.copy_of(DROPIN)
+    _mount("-o", "remount,ro", str(dropins))
+    with pytest.raises(OSError):
+        files.write_atomic(DROPIN, b"x\n")
+    files.restore(DROPIN, absent)
+    files.restore(f"{DIR}/10-site.conf", site)
+    files.remove(DROPIN)
+    assert _names(dropins) == ["10-site.conf"]
+    with pytest.raises(OSError) as refused:  # a restore that must write is still refused, by its errno
+        files.restore(f"{DIR}/10-site.conf", replace(site, content=b"other\n"))
+    assert refused.value.errno == errno.EROFS

@@ -455,7 +455,15 @@ class HostFiles:
             os.close(dir_fd)
 
     def restore(self, host_path: str, copy: FileCopy) -> None:
-        """Put back what `copy_of` found: a symlink as the same link, a file exactly, an absence as none."""
+        """Put back what `copy_of` found: a symlink as the same link, a file exactly, an absence as none.
+        Nothing is written when the path is that already (a write that failed changed nothing), so a
+        read-only directory that refused the write does not refuse its rollback too."""
+        try:
+            unchanged = self.copy_of(host_path) == copy
+        except OSError:
+            unchanged = False  # not readable as it is: put it back
+        if unchanged:
+            return
         if copy.link is not None:
             self.write_symlink(host_path, copy.link)
         elif copy.content is None:
@@ -471,7 +479,8 @@ class HostFiles:
             return
         try:
             try:
-                os.unlink(name, dir_fd=dir_fd)
+                os.stat(name, dir_fd=dir_fd, follow_symlinks=False)  # absent already: a read-only
+                os.unlink(name, dir_fd=dir_fd)  # filesystem refuses the unlink of a missing name too
             except FileNotFoundError:
                 return
             except OSError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eventedpleg.constants import Cause
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.taints import NO_TAINTS, NodeTaints
 
@@ -103,6 +104,7 @@ class MarkFailed:
     node: str
     resource_version: str
     reason: str
+    cause: Cause | None = None  # written with it (ANN_CAUSE): what the planner decides on
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ from eventedpleg.core.rollout.actions import (
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.take import NodeToTake
 from eventedpleg.core.rollout.planner import skips
-from eventedpleg.core.rollout.planner.healthgate import UNHEALTHY
 from eventedpleg.core.rollout.planner.selection import Selection, skip_reason
 from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, OwnerConflict
 from eventedpleg.core.rollout.planner.tally import Tally, tally_of
@@ -417,7 +416,7 @@ class _Decider:
     def _failure(self) -> None:
         node, marks = self.node, self.node.marks
         self.count("failed")
-        self.count("unhealthy", marks.reason.startswith(UNHEALTHY))  # halts whatever maxFailedNodes says
+        self.count("unhealthy", marks.cause is Cause.WORKLOAD_NOT_READY)  # halts whatever maxFailedNodes says
         state = marks.state or NodeState.FAILED
         note = NodeNote(node.name, state, marks.reason, marks.since, marks.evidence, node.unschedulable)
         self.failures += (note,)

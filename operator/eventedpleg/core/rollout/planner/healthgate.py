@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from eventedpleg.constants import Cause
 from eventedpleg.core.rollout.actions import Action, MarkFailed
 from eventedpleg.core.rollout.snapshot import NodeView, Target
 
@@ -74,6 +75,7 @@ def after(
                     f"{UNHEALTHY}: {gate.after_seconds}s after it was Done, pods not Ready "
                     f"(rollout.healthGate): {names(pods)}; left as it is, the rollout halts; "
                     f"`eventedpleg retry {target.name} --node {node.name}` takes it again once they are",
+                    cause=Cause.WORKLOAD_NOT_READY,
                 )
             )
     return watch

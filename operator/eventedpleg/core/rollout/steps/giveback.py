@@ -34,7 +34,7 @@ def uncordon(action: Uncordon) -> Step:
 
 
 def mark_failed(action: MarkFailed, clock: Clock) -> Step:
-    yield Write(state_marks(NodeState.FAILED, action.reason, clock))
+    yield Write(state_marks(NodeState.FAILED, action.reason, clock, action.cause))
     yield Emit("Warning", EventReason.NODE_FAILED, action.reason)
     return StepEnd(NodeState.FAILED)
 

@@ -25,6 +25,7 @@ from eventedpleg.core.rollout.nodeorder import order_key
 from eventedpleg.core.rollout.planner.decide import NO_AGENT, take_candidate
 from eventedpleg.core.rollout.snapshot import NodeView
 from eventedpleg.models.nodeconfig import HealthGate, KubeletConfigMode, OnDrainBlocked, RolloutOrder
+from eventedpleg.protocol import Cause
 
 MAX_REASON = 90
 
@@ -380,7 +381,7 @@ def _order(spec: Mapping[str, Any]) -> RolloutOrder:
 def needs_agent_pods(nodeconfig: Mapping[str, Any]) -> bool:
     """Status names a node waiting for its agent: the agent pods say why (read only then)."""
     notes = (nodeconfig.get("status") or {}).get("nodeStatuses") or []
-    return any(str(n.get("reason", "")).startswith(NO_AGENT) for n in notes)
+    return any(n.get("cause") == Cause.NO_AGENT for n in notes)
 
 
 @dataclass(frozen=True)
@@ -419,7 +420,7 @@ def status_rows(
         if not state:
             continue
         reason = marks.reason if ours else note.get("reason", "")
-        if agent_pods is not None and str(reason).startswith(NO_AGENT):  # the agent pod's own word
+        if agent_pods is not None and not ours and note.get("cause") == Cause.NO_AGENT:  # the pod's own word
             reason = f"{NO_AGENT}{agent_pod_text(node.name, agent_pods)}"
         rows.append(
             StatusRow(

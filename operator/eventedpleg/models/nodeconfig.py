@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic.alias_generators import to_camel
 
 from eventedpleg.constants import ConditionType, NodeState
+from eventedpleg.protocol import Cause
 
 # CEL rules go into the schema under this key; crdgen renames it to x-kubernetes-validations.
 CEL_KEY = "x-kubernetes-validations"
@@ -958,6 +959,10 @@ class NodeStatus(_Model):
     name: Annotated[str, Field(description="The node's name.")]
     state: Annotated[NodeState, Field(description="Where the node is in the rollout.")]
     reason: Annotated[str, Field(description="One line: why the node is in this state.")] = ""
+    cause: Annotated[
+        Cause | None,
+        Field(description="The kind of `reason` as a fixed code (e.g. `NoAgent`, `DrainBlocked`) for tools."),
+    ] = None
     since: Annotated[datetime | None, Field(description="When the node entered this state.")] = None
     evidence: Annotated[str, Field(description="What verification saw on the node (compact JSON).")] = ""
 

@@ -250,7 +250,7 @@ def test_preflight_and_status_name_a_node_without_a_live_agent() -> None:
     assert "not scheduled: untolerated taint" in rows[1].no_agent
     table = preflight_table(rows, policy, drain, wide=True)
     assert "no agent" in table and "1 of them without a live agent" in table and "untolerated taint" in table
-    note = {"name": "b", "state": "Pending", "reason": NO_AGENT + "no host check"}
+    note = {"name": "b", "state": "Pending", "reason": NO_AGENT + "no host check", "cause": "NoAgent"}
     nodeconfig = {"metadata": {"name": "cluster"}, "spec": {}, "status": {"nodeStatuses": [note]}}
     assert needs_agent_pods(nodeconfig)
     text = status_view(nodeconfig, nodes, agent_pods=pods)

@@ -283,6 +283,7 @@ def build_status(
                 name=n.name,
                 state=n.state,
                 reason=n.reason,
+                cause=n.cause,
                 since=n.since,
                 evidence=evidence.for_status(n.evidence),
             )

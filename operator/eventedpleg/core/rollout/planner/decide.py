@@ -117,9 +117,13 @@ class _Decider:
         if when:
             self.counted.append(name)
 
-    def note(self, state: str, reason: str, *, stuck: bool = False) -> None:
+    def note(self, state: str, reason: str, *, stuck: bool = False, cause: Cause | None = None) -> None:
+        """Name the node in status; its cause is the one given, else the one on the node (ANN_CAUSE)."""
         marks = self.node.marks
-        self.notes += (NodeNote(self.node.name, state, reason, marks.since, marks.evidence, stuck=stuck),)
+        kind = cause or marks.cause
+        self.notes += (
+            NodeNote(self.node.name, state, reason, marks.since, marks.evidence, stuck=stuck, cause=kind),
+        )
 
     def act(self, action: Action | None) -> None:
         self.action = action
@@ -203,7 +207,7 @@ class _Decider:
             # Within its grace a not-Ready agent still counts as live for a node already taken; a node is
             # never taken while its agent pod is not Ready at all (its Ready event plans the node again).
             self.count("no_agent")
-            self.note(NodeState.PENDING, NO_AGENT + node.agent_pod.not_ready)
+            self.note(NodeState.PENDING, NO_AGENT + node.agent_pod.not_ready, cause=Cause.NO_AGENT)
             return
         if not absent:
             self._candidate(want)
@@ -216,7 +220,7 @@ class _Decider:
                 self.act(_release(node, keep_current=True, left=left))
             return
         self.count("no_agent")
-        self.note(NodeState.PENDING, NO_AGENT + absent)
+        self.note(NodeState.PENDING, NO_AGENT + absent, cause=Cause.NO_AGENT)
 
     def _managed(self, ours: bool) -> None:
         """A selected, eligible node: drive it to `want`."""
@@ -364,7 +368,7 @@ class _Decider:
         elif not node.ready:
             self.note(NodeState.PENDING, "tainted; waiting: node is NotReady")
         elif absent := self._agent_absence():  # our taint off again: it waits in service for its agent
-            self.note(NodeState.PENDING, NO_AGENT + absent)
+            self.note(NodeState.PENDING, NO_AGENT + absent, cause=Cause.NO_AGENT)
             marks_ = node.marks
             self.act(
                 Uncordon(

@@ -12,7 +12,7 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout import window
 from eventedpleg.core.rollout.actions import Action
 from eventedpleg.core.rollout.planner import healthgate
-from eventedpleg.core.rollout.planner.decide import BLOCKED, NO_AGENT, Inputs, NodeDecision, cordon
+from eventedpleg.core.rollout.planner.decide import BLOCKED, Inputs, NodeDecision, cordon
 from eventedpleg.core.rollout.planner.summary import (
     HeldNode,
     NodeNote,
@@ -25,6 +25,7 @@ from eventedpleg.core.rollout.planner.summary import (
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeView, Target
 from eventedpleg.models.nodeconfig import OnNoAgent, Rollout
+from eventedpleg.protocol import Cause
 
 MAX_ATTENTION = 50
 ALERT_RECHECK = timedelta(seconds=15)  # how often a rollout held by alerts asks Prometheus again
@@ -83,7 +84,7 @@ def finish(
     paused = spec.rollout.paused and not target.deleting
     window_closed = not window.any_open(spec.rollout, now)
     alerting = bool(target.alerts) and not target.deleting
-    no_agent = [n for n in notes if n.reason.startswith(NO_AGENT)]
+    no_agent = [n for n in notes if n.cause is Cause.NO_AGENT]
     holding = bool(no_agent) and spec.rollout.on_no_agent is OnNoAgent.HOLD and not target.deleting
     waiting, held_by = "", ()
     if halted:

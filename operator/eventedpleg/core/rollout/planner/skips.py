@@ -52,6 +52,7 @@ _OF_CAUSE = {
     Cause.HOST_REFUSED: SkippedFor.HOST_REFUSED,
     Cause.STATIC_PODS: SkippedFor.STATIC_PODS,
     Cause.NOT_IN_PLACE: SkippedFor.NOT_IN_PLACE,
+    Cause.NO_AGENT: SkippedFor.NO_AGENT,
 }
 _OF_RESULT = {"fault": SkippedFor.HOST_FAULT, "refused": SkippedFor.HOST_REFUSED}
 

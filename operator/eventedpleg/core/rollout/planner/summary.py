@@ -10,6 +10,7 @@ from functools import cached_property
 from eventedpleg.core.rollout.actions import Action
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.models.nodeconfig import NodeCounts
+from eventedpleg.protocol import Cause
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class NodeNote:
     evidence: str = ""
     unschedulable: bool = False  # still cordoned: a Failed node that is holds capacity until someone acts
     stuck: bool = False  # left in service by a drain that could never finish (drain.onBlocked: Wait)
+    cause: Cause | None = None  # the machine-readable kind of `reason`: what code branches on, never the text
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,14 @@ def test_a_node_without_an_agent_is_never_cordoned_named_and_the_rest_go_on() ->
         )
     reason = notes(final)["node-001"]
     assert reason.startswith(NO_AGENT) and "no host check from the eventedpleg agent" in reason
+    # what code branches on is the typed cause, in status as on the note
+    causes = {n.name: n.cause for n in final.summary.attention}
+    assert causes["node-001"] is c.Cause.NO_AGENT
+    written = status.build_status(
+        final.summary, enabled=True, deleting=False, generation=1, previous=[], now=T0
+    )
+    assert {n.name: n.cause for n in written.node_statuses}["node-001"] is c.Cause.NO_AGENT
+    assert written.model_dump(by_alias=True, mode="json")["nodeStatuses"][0]["cause"] == "NoAgent"
     assert not final.summary.complete  # it still waits for its agent
     assert "1 node(s) wait, not cordoned, for a live eventedpleg agent: node-001" in final.summary.waiting
     conditions = {

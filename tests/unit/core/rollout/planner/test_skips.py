@@ -29,6 +29,7 @@ def test_every_operator_cause_maps_to_a_skip_cause_and_the_agents_evidence_says_
         SkippedFor.HOST_REFUSED,
         SkippedFor.STATIC_PODS,
         SkippedFor.NOT_IN_PLACE,
+        SkippedFor.NO_AGENT,
     }
     assert skips.skip_cause(marks(result="fault")) is SkippedFor.HOST_FAULT
     assert skips.skip_cause(marks(result="refused")) is SkippedFor.HOST_REFUSED

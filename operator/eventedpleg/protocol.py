@@ -79,6 +79,7 @@ Time stamps in annotations (state-since, tainted-since, the host check's, the re
 UTC to the second: format_time writes them, parse_time reads them (also the "Z" form older agents wrote).
 """
 
+import json
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
@@ -251,6 +252,16 @@ def parse_time(text: str | None) -> datetime | None:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def json_map(text: str | None) -> dict[str, object]:
+    """An annotation that holds a JSON object (a map keyed by node name), or {} when it is missing or
+    unreadable: a request nobody can read asks for nothing."""
+    try:
+        raw = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return {str(key): value for key, value in raw.items()} if isinstance(raw, dict) else {}
 
 
 def state_label(annotations: Mapping[str, str | None]) -> dict[str, str | None]:

@@ -13,16 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from eventedpleg.protocol import json_map
+
 
 def parse(text: str | None) -> dict[str, str]:
     """The ANN_APPROVED value; anything unreadable approves nothing."""
-    try:
-        raw = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    if not isinstance(raw, dict):
-        return {}
-    return {str(node): config for node, config in raw.items() if isinstance(config, str) and config}
+    return {node: config for node, config in json_map(text).items() if isinstance(config, str) and config}
 
 
 def approve(existing: Mapping[str, str], node: str, config: str) -> dict[str, str]:

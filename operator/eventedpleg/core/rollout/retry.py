@@ -20,20 +20,14 @@ from datetime import datetime
 
 from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout.snapshot import NodeView
-from eventedpleg.protocol import format_time, parse_time
+from eventedpleg.protocol import format_time, json_map, parse_time
 
 RETRYABLE = frozenset({NodeState.FAILED, NodeState.ROLLED_BACK, NodeState.SKIPPED})
 
 
 def parse(text: str | None) -> dict[str, datetime]:
     """The ANN_RETRY value; anything unreadable requests nothing."""
-    try:
-        raw = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    if not isinstance(raw, dict):
-        return {}
-    parsed = {str(node): parse_time(str(since)) for node, since in raw.items()}
+    parsed = {node: parse_time(str(since)) for node, since in json_map(text).items()}
     return {node: since for node, since in parsed.items() if since is not None}
 
 

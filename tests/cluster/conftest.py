@@ -15,9 +15,7 @@ from tests.cluster.test_rollout import Env
 
 @pytest.fixture(scope="module")
 def crd(cluster: LocalCluster) -> None:
-    crds = str(Path(__file__).resolve().parents[2] / "crds")
-    cluster.kubectl("apply", "-f", crds, check=True)
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s", check=True)
+    cluster.apply_crd(path=Path(__file__).resolve().parents[2] / "crds", name=c.CRD_NAME)
 
 
 @pytest.fixture

@@ -78,8 +78,7 @@ def _sample(api: client.ApiClient, selector: str) -> Sample:
 
 def test_rollout_survives_a_stopped_apiserver(own_cluster: LocalCluster, tmp_path: Path) -> None:
     cluster = own_cluster
-    crds = str(Path(__file__).resolve().parents[2] / "crds")
-    cluster.kubectl("apply", "-f", crds, check=True)
+    cluster.apply_crd(path=Path(__file__).resolve().parents[2] / "crds", name=c.CRD_NAME)
     kubeconfig = install_operator_rbac(cluster, NS)
     prefix = f"stop{uuid.uuid4().hex[:4]}"
     names = cluster.add_nodes(

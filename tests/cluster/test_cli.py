@@ -113,8 +113,7 @@ def product(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess
 
 @pytest.fixture(scope="module")
 def nodeconfig(cluster: LocalCluster) -> Iterator[str]:
-    cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-    cluster.kubectl("wait", "--for=condition=Established", "crd/nodeconfigs.eventedpleg.io", check=True)
+    cluster.apply_crd(path=REPO / "crds", name=c.CRD_NAME)
     body = {
         "apiVersion": f"{c.GROUP}/{c.VERSION}",
         "kind": "NodeConfig",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from eventedpleg import constants as c
 from eventedpleg_lab.kube.fakenodes import FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.cluster.rollout_harness import ProtocolAgents, nodeconfig, operator_running, wait_for
@@ -37,8 +38,7 @@ def test_every_dashboard_metric_is_served_by_a_live_operator(cluster: LocalClust
         for i in range(2)
     ]
     cluster.add_nodes(nodes)
-    cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-    cluster.kubectl("wait", "--for=condition=Established", "crd/nodeconfigs.eventedpleg.io", check=True)
+    cluster.apply_crd(path=REPO / "crds", name=c.CRD_NAME)
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(nodeconfig(prefix, prefix)), check=True)
     try:
         with cluster.api() as api, operator_running(cluster, NS, tmp_path) as op, ProtocolAgents(api, prefix):

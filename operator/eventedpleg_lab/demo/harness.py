@@ -45,8 +45,7 @@ def install_operator(
 ) -> Path:
     """CRD + the chart's operator RBAC (its Roles in the release namespace, AGENT_NAMESPACE and `default`);
     returns a kubeconfig for the operator's ServiceAccount."""
-    cluster.kubectl("apply", "-f", "-", stdin=crdgen.render_crd(), check=True)
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s", check=True)
+    cluster.apply_crd(stdin=crdgen.render_crd(), name=c.CRD_NAME)
     for name in (namespace, AGENT_NAMESPACE):
         cluster.kubectl("create", "namespace", name)  # may exist already
     helm = (build.ensure(("helm",), log=log) if log else build.ensure(("helm",)))["helm"]

@@ -204,6 +204,21 @@ class LocalCluster:
         argv = [kubectl_path(), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args]
         return subprocess.run(argv, input=stdin, capture_output=True, text=True, check=check, timeout=120)
 
+    def apply_crd(self, *, path: Path | None = None, stdin: str | None = None, name: str = "") -> None:
+        """Apply CRDs (a file or folder, or YAML on stdin) and wait until `name` is Established. The wait is
+        long (a CRD is Established within a second on an idle API server, but the lab's tiers share two
+        cores with it) and a timeout says what the CRD's conditions were, not only kubectl's exit code."""
+        self.kubectl("apply", "-f", str(path) if path else "-", stdin=stdin, check=True)
+        if not name:
+            return
+        waited = self.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=180s")
+        if waited.returncode != 0:
+            found = self.kubectl("get", "crd", name, "-o", "jsonpath={.status.conditions}")
+            raise RuntimeError(
+                f"CRD {name} not Established after 180 s: {waited.stderr.strip()}; "
+                f"conditions: {found.stdout.strip() or found.stderr.strip()}"
+            )
+
     def delete_nodes(self, names: Iterable[str]) -> None:
         with self.api() as api:
             fakenodes.delete_nodes(api, names)

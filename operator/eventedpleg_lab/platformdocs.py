@@ -30,7 +30,7 @@ _ADD_CONFIG_DIR = (
 
 
 @dataclass(frozen=True)
-class Row:
+class PlatformRow:
     platform: str
     node: str  # the OS image and how the node joins
     profile: Callable[[], HostProfile]
@@ -43,8 +43,8 @@ class Row:
         return self.drop_in_only if mode == "DropInOnly" else self.edit_config_file
 
 
-PLATFORMS: tuple[Row, ...] = (
-    Row(
+PLATFORMS: tuple[PlatformRow, ...] = (
+    PlatformRow(
         "kubeadm",
         "any systemd distribution, pkgs.k8s.io packages, `kubeadm join`",
         sim.kubeadm,
@@ -54,7 +54,7 @@ PLATFORMS: tuple[Row, ...] = (
         "kubelet.service drop-in in /etc and writes its kubelet drop-in in /etc/kubernetes/kubelet.conf.d",
         "[10-kubeadm.conf](https://github.com/kubernetes/release/blob/master/cmd/krel/templates/latest/kubeadm/10-kubeadm.conf)",
     ),
-    Row(
+    PlatformRow(
         "EKS",
         "Amazon Linux 2023, nodeadm, NodeConfig with `spec.kubelet.config`",
         lambda: sim.eks_al2023(kubelet_config=True),
@@ -65,7 +65,7 @@ PLATFORMS: tuple[Row, ...] = (
         "[nodeadm config.go](https://github.com/awslabs/amazon-eks-ami/blob/main/nodeadm/internal/kubelet/config.go), "
         "[kubelet.service](https://github.com/awslabs/amazon-eks-ami/blob/main/templates/al2023/runtime/rootfs/etc/systemd/system/kubelet.service)",
     ),
-    Row(
+    PlatformRow(
         "EKS",
         "Amazon Linux 2023, nodeadm, NodeConfig without `spec.kubelet.config`",
         sim.eks_al2023,
@@ -78,7 +78,7 @@ PLATFORMS: tuple[Row, ...] = (
         "[nodeadm config.go](https://github.com/awslabs/amazon-eks-ami/blob/main/nodeadm/internal/kubelet/config.go) "
         "(writeKubeletConfigToDir)",
     ),
-    Row(
+    PlatformRow(
         "EKS",
         "Bottlerocket",
         sim.bottlerocket,
@@ -88,7 +88,7 @@ PLATFORMS: tuple[Row, ...] = (
         "[kubelet.service](https://github.com/bottlerocket-os/bottlerocket/blob/develop/packages/kubernetes/kubelet.service), "
         "[kubelet-config](https://github.com/bottlerocket-os/bottlerocket/blob/develop/packages/kubernetes/kubelet-config)",
     ),
-    Row(
+    PlatformRow(
         "GKE",
         "Container-Optimized OS (containerd)",
         lambda: sim.gke("cos"),
@@ -98,7 +98,7 @@ PLATFORMS: tuple[Row, ...] = (
         "[configure-helper.sh](https://github.com/kubernetes/kubernetes/blob/master/cluster/gce/gci/configure-helper.sh) "
         "(start-kubelet), [node system config](https://cloud.google.com/kubernetes-engine/docs/how-to/node-system-config)",
     ),
-    Row(
+    PlatformRow(
         "GKE",
         "Ubuntu (containerd)",
         lambda: sim.gke("ubuntu"),
@@ -108,7 +108,7 @@ PLATFORMS: tuple[Row, ...] = (
         "[configure-helper.sh](https://github.com/kubernetes/kubernetes/blob/master/cluster/gce/gci/configure-helper.sh) "
         "(start-kubelet)",
     ),
-    Row(
+    PlatformRow(
         "AKS",
         "Ubuntu",
         lambda: sim.aks("ubuntu"),
@@ -118,7 +118,7 @@ PLATFORMS: tuple[Row, ...] = (
         "with EditConfigFile the agent sets the gate in that file (a reimaged node is rolled out again)",
         "[kubelet.service](https://github.com/Azure/AgentBaker/blob/master/parts/linux/cloud-init/artifacts/kubelet.service)",
     ),
-    Row(
+    PlatformRow(
         "AKS",
         "Azure Linux",
         lambda: sim.aks("azurelinux"),
@@ -127,7 +127,7 @@ PLATFORMS: tuple[Row, ...] = (
         "the same kubelet.service and /etc/default/kubelet as on Ubuntu",
         "[kubelet.service](https://github.com/Azure/AgentBaker/blob/master/parts/linux/cloud-init/artifacts/kubelet.service)",
     ),
-    Row(
+    PlatformRow(
         "k3s",
         "any, get.k3s.io",
         sim.k3s,
@@ -137,7 +137,7 @@ PLATFORMS: tuple[Row, ...] = (
         "kubelet.service",
         "[k3s configuration](https://docs.k3s.io/installation/configuration)",
     ),
-    Row(
+    PlatformRow(
         "RKE2",
         "any, get.rke2.io",
         sim.rke2,
@@ -146,7 +146,7 @@ PLATFORMS: tuple[Row, ...] = (
         "rke2 starts the kubelet itself and sets its flags on every start; there is no kubelet.service",
         "[RKE2 configuration](https://docs.rke2.io/install/configuration)",
     ),
-    Row(
+    PlatformRow(
         "Talos",
         "Talos Linux",
         sim.talos,
@@ -155,7 +155,7 @@ PLATFORMS: tuple[Row, ...] = (
         platform.TALOS.owns_kubelet,
         "[editing machine configuration](https://docs.siderolabs.com/talos/latest/configure-your-talos-cluster/system-configuration/editing-machine-configuration)",
     ),
-    Row(
+    PlatformRow(
         "OpenShift",
         "RHCOS (CRI-O), Machine Config Operator",
         sim.openshift,
@@ -166,7 +166,7 @@ PLATFORMS: tuple[Row, ...] = (
         "[machine-config-operator](https://github.com/openshift/machine-config-operator), "
         "[openshift/api#1458](https://github.com/openshift/api/pull/1458) (eventedPleg, closed unmerged)",
     ),
-    Row(
+    PlatformRow(
         "Flatcar",
         "Flatcar Container Linux, Kubernetes sysext, `kubeadm join`",
         sim.flatcar,

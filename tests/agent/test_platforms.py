@@ -13,7 +13,7 @@ from eventedpleg.core import hostcheck
 from eventedpleg.core.node.facts import platform
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg_lab import platformdocs
-from eventedpleg_lab.platformdocs import PLATFORMS, WORKS, Row
+from eventedpleg_lab.platformdocs import PLATFORMS, WORKS, PlatformRow
 from tests.agent.conftest import Rig, RigFactory
 from tests.agent.test_hostcheck import host_check
 
@@ -43,7 +43,7 @@ def test_the_host_check_reaches_the_verdict_the_page_states(make_rig: RigFactory
             )
 
 
-def _modes(row: Row, works: bool) -> list[KubeletConfigMode]:
+def _modes(row: PlatformRow, works: bool) -> list[KubeletConfigMode]:
     return [m for m in KubeletConfigMode if (row.verdict(m.value) == WORKS) == works]
 
 

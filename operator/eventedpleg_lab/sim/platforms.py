@@ -15,8 +15,8 @@ from eventedpleg_lab.sim.profiles import (
     CONTAINERD_CONFIG,
     CRIO_CONF,
     CRIO_DISTRO_DROPIN,
-    Bootstrap,
     HostProfile,
+    PlatformLayout,
     k3s_agent,
     kubeadm_default,
 )
@@ -122,7 +122,7 @@ def eks_al2023(*, kubelet_config: bool = False) -> HostProfile:
         kubelet_version="v1.34.2-eks-b3126f4",
         runtime=CONTAINERD,
         config_dir=None,
-        bootstrap=Bootstrap(argv, files),
+        bootstrap=PlatformLayout(argv, files),
         os_release=_os_release("amzn", "Amazon Linux", "2023"),
     )
 
@@ -187,7 +187,7 @@ def bottlerocket() -> HostProfile:
         kubelet_version="v1.34.2-eks-b3126f4",
         runtime=CONTAINERD,
         config_dir=None,
-        bootstrap=Bootstrap(argv, files),
+        bootstrap=PlatformLayout(argv, files),
         os_release=_os_release("bottlerocket", "Bottlerocket", "1.50.0"),
         read_only=("/usr",),
     )
@@ -236,7 +236,7 @@ def gke(os_id: str) -> HostProfile:
         kubelet_version="v1.34.1-gke.1829001",
         runtime=CONTAINERD,
         config_dir=None,
-        bootstrap=Bootstrap(("/home/kubernetes/bin/kubelet", *GKE_FLAGS), files),
+        bootstrap=PlatformLayout(("/home/kubernetes/bin/kubelet", *GKE_FLAGS), files),
         os_release=(
             _os_release("cos", "Container-Optimized OS", "121")
             if cos
@@ -319,7 +319,7 @@ def aks(os_id: str) -> HostProfile:
         kubelet_version="v1.34.1",
         runtime=CONTAINERD,
         config_dir=None,
-        bootstrap=Bootstrap(argv, files),
+        bootstrap=PlatformLayout(argv, files),
         os_release=_os_release(os_id, *names[os_id]),
     )
 
@@ -370,7 +370,7 @@ def rke2() -> HostProfile:
         kubelet_version="v1.34.2+rke2r1",
         runtime="containerd://2.1.4-k3s1",
         config_dir=None,
-        bootstrap=Bootstrap(argv, files, kubelet_unit=False),
+        bootstrap=PlatformLayout(argv, files, kubelet_unit=False),
     )
 
 
@@ -383,7 +383,7 @@ def talos() -> HostProfile:
         kubelet_version="v1.34.1",
         runtime="containerd://2.1.4",
         config_dir=None,
-        bootstrap=Bootstrap(argv, files, kubelet_unit=False),
+        bootstrap=PlatformLayout(argv, files, kubelet_unit=False),
         os_release=_os_release("talos", "Talos", "v1.11.5"),
         read_only=("/usr", "/etc"),
     )
@@ -449,7 +449,7 @@ def openshift() -> HostProfile:
         kubelet_version="v1.34.2",
         runtime="cri-o://1.35.1",
         config_dir=None,
-        bootstrap=Bootstrap(argv, files),
+        bootstrap=PlatformLayout(argv, files),
         os_release=_os_release("rhcos", "Red Hat Enterprise Linux CoreOS", "9.6"),
         read_only=("/usr",),
     )

@@ -109,7 +109,7 @@ spec:
 
 
 @dataclass(frozen=True)
-class Bootstrap:
+class PlatformLayout:
     """A node laid out by a platform's own bootstrap instead of kubeadm's packages (eventedpleg_lab.sim.
     platforms): its files, the kubelet's command line, and whether systemd runs it as kubelet.service."""
 
@@ -139,7 +139,7 @@ class HostProfile:
     pod_event_period: float = 30.0
     # "k3s": a k3s agent node instead of a kubeadm one (no kubelet.service; the kubelet runs inside k3s).
     distribution: str | None = None
-    bootstrap: Bootstrap | None = None  # a platform's own layout instead of kubeadm's
+    bootstrap: PlatformLayout | None = None  # a platform's own layout instead of kubeadm's
     os_release: str | None = None  # /etc/os-release, when the profile says which OS it is
     read_only: tuple[str, ...] = ()  # mount points of read-only filesystems (e.g. /usr on Flatcar)
 

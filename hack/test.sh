@@ -22,6 +22,7 @@ step "mypy --strict";   mypy  # the files of pyproject's [tool.mypy]: operator, 
 step "import layers";   lint-imports
 step "generated files"; python -m eventedpleg.crdgen --check; python -m eventedpleg.docgen --check
 python -m eventedpleg_lab.chartdocs --check
+python -m eventedpleg_lab.platformdocs --check
 step "versions";        python -m eventedpleg_lab.release check
 step "workflows (actionlint)"
 # Built from Go modules on first use (~1 min, cached); the fast lane builds nothing, so there only if built.

@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 
 from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.core import runtimes
-from eventedpleg.core.node.facts import embedded, hostplan
+from eventedpleg.core.node.facts import embedded, hostplan, platform
 from eventedpleg.core.node.facts.kubeletflags import (
     UNIT_DROPIN_DIRS,
     UNIT_FILES,
@@ -132,6 +132,9 @@ def read_facts(host: Host, files: HostFiles, node: AgentNode, *, enabling: bool)
         kubelet_dropins=dropins,
         runtime_dropins=runtime_dropins,
         embedded=embedded.recognise(m for m in embedded.MARKS if files.kind(m) is not None),
+        platform=platform.recognise(
+            files.read_text(platform.OS_RELEASE), (m for m in platform.MARKS if files.kind(m) is not None)
+        ),
         unit_dropin=files.read_text(hostplan.UNIT_DROPIN),
         missing_dirs=frozenset(d for d in hostplan.CREATED_DIRS if files.kind(d) != stat.S_IFDIR),
         idle_config_dir_files=idle,

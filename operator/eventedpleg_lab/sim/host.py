@@ -71,6 +71,7 @@ class SimHost:
         self.files = SimFiles(root, self.faults.files)  # for the agent's interpreter (Agent(files=...))
         root.mkdir(parents=True, exist_ok=True)
         layout(profile, root)
+        self.faults.files.read_only.update(profile.read_only)
         runtime_kind = parse_runtime(profile.runtime)
         assert runtime_kind.version is not None
         runtime_cls: type[SimRuntime] = SimCrio if profile.runtime_kind == "cri-o" else SimRuntime
@@ -143,6 +144,8 @@ class SimHost:
         # `k3s agent`, under a unit of its own: there is no kubelet.service main process then.
         if self.kubelet.status is not Status.RUNNING or PurePosixPath(self.kubelet.argv[0]).name != "kubelet":
             return None
+        if self.profile.bootstrap is not None and not self.profile.bootstrap.kubelet_unit:
+            return None  # a kubelet that no kubelet.service runs (Talos, RKE2)
         kubelet = self.kubelet
         return KubeletProcess(
             kubelet.pid, kubelet.argv, dict(kubelet.environ), kubelet.started_at, kubelet.argv[0]

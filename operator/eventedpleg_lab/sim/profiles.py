@@ -109,6 +109,16 @@ spec:
 
 
 @dataclass(frozen=True)
+class PlatformLayout:
+    """A node laid out by a platform's own bootstrap instead of kubeadm's packages (eventedpleg_lab.sim.
+    platforms): its files, the kubelet's command line, and whether systemd runs it as kubelet.service."""
+
+    argv: tuple[str, ...]
+    files: Mapping[str, str]
+    kubelet_unit: bool = True
+
+
+@dataclass(frozen=True)
 class HostProfile:
     name: str
     kubelet_version: str = "v1.33.2"
@@ -129,6 +139,9 @@ class HostProfile:
     pod_event_period: float = 30.0
     # "k3s": a k3s agent node instead of a kubeadm one (no kubelet.service; the kubelet runs inside k3s).
     distribution: str | None = None
+    bootstrap: PlatformLayout | None = None  # a platform's own layout instead of kubeadm's
+    os_release: str | None = None  # /etc/os-release, when the profile says which OS it is
+    read_only: tuple[str, ...] = ()  # mount points of read-only filesystems (e.g. /usr on Flatcar)
 
     @property
     def runtime_kind(self) -> str:
@@ -161,6 +174,8 @@ class HostProfile:
         """What /proc/<pid>/cmdline shows: ExecStart expanded by systemd."""
         if self.distribution == "k3s":
             return (K3S_BIN, "agent")  # the kubelet is a part of this process
+        if self.bootstrap is not None:
+            return self.bootstrap.argv
         return (
             KUBELET_BIN,
             *KUBECONFIG_ARGS.split(),
@@ -325,8 +340,14 @@ def package_files(profile: HostProfile) -> dict[str, str]:
 
 def layout(profile: HostProfile, root: Path) -> None:
     """Write the node's files under `root` (an empty directory)."""
+    if profile.os_release is not None:
+        _write(root, "/etc/os-release", profile.os_release)
     if profile.distribution == "k3s":
         _layout_k3s(root)
+        return
+    if profile.bootstrap is not None:
+        for path, text in profile.bootstrap.files.items():
+            _write(root, path, text)
         return
     for path, text in package_files(profile).items():
         _write(root, path, text)

@@ -30,6 +30,7 @@ from eventedpleg.core.node.facts.kubeletflags import (
     parse_flags,
     unit_environment,
 )
+from eventedpleg.core.node.facts.platform import Platform
 from eventedpleg.core.node.facts.verify import Expectation
 from eventedpleg.core.render import RenderedConfig
 from eventedpleg.core.versions import RuntimeVersion, Version
@@ -85,6 +86,7 @@ class HostFacts:
     kubelet_help: str | None = None  # `kubelet --help`
     config_baseline: str | None = None  # --config exactly as it was before our first edit (agent state)
     embedded: Embedded | None = None  # k3s or RKE2 found on the host (core.node.facts.embedded)
+    platform: Platform | None = None  # a platform that builds the kubelet's settings (facts.platform)
     unit_dropin: str | None = None  # UNIT_DROPIN's text, when it exists
     missing_dirs: frozenset[str] = frozenset()  # those of CREATED_DIRS that do not exist
     # Files in RECOMMENDED_CONFIG_DIR while the kubelet runs without --config-dir (it ignores them now).
@@ -176,12 +178,26 @@ def _where_is(facts: HostFacts, needle: str) -> str:
     return "the kubelet's command line"
 
 
-def _extra_args_file(facts: HostFacts) -> str:
-    if facts.unit is not None:
-        for ref in facts.unit.environment_files:
-            if ref.path in EXTRA_ARGS_ENV_FILES:
-                return ref.path
-    return "/etc/default/kubelet (DEB) or /etc/sysconfig/kubelet (RPM)"
+# The variables an administrator's environment file passes to the kubelet, as ExecStart names them: kubeadm's
+# KUBELET_EXTRA_ARGS, AKS's KUBELET_FLAGS (Azure/AgentBaker kubelet.service), KUBELET_ARGS, KUBELET_OPTS.
+EXTRA_ARGS_VARS = ("KUBELET_EXTRA_ARGS", "KUBELET_FLAGS", "KUBELET_ARGS", "KUBELET_OPTS")
+
+
+def _extra_args_target(facts: HostFacts) -> str:
+    """Where to add a kubelet flag: `KUBELET_FLAGS in /etc/default/kubelet`, as this unit expands it."""
+    unit = facts.unit
+    if unit is not None:
+        words = " ".join(unit.exec_start)
+        for ref in unit.environment_files:
+            if ref.path not in EXTRA_ARGS_ENV_FILES:
+                continue
+            defined = parse_env_file(facts.env_files.get(ref.path, ""))
+            for var in EXTRA_ARGS_VARS:
+                expanded = f"${var}" in words or f"${{{var}}}" in words
+                if expanded and (var in defined or var == EXTRA_ARGS_VARS[0]):
+                    return f"{var} in {ref.path}"
+            return f"KUBELET_EXTRA_ARGS in {ref.path}"
+    return "KUBELET_EXTRA_ARGS in /etc/default/kubelet (DEB) or /etc/sysconfig/kubelet (RPM)"
 
 
 def _config_dir_usable(facts: HostFacts, flags: KubeletFlags) -> tuple[str | None, str]:
@@ -209,10 +225,13 @@ def _no_dropin_fix(facts: HostFacts, flags: KubeletFlags) -> str:
             if version is not None and version.minor_pair < (1, 30)
             else ""
         )
-        parts.append(
-            f"add --config-dir={RECOMMENDED_CONFIG_DIR} to KUBELET_EXTRA_ARGS in {_extra_args_file(facts)}"
-            f"{env_note}, create that directory and restart the kubelet"
-        )
+        if facts.platform is not None and facts.platform.fix:  # the platform's bootstrap gives --config-dir
+            parts.append(facts.platform.fix)
+        else:
+            parts.append(
+                f"add --config-dir={RECOMMENDED_CONFIG_DIR} to {_extra_args_target(facts)}{env_note}, create "
+                "that directory and restart the kubelet"
+            )
     target = flags.config or "the kubelet's --config file"
     parts.append(
         f"or set spec.kubeletConfig: EditConfigFile to let the agent edit {target} (backed up, restored)"
@@ -228,6 +247,15 @@ def _refuse_embedded(found: Embedded) -> Refusal:
         f"to configure or restart, and {name} sets the kubelet's flags itself on every start, so the "
         "operator does not manage this node (docs/compatibility.md §3)",
         found.distribution.fix(),
+    )
+
+
+def _refuse_platform(platform: Platform) -> Refusal:
+    """A platform that builds the kubelet's settings itself: what the agent wrote would not last."""
+    return Refusal(
+        f"{platform.name}: {platform.owns_kubelet}; the operator does not manage this node "
+        "(docs/platforms.md)",
+        platform.fix,
     )
 
 
@@ -559,6 +587,8 @@ def decide(
     enabling = rendered.enabled
     if facts.unit is None and facts.embedded is not None:
         return _refuse_embedded(facts.embedded)
+    if facts.platform is not None and facts.platform.owns_kubelet:
+        return _refuse_platform(facts.platform)
     flags = effective_flags(facts)
     if flags is None:
         return Refusal(

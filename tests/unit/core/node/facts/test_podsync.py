@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -272,3 +273,24 @@ def test_what_is_not_a_reading_is_refused(text: str) -> None:
         podsync.parse_crictl_ps(text)
     with pytest.raises(podsync.PodSyncError):
         podsync.parse_pods(text.replace("containers", "items"))
+
+
+FIXTURES = Path(__file__).parents[4] / "realnode" / "fixtures"
+
+
+def test_a_real_look_the_moment_four_restarts_and_a_start_began() -> None:
+    """`crictl ps -a -o json` (crictl v1.36.0, exit pods only) and the kubelet's /pods, read on the real-node
+    rig (kubelet v1.36.4, gate off) within a second of new containers starting: every pod lags, none yet
+    overdue, and all would be 31 s later with nothing changed."""
+    runtime = podsync.parse_crictl_ps((FIXTURES / "crictl-ps-exit-pods.json").read_text())
+    pods = podsync.parse_pods((FIXTURES / "kubelet-pods-exit-pods.json").read_text())
+    assert len(runtime) == 9 and len(pods) == 5
+    newest = max(ctr.created_at for ctr in runtime)
+    found = podsync.lags(Look(runtime, pods, newest))
+    assert sorted(lag.pod for lag in found) == [f"default/idle-00{i}-realnode" for i in range(5)]
+    assert all(lag.kind is LagKind.RESTART for lag in found)
+    assert podsync.overdue(found, newest) == ()
+    later = newest + timedelta(seconds=31)
+    assert podsync.overdue(podsync.lags(Look(runtime, pods, later), found), later) == found
+    start = next(lag for lag in found if lag.pod == "default/idle-004-realnode")
+    assert start.reason.endswith("the kubelet's status says waiting (ContainerCreating) (restartCount 0)")

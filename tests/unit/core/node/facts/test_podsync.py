@@ -116,6 +116,18 @@ def test_a_known_finish_time_dates_a_missed_exit() -> None:
     assert podsync.overdue(found, T0 + timedelta(seconds=40)) == found != ()
 
 
+def test_a_lag_that_moves_to_a_new_container_keeps_its_start() -> None:
+    """The kubelet remaking a running pod's sandbox each GC pass (docs/compatibility.md, missed restarts):
+    a new container every round, a status that never shows one running."""
+    waiting = (_pod(_status("", StatusState.WAITING, 0, "ContainerCreating")),)
+    first = podsync.lags(_look((_ctr("r1", 12, created=0),), waiting, at=20))
+    assert podsync.overdue(first, T0 + timedelta(seconds=20)) == ()
+    remade = (_ctr("r1", 12, RuntimeState.EXITED), _ctr("r2", 13, created=25))
+    (lag,) = podsync.lags(_look(remade, waiting, at=40), previous=first)
+    assert lag.container_id == "r2" and lag.since == T0
+    assert podsync.overdue((lag,), T0 + timedelta(seconds=40)) == (lag,)
+
+
 def test_a_restarted_kubelet_gets_the_bound_again() -> None:
     look = _look(RESTARTED, (STALE,), at=100, kubelet_started=T0 + timedelta(seconds=90))
     found = podsync.lags(look, previous=podsync.lags(_look(RESTARTED, (STALE,), at=50)))

@@ -139,7 +139,7 @@ class Lag:
 
 
 @dataclass(frozen=True)
-class Look:
+class PodSyncLook:
     """What one look read: the runtime's containers, the kubelet's pods, when, and the kubelet's start."""
 
     runtime: tuple[RuntimeContainer, ...]
@@ -148,7 +148,7 @@ class Look:
     kubelet_started: datetime | None = None
 
 
-def lags(look: Look, previous: Iterable[Lag] = ()) -> tuple[Lag, ...]:
+def lags(look: PodSyncLook, previous: Iterable[Lag] = ()) -> tuple[Lag, ...]:
     """Every container whose status does not follow it at this look, however young; pass the result back
     as `previous` at the next look so a lag keeps the moment it was first seen."""
     first_seen = {lag.key: lag.since for lag in previous}
@@ -185,7 +185,7 @@ def _newest(runtime: Iterable[RuntimeContainer]) -> dict[tuple[str, str], Runtim
     return newest
 
 
-def _compare(ctr: RuntimeContainer, pod: KubeletPod, look: Look) -> Lag | None:
+def _compare(ctr: RuntimeContainer, pod: KubeletPod, look: PodSyncLook) -> Lag | None:
     status = next((s for s in pod.containers if s.name == ctr.name), None)
     shown = _describe(status)
     if ctr.state is RuntimeState.RUNNING:

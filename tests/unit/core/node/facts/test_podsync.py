@@ -14,7 +14,7 @@ from eventedpleg.core.node.facts import podsync
 from eventedpleg.core.node.facts.podsync import (
     KubeletPod,
     LagKind,
-    Look,
+    PodSyncLook,
     RuntimeContainer,
     RuntimeState,
     StatusContainer,
@@ -50,8 +50,8 @@ def _status(cid: str, state: StatusState, restarts: int, reason: str = "") -> St
 
 def _look(
     runtime: tuple[RuntimeContainer, ...], pods: tuple[KubeletPod, ...], at: float, **kw: object
-) -> Look:
-    return Look(runtime, pods, T0 + timedelta(seconds=at), **kw)  # type: ignore[arg-type]
+) -> PodSyncLook:
+    return PodSyncLook(runtime, pods, T0 + timedelta(seconds=at), **kw)  # type: ignore[arg-type]
 
 
 # The missed restart: attempt 3 runs, the status still shows attempt 2's container terminated.
@@ -298,11 +298,11 @@ def test_a_real_look_the_moment_four_restarts_and_a_start_began() -> None:
     pods = podsync.parse_pods((FIXTURES / "kubelet-pods-exit-pods.json").read_text())
     assert len(runtime) == 9 and len(pods) == 5
     newest = max(ctr.created_at for ctr in runtime)
-    found = podsync.lags(Look(runtime, pods, newest))
+    found = podsync.lags(PodSyncLook(runtime, pods, newest))
     assert sorted(lag.pod for lag in found) == [f"default/idle-00{i}-realnode" for i in range(5)]
     assert all(lag.kind is LagKind.RESTART for lag in found)
     assert podsync.overdue(found, newest) == ()
     later = newest + timedelta(seconds=31)
-    assert podsync.overdue(podsync.lags(Look(runtime, pods, later), found), later) == found
+    assert podsync.overdue(podsync.lags(PodSyncLook(runtime, pods, later), found), later) == found
     start = next(lag for lag in found if lag.pod == "default/idle-004-realnode")
     assert start.reason.endswith("the kubelet's status says waiting (ContainerCreating) (restartCount 0)")

@@ -48,7 +48,7 @@ from enum import StrEnum
 from typing import Any
 
 BOUND = timedelta(seconds=30)
-# The labels and annotation the kubelet writes on every container it creates
+# The labels the kubelet writes on every container it creates
 # (pkg/kubelet/kuberuntime/labels.go, v1.36.4 and v1.37.2).
 POD_UID = "io.kubernetes.pod.uid"
 POD_NAME = "io.kubernetes.pod.name"

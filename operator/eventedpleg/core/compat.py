@@ -82,11 +82,15 @@ KUBELET_136_WEDGE_ADVISORY = (
 )
 
 # What users feel, measured by bench/podstart.py and bench/enablecost.py (docs/benchmarks.md §2), so that
-# preflight says it where the README's first screen does.
+# preflight says it where the README's first screen does. The restarts' cause: docs/compatibility.md
+# "kubelet-136-missed-restarts".
 KUBELET_136_FEEL_ADVISORY = (
     "measured with the gate on under kubelet 1.36.4 (docs/benchmarks.md §2): deleting pods takes about 3 to "
     "5 times longer (k8s#124704); a container restarted after it was killed was often not shown Running "
-    "again within 2 minutes on containerd 2.2 (never with the gate off); a burst of 100 pods on CRI-O 1.36 "
+    "again within 2 minutes on containerd 2.2 (never with the gate off): when the GC removes an old sandbox "
+    "of a running pod, the evented path drops the pod's whole cached status, so the kubelet remakes the "
+    "pod's sandbox and containers, or shows the pod waiting while its container runs until the next full "
+    "relist, up to 300 s (pleg/evented.go processCRIEvents, v1.36.4); a burst of 100 pods on CRI-O 1.36 "
     "reached Running about 1.5 times slower; a container's exit reaches the pod's status 3 to 7 times sooner"
 )
 

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import threading
+import time
+from types import SimpleNamespace
 
+import pytest
+
+from eventedpleg.controller import wakeups
 from eventedpleg.controller.wakeups import Later
 
 
-def test_deferred_calls_run_in_time_order_on_one_thread() -> None:
+def test_deferred_calls_run_in_time_order_on_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The clock stands still while the four are asked for, so their due times are exactly the delays
+    # apart however long a loaded machine takes between two calls; then it runs on in real time.
+    real, start, frozen = time.monotonic, time.monotonic(), threading.Event()
+    frozen.set()
+    clock = SimpleNamespace(monotonic=lambda: start if frozen.is_set() else real())
+    monkeypatch.setattr(wakeups, "time", clock)
     later = Later("test-later")
     ran: list[tuple[str, str]] = []
     all_ran = threading.Event()
@@ -20,6 +31,7 @@ def test_deferred_calls_run_in_time_order_on_one_thread() -> None:
     before = threading.active_count()
     for name, delay in (("c", 0.06), ("a", 0.0), ("b", 0.03), ("d", 0.06)):
         later.call(delay, lambda name=name: record(name))  # type: ignore[misc]
+    frozen.clear()
     assert threading.active_count() <= before + 1  # four waits, one thread
     assert all_ran.wait(10)
     assert ran == [(name, "test-later") for name in "abcd"]  # "d" after "c": asked for later

@@ -1,4 +1,4 @@
-"""What does Evented PLEG save? A benchmark on real kubelets (issues 8 and 12; not a test).
+"""What does Evented PLEG save? A benchmark on real kubelets (not a test).
 
 CPU/relist benchmark, for each N in --pods and --repeats rounds of gate off, gate on (ABAB...):
   1. N idle pods, started with the gate off;

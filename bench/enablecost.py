@@ -1,5 +1,5 @@
 """What enabling Evented PLEG costs: how long a real kubelet takes to start a pod, to finish deleting one and
-to report a container's exit in the pod's phase, with the gate off vs on (issue 23 item 7; k8s#124704
+to report a container's exit in the pod's phase, with the gate off vs on (k8s#124704
 reports a deletion of ~10 s instead of ~5 s with the gate on, kubelet <= 1.36). A benchmark that prints
 figures, not a test.
 

@@ -1,5 +1,5 @@
-"""How long is a node out of service while Evented PLEG is turned on? A benchmark on the lab (issue 22,
-item 5; not a test).
+"""How long is a node out of service while Evented PLEG is turned on? A benchmark on the lab (not a
+test).
 
 One run: the lab comes up (docs/lab.md; real kubelets, containerd and CRI-O in systemd-nspawn machines,
 the default node set or --nodes), the product is installed as `eventedpleg demo --lab` installs it (the

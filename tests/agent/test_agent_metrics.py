@@ -1,4 +1,4 @@
-"""The agent's /metrics (issue 34, item 5): phase durations by phase and failures by reason, measured where
+"""The agent's /metrics: phase durations by phase and failures by reason, measured where
 the phases run (agent.interpreter) on the simulated host's clock; build_info and the process metrics."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The nodes users actually have (issue 21): k3s is recognised and skipped with the platform's own fix."""
+"""The nodes users actually have: k3s is recognised and skipped with the platform's own fix."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Failure injection and bad input (issue 4): each case ends in a truthful state, with the node healthy."""
+"""Failure injection and bad input: each case ends in a truthful state, with the node healthy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The fault matrix (issue 32): every host effect of the agent against the faults a host gives, through the
+"""The fault matrix: every host effect of the agent against the faults a host gives, through the
 real agent (phases and interpreter) on simulated hosts. Each case ends in exactly one report whose one line
 names the path or command, the errno in words and the fix; nothing is left half-written; and where the
 agent ends having changed nothing (Skipped, RolledBack), the node's files are byte-identical.

@@ -1,4 +1,4 @@
-"""A default kubeadm node (issue 21, item 2): `eventedPleg: true` alone brings it to Done through a
+"""A default kubeadm node: `eventedPleg: true` alone brings it to Done through a
 kubelet.service drop-in of ours that adds --config-dir; turning it off leaves the node byte-identical;
 `kubeadm upgrade node` (its exact rewrite, eventedpleg_lab.sim.kubeadm) neither undoes it nor goes unseen."""
 

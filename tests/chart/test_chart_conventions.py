@@ -1,4 +1,4 @@
-"""What users of well-kept charts expect (issue 24), rendered by the real helm: the recommended labels with
+"""What users of well-kept charts expect, rendered by the real helm: the recommended labels with
 the app version, a CRD switch (crds.enabled / crds.keep) whose CRD is the generated one, a `helm test`
 that meets Pod Security "restricted", a guard against a second release, and NOTES.txt that agrees with
 the README. A second install refused for real, and `helm test` run for real:

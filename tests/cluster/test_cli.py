@@ -1,7 +1,7 @@
 """`eventedpleg cluster up/status/down` as a user runs them: separate processes, PIDs recorded, stopped.
 And the product's read-only commands as kubectl users run them against the real API server: --context from
 a kubeconfig with two contexts, `kubectl eventedpleg` as a plugin, `status -o json`, `status --watch` driven
-by a watch, and LISTs read in pages (issue 34, item 4)."""
+by a watch, and LISTs read in pages."""
 
 from __future__ import annotations
 

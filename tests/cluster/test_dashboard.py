@@ -1,6 +1,6 @@
 """The chart's Grafana dashboard asks only for metrics a live operator serves: the operator runs against the
 real API server, rolls a NodeConfig out over two nodes (stand-in agents), and every metric name in the
-dashboard's queries is checked against its /metrics (issue 34, item 5)."""
+dashboard's queries is checked against its /metrics."""
 
 from __future__ import annotations
 

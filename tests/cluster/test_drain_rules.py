@@ -1,4 +1,4 @@
-"""spec.drain.rules against the real API server (issue 33): the executor's drain passes evict the stateless
+"""spec.drain.rules against the real API server: the executor's drain passes evict the stateless
 pods first, leave the database (order 10) until they are gone and a report pod (WaitCompleted, order 0)
 has completed, never evict that pod, and name what waits in the node's note. The report pod is a
 Deployment's, not a Job's: kwok's default stages complete a Job's pod at once (its `pod-complete` stage), so

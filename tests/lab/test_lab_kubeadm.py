@@ -1,4 +1,4 @@
-"""kubeadm-joined nodes and containerd 1.7 on real nodes (issue 21).
+"""kubeadm-joined nodes and containerd 1.7 on real nodes.
 
 The lab's kubeadm nodes were joined by the real `kubeadm join` (eventedpleg_lab/lab/kubeadm.py): the
 kubelet unit and `10-kubeadm.conf` as the Debian packages install them, config.yaml, kubeadm-flags.env and

@@ -1,4 +1,4 @@
-"""The agent against a REAL kubelet and containerd (issue 8, item 2). Marker `realnode`; see conftest.
+"""The agent against a REAL kubelet and containerd. Marker `realnode`; see conftest.
 
 Each test brings up a fresh node (`rig.up`), hands it to the production agent through RigHost (the
 supervisor plays systemd, the kubelet's log file plays the journal) and asserts on what the real kubelet

@@ -138,6 +138,20 @@ def test_every_result_file_cited_exists_and_every_result_file_is_cited() -> None
     assert {name for name in files if name not in text} == set()  # a file no figure is read from
 
 
+# Our own tracker's numbers mean nothing to a reader of the code or docs (upstream ones, k8s#N, are sources).
+TRACKER = re.compile(r"\bissues?" + r" #?\d+", re.IGNORECASE)
+
+
+def test_no_file_names_our_own_tracker_numbers() -> None:
+    chart = [
+        p for p in sorted((ROOT / "manifests").rglob("*")) if p.suffix in {".yaml", ".md", ".tpl", ".txt"}
+    ]
+    texts = [*_texts(), *((p, p.read_text()) for p in (*chart, ROOT / "CHANGELOG.md"))]
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p, text in texts for m in TRACKER.finditer(text)]
+    assert found == []
+    assert TRACKER.search("(is" + "sue 33 item 3)") and not TRACKER.search("k8s#124704, containerd#7318")
+
+
 def test_the_docs_state_the_present() -> None:
     texts = [README, *sorted((ROOT / "docs").glob("*.md"))]
     found = [f"{p.relative_to(ROOT)}: {h}" for p in texts for h in HISTORY if h in p.read_text().lower()]

@@ -1,4 +1,4 @@
-"""`eventedpleg realnode`: a real kubelet and containerd on this machine (test and benchmark rig, issue 8).
+"""`eventedpleg realnode`: a real kubelet and containerd on this machine (test and benchmark rig).
 
 Linux and root only; it changes kernel tunables and cgroups like any kubelet. Everything else stays in
 <cache>/realnode ($EVENTEDPLEG_REALNODE_DIR). See docs/realnode.md.

@@ -1,5 +1,5 @@
 """`eventedpleg status` (and the demo's live view): conditions, counts, and the nodes in our hands, with
-the measured before/after figures of Done nodes (issue 8, item 4); `eventedpleg preflight`'s drain column."""
+the measured before/after figures of Done nodes; `eventedpleg preflight`'s drain column."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`eventedpleg status -o json|yaml|wide`, the kubectl connection flags (--context, --namespace) and the
-kubectl plugin's name (issue 34, item 4)."""
+kubectl plugin's name."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """eventedpleg_held_node_seconds (EventedPlegNodeHeldTooLong), eventedpleg_build_info and the process
-metrics on the operator's registry, the Grafana dashboard's metric names, and --log-format json (issue 34,
-item 5)."""
+metrics on the operator's registry, the Grafana dashboard's metric names, and --log-format json."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The chart's README from values.yaml's `# --` comments (eventedpleg_lab.chartdocs), and Chart.yaml's
-Artifact Hub annotations (issue 34, item 5)."""
+Artifact Hub annotations."""
 
 from __future__ import annotations
 

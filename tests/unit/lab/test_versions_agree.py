@@ -1,4 +1,4 @@
-"""One version everywhere (issue 24): pyproject.toml's, in the lab's distribution and its pin, __version__,
+"""One version everywhere: pyproject.toml's, in the lab's distribution and its pin, __version__,
 the chart's version and appVersion, and the Dockerfile's image label; and `set` writes all of them, each in
 its spelling (PEP 440 for Python, SemVer for the chart). The packaged chart's image pin, and the platforms
 of an image index in an OCI archive."""

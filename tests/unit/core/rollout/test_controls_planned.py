@@ -1,4 +1,4 @@
-"""Rollout controls (issue 33 item 3) in the rollout world, which runs the product's planner and step policy:
+"""Rollout controls in the rollout world, which runs the product's planner and step policy:
 pods that ask the autoscalers not to be disrupted block the drain before the cordon."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The lab's commands fail like the product's: one line on stderr, `error: ...`, a documented exit code, no
-traceback (issue 24: `demo --lab` on a fresh machine ended in FileNotFoundError for /bin/busybox)."""
+traceback (`demo --lab` on a fresh machine once ended in FileNotFoundError for /bin/busybox)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""drain.rules and the pods they act on, drawn for the rollout world's property tests (issue 33): rules
+"""drain.rules and the pods they act on, drawn for the rollout world's property tests: rules
 as a NodeConfig writes them, pods of a few kinds in namespaces with labels, a Job's pods completing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""spec.drain.rules (issue 33): Cluster API's MachineDrainRule order, Skip and WaitCompleted over kubectl
+"""spec.drain.rules: Cluster API's MachineDrainRule order, Skip and WaitCompleted over kubectl
 drain's filters (core.rollout.drain.rules, core.rollout.drain.pods.select), and the eviction pass that
 acts on them (k8s.drain.attempt)."""
 

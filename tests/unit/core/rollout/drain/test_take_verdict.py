@@ -1,4 +1,4 @@
-"""`eventedpleg preflight` and the operator's Cordon step judge a node alike (issue 35, item 2): for
+"""`eventedpleg preflight` and the operator's Cordon step judge a node alike: for
 generated nodes (pods asking not to be disrupted, PodDisruptionBudgets, static pods, blocking pods,
 NodeMaintenance claims, host refusals, drain options), preflight's take verdict is what the step does
 when the planner's own Cordon action for that node runs against the same pods."""

@@ -1,4 +1,4 @@
-"""spec.rollout.healthGate (issue 33 item 3) in the rollout world, which runs the product's planner and step
+"""spec.rollout.healthGate in the rollout world, which runs the product's planner and step
 policy and reads the gate's pods as the reconciler does (only for the nodes the previous pass named): a node
 is cordoned only while the gate's pods on it are Ready, and one given back whose pods are not Ready again
 afterSeconds later halts the rollout, naming them."""

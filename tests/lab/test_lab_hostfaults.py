@@ -60,26 +60,14 @@ def _annotations(lab: Lab, node: str) -> dict[str, str]:
     return annotations
 
 
-def _agent_pods(lab: Lab, node: str, *, ready: bool = True) -> list[str]:
-    """The node's agent pods not being deleted (Ready ones only, unless `ready` is False)."""
-    pods = chart.get_json(lab, "pods", "-n", chart.AGENT_NAMESPACE, f"--field-selector=spec.nodeName={node}")
-    return [
-        str(p["metadata"]["name"])
-        for p in pods["items"]
-        if not p["metadata"].get("deletionTimestamp")
-        and (not ready or any(cond["type"] == "Ready" and cond["status"] == "True"
-                              for cond in p["status"].get("conditions", [])))
-    ]  # fmt: skip
-
-
 def _restart_agent(lab: Lab, node: str, until: Callable[[hostcheck.HostCheck], bool], what: str) -> None:
     """Replace the node's agent pod and wait for the new agent's host check to say `what`."""
-    (old,) = chart.wait_for("one ready agent pod", lambda: _agent_pods(lab, node), timeout=120)
+    (old,) = chart.wait_for("one ready agent pod", lambda: chart.agent_pods(lab, node), timeout=120)
     chart.kubectl_ok(lab, "delete", "pod", old, "-n", chart.AGENT_NAMESPACE, "--wait=false")
 
     def published() -> bool:
         check = hostcheck.parse(_annotations(lab, node).get(c.ANN_HOST_CHECK))
-        new = [pod for pod in _agent_pods(lab, node) if pod != old]  # the next agent, Ready
+        new = [pod for pod in chart.agent_pods(lab, node) if pod != old]  # the next agent, Ready
         return check is not None and check.stopped is None and until(check) and bool(new)
 
     chart.wait_for(what, published, timeout=180)
@@ -103,11 +91,6 @@ def _apply(lab: Lab, node: str) -> None:
     chart.kubectl_ok(lab, "apply", "-f", "-", stdin=json.dumps(body))
 
 
-def _agent_log(lab: Lab, node: str) -> str:
-    (pod,) = _agent_pods(lab, node, ready=False)
-    return chart.kubectl_ok(lab, "logs", pod, "-n", chart.AGENT_NAMESPACE, "-c", "agent", timeout=60)
-
-
 def _skipped_before_the_cordon(lab: Lab, node: str, *words: str) -> str:
     """Apply a NodeConfig for `node` alone; it must end Skipped, with `words` in its reason, and never be
     cordoned on the way. The reason."""
@@ -124,7 +107,7 @@ def _skipped_before_the_cordon(lab: Lab, node: str, *words: str) -> str:
     assert not any(cordoned), "the node was cordoned"
     for word in words:
         assert word in reason, (word, reason)
-    assert "Traceback" not in _agent_log(lab, node)
+    assert "Traceback" not in chart.agent_log(lab, node)
     return reason
 
 
@@ -205,7 +188,9 @@ def test_an_immutable_drop_in_directory_is_rolled_back_given_back_and_its_halted
             assert word in reason, (word, reason)
         chart.wait_for("the node given back", lambda: not chart.cordoned(installed, node), timeout=120)
         assert _tree(kubernetes) == before  # byte-identical: nothing half-written, nothing left behind
-        assert "Traceback" not in _agent_log(installed, node)
+        log = chart.agent_log(installed, node)  # the agent tells the fault and the rollback in its own log
+        print(f"--- the agent's log on {node}:\n{log}")
+        assert "Traceback" not in log and f"{c.NodeState.ROLLED_BACK.value}: " in log, log
 
         def halted() -> dict[str, Any] | None:
             body = chart.get_json(installed, "nodeconfig", NAME)
@@ -263,7 +248,9 @@ def _keep_agent_off(lab: Lab, node: str) -> Callable[[], None]:
         [{"op": "replace", "path": "/spec/updateStrategy", "value": {"type": "OnDelete"}}]
         + [{"op": "add", "path": f"{terms}/{i}/matchExpressions/-", "value": off} for i in range(count)]
     )
-    chart.wait_for(f"no agent pod on {node}", lambda: not _agent_pods(lab, node, ready=False), timeout=120)
+    chart.wait_for(
+        f"no agent pod on {node}", lambda: not chart.agent_pods(lab, node, ready=False), timeout=120
+    )
 
     def undo() -> None:
         patch([
@@ -396,7 +383,7 @@ def test_a_drop_in_directory_on_its_own_mount_is_written_or_refused_by_its_own_e
         )
         reason = _annotations(installed, node).get(c.ANN_REASON, "")
         print(f"{node}: {layout} drop-in directory: {end}: {reason}")
-        assert "EXDEV" not in reason and "Traceback" not in _agent_log(installed, node)
+        assert "EXDEV" not in reason and "Traceback" not in chart.agent_log(installed, node)
         if layout == "writable":
             assert end == c.NodeState.DONE.value, reason
             assert c.KUBELET_DROPIN_NAME in _dropins(installed, node)

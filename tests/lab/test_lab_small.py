@@ -193,6 +193,12 @@ def test_the_default_nodeconfig_takes_every_worker_to_done_with_the_operator_whe
     assert body is not None
     status = _cli(installed, "status", chart.NODECONFIG)
     print(status.stdout)
+    print(chart.kubectl_ok(installed, "get", "nodes", "-L", c.LABEL_STATE))
+    print(chart.kubectl_ok(installed, "get", "nodeconfig", "-o", "wide"))
+    for node in nodes:  # the agent tells its story in its own log, one line per step
+        log = chart.agent_log(installed, node)
+        print(f"--- the agent's log on {node}:\n{log}")
+        assert "Done" in log and "Traceback" not in log, log
     for node in nodes:
         state, reason = _state(installed, node)
         assert state == c.NodeState.DONE.value, (node, state, reason)

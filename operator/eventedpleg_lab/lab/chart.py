@@ -464,3 +464,21 @@ def on_node(lab: Lab, node: str, *argv: str, timeout: float = 60.0) -> str:
         raise LabError(f"{node} is not running")
     done = machine.nsenter(init, list(argv), timeout=timeout)
     return done.stdout if done.returncode == 0 else ""
+
+
+def agent_pods(lab: Lab, node: str, *, ready: bool = True) -> list[str]:
+    """The node's agent pods not being deleted (Ready ones only, unless `ready` is False)."""
+    pods = get_json(lab, "pods", "-n", AGENT_NAMESPACE, f"--field-selector=spec.nodeName={node}")
+    return [
+        str(p["metadata"]["name"])
+        for p in pods["items"]
+        if not p["metadata"].get("deletionTimestamp")
+        and (not ready or any(cond["type"] == "Ready" and cond["status"] == "True"
+                              for cond in p["status"].get("conditions", [])))
+    ]  # fmt: skip
+
+
+def agent_log(lab: Lab, node: str) -> str:
+    """What the node's agent has logged (its container `agent`)."""
+    (pod,) = agent_pods(lab, node, ready=False)
+    return kubectl_ok(lab, "logs", pod, "-n", AGENT_NAMESPACE, "-c", "agent", timeout=60)

@@ -69,6 +69,8 @@ def _run(cmds: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, list[str
     return done.returncode, installdoc.split_output(done.stdout, MARKER, len(cmds)), done.stderr
 
 
+# One rollout of the example (its canary soaks 300 s) and one revert of the lab's nodes.
+@pytest.mark.timeout(2400)
 def test_the_readme_install_block_and_the_notes_run_as_pasted(
     lab: Lab, lab_specs: tuple[NodeSpec, ...], released: release.ReleaseFiles, tmp_path: Path
 ) -> None:

@@ -91,18 +91,30 @@ def notes_commands(rendered_notes: str) -> list[str]:
 
 
 def script(cmds: Sequence[str], marker: str) -> str:
-    """A bash script running `cmds` in order, stopping at the first that fails, each announced on
-    stdout by `marker` and its index (so each command's output can be told apart: `split_output`)."""
-    lines = ["set -euo pipefail"]
+    """A bash script running `cmds` in order as a pasted block runs: each command whatever the exit code of
+    the one before (a shell does not stop at one, and some report with theirs, as `eventedpleg preflight`
+    does), each announced on stdout by `marker` and its index, its exit code after it (`split_output`)."""
+    lines = ["set -uo pipefail"]
     for i, cmd in enumerate(cmds):
-        lines += [f"echo '{marker} {i}'", cmd]
+        lines += [f"echo '{marker} {i}'", cmd, f'echo "{marker} rc $?"']
     return "\n".join(lines) + "\n"
 
 
-def split_output(stdout: str, marker: str, count: int) -> list[str]:
-    """Each command's stdout from a `script` run (an empty string for commands that did not run)."""
-    parts = re.split(rf"^{re.escape(marker)} (\d+)\n", stdout, flags=re.MULTILINE)
-    outputs = [""] * count
-    for index, text in zip(parts[1::2], parts[2::2], strict=True):
-        outputs[int(index)] = text
-    return outputs
+@dataclass(frozen=True)
+class Ran:
+    """One command of a `script` run: what it printed on stdout and its exit code (None: it never ended)."""
+
+    command: str
+    stdout: str
+    rc: int | None
+
+
+def split_output(stdout: str, marker: str, cmds: Sequence[str]) -> list[Ran]:
+    """Each command's stdout and exit code from a `script` run of `cmds`."""
+    ran = [Ran(cmd, "", None) for cmd in cmds]
+    pattern = rf"^{re.escape(marker)} (\d+)\n(.*?)(?:^{re.escape(marker)} rc (\d+)\n|\Z)"
+    for found in re.finditer(pattern, stdout, flags=re.MULTILINE | re.DOTALL):
+        i = int(found.group(1))
+        rc = found.group(3)
+        ran[i] = Ran(cmds[i], found.group(2), None if rc is None else int(rc))
+    return ran

@@ -62,9 +62,18 @@ def test_notes_commands_in_order() -> None:
         installdoc.notes("NAME: epo\n")
 
 
-def test_the_script_stops_at_the_first_failure_and_splits_by_command(tmp_path: Path) -> None:
+def test_the_script_runs_on_after_a_failure_and_splits_by_command(tmp_path: Path) -> None:
     marker = "@@ install-step"
-    text = installdoc.script(["echo one", "false", "echo never"], marker)
+    cmds = ["echo one", "(exit 3)", "printf 'two\\nthree\\n'"]
+    text = installdoc.script(cmds, marker)
     done = subprocess.run(["bash", "-c", text], capture_output=True, text=True, check=False, cwd=tmp_path)
-    assert done.returncode == 1
-    assert installdoc.split_output(done.stdout, marker, 3) == ["one\n", "", ""]
+    assert installdoc.split_output(done.stdout, marker, cmds) == [
+        installdoc.Ran("echo one", "one\n", 0),
+        installdoc.Ran("(exit 3)", "", 3),
+        installdoc.Ran(cmds[2], "two\nthree\n", 0),
+    ]
+    # A command that never ended (the run was cut off) has no exit code.
+    cut = f"{marker} 0\npartial output\n"
+    assert installdoc.split_output(cut, marker, cmds[:1]) == [
+        installdoc.Ran("echo one", "partial output\n", None)
+    ]

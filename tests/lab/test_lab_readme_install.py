@@ -118,7 +118,7 @@ def test_the_readme_install_block_and_the_notes_run_as_pasted(
     assert len(notes) >= 12, notes
     assert notes[-1] == f"kubectl annotate nodes --all {c.ANN_HOST_CHECK}-"
     _run(notes, work / "dist" / released.version, env)
-    # They ended with the product gone: no release, no CRD, no host checks, every node reverted.
+    # They ended with the product gone: no release, no CRD, no host check, no node left cordoned.
     assert lab.kubectl("get", "crd", c.CRD_NAME).returncode != 0
     helm_ls = chart.helm(lab, "list", "-A", "-q")
     assert RELEASE_NAME not in helm_ls.split(), helm_ls

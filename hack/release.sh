@@ -16,6 +16,9 @@
 #   evented-pleg-operator-SEMVER.base-packages         each platform's base: every Debian package in it,
 #                                                      `ARCH name:arch=version` (the image's labels
 #                                                      io.eventedpleg.base.packages hold its sha256)
+#   nodeconfig.yaml                                    examples/nodeconfig.yaml: the NodeConfig the README's
+#                                                      install block and the chart's NOTES apply (a flat
+#                                                      file, as a GitHub release holds only files)
 #   release.json                                       versions, commit, time, the image's name, digest
 #                                                      and platforms
 #   SHA256SUMS                                         over all of the above (`sha256sum -c SHA256SUMS`;
@@ -97,6 +100,7 @@ if $image; then  # the packaged chart installs exactly this image, on exactly it
   $py -m eventedpleg_lab.release pin-image "$chart/values.yaml" "$digest" "${arches[@]}"
 fi
 "$helm" package "$chart" --version "$semver" --app-version "$semver" -d "$out" >/dev/null
+cp examples/nodeconfig.yaml "$out/nodeconfig.yaml"
 platforms=""
 [ ${#arches[@]} -eq 0 ] || platforms=$(printf '"linux/%s",' "${arches[@]}")
 cat >"$out/release.json" <<JSON

@@ -62,9 +62,14 @@ def set_json_args(values: dict[str, Any]) -> list[str]:
 
 
 def template(
-    values: dict[str, Any] | None = None, *, namespace: str = NAMESPACE, extra: Sequence[str] = ()
+    values: dict[str, Any] | None = None,
+    *,
+    namespace: str = NAMESPACE,
+    extra: Sequence[str] = (),
+    chart: Path = CHART,
 ) -> subprocess.CompletedProcess[str]:
-    return helm("template", RELEASE, str(CHART), "-n", namespace, *set_json_args(values or {}), *extra)
+    """`helm template` of the tree's chart, or of `chart` (a directory or a package)."""
+    return helm("template", RELEASE, str(chart), "-n", namespace, *set_json_args(values or {}), *extra)
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -106,8 +111,10 @@ class Rendered:
         return sorted(f"{d['kind']}/{d['metadata']['name']}" for d in self.docs)
 
 
-def render(values: dict[str, Any] | None = None, *, namespace: str = NAMESPACE) -> Rendered:
-    done = template(values, namespace=namespace)
+def render(
+    values: dict[str, Any] | None = None, *, namespace: str = NAMESPACE, chart: Path = CHART
+) -> Rendered:
+    done = template(values, namespace=namespace, chart=chart)
     assert done.returncode == 0, done.stderr
     return Rendered(done.stdout, parse(done.stdout))
 

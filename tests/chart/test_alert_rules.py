@@ -17,10 +17,13 @@ from tests.chart.chartlib import prometheus_binaries, render
 HERE = Path(__file__).resolve().parent
 UNIT_TESTS = HERE / "alerts_test.yaml"
 RULE_NAME = "evented-pleg-operator"
+# The runbooks alerts_test.yaml expects: set here, as the default follows the version (test_chart.py).
+RUNBOOKS = "https://runbooks.example/runbooks.md"
 
 
 def _groups(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    rule = render({"prometheusRule.enabled": True, **(values or {})}).find("PrometheusRule", RULE_NAME)
+    values = {"prometheusRule.enabled": True, "prometheusRule.runbookBaseUrl": RUNBOOKS, **(values or {})}
+    rule = render(values).find("PrometheusRule", RULE_NAME)
     groups: list[dict[str, Any]] = rule["spec"]["groups"]
     return groups
 

@@ -865,6 +865,26 @@ def test_every_alert_has_a_runbook_section() -> None:
         assert all(part in body for part in ("**Means.**", "**Confirm.**", "**Do.**")), alert["alert"]
 
 
+@pytest.mark.parametrize("app_version", ["tree", "2.3.4-rc.1"])
+def test_runbooks_default_to_the_installed_versions_tag(tmp_path: Path, app_version: str) -> None:
+    """Without runbookBaseUrl every runbook_url is docs/runbooks.md at the tag of the chart's appVersion:
+    the runbooks of the alerts that fire, not of whatever main says later. The tree's chart, and a package
+    of it with another appVersion (as hack/release.sh packages it)."""
+    chart = CHART
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    if app_version != "tree":
+        done = helm("package", str(CHART), "--app-version", app_version, "-d", str(tmp_path))
+        assert done.returncode == 0, done.stderr
+        (chart,) = tmp_path.glob("*.tgz")
+        version = app_version
+    rule = render(CASES["monitoring"], chart=chart).find("PrometheusRule", OPERATOR)
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert alerts
+    base = f"https://github.com/eventedpleg/evented-pleg-operator/blob/v{version}/docs/runbooks.md"
+    for alert in alerts:
+        assert alert["annotations"]["runbook_url"] == f"{base}#{alert['alert'].lower()}"
+
+
 def test_stalled_and_held_node_alerts_follow_their_values() -> None:
     values = {
         **CASES["monitoring"],

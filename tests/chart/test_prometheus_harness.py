@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
+from eventedpleg import __version__
 from eventedpleg.agent import health
 from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.agent.metrics import AgentMetrics
@@ -37,7 +38,8 @@ from tests.agent.fakeapi import FakeApi
 from tests.chart.chartlib import NAMESPACE, prometheus_binaries
 from tests.dashboard import dashboard_exprs
 
-RUNBOOKS = "https://github.com/eventedpleg/evented-pleg-operator/blob/main/docs/runbooks.md"
+# The chart's default: the runbooks of the installed version's tag.
+RUNBOOKS = f"https://github.com/eventedpleg/evented-pleg-operator/blob/v{__version__}/docs/runbooks.md"
 FAST = {"prometheusRule.degradedFor": "10s", "prometheusRule.failedCordonedFor": "10s"}
 
 

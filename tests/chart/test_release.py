@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from eventedpleg import __version__
-from tests.chart.chartlib import REPO
+from tests.chart.chartlib import REPO, pod_specs, render
 
 
 def release(tmp_path: Path, version: str) -> subprocess.CompletedProcess[str]:
@@ -33,7 +33,9 @@ def test_release_files_agree_on_the_version(tmp_path: Path) -> None:
     names = sorted(p.name for p in tmp_path.iterdir())
     wheel = f"evented_pleg_operator-{__version__}-py3-none-any.whl"
     chart = f"evented-pleg-operator-{__version__}.tgz"
-    assert names == sorted(["SHA256SUMS", chart, wheel, "release.json"])
+    assert names == sorted(["SHA256SUMS", chart, wheel, "nodeconfig.yaml", "release.json"])
+    # What the README's install block and the chart's NOTES apply, so the directory alone is enough.
+    assert (tmp_path / "nodeconfig.yaml").read_bytes() == (REPO / "examples" / "nodeconfig.yaml").read_bytes()
     with tarfile.open(tmp_path / chart) as tgz:
         member = tgz.extractfile("evented-pleg-operator/Chart.yaml")
         assert member is not None
@@ -54,6 +56,14 @@ def test_release_files_agree_on_the_version(tmp_path: Path) -> None:
     assert sorted(line.split("  ")[1] for line in sums) == sorted(n for n in names if n != "SHA256SUMS")
     check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=tmp_path, capture_output=True, check=False)
     assert check.returncode == 0, check.stdout
+    # The package's defaults are true for this version: its image tag, the runbooks at its tag.
+    rendered = render({"prometheusRule.enabled": True}, chart=tmp_path / chart)
+    images = {c["image"] for _, spec in pod_specs(rendered.docs) for c in spec["containers"]}
+    assert images == {f"ghcr.io/eventedpleg/evented-pleg-operator:{__version__}"}
+    rule = rendered.find("PrometheusRule", "evented-pleg-operator")
+    rules = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+    tagged = f"https://github.com/eventedpleg/evented-pleg-operator/blob/v{__version__}/docs/runbooks.md"
+    assert rules and {r["annotations"]["runbook_url"].split("#")[0] for r in rules} == {tagged}
 
 
 @pytest.mark.parametrize("other", ["9.9.9", f"{__version__}-rc.1", f"{__version__}rc1"])

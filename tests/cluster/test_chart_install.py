@@ -125,7 +125,7 @@ def test_install_prints_what_to_do_next(release: Release) -> None:
     assert f"DaemonSet  {release.agent_ns}/{release.agent}" in notes
     assert f"Deployment {release.namespace}/{release.operator}" in notes
     for step in (
-        "kubectl apply -f examples/nodeconfig.yaml",
+        "kubectl apply -f nodeconfig.yaml",
         "kubectl get nodeconfig cluster",
         f"kubectl get nodes -L {c.LABEL_STATE}",
         "kubectl wait --for=condition=Ready nodeconfig/cluster",

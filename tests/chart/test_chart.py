@@ -102,6 +102,24 @@ CASES: dict[str, dict[str, Any]] = {
         "agent.health.port": 9555,
         "agent.metrics.port": 9556,
     },
+    # What platform teams set (tests/chart/test_chart_platform.py): a mirror, their own ServiceAccounts
+    # and names, a proxy and a CA bundle, a stricter seccomp profile.
+    "platform-values": {
+        "fullnameOverride": "pleg",
+        "global.imageRegistry": "mirror.example.com",
+        "operator.serviceAccount": {"create": False, "name": "platform-operator"},
+        "agent.serviceAccount": {"name": "platform-agent", "annotations": {"example.com/owner": "platform"}},
+        "operator.podSecurityContext": {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000},
+        "operator.securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}},
+        "agent.securityContext": {"seLinuxOptions": {"type": "spc_t"}},
+        "operator.extraArgs": ["--verbose"],
+        "operator.extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy.example.com:3128"}],
+        "operator.extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca-bundle"}}],
+        "operator.extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/ssl/corp", "readOnly": True}],
+        "agent.extraEnv": [{"name": "SSL_CERT_FILE", "value": "/etc/ssl/corp/ca.crt"}],
+        "agent.extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca-bundle"}}],
+        "agent.extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/ssl/corp", "readOnly": True}],
+    },
     # An image imported straight into each node's runtime (`eventedpleg lab image`), no registry to pull from.
     "local-image": {
         "image.repository": "localhost/evented-pleg-operator",

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
+from eventedpleg.cli.failures import EXIT_NONE, EXIT_OK, EXIT_PARTIAL
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.chart.chartlib import CHART, REPO, helm, helm_env, set_json_args
@@ -85,7 +86,15 @@ def nodeconfig(release: Release) -> Iterator[str]:
     }
     release.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(body))
     generation = release.get("nodeconfig", name)["metadata"]["generation"]
-    status = {"status": {"observedGeneration": generation, "renderedHash": "h1"}}
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "observedGeneration": generation,
+        "reason": "RolloutComplete",
+        "message": "no node selected",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    status = {"status": {"observedGeneration": generation, "renderedHash": "h1", "conditions": [ready]}}
     release.kubectl(
         "patch", "nodeconfig", name, "--subresource=status", "--type=merge", "-p", json.dumps(status)
     )
@@ -114,8 +123,13 @@ def test_view_runs_status_and_may_not_approve(release: Release, nodeconfig: str)
     # The aggregation controller folds <name>-view into `view` shortly after the install.
     wait_for(lambda: _can(release, viewer, "list"), what="view aggregates the chart's view role")
     status = _cli(viewer, "status", nodeconfig)
-    assert status.returncode == 0, status.stderr
+    assert status.returncode == EXIT_OK, status.stdout + status.stderr
     assert nodeconfig in status.stdout
+    # preflight reads every Node, Pod, PodDisruptionBudget and NodeMaintenance: its verdicts (kwok nodes
+    # run no runtime it knows), never a refusal.
+    preflight = _cli(viewer, "preflight")
+    assert preflight.returncode in {EXIT_OK, EXIT_PARTIAL, EXIT_NONE}, preflight.stdout + preflight.stderr
+    assert "forbidden" not in preflight.stderr.lower()
     node = release.nodes[0]
     refused = _cli(viewer, "approve", node, "--nodeconfig", nodeconfig)
     assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr

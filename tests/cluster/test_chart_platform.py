@@ -1,6 +1,8 @@
-"""The chart's aggregated ClusterRoles on a real API server with RBAC: a person bound only to Kubernetes' own
-`view` ClusterRole runs `eventedpleg status` and is refused `eventedpleg approve`; one bound to `edit`
-approves. Each runs the real CLI with a ServiceAccount token of its own (no impersonation)."""
+"""The chart's conventions for people on a real API server with RBAC: with the aggregated ClusterRoles, a
+person bound only to Kubernetes' own `view` ClusterRole runs `eventedpleg status` and is refused
+`eventedpleg approve`; one bound to `edit` approves (each runs the real CLI with a ServiceAccount token of
+its own, no impersonation). `helm test`'s agent check, as rendered, run with the test's own ServiceAccount
+and Roles against the real DaemonSet (kwok runs no container, so the pod itself cannot run here)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from eventedpleg import constants as c
 from eventedpleg.cli.failures import EXIT_NONE, EXIT_OK, EXIT_PARTIAL
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
-from tests.chart.chartlib import CHART, REPO, helm, helm_env, set_json_args
+from tests.chart.chartlib import CHART, REPO, helm, helm_env, parse, set_json_args
 from tests.cluster.rollout_harness import wait_for
 from tests.cluster.test_chart_install import Release
 
@@ -147,3 +149,56 @@ def test_edit_approves(release: Release, nodeconfig: str) -> None:
     assert f"node {node} approved for config h1 of NodeConfig {nodeconfig}" in approved.stdout
     annotations = release.get("nodeconfig", nodeconfig)["metadata"]["annotations"]
     assert json.loads(annotations[c.ANN_APPROVED]) == {node: "h1"}
+
+
+# --- helm test: every agent Ready ----------------------------------------------------------------------
+
+
+def _helm_test_agent_check(release: Release, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """The test pod's script without its operator part (kwok pods have no address to ask /healthz on),
+    run here with the test ServiceAccount's token, after the test's own ServiceAccount, Roles and
+    RoleBindings are created as `helm test` creates them."""
+    hooks = parse(release.helm("get", "hooks", release.name, "-n", release.namespace))
+    tests = [h for h in hooks if h["metadata"]["annotations"].get("helm.sh/hook") == "test"]
+    (pod,) = [h for h in tests if h["kind"] == "Pod"]
+    for doc in tests:
+        if doc["kind"] != "Pod":
+            release.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(doc))
+    (script,) = pod["spec"]["containers"][0]["args"]
+    prelude, rest = script.split("try:\n", 1)
+    agents = rest[rest.index("agents = ") :]
+    account = pod["spec"]["serviceAccountName"]
+    config = yaml.safe_load(
+        release.cluster.service_account_kubeconfig(release.namespace, account, create=False).read_text()
+    )
+    (tmp / "token").write_text(config["users"][0]["user"]["token"])
+    (tmp / "ca.crt").write_bytes(Path(release.cluster.pki.ca_crt).read_bytes())
+    sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert f'sa = "{sa}"' in prelude
+    code = prelude.replace(f'sa = "{sa}"', f"sa = {str(tmp)!r}") + agents
+    host, port = release.cluster.server.removeprefix("https://").rsplit(":", 1)
+    env = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port, "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False, env=env
+    )
+
+
+def test_helm_test_passes_only_with_every_agent_ready(release: Release, tmp_path: Path) -> None:
+    ds = ["daemonset", "-n", release.agent_ns, release.agent]
+
+    def all_ready() -> bool:
+        status = release.get(*ds).get("status", {})
+        return 0 < status.get("desiredNumberScheduled", 0) == status.get("numberReady", 0)
+
+    wait_for(all_ready, what="every agent Ready")
+    desired = release.get(*ds)["status"]["desiredNumberScheduled"]
+    passed = _helm_test_agent_check(release, tmp_path)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert f"ok: all {desired} agents of {release.agent_ns}/{release.agent} are Ready" in passed.stdout
+    # An agent DaemonSet that runs on no node fails the test, saying where to look.
+    patch = json.dumps({"spec": {"template": {"spec": {"nodeSelector": {"roles-test": "no-node"}}}}})
+    release.kubectl("patch", *ds, "--type=merge", "-p", patch)
+    wait_for(lambda: release.get(*ds).get("status", {}).get("desiredNumberScheduled") == 0, what="no agent")
+    failed = _helm_test_agent_check(release, tmp_path)
+    assert failed.returncode != 0
+    assert f"FAIL: the agent DaemonSet {release.agent_ns}/{release.agent} runs on no node" in failed.stderr

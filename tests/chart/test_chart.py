@@ -192,15 +192,16 @@ def test_default_objects(default: Rendered) -> None:
     assert default.kinds() == sorted(
         [
             f"ClusterRole/{AGENT}", f"ClusterRole/{OPERATOR}",
+            "ClusterRole/evented-pleg-view", "ClusterRole/evented-pleg-edit",  # aggregated, for the CLI
             f"ClusterRoleBinding/{AGENT}", f"ClusterRoleBinding/{OPERATOR}",
             f"CustomResourceDefinition/{c.CRD_NAME}",
             f"DaemonSet/{AGENT}", f"Deployment/{OPERATOR}", f"Namespace/{AGENT_NS}",
-            f"Pod/{OPERATOR}-test",  # `helm test` and the three below: hooks, made only by `helm test`
+            f"Pod/{OPERATOR}-test",  # `helm test` and the five below: hooks, made only by `helm test`
             f"Role/{AGENT}", f"Role/{AGENT}-events", f"Role/{OPERATOR}", f"Role/{OPERATOR}-agent-pods",
-            f"Role/{OPERATOR}-events", f"Role/{OPERATOR}-test",
+            f"Role/{OPERATOR}-events", f"Role/{OPERATOR}-test", f"Role/{OPERATOR}-test-agents",
             f"RoleBinding/{AGENT}", f"RoleBinding/{AGENT}-events", f"RoleBinding/{OPERATOR}",
             f"RoleBinding/{OPERATOR}-agent-pods", f"RoleBinding/{OPERATOR}-events",
-            f"RoleBinding/{OPERATOR}-test",
+            f"RoleBinding/{OPERATOR}-test", f"RoleBinding/{OPERATOR}-test-agents",
             f"Service/{OPERATOR}-metrics",
             f"ServiceAccount/{AGENT}", f"ServiceAccount/{OPERATOR}", f"ServiceAccount/{OPERATOR}-test",
             f"ValidatingAdmissionPolicy/{AGENT}-own-events", f"ValidatingAdmissionPolicy/{AGENT}-own-node",

@@ -188,7 +188,8 @@ def test_helm_test_passes_only_with_every_agent_ready(release: Release, tmp_path
 
     def all_ready() -> bool:
         status = release.get(*ds).get("status", {})
-        return 0 < status.get("desiredNumberScheduled", 0) == status.get("numberReady", 0)
+        desired, ready = int(status.get("desiredNumberScheduled", 0)), int(status.get("numberReady", 0))
+        return 0 < desired == ready
 
     wait_for(all_ready, what="every agent Ready")
     desired = release.get(*ds)["status"]["desiredNumberScheduled"]

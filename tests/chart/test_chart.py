@@ -102,6 +102,24 @@ CASES: dict[str, dict[str, Any]] = {
         "agent.health.port": 9555,
         "agent.metrics.port": 9556,
     },
+    # What platform teams set (tests/chart/test_chart_platform.py): a mirror, their own ServiceAccounts
+    # and names, a proxy and a CA bundle, a stricter seccomp profile.
+    "platform-values": {
+        "fullnameOverride": "pleg",
+        "global.imageRegistry": "mirror.example.com",
+        "operator.serviceAccount": {"create": False, "name": "platform-operator"},
+        "agent.serviceAccount": {"name": "platform-agent", "annotations": {"example.com/owner": "platform"}},
+        "operator.podSecurityContext": {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000},
+        "operator.securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}},
+        "agent.securityContext": {"seLinuxOptions": {"type": "spc_t"}},
+        "operator.extraArgs": ["--verbose"],
+        "operator.extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy.example.com:3128"}],
+        "operator.extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca-bundle"}}],
+        "operator.extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/ssl/corp", "readOnly": True}],
+        "agent.extraEnv": [{"name": "SSL_CERT_FILE", "value": "/etc/ssl/corp/ca.crt"}],
+        "agent.extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca-bundle"}}],
+        "agent.extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/ssl/corp", "readOnly": True}],
+    },
     # An image imported straight into each node's runtime (`eventedpleg lab image`), no registry to pull from.
     "local-image": {
         "image.repository": "localhost/evented-pleg-operator",
@@ -174,15 +192,16 @@ def test_default_objects(default: Rendered) -> None:
     assert default.kinds() == sorted(
         [
             f"ClusterRole/{AGENT}", f"ClusterRole/{OPERATOR}",
+            "ClusterRole/evented-pleg-view", "ClusterRole/evented-pleg-edit",  # aggregated, for the CLI
             f"ClusterRoleBinding/{AGENT}", f"ClusterRoleBinding/{OPERATOR}",
             f"CustomResourceDefinition/{c.CRD_NAME}",
             f"DaemonSet/{AGENT}", f"Deployment/{OPERATOR}", f"Namespace/{AGENT_NS}",
-            f"Pod/{OPERATOR}-test",  # `helm test` and the three below: hooks, made only by `helm test`
+            f"Pod/{OPERATOR}-test",  # `helm test` and the five below: hooks, made only by `helm test`
             f"Role/{AGENT}", f"Role/{AGENT}-events", f"Role/{OPERATOR}", f"Role/{OPERATOR}-agent-pods",
-            f"Role/{OPERATOR}-events", f"Role/{OPERATOR}-test",
+            f"Role/{OPERATOR}-events", f"Role/{OPERATOR}-test", f"Role/{OPERATOR}-test-agents",
             f"RoleBinding/{AGENT}", f"RoleBinding/{AGENT}-events", f"RoleBinding/{OPERATOR}",
             f"RoleBinding/{OPERATOR}-agent-pods", f"RoleBinding/{OPERATOR}-events",
-            f"RoleBinding/{OPERATOR}-test",
+            f"RoleBinding/{OPERATOR}-test", f"RoleBinding/{OPERATOR}-test-agents",
             f"Service/{OPERATOR}-metrics",
             f"ServiceAccount/{AGENT}", f"ServiceAccount/{OPERATOR}", f"ServiceAccount/{OPERATOR}-test",
             f"ValidatingAdmissionPolicy/{AGENT}-own-events", f"ValidatingAdmissionPolicy/{AGENT}-own-node",

@@ -77,7 +77,8 @@ def test_the_schema_stays_strict_for_crds(values: dict[str, Any], message: str) 
 
 def test_helm_test_objects_are_test_hooks_removed_after_success(default: Rendered) -> None:
     hooks = [d for d in default.docs if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
-    assert sorted(d["kind"] for d in hooks) == ["Pod", "Role", "RoleBinding", "ServiceAccount"]
+    kinds = ["Pod", "Role", "Role", "RoleBinding", "RoleBinding", "ServiceAccount"]
+    assert sorted(d["kind"] for d in hooks) == kinds
     for hook in hooks:
         policy = hook["metadata"]["annotations"]["helm.sh/hook-delete-policy"]
         assert policy == "before-hook-creation,hook-succeeded"
@@ -117,6 +118,34 @@ def test_helm_test_script_checks_the_crd_and_each_replicas_health(default: Rende
     assert '"kubernetes.io/service-name=" + service' in script
     port = default.find("Service", f"{OPERATOR}-metrics")["spec"]["ports"][0]["port"]
     assert f":{port}/healthz" in script
+
+
+def test_helm_test_script_checks_that_every_agent_is_ready(default: Rendered) -> None:
+    """The DaemonSet's desired pods are all Ready, and it runs somewhere; the test may get that one
+    DaemonSet in the agent's namespace and nothing else there."""
+    (script,) = _test_pod(default)["spec"]["containers"][0]["args"]
+    assert 'agents = "evented-pleg-agent/evented-pleg-agent"' in script
+    assert '"/apis/apps/v1/namespaces/%s/daemonsets/%s"' in script
+    assert "if ready != desired:" in script and "if desired == 0:" in script
+    role = default.find("Role", f"{OPERATOR}-test-agents")
+    assert role["metadata"]["namespace"] == "evented-pleg-agent"
+    assert role["rules"] == [
+        {
+            "apiGroups": ["apps"],
+            "resources": ["daemonsets"],
+            "resourceNames": ["evented-pleg-agent"],
+            "verbs": ["get"],
+        }
+    ]
+    binding = default.find("RoleBinding", f"{OPERATOR}-test-agents")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": f"{OPERATOR}-test", "namespace": "evented-pleg-system"}
+    ]
+    # The agents' namespace may be the release's (createNamespace: false): the names still differ.
+    same = render({"agent.namespace": "evented-pleg-system", "agent.createNamespace": False})
+    assert len(same.all("Role")) == len(
+        {(r["metadata"]["namespace"], r["metadata"]["name"]) for r in same.all("Role")}
+    )
 
 
 def test_the_test_pod_follows_the_operators_scheduling() -> None:

@@ -1,6 +1,7 @@
 """Every RBAC rule the chart renders for the operator and the agent is a row of eventedpleg.k8s.access (the
 API calls the code makes, held to the code by tests/unit/test_access.py), and every row has its rule:
-the same resource, verb, namespace and resourceNames, nothing wider, nothing missing."""
+the same resource, verb, namespace and resourceNames, nothing wider, nothing missing. The CLI's aggregated
+roles are held to the person's rows the same way."""
 
 from __future__ import annotations
 
@@ -87,3 +88,64 @@ def test_defaults_list_namespaces_and_refuse_force_delete() -> None:
     default = granted(render(), Account.OPERATOR)
     assert (Scope.CLUSTER, "", "namespaces", "list", ()) in default
     assert (Scope.CLUSTER, "", "pods", "delete", ()) not in default
+
+
+# --- the CLI's aggregated roles -------------------------------------------------------------------------
+
+READS = {"get", "list", "watch"}
+# What Kubernetes' own `view` already grants cluster-wide (bootstrap policy): the CLI's rows on these need no
+# rule of ours.
+BUILTIN_VIEW = {("", "pods"), ("policy", "poddisruptionbudgets"), ("", "namespaces"), ("", "configmaps")}
+# What `eventedpleg approve` and `retry` write (eventedpleg.io/approved, eventedpleg.io/retry).
+CLI_WRITES = {"eventedpleg.k8s.nodeconfigs.patch_annotations"}
+
+
+def _role_atoms(rendered: Rendered, name: str) -> set[tuple[str, str, str]]:
+    role = rendered.find("ClusterRole", name)
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_view_role_is_what_the_cli_reads_that_view_does_not_grant() -> None:
+    rendered = render()
+    role = rendered.find("ClusterRole", "evented-pleg-view")
+    labels = role["metadata"]["labels"]
+    assert labels["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    rows = {
+        (row.group, row.resource, verb)
+        for row in access.calls_of(Account.PERSON, VALUES)
+        if row.scope is Scope.CLUSTER and (row.group, row.resource) not in BUILTIN_VIEW
+        for verb in row.verbs
+        if verb in READS
+    }
+    assert _role_atoms(rendered, "evented-pleg-view") == rows
+
+
+def test_edit_role_is_what_approve_and_retry_write() -> None:
+    rendered = render()
+    role = rendered.find("ClusterRole", "evented-pleg-edit")
+    labels = role["metadata"]["labels"]
+    assert labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert labels["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
+    assert "rbac.authorization.k8s.io/aggregate-to-view" not in labels
+    writes = {
+        (row.group, row.resource, verb)
+        for row in access.calls_of(Account.PERSON, VALUES)
+        if row.site in CLI_WRITES
+        for verb in row.verbs
+    }
+    assert writes and _role_atoms(rendered, "evented-pleg-edit") == writes
+
+
+def test_aggregated_roles_follow_their_value() -> None:
+    off = render({"aggregatedRoles.enabled": False})
+    names = {d["metadata"]["name"] for d in off.all("ClusterRole")}
+    assert not {"evented-pleg-view", "evented-pleg-edit"} & names
+    assert {"evented-pleg-view", "evented-pleg-edit"} <= {
+        d["metadata"]["name"] for d in render().all("ClusterRole")
+    }

@@ -1,6 +1,6 @@
 """The chart's conventions on real nodes: `helm test` passes (the CRD served, every operator replica
-answers /healthz from inside the cluster), and a second release in the same cluster is refused with the
-reason, leaving the first one untouched."""
+answers /healthz from inside the cluster, every agent Ready), and a second release in the same cluster is
+refused with the reason, leaving the first one untouched."""
 
 from __future__ import annotations
 

@@ -1,9 +1,16 @@
-{{- define "epo.name" -}}{{ .Values.nameOverride | default "evented-pleg" | trunc 40 | trimSuffix "-" }}{{- end -}}
+{{/* The prefix of every object name: fullnameOverride as given, else nameOverride, else "evented-pleg". */}}
+{{- define "epo.name" -}}
+{{- .Values.fullnameOverride | default .Values.nameOverride | default "evented-pleg" | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{/* global.imageRegistry, when set, is put before image.repository (a mirror of the whole path). */}}
+{{- define "epo.repository" -}}
+{{- with (.Values.global | default dict).imageRegistry }}{{ trimSuffix "/" . }}/{{ end }}{{ .Values.image.repository -}}
+{{- end -}}
 {{- define "epo.image" -}}
 {{- if .Values.image.digest -}}
-{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{ include "epo.repository" . }}@{{ .Values.image.digest }}
 {{- else -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ include "epo.repository" . }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 {{- end -}}
 {{- define "epo.labels" -}}
@@ -15,6 +22,31 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
 {{- define "epo.operatorName" -}}{{ include "epo.name" . }}-operator{{- end -}}
 {{- define "epo.agentName" -}}{{ include "epo.name" . }}-agent{{- end -}}
+{{/*
+The ServiceAccounts the pods run as: the chart's own (serviceAccount.create), or one the user made
+(create: false, name required). The RBAC bindings and the admission policies (which match on the
+account's username) follow the name.
+*/}}
+{{- define "epo.serviceAccountName" -}}
+{{- $sa := .sa | default dict -}}
+{{- if and (hasKey $sa "create") (not $sa.create) -}}
+{{- required (printf "%s.serviceAccount.name is required when %s.serviceAccount.create is false" .component .component) $sa.name -}}
+{{- else -}}
+{{- $sa.name | default .default -}}
+{{- end -}}
+{{- end -}}
+{{- define "epo.operatorServiceAccount" -}}
+{{- include "epo.serviceAccountName" (dict "sa" .Values.operator.serviceAccount "component" "operator" "default" (include "epo.operatorName" .)) -}}
+{{- end -}}
+{{- define "epo.agentServiceAccount" -}}
+{{- include "epo.serviceAccountName" (dict "sa" .Values.agent.serviceAccount "component" "agent" "default" (include "epo.agentName" .)) -}}
+{{- end -}}
+{{- define "epo.operatorUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "epo.operatorServiceAccount" . }}
+{{- end -}}
+{{- define "epo.agentUser" -}}
+system:serviceaccount:{{ .Values.agent.namespace }}:{{ include "epo.agentServiceAccount" . }}
+{{- end -}}
 {{/* Selector labels are immutable on a Deployment/DaemonSet: keep them to name + instance + component. */}}
 {{- define "epo.operatorSelector" -}}
 app.kubernetes.io/name: {{ include "epo.operatorName" . }}

@@ -159,10 +159,10 @@ def install(lab: Lab, specs: tuple[NodeSpec, ...], published: Published, *, time
 
 
 def helm_test(lab: Lab, *, timeout: float = 180.0) -> str:
-    """`helm test`: the chart's test pod finds the CRD served and every operator replica healthy; its exit
-    code is the verdict. Not `--logs`: Helm 3 deletes a passing pod (hook-succeeded) before it reads the
-    logs and then fails with "pods not found" (helm/helm#9098). A failing pod is kept: its log is in the
-    error."""
+    """`helm test`: the chart's test pod finds the CRD served, every operator replica healthy and every agent
+    Ready; its exit code is the verdict. Not `--logs`: Helm 3 deletes a passing pod (hook-succeeded) before
+    it reads the logs and then fails with "pods not found" (helm/helm#9098). A failing pod is kept: its log
+    is in the error."""
     try:
         return helm(lab, "test", RELEASE, "-n", NAMESPACE, f"--timeout={int(timeout)}s",
                     timeout=timeout + 30)  # fmt: skip

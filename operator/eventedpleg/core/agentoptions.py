@@ -32,6 +32,11 @@ class AgentOptions(BaseModel):
     # docs/compatibility.md §5 guardrail 2), so the agent refuses a node with static pod manifests
     # unless true.
     allow_static_pods: bool = False
+    # spec.guard: after Done, watch for the gate's own failures and heal them; after `guard_incidents`
+    # incidents within `guard_window_seconds`, roll the node back.
+    guard: bool = True
+    guard_incidents: int = 2
+    guard_window_seconds: int = 86400
 
     def to_json(self) -> str:
         """Compact annotation value."""
@@ -56,4 +61,7 @@ class AgentOptions(BaseModel):
             heal_fallback=spec.heal_fallback,
             on_failure=spec.rollout.on_failure,
             allow_static_pods=spec.include_control_plane,
+            guard=spec.guard.enabled,
+            guard_incidents=spec.guard.incidents_before_rollback,
+            guard_window_seconds=spec.guard.window_seconds,
         )

@@ -48,9 +48,8 @@ def test_from_spec() -> None:
 def test_from_spec_carries_the_guard() -> None:
     on = AgentOptions.from_spec(NodeConfigSpec.model_validate({"eventedPleg": True}))
     assert (on.guard, on.guard_incidents, on.guard_window_seconds) == (True, 2, 86400)
-    spec = NodeConfigSpec.model_validate(
-        {"eventedPleg": True, "guard": {"enabled": False, "incidentsBeforeRollback": 5, "windowSeconds": 3600}}
-    )
+    guard = {"enabled": False, "incidentsBeforeRollback": 5, "windowSeconds": 3600}
+    spec = NodeConfigSpec.model_validate({"eventedPleg": True, "guard": guard})
     off = AgentOptions.from_spec(spec)
     assert (off.guard, off.guard_incidents, off.guard_window_seconds) == (False, 5, 3600)
     assert AgentOptions.from_json(off.to_json()) == off  # what the agent reads back is what was meant

@@ -418,7 +418,9 @@ class _Decider:
         self.count("failed")
         self.count("unhealthy", marks.cause is Cause.WORKLOAD_NOT_READY)  # halts whatever maxFailedNodes says
         state = marks.state or NodeState.FAILED
-        note = NodeNote(node.name, state, marks.reason, marks.since, marks.evidence, node.unschedulable)
+        note = NodeNote(
+            node.name, state, marks.reason, marks.since, marks.evidence, node.unschedulable, cause=marks.cause
+        )
         self.failures += (note,)
         self.notes += (note,)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 
+from eventedpleg.constants import Cause
 from eventedpleg.core.rollout.actions import Action
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.models.nodeconfig import NodeCounts
@@ -23,6 +24,7 @@ class NodeNote:
     evidence: str = ""
     unschedulable: bool = False  # still cordoned: a Failed node that is holds capacity until someone acts
     stuck: bool = False  # left in service by a drain that could never finish (drain.onBlocked: Wait)
+    cause: Cause | None = None  # a failure's typed cause (eventedpleg.io/cause), for the halt message
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,102 @@
+"""spec.guard in the rollout world (the product's planner and step policy over the model fleet): a node
+Done and given back that its agent later rolls back to generic PLEG (Done -> RolledBack, eventedpleg.io/
+cause GuardRollback) counts against rollout.maxFailedNodes, so a fleet where the gate misbehaves halts
+itself, names the guard and the node, and never takes that node again by itself."""
+
+from __future__ import annotations
+
+from eventedpleg import constants as c
+from eventedpleg.constants import Cause, NodeState
+from eventedpleg.core.rollout import status
+from eventedpleg.protocol import format_time
+from eventedpleg_lab.sim.rolloutworld import World, fleet, spec
+
+REASON = "rolled back to generic PLEG: 2 PLEG incidents within 86400s (spec.guard)"
+
+
+def states(world: World) -> dict[str, str | None]:
+    return {name: n.annotations.get(c.ANN_STATE) for name, n in world.nodes.items()}
+
+
+def until_done(world: World, name: str, limit: int = 200) -> None:
+    node = world.nodes[name]
+    for _ in range(limit):
+        if node.annotations.get(c.ANN_STATE) == "Done" and not node.unschedulable:
+            return
+        world.tick()
+    raise AssertionError(f"{name} not Done: {states(world)}")
+
+
+def guard_rolls_back(world: World, name: str, *, cause: Cause | None = Cause.GUARD_ROLLBACK) -> None:
+    """The agent's report after its second incident: the node, Done and in service, is RolledBack."""
+    node = world.nodes[name]
+    assert node.annotations[c.ANN_STATE] == "Done" and not node.unschedulable
+    node.annotations.update(
+        {
+            c.ANN_STATE: NodeState.ROLLED_BACK.value,
+            c.ANN_STATE_SINCE: format_time(world.now),
+            c.ANN_REASON: REASON,
+        }
+    )
+    if cause is not None:
+        node.annotations[c.ANN_CAUSE] = cause.value
+    node.annotations.pop(c.ANN_CURRENT, None)
+    node.rv += 1
+
+
+def test_a_guard_rollback_after_done_halts_the_rollout_naming_the_guard_and_the_node() -> None:
+    nodes = fleet(4)
+    world = World(nodes, spec(rollout={"maxFailedNodes": 1}))
+    until_done(world, "node-000")
+    guard_rolls_back(world, "node-000")
+    final = world.run()
+    summary = final.summary
+    assert summary.halted and summary.counts.failed == 1
+    assert summary.waiting == (
+        "halted after 1 failed node(s) (rollout.maxFailedNodes=1); 1 of them rolled back to generic PLEG "
+        "by the guard after repeated PLEG incidents (spec.guard): node-000"
+    )
+    # Reported before the next node was taken: none is.
+    assert states(world) == {"node-000": "RolledBack", "node-001": None, "node-002": None, "node-003": None}
+    taken = {name: n.drains for name, n in nodes.items()}
+    for _ in range(300):
+        world.tick()
+    assert {name: n.drains for name, n in nodes.items()} == taken  # nothing new starts
+    assert nodes["node-000"].drains == 1  # not rolled out again by itself
+    assert nodes["node-000"].annotations[c.ANN_STATE] == "RolledBack"
+    built = status.build_status(
+        summary, enabled=True, deleting=False, generation=1, previous=[], now=world.now
+    )
+    degraded = {cond.type.value: cond for cond in built.conditions}["Degraded"]
+    assert degraded.status.value == "True" and degraded.reason == "RolloutHalted"
+    assert "by the guard" in degraded.message and f"node-000: {REASON}" in degraded.message
+    assert {n.name: n.state for n in built.node_statuses}["node-000"] == "RolledBack"
+
+
+def test_a_guard_rollback_is_one_failure_among_max_failed_nodes() -> None:
+    """Below rollout.maxFailedNodes the rollout goes on (the node stays RolledBack, counted failed)."""
+    nodes = fleet(3)
+    world = World(nodes, spec(rollout={"maxFailedNodes": 2}))
+    until_done(world, "node-000")
+    guard_rolls_back(world, "node-000")
+    final = world.run()
+    assert not final.summary.halted and final.summary.counts.failed == 1
+    assert states(world) == {"node-000": "RolledBack", "node-001": "Done", "node-002": "Done"}
+    assert nodes["node-000"].drains == 1
+    guard_rolls_back(world, "node-002")  # the second one reaches the budget
+    halted = world.run().summary
+    assert halted.halted and halted.counts.failed == 2
+    assert halted.waiting.endswith(
+        "2 of them rolled back to generic PLEG by the guard after repeated PLEG "
+        "incidents (spec.guard): node-000, node-002"
+    )
+
+
+def test_the_guard_is_named_by_the_typed_cause_never_by_the_reason_text() -> None:
+    nodes = fleet(2)
+    world = World(nodes, spec(rollout={"maxFailedNodes": 1}))
+    until_done(world, "node-000")
+    guard_rolls_back(world, "node-000", cause=None)  # the same words, no eventedpleg.io/cause
+    summary = world.run().summary
+    assert summary.halted and summary.counts.failed == 1  # RolledBack after Done fails the node anyway
+    assert summary.waiting == "halted after 1 failed node(s) (rollout.maxFailedNodes=1)"

@@ -1,13 +1,18 @@
 """spec.guard in the rollout world (the product's planner and step policy over the model fleet): a node
 Done and given back that its agent later rolls back to generic PLEG (Done -> RolledBack, eventedpleg.io/
 cause GuardRollback) counts against rollout.maxFailedNodes, so a fleet where the gate misbehaves halts
-itself, names the guard and the node, and never takes that node again by itself."""
+itself, names the guard and the node, and never takes that node again by itself. The agent's report
+carries the typed cause as its evidence's result (core.guardincidents), as it writes no
+eventedpleg.io/cause of its own."""
 
 from __future__ import annotations
 
 from eventedpleg import constants as c
 from eventedpleg.constants import Cause, NodeState
+from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.rollout import status
+from eventedpleg.core.rollout.planner.decide import failure_cause
+from eventedpleg.core.rollout.snapshot import NodeMarks
 from eventedpleg.protocol import format_time
 from eventedpleg_lab.sim.rolloutworld import World, fleet, spec
 
@@ -27,7 +32,7 @@ def until_done(world: World, name: str, limit: int = 200) -> None:
     raise AssertionError(f"{name} not Done: {states(world)}")
 
 
-def guard_rolls_back(world: World, name: str, *, cause: Cause | None = Cause.GUARD_ROLLBACK) -> None:
+def guard_rolls_back(world: World, name: str, *, typed: bool = True) -> None:
     """The agent's report after its second incident: the node, Done and in service, is RolledBack."""
     node = world.nodes[name]
     assert node.annotations[c.ANN_STATE] == "Done" and not node.unschedulable
@@ -38,8 +43,8 @@ def guard_rolls_back(world: World, name: str, *, cause: Cause | None = Cause.GUA
             c.ANN_REASON: REASON,
         }
     )
-    if cause is not None:
-        node.annotations[c.ANN_CAUSE] = cause.value
+    result = Cause.GUARD_ROLLBACK.value if typed else "fail"
+    node.annotations[c.ANN_EVIDENCE] = Evidence(result=result, reason="2 incidents: wedge, wedge").to_json()
     node.annotations.pop(c.ANN_CURRENT, None)
     node.rv += 1
 
@@ -96,7 +101,20 @@ def test_the_guard_is_named_by_the_typed_cause_never_by_the_reason_text() -> Non
     nodes = fleet(2)
     world = World(nodes, spec(rollout={"maxFailedNodes": 1}))
     until_done(world, "node-000")
-    guard_rolls_back(world, "node-000", cause=None)  # the same words, no eventedpleg.io/cause
+    guard_rolls_back(world, "node-000", typed=False)  # the same words, another result
     summary = world.run().summary
     assert summary.halted and summary.counts.failed == 1  # RolledBack after Done fails the node anyway
     assert summary.waiting == "halted after 1 failed node(s) (rollout.maxFailedNodes=1)"
+
+
+def test_a_failures_typed_cause_is_the_agents_evidence_result_else_the_operators() -> None:
+    def marks(cause: str = "", result: str | None = None) -> NodeMarks:
+        annotations = {c.ANN_CAUSE: cause} if cause else {}
+        if result is not None:
+            annotations[c.ANN_EVIDENCE] = Evidence(result=result).to_json()
+        return NodeMarks.parse(annotations)
+
+    assert failure_cause(marks(result="GuardRollback")) is Cause.GUARD_ROLLBACK
+    assert failure_cause(marks("WorkloadNotReady", result="pass")) is Cause.WORKLOAD_NOT_READY
+    assert failure_cause(marks(result="fail")) is None
+    assert failure_cause(marks()) is None

@@ -192,7 +192,9 @@ class Cause(StrEnum):
     STATIC_PODS = "StaticPods"  # it runs static pods and includeControlPlane is off
     NOT_IN_PLACE = "NotInPlace"  # drain.mode: InPlace, not safe there, inPlace.onIneligible: Skip
     WORKLOAD_NOT_READY = "WorkloadNotReady"  # rollout.healthGate: its pods not Ready after it was Done
-    GUARD_ROLLBACK = "GuardRollback"  # spec.guard: its agent rolled it back after repeated incidents
+    # The agent's guard took the gate off a node that kept failing; an agent's report carries it as its
+    # evidence's result (core.guardincidents).
+    GUARD_ROLLBACK = "GuardRollback"
 
 
 # The states in which a node is in the rollout's hands (taken, not yet given back or finished).

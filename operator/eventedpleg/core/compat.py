@@ -101,8 +101,9 @@ KUBELET_136_FEEL_ADVISORY = (
 # evicted after 300 s: only the guard (the agent's watch after Done, core/node/phases) bounds how long.
 KUBELET_136_UNGUARDED = (
     "kubelet {v} with EventedPLEG can stop syncing pods until it is restarted (the PLEG channel wedge) and "
-    "spec.guard.enabled is false, so nothing detects, heals or rolls back a wedged node; set "
-    "spec.guard.enabled: true (the default) to have it Supported"
+    "spec.guard.enabled is false, so a wedged node is neither healed nor rolled back (it stays so until "
+    "someone restarts its kubelet; NotReady past 300 s, its pods are evicted); set spec.guard.enabled: true "
+    "(the default) to have it Supported"
 )
 
 # With the guard on, preflight says what it does and what turning it off would make of the node.

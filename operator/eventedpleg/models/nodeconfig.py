@@ -862,17 +862,18 @@ class Verification(_Model):
 
 class Guard(_Model):
     """After Done, the agent watches the node for the failures the gate itself brings (kubelet <= 1.36: the
-    PLEG channel wedge, pods whose status stops following their containers, the event stream lost without
-    fallback), heals them and rolls back a node that keeps failing."""
+    PLEG channel wedge; the event stream lost without fallback), heals them and rolls back a node that keeps
+    failing."""
 
     enabled: Annotated[
         bool,
         Field(
             description="Watch every Done node: on the first sign of an incident the agent restarts the "
             "kubelet and proves it syncs pods again, with a `PLEGWedged` Event and the node condition "
-            "`EventedPLEGHealthy`. `false`: nodes with kubelet 1.32 to 1.36 are Risky, as nothing then "
-            "bounds how long such a node stops syncing pods: without `allowRisky: true` they are skipped, "
-            "and those already Done are taken back to generic PLEG the same safe way."
+            "`EventedPLEGHealthy`. `false`: the agent only reports incidents, and nodes with kubelet 1.32 to "
+            "1.36 are Risky, as nothing then bounds how long such a node stops syncing pods: without "
+            "`allowRisky: true` they are skipped, and those already Done are taken back to generic PLEG the "
+            "same safe way."
         ),
     ] = True
     incidents_before_rollback: Annotated[

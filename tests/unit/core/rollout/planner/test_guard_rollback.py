@@ -118,3 +118,23 @@ def test_a_failures_typed_cause_is_the_agents_evidence_result_else_the_operators
     assert failure_cause(marks("WorkloadNotReady", result="pass")) is Cause.WORKLOAD_NOT_READY
     assert failure_cause(marks(result="fail")) is None
     assert failure_cause(marks()) is None
+
+
+def test_turning_the_guard_off_takes_kubelet_136_nodes_back_unless_risky_is_allowed() -> None:
+    """spec.guard.enabled: false makes kubelets 1.32-1.36 Risky: Done ones are taken back to generic PLEG
+    the same safe way (as any node that is no longer eligible), a 1.37 node keeps the gate; with
+    allowRisky: true nothing changes."""
+    nodes = fleet(2)
+    nodes["node-001"].kubelet = "v1.37.2"
+    world = World(nodes, spec())
+    assert world.run().summary.complete
+    assert states(world) == {"node-000": "Done", "node-001": "Done"}
+    world.spec = spec(guard={"enabled": False}, allowRisky=True)
+    assert world.run().summary.complete
+    assert {name: n.drains for name, n in nodes.items()} == {"node-000": 1, "node-001": 1}
+    world.spec = spec(guard={"enabled": False})
+    final = world.run().summary
+    assert nodes["node-000"].drains == 2 and c.ANN_OWNER not in nodes["node-000"].annotations  # given back
+    assert nodes["node-001"].drains == 1 and states(world)["node-001"] == "Done"
+    skipped = {n.name: n.reason for n in final.attention}
+    assert "spec.guard.enabled: true" in skipped["node-000"] and "allowRisky" in skipped["node-000"]

@@ -364,8 +364,8 @@ def _guard_text(failures: Sequence[NodeNote]) -> str:
         return ""
     names = ", ".join(guarded[:5]) + (f" and {len(guarded) - 5} more" if len(guarded) > 5 else "")
     return (
-        f"; {len(guarded)} of them rolled back to generic PLEG by the guard after repeated PLEG incidents "
-        f"(spec.guard): {names}"
+        f"; {len(guarded)} of them ({names}) rolled back to generic PLEG by the guard after repeated PLEG "
+        "incidents (spec.guard)"
     )
 
 

@@ -58,8 +58,8 @@ def test_a_guard_rollback_after_done_halts_the_rollout_naming_the_guard_and_the_
     summary = final.summary
     assert summary.halted and summary.counts.failed == 1
     assert summary.waiting == (
-        "halted after 1 failed node(s) (rollout.maxFailedNodes=1); 1 of them rolled back to generic PLEG "
-        "by the guard after repeated PLEG incidents (spec.guard): node-000"
+        "halted after 1 failed node(s) (rollout.maxFailedNodes=1); 1 of them (node-000) rolled back to "
+        "generic PLEG by the guard after repeated PLEG incidents (spec.guard)"
     )
     # Reported before the next node was taken: none is.
     assert states(world) == {"node-000": "RolledBack", "node-001": None, "node-002": None, "node-003": None}
@@ -75,6 +75,8 @@ def test_a_guard_rollback_after_done_halts_the_rollout_naming_the_guard_and_the_
     degraded = {cond.type.value: cond for cond in built.conditions}["Degraded"]
     assert degraded.status.value == "True" and degraded.reason == "RolloutHalted"
     assert "by the guard" in degraded.message and f"node-000: {REASON}" in degraded.message
+    stalled = {cond.type.value: cond for cond in built.conditions}["Stalled"]
+    assert stalled.status.value == "True" and "(node-000) rolled back" in stalled.message
     assert {n.name: n.state for n in built.node_statuses}["node-000"] == "RolledBack"
 
 
@@ -92,8 +94,8 @@ def test_a_guard_rollback_is_one_failure_among_max_failed_nodes() -> None:
     halted = world.run().summary
     assert halted.halted and halted.counts.failed == 2
     assert halted.waiting.endswith(
-        "2 of them rolled back to generic PLEG by the guard after repeated PLEG "
-        "incidents (spec.guard): node-000, node-002"
+        "2 of them (node-000, node-002) rolled back to generic PLEG by the guard after repeated PLEG "
+        "incidents (spec.guard)"
     )
 
 

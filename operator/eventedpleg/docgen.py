@@ -59,7 +59,13 @@ def matrix_table() -> str:
             else:
                 span = f"{_triple(row.low)} to < {_triple(row.high)}"
             why = row.reason.replace(" {v}", "").replace("{v}", "").replace("|", "/")
-            lines.append(f"| {row.component} | {span} | {row.level} | {why} | {link_sections(row.source)} |")
+            level = (
+                f"{row.level} with `spec.guard` on (the default: wedges healed, a node that keeps wedging "
+                "rolled back); Risky with it off"
+                if row.unguarded
+                else row.level
+            )
+            lines.append(f"| {row.component} | {span} | {level} | {why} | {link_sections(row.source)} |")
     return "\n".join(lines)
 
 

@@ -194,6 +194,9 @@ class Cause(StrEnum):
     NOT_IN_PLACE = "NotInPlace"  # drain.mode: InPlace, not safe there, inPlace.onIneligible: Skip
     WORKLOAD_NOT_READY = "WorkloadNotReady"  # rollout.healthGate: its pods not Ready after it was Done
     NO_AGENT = "NoAgent"  # status only, never written on a node: not taken, no live agent on it
+    # The agent's guard took the gate off a node that kept failing; an agent's report carries it as its
+    # evidence's result (core.guardincidents).
+    GUARD_ROLLBACK = "GuardRollback"
 
 
 # The states in which a node is in the rollout's hands (taken, not yet given back or finished).

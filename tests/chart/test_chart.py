@@ -837,7 +837,8 @@ def test_alerts_use_metrics_the_operator_exports() -> None:
     assert {
         "EventedPlegRolloutDegraded", "EventedPlegNodeFailures", "EventedPlegNoLeader",
         "EventedPlegOperatorAbsent", "EventedPlegNodeFailedAndCordoned", "EventedPlegRolloutStalled",
-        "EventedPlegNodeHeldTooLong", "EventedPlegAgentFailures",
+        "EventedPlegNodeHeldTooLong", "EventedPlegAgentFailures", "EventedPlegNodeWedged",
+        "EventedPlegGuardRolledBack",
     } <= set(alerts)  # fmt: skip
     selector = re.compile(r"(eventedpleg_[a-z_]+)(?:\{([^}]*)\})?")
     for name, alert in alerts.items():

@@ -95,6 +95,7 @@ def test_minimal_nodeconfig_gets_every_default(crd: LocalCluster) -> None:
         "rules": [],  # no drain order: every pod kubectl evicts, at once
     }
     assert spec["verification"] == {"timeoutSeconds": 300}
+    assert spec["guard"] == {"enabled": True, "incidentsBeforeRollback": 2, "windowSeconds": 86400}
     assert (spec["runtime"], spec["kubeletConfig"], spec["onDelete"]) == ("auto", "DropInOnly", "Revert")
     assert (spec["includeControlPlane"], spec["healFallback"]) == (False, True)
 

@@ -117,6 +117,7 @@ Exit codes: 0 every selected node eligible, 3 some would be skipped, 4 none is e
 @click.option("--nodeconfig", "name", default=None, help="Judge with this NodeConfig's selector and opt-ins.")
 @click.option("--include-control-plane", is_flag=True, help="As spec.includeControlPlane: true.")
 @click.option("--allow-risky", is_flag=True, help="As spec.allowRisky: true.")
+@click.option("--no-guard", is_flag=True, help="As spec.guard.enabled: false (kubelets 1.32-1.36 are Risky).")
 @click.option(
     "-o", "--output", type=click.Choice(["table", "wide", "json"]), default="table", show_default=True
 )
@@ -127,6 +128,7 @@ def preflight(
     name: str | None,
     include_control_plane: bool,
     allow_risky: bool,
+    no_guard: bool,
     output: str,
     chunk_size: int,
     kube: Kube,
@@ -142,10 +144,10 @@ def preflight(
         held = _maintenances(api)
         drain = DrainPolicy.of(spec.drain if spec is not None else DrainSpec())
         namespaces = drainer.namespace_labels(api, drain)
-    policy = compat.Policy(include_control_plane, allow_risky)
+    policy = compat.Policy(include_control_plane, allow_risky, guard=not no_guard)
     chosen = all_nodes
     if spec is not None:
-        policy = compat.Policy(spec.include_control_plane, spec.allow_risky, spec.runtime.value)
+        policy = compat.Policy.of(spec)
         chosen = [n for n in all_nodes if selector.matches(spec.node_selector, n.labels)]
     mode = (spec.kubelet_config if spec is not None else KubeletConfigMode.DROP_IN_ONLY).value
     order = spec.rollout.order if spec is not None else None
@@ -363,9 +365,7 @@ def render_cmd(
     else:
         fail("give --node NAME, or --kubelet-version and --runtime for an offline render")
     enabled = spec.evented_pleg and not disable
-    verdict = compat.verdict(
-        facts, compat.Policy(spec.include_control_plane, spec.allow_risky, spec.runtime.value)
-    )
+    verdict = compat.verdict(facts, compat.Policy.of(spec))
     from eventedpleg.core import render  # noqa: PLC0415 - jinja2 and tomlkit only once there is work
 
     rendered = render.render(enabled=enabled, owner=name, kubelet_config_mode=spec.kubelet_config.value)

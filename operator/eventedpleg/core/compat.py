@@ -4,7 +4,8 @@ Every row cites where its rule comes from: the upstream change, and the section 
 that explains it.
 Levels: Supported nodes are rolled out; Risky nodes only when the NodeConfig sets `allowRisky: true`;
 Unsupported nodes are never touched. The gate is Alpha in every release, so "Supported" means "the
-combination we recommend", not "GA".
+combination we recommend", not "GA". A row may be Supported only with the guard on (`unguarded`: why it is
+Risky with `spec.guard.enabled: false`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from eventedpleg import constants as c
 from eventedpleg.core import runtimes
@@ -25,6 +27,9 @@ from eventedpleg.core.versions import (
     parse_runtime,
     parse_version,
 )
+
+if TYPE_CHECKING:
+    from eventedpleg.models.nodeconfig import NodeConfigSpec
 
 Triple = tuple[int, int, int]
 INFINITY: Triple = (999, 0, 0)
@@ -55,6 +60,8 @@ class Row:
     )
     # Known bugs that do not change the level but an administrator should know of (preflight notes).
     advisories: tuple[str, ...] = ()
+    # Not "" where the level holds only with the guard on (spec.guard): the Risky reason with it off.
+    unguarded: str = ""
 
     def matches(self, version: Version) -> bool:
         triple = (version.major, version.minor, version.patch)
@@ -92,6 +99,23 @@ KUBELET_136_FEEL_ADVISORY = (
     "pod's sandbox and containers, or shows the pod waiting while its container runs until the next full "
     "relist, up to 300 s (pleg/evented.go processCRIEvents, v1.36.4); a burst of 100 pods on CRI-O 1.36 "
     "reached Running about 1.5 times slower; a container's exit reaches the pod's status 3 to 7 times sooner"
+)
+
+# The wedge stops a node's pods from syncing until the kubelet restarts, and a NotReady node has its pods
+# evicted after 300 s: only the guard (the agent's watch after Done, core/node/phases) bounds how long.
+KUBELET_136_UNGUARDED = (
+    "kubelet {v} with EventedPLEG can stop syncing pods until it is restarted (the PLEG channel wedge) and "
+    "spec.guard.enabled is false, so a wedged node is neither healed nor rolled back (it stays so until "
+    "someone restarts its kubelet; NotReady past 300 s, its pods are evicted); set spec.guard.enabled: true "
+    "(the default) to have it Supported"
+)
+
+# With the guard on, preflight says what it does and what turning it off would make of the node.
+KUBELET_136_GUARDED = (
+    "kubelet {v} is Supported only with the guard on (spec.guard.enabled, the default): after Done its "
+    "agent watches the node for the PLEG channel wedge, restarts the kubelet within seconds and proves it "
+    "syncs pods again, and rolls the node back to generic PLEG after spec.guard.incidentsBeforeRollback "
+    "incidents (2) within spec.guard.windowSeconds (24 h); with the guard off it is Risky"
 )
 
 KUBELET_ROWS: tuple[Row, ...] = (
@@ -175,6 +199,7 @@ KUBELET_ROWS: tuple[Row, ...] = (
         "300 s, which is where the CPU saving comes from",
         "kubelet.go eventedPlegRelistPeriod = 300s (v1.36.4); docs/compatibility.md §4",
         advisories=(KUBELET_136_ADVISORY, KUBELET_136_WEDGE_ADVISORY, KUBELET_136_FEEL_ADVISORY),
+        unguarded=KUBELET_136_UNGUARDED,
     ),
     Row(
         "kubelet",
@@ -381,6 +406,16 @@ class Policy:
     include_control_plane: bool = False
     allow_risky: bool = False
     runtime: str = "auto"  # auto | containerd | cri-o
+    guard: bool = True  # spec.guard.enabled, or nothing to guard (eventedPleg: false turns the gate off)
+
+    @classmethod
+    def of(cls, spec: NodeConfigSpec) -> Policy:
+        return cls(
+            spec.include_control_plane,
+            spec.allow_risky,
+            spec.runtime.value,
+            guard=spec.guard.enabled or not spec.evented_pleg,
+        )
 
 
 @dataclass(frozen=True)
@@ -534,6 +569,24 @@ def _pair(kubelet: Version, kind: RuntimeKind, runtime: Version) -> Findings:
     return rule(kubelet, runtime) if rule is not None else ([], [])
 
 
+def _kubelet(text: str, policy: Policy) -> tuple[Version | None, Findings]:
+    """The kubelet's version and what its row (and the guard, spec.guard) say of it."""
+    try:
+        kubelet = parse_version(text)
+    except VersionError as exc:
+        return None, ([(Level.UNSUPPORTED, f"kubeletVersion: {exc}")], [])
+    row = _row_for(KUBELET_ROWS, kubelet)
+    findings = [(row.level, row.reason.format(v=kubelet))]
+    advisories = list(row.advisories)
+    if row.unguarded and not policy.guard:
+        findings.append((Level.RISKY, row.unguarded.format(v=kubelet)))
+    elif row.unguarded:
+        advisories.append(KUBELET_136_GUARDED.format(v=kubelet))
+    if kubelet.prerelease:
+        findings.append((Level.RISKY, f"kubelet {kubelet} is a pre-release build"))
+    return kubelet, (findings, advisories)
+
+
 @lru_cache(maxsize=4096)
 def _verdict(facts: _Key, policy: Policy) -> Verdict:
     findings: list[tuple[Level, str]] = []
@@ -546,18 +599,8 @@ def _verdict(facts: _Key, policy: Policy) -> Verdict:
             Level.UNSUPPORTED, f"operating system {facts.operating_system!r}: Evented PLEG is Linux-only here"
         )
 
-    kubelet: Version | None = None
-    try:
-        kubelet = parse_version(facts.kubelet_version)
-    except VersionError as exc:
-        bad(Level.UNSUPPORTED, f"kubeletVersion: {exc}")
-    advisories: list[str] = []
-    if kubelet is not None:
-        row = _row_for(KUBELET_ROWS, kubelet)
-        findings.append((row.level, row.reason.format(v=kubelet)))
-        advisories += row.advisories
-        if kubelet.prerelease:
-            bad(Level.RISKY, f"kubelet {kubelet} is a pre-release build")
+    kubelet, (kubelet_findings, advisories) = _kubelet(facts.kubelet_version, policy)
+    findings += kubelet_findings
 
     runtime: RuntimeVersion | None = None
     try:

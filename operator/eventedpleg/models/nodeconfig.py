@@ -861,6 +861,42 @@ class Verification(_Model):
     ] = 300
 
 
+class Guard(_Model):
+    """After Done, the agent watches the node for the failures the gate itself brings (kubelet <= 1.36: the
+    PLEG channel wedge; the event stream lost without fallback), heals them and rolls back a node that keeps
+    failing."""
+
+    enabled: Annotated[
+        bool,
+        Field(
+            description="Watch every Done node: on the first sign of an incident the agent restarts the "
+            "kubelet and proves it syncs pods again, with a `PLEGWedged` Event and the node condition "
+            "`EventedPLEGHealthy`. `false`: the agent only reports incidents, and nodes with kubelet 1.32 to "
+            "1.36 are Risky, as nothing then bounds how long such a node stops syncing pods: without "
+            "`allowRisky: true` they are skipped, and those already Done are taken back to generic PLEG the "
+            "same safe way."
+        ),
+    ] = True
+    incidents_before_rollback: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=100,
+            description="After this many incidents within `windowSeconds` the agent rolls the node back to "
+            "generic PLEG (the kubelet alone restarts), marks it RolledBack with the incidents as evidence "
+            "(a `GuardRolledBack` Event), and it counts against `rollout.maxFailedNodes`.",
+        ),
+    ] = 2
+    window_seconds: Annotated[
+        int,
+        Field(
+            ge=600,
+            le=2592000,
+            description="The window `incidentsBeforeRollback` counts incidents in (default 24 h).",
+        ),
+    ] = 86400
+
+
 class NodeConfigSpec(_Model):
     """The desired state: whether Evented PLEG is on, on which nodes, and how the change is rolled out."""
 
@@ -904,6 +940,13 @@ class NodeConfigSpec(_Model):
             description="After Done, restart the kubelet when it silently fell back to polling (k8s#129827)."
         ),
     ] = True
+    guard: Annotated[
+        Guard,
+        Field(
+            description="The guard on Done nodes: detect the gate's own failures, heal them within "
+            "seconds, roll back a node that keeps failing."
+        ),
+    ] = Guard()
     rollout: Rollout = Rollout()
     drain: DrainSpec = DrainSpec()
     verification: Verification = Verification()

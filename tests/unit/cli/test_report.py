@@ -194,6 +194,30 @@ def test_preflight_prints_each_advisory_once_with_its_nodes() -> None:
     assert doc["k17-old"]["advisories"] == []
 
 
+def test_preflight_says_per_node_that_kubelet_136_is_supported_only_with_the_guard() -> None:
+    def on(name: str, kubelet: str) -> NodeView:
+        body = _node(name, {})
+        body["status"]["nodeInfo"]["kubeletVersion"] = kubelet
+        return node_view(body)
+
+    nodes = [on("k136", "v1.36.4"), on("k137", "v1.37.2")]
+    drain, now = DrainPolicy.of(DrainSpec()), datetime(2026, 11, 25, tzinfo=UTC)
+    guarded = compat.Policy()
+    table = preflight_table(preflight_rows(nodes, guarded, [], [], drain, now=now), guarded, drain, wide=True)
+    notes = [line for line in table.splitlines() if "Supported only with the guard on" in line]
+    assert len(notes) == 1 and notes[0].startswith("note (k136)"), table
+    assert "2 of 2 node(s) eligible" in table
+    off = compat.Policy(guard=False)
+    rows = preflight_rows(nodes, off, [], [], drain, now=now)
+    table = preflight_table(rows, off, drain, wide=True)
+    line = next(line for line in table.splitlines() if line.startswith("k136"))
+    assert "Risky" in line and "spec.guard.enabled: true" in line, table
+    assert "1 of 2 node(s) eligible (Risky nodes need spec.allowRisky: true)" in table
+    doc = {row["node"]: row for row in json.loads(preflight_json(rows, off))}
+    assert (doc["k136"]["verdict"], doc["k136"]["eligible"]) == ("Risky", False)
+    assert (doc["k137"]["verdict"], doc["k137"]["eligible"]) == ("Supported", True)
+
+
 def _agent_pod(node: str, *, scheduled: bool = True, **status: Any) -> dict[str, Any]:
     affinity = {
         "nodeAffinity": {

@@ -13,8 +13,9 @@ from eventedpleg.models.nodeconfig import NodeConfigSpec, OnFailure
 def test_round_trip_is_compact_camel_case() -> None:
     options = AgentOptions(verify_timeout_seconds=120, heal_fallback=False, on_failure=OnFailure.HALT)
     text = options.to_json()
-    assert (
-        text == '{"allowStaticPods":false,"healFallback":false,"onFailure":"Halt","verifyTimeoutSeconds":120}'
+    assert text == (
+        '{"allowStaticPods":false,"guard":true,"guardIncidents":2,"guardWindowSeconds":86400,'
+        '"healFallback":false,"onFailure":"Halt","verifyTimeoutSeconds":120}'
     )
     assert AgentOptions.from_json(text) == options
 
@@ -42,6 +43,16 @@ def test_from_spec() -> None:
     assert AgentOptions.from_spec(spec) == AgentOptions(
         verify_timeout_seconds=90, heal_fallback=False, on_failure=OnFailure.HALT, allow_static_pods=True
     )
+
+
+def test_from_spec_carries_the_guard() -> None:
+    on = AgentOptions.from_spec(NodeConfigSpec.model_validate({"eventedPleg": True}))
+    assert (on.guard, on.guard_incidents, on.guard_window_seconds) == (True, 2, 86400)
+    guard = {"enabled": False, "incidentsBeforeRollback": 5, "windowSeconds": 3600}
+    spec = NodeConfigSpec.model_validate({"eventedPleg": True, "guard": guard})
+    off = AgentOptions.from_spec(spec)
+    assert (off.guard, off.guard_incidents, off.guard_window_seconds) == (False, 5, 3600)
+    assert AgentOptions.from_json(off.to_json()) == off  # what the agent reads back is what was meant
 
 
 @pytest.mark.parametrize(

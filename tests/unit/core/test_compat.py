@@ -10,6 +10,7 @@ import pytest
 from eventedpleg.core import compat
 from eventedpleg.core.compat import Level, NodeFacts, Policy
 from eventedpleg.core.versions import RuntimeKind, Version, VersionError, parse_runtime, parse_version
+from eventedpleg.models.nodeconfig import NodeConfigSpec
 
 GOOD_RUNTIME = "containerd://2.1.4"
 GOOD_KUBELET = "v1.34.2"
@@ -157,6 +158,57 @@ def test_open_kubelet_bugs_before_137_are_advisories_not_levels(kubelet: str, ad
     assert bool(felt) is advised, v.advisories
     if advised:
         assert v.level is S  # no lost exit, no runtime crash: the verdict names them, it does not drop
+
+
+@pytest.mark.parametrize(
+    ("kubelet", "guarded"),
+    [
+        ("v1.31.9", False),  # Risky anyway, for its own reason
+        ("v1.32.0", True),
+        ("v1.36.4", True),
+        ("v1.37.0", False),  # no wedge: the 1.37 redesign has no EventedPLEG health check
+        ("v1.37.2", False),
+    ],
+)
+def test_kubelets_that_can_wedge_are_supported_only_with_the_guard(kubelet: str, guarded: bool) -> None:
+    on = compat.verdict(node(kubelet=kubelet), Policy())
+    off = compat.verdict(node(kubelet=kubelet), Policy(guard=False))
+    if not guarded:
+        assert off == on  # the guard changes nothing here
+        assert not [text for text in on.notes if "spec.guard" in text]
+        return
+    assert on.level is S, on.reasons
+    assert on.eligible(Policy())
+    said = [text for text in on.advisories if "Supported only with the guard on" in text]
+    assert len(said) == 1 and "spec.guard.enabled" in said[0] and "rolls the node back" in said[0], said
+    assert off.level is R, off.reasons
+    assert not off.eligible(Policy(guard=False))
+    assert off.eligible(Policy(guard=False, allow_risky=True))
+    assert "spec.guard.enabled: true" in off.summary and kubelet.lstrip("v") in off.summary
+    assert not any("Supported only with the guard on" in text for text in off.notes)
+
+
+def test_the_guard_off_makes_risky_worse_never_better() -> None:
+    """An Unsupported node stays Unsupported without the guard; a Risky runtime keeps its reason too."""
+    unsupported = compat.verdict(node(kubelet="v1.36.4", runtime="containerd://1.6.39"), Policy(guard=False))
+    assert unsupported.level is U
+    risky = compat.verdict(node(kubelet="v1.36.4", runtime="containerd://1.7.13"), Policy(guard=False))
+    assert risky.level is R
+    assert "containerd#10390" in risky.summary and "spec.guard.enabled" in risky.summary
+
+
+@pytest.mark.parametrize(
+    ("spec", "guard"),
+    [
+        ({"eventedPleg": True}, True),
+        ({"eventedPleg": True, "guard": {"enabled": False}}, False),
+        # Turning the gate off needs no guard: the nodes are taken back to generic PLEG whatever it says.
+        ({"eventedPleg": False, "guard": {"enabled": False}}, True),
+    ],
+)
+def test_policy_of_the_spec_carries_the_guard(spec: dict[str, Any], guard: bool) -> None:
+    policy = Policy.of(NodeConfigSpec.model_validate({**spec, "allowRisky": True, "runtime": "cri-o"}))
+    assert policy == Policy(allow_risky=True, runtime="cri-o", guard=guard)
 
 
 @pytest.mark.parametrize(

@@ -127,6 +127,24 @@ BAD_SPECS: list[tuple[dict[str, Any], str, str]] = [
         "pattern",
     ),
     ({"eventedPleg": True, "drain": {"rules": [{"behavior": "Skip"}] * 33}}, "rules", "at most 32"),
+    ({"eventedPleg": True, "guard": {"enabled": "maybe"}}, "enabled", "valid boolean"),
+    (
+        {"eventedPleg": True, "guard": {"incidentsBeforeRollback": 0}},
+        "incidentsBeforeRollback",
+        "greater than or equal to 1",
+    ),
+    (
+        {"eventedPleg": True, "guard": {"incidentsBeforeRollback": 101}},
+        "incidentsBeforeRollback",
+        "less than or equal to 100",
+    ),
+    ({"eventedPleg": True, "guard": {"windowSeconds": 599}}, "windowSeconds", "greater than or equal to 600"),
+    (
+        {"eventedPleg": True, "guard": {"windowSeconds": 2592001}},
+        "windowSeconds",
+        "less than or equal to 2592000",
+    ),
+    ({"eventedPleg": True, "guard": {"incidents": 3}}, "incidents", "Extra inputs are not permitted"),
     ({}, "eventedPleg", "Field required"),
 ]
 
@@ -179,6 +197,8 @@ def test_defaults_follow_the_design() -> None:
     )
     assert api["rollout"]["maxFailedNodes"] == 1
     assert api["verification"] == {"timeoutSeconds": 300}
+    # The guard is on: kubelets 1.32-1.36 are Supported only so (core/compat.py); 2 incidents in 24 h.
+    assert api["guard"] == {"enabled": True, "incidentsBeforeRollback": 2, "windowSeconds": 86400}
     assert (api["runtime"], api["kubeletConfig"], api["onDelete"]) == ("auto", "DropInOnly", "Revert")
     assert api["includeControlPlane"] is False
     assert api["allowRisky"] is False

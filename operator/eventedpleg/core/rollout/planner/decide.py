@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from eventedpleg.constants import Cause, NodeState
 from eventedpleg.core import compat, hostcheck
+from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.rollout import actions, agentpod, retry
 from eventedpleg.core.rollout.actions import (
     Action,
@@ -27,7 +28,7 @@ from eventedpleg.core.rollout.planner import skips
 from eventedpleg.core.rollout.planner.selection import Selection, skip_reason
 from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, OwnerConflict
 from eventedpleg.core.rollout.planner.tally import Tally, tally_of
-from eventedpleg.core.rollout.snapshot import NodeView, Target
+from eventedpleg.core.rollout.snapshot import NodeMarks, NodeView, Target
 from eventedpleg.models.nodeconfig import Approval
 from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS
 
@@ -422,7 +423,10 @@ class _Decider:
         self.count("failed")
         self.count("unhealthy", marks.cause is Cause.WORKLOAD_NOT_READY)  # halts whatever maxFailedNodes says
         state = marks.state or NodeState.FAILED
-        note = NodeNote(node.name, state, marks.reason, marks.since, marks.evidence, node.unschedulable)
+        cause = failure_cause(marks)
+        note = NodeNote(
+            node.name, state, marks.reason, marks.since, marks.evidence, node.unschedulable, cause=cause
+        )
         self.failures += (note,)
         self.notes += (note,)
 
@@ -477,6 +481,18 @@ class _Decider:
             f"spec.nodeName={node.name}` finds its agent; once the agent runs it finishes or rolls back the "
             f"apply by itself; `eventedpleg retry {node.name}` takes the node again",
         )
+
+
+_CAUSES = frozenset(Cause.__members__.values())
+
+
+def failure_cause(marks: NodeMarks) -> Cause | None:
+    """A failed node's typed cause: the one its agent's report carries as its evidence's result (the guard's
+    rollback after Done, core.guardincidents), else the operator's (eventedpleg.io/cause). Never read from
+    the reason's text."""
+    found = Evidence.parse(marks.evidence) if marks.evidence else None
+    result = found.result if found is not None else None
+    return Cause(result) if result in _CAUSES else marks.cause
 
 
 def _converged(node: NodeView, want: str, hash_off: str) -> bool:

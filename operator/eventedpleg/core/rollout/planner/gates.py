@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from eventedpleg.constants import NodeState
+from eventedpleg.constants import Cause, NodeState
 from eventedpleg.core.rollout import window
 from eventedpleg.core.rollout.actions import Action
 from eventedpleg.core.rollout.planner import healthgate
@@ -90,7 +90,7 @@ def finish(
     if halted:
         waiting = _halt_text(
             spec.rollout, tally, max_failed, canary_failed=canary_failed, unhealthy=unhealthy
-        )
+        ) + _guard_text(failures)
     elif candidates or holding:
         start = _Start(inputs, tally, actions, notes, wakes, watch)
         if holding:
@@ -356,6 +356,18 @@ def _halt_text(
     value = rollout.max_failed_nodes
     limit = f"{value} ({max_failed} of {tally.total} node(s))" if isinstance(value, str) else value
     return f"halted after {tally.failed} failed node(s) (rollout.maxFailedNodes={limit})"
+
+
+def _guard_text(failures: Sequence[NodeNote]) -> str:
+    """The failed nodes the guard rolled back (by their typed cause), named: the gate misbehaved there."""
+    guarded = [n.name for n in failures if n.cause is Cause.GUARD_ROLLBACK]
+    if not guarded:
+        return ""
+    names = ", ".join(guarded[:5]) + (f" and {len(guarded) - 5} more" if len(guarded) > 5 else "")
+    return (
+        f"; {len(guarded)} of them ({names}) rolled back to generic PLEG by the guard after repeated PLEG "
+        "incidents (spec.guard)"
+    )
 
 
 def _no_agent_text(notes: Sequence[NodeNote]) -> str:

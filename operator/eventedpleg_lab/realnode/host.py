@@ -24,6 +24,7 @@ from eventedpleg.core.node.phases.host import (
     CommandResult,
     HostClock,
     HttpResult,
+    JournalChunk,
     KubeletEndpoint,
     KubeletProcess,
 )
@@ -157,6 +158,26 @@ class RigHost:
         if node_path is None:
             return []
         return read_since(self.rig.layout.at(node_path), since)
+
+    def journal_after(self, unit: str, cursor: str, since: datetime, match: str) -> JournalChunk:
+        """The rig's unit logs are files: the cursor is a byte offset (a shorter file was started anew)."""
+        node_path = UNIT_LOGS.get(unit)
+        if node_path is None:
+            return JournalChunk((), cursor)
+        path = self.rig.layout.at(node_path)
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return JournalChunk((), cursor)
+        if not cursor:
+            return JournalChunk(tuple(ln for ln in read_since(path, since) if match in ln), str(size))
+        offset = int(cursor) if int(cursor) <= size else 0
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            data = handle.read(size - offset)
+        done = data.rfind(b"\n") + 1  # a line still being written is read next time
+        lines = data[:done].decode(errors="replace").splitlines()
+        return JournalChunk(tuple(ln for ln in lines if match in ln), str(offset + done))
 
     def kubelet_get(self, endpoint: KubeletEndpoint) -> HttpResult:
         return self._linux.kubelet_get(endpoint)

@@ -13,8 +13,9 @@ from eventedpleg.models.nodeconfig import NodeConfigSpec, OnFailure
 def test_round_trip_is_compact_camel_case() -> None:
     options = AgentOptions(verify_timeout_seconds=120, heal_fallback=False, on_failure=OnFailure.HALT)
     text = options.to_json()
-    assert (
-        text == '{"allowStaticPods":false,"healFallback":false,"onFailure":"Halt","verifyTimeoutSeconds":120}'
+    assert text == (
+        '{"allowStaticPods":false,"guard":true,"guardIncidents":2,"guardWindowSeconds":86400,'
+        '"healFallback":false,"onFailure":"Halt","verifyTimeoutSeconds":120}'
     )
     assert AgentOptions.from_json(text) == options
 

@@ -17,9 +17,9 @@ An incident: a warning Event on the Node, the Node condition EventedPLEGHealthy 
 
 With the guard off it only detects and says so, once per incident, and never restarts anything.
 
-Cost on the real-node rig (kubelet v1.36.4 --v=4, 2 shared cores): see the module's measurement in
-docs/realnode.md "guard"; a look is one `journalctl --after-cursor --grep` (or a read of what was logged
-since the last look) and one /metrics scrape parsed for three metrics.
+A look costs one `journalctl --after-cursor --grep` (the journal filters; the agent reads only the matching
+lines logged since its last look) and one /metrics scrape parsed for three metrics; never a scan of the
+whole log. tests/realnode/test_guard_realnode.py measures the agent's CPU per hour of looks on the rig.
 """
 
 from __future__ import annotations

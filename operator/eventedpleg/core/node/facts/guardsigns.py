@@ -12,8 +12,8 @@ Read at k8s.io/kubernetes v1.36.4 (`pkg/kubelet`; docs/compatibility.md "kubelet
   sets it to its last relist, up to 300 s old; healthy, the evented check sets it to now every second).
 - Not used: `/healthz` (its syncloop check fails only after 5 minutes) and the Ready condition (the same
   runtime error, reaching the API up to `nodeStatusUpdateFrequency` later).
-- **The event stream lost without fallback**: `kubelet_evented_pleg_connection_error_count` rising on two
-  looks in a row while the kubelet keeps the gate on (the fallback is the after-Done check's,
+- **The event stream lost without fallback** (kubelet <= 1.36): `kubelet_evented_pleg_connection_error_count`
+  rising on two looks in a row while the kubelet keeps the gate on (the fallback is the after-Done check's,
   core.node.phases.donephase): pods change meanwhile only at the 300-s relist.
 """
 
@@ -76,9 +76,16 @@ def wedge_lines(lines: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def detect(
-    lines: tuple[str, ...], metrics: Metrics | None, watch: Watch, now: datetime
+    lines: tuple[str, ...],
+    metrics: Metrics | None,
+    watch: Watch,
+    now: datetime,
+    *,
+    stream_drives: bool = True,
 ) -> tuple[Sign | None, Watch]:
-    """The first sign among `lines` (followed since the last look) and `metrics` (now), and what to keep."""
+    """The first sign among `lines` (followed since the last look) and `metrics` (now), and what to keep.
+    `stream_drives`: the event stream drives the pod cache (kubelet <= 1.36); from 1.37 the generic PLEG
+    relists at its normal period whatever the stream does, so a failing stream loses nothing."""
     stale, erroring, errors, first = 0, 0, watch.errors, watch.first_suspect
     if metrics is not None:
         discards = metrics.value(DISCARDS) or 0.0
@@ -87,7 +94,7 @@ def detect(
         if discards > 0 and age is not None and age > STALE_SECONDS:
             stale = watch.stale + 1
         errors = metrics.value(CONN_ERROR)
-        if errors is not None and watch.errors is not None and errors > watch.errors:
+        if stream_drives and errors is not None and watch.errors is not None and errors > watch.errors:
             erroring = watch.erroring + 1
     if (stale or erroring) and not (watch.stale or watch.erroring):
         first = now

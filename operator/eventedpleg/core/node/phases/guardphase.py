@@ -121,7 +121,8 @@ def _look(node: AgentNode, memory: GuardMemory, settings: AgentSettings, clock: 
         FollowJournal(KUBELET_UNIT, memory.cursor, since, guardsigns.WEDGE_MATCH), JournalChunk
     )
     metrics = yield from ask_maybe(Scrape(guardsigns.METRICS), Metrics)
-    sign, watch = guardsigns.detect(chunk.lines, metrics, memory.watch, clock())
+    drives = version.minor_pair < (1, 37)
+    sign, watch = guardsigns.detect(chunk.lines, metrics, memory.watch, clock(), stream_drives=drives)
     memory = replace(memory, cursor=chunk.cursor, watch=watch)
     if sign is None:
         if not memory.said_healthy:

@@ -88,6 +88,15 @@ def test_a_rising_stream_error_counter_on_two_looks_is_the_stream_lost() -> None
     assert sign is not None
     assert sign.kind is Kind.EVENTS_LOST
     assert sign.at == NOW + timedelta(seconds=5)
+    # From kubelet 1.37 the generic PLEG relists at its normal period whatever the stream does: no sign.
+    _, watch = detect((), scrape(discards=0, age=1, errors=5), Watch(), NOW, stream_drives=False)
+    _, watch = detect(
+        (), scrape(discards=0, age=1, errors=6), watch, NOW + timedelta(seconds=5), stream_drives=False
+    )
+    sign, _ = detect(
+        (), scrape(discards=0, age=1, errors=7), watch, NOW + timedelta(seconds=10), stream_drives=False
+    )
+    assert sign is None
     # A counter that stays where it was (the 5 of the fixture's start) is no sign.
     _, watch = detect((), scrape(discards=0, age=1, errors=5), Watch(), NOW)
     _, watch = detect((), scrape(discards=0, age=1, errors=5), watch, NOW + timedelta(seconds=5))

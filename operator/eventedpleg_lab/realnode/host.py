@@ -172,12 +172,19 @@ class RigHost:
         if not cursor:
             return JournalChunk(tuple(ln for ln in read_since(path, since) if match in ln), str(size))
         offset = int(cursor) if int(cursor) <= size else 0
-        with path.open("rb") as handle:
+        found: list[str] = []
+        with path.open("rb") as handle:  # in chunks: a kubelet at --v=4 may log hundreds of MB meanwhile
             handle.seek(offset)
-            data = handle.read(size - offset)
-        done = data.rfind(b"\n") + 1  # a line still being written is read next time
-        lines = data[:done].decode(errors="replace").splitlines()
-        return JournalChunk(tuple(ln for ln in lines if match in ln), str(offset + done))
+            pending = b""
+            while offset + len(pending) < size:
+                block = pending + handle.read(min(CHUNK, size - offset - len(pending)))
+                done = block.rfind(b"\n") + 1  # a line still being written is read next time
+                text = block[:done].decode(errors="replace")
+                found.extend(ln for ln in text.splitlines() if match in ln)
+                offset, pending = offset + done, block[done:]
+                if not done and len(pending) >= 8 * CHUNK:  # a line this long is no kubelet line of ours
+                    offset, pending = offset + len(pending), b""
+        return JournalChunk(tuple(found[-MAX_LINES:]), str(offset))
 
     def kubelet_get(self, endpoint: KubeletEndpoint) -> HttpResult:
         return self._linux.kubelet_get(endpoint)

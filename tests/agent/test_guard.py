@@ -16,7 +16,7 @@ from eventedpleg.protocol import Cause
 from eventedpleg.reasons import EventReason
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NODE, Rig, RigFactory
-from tests.unit.core.node.phases.test_guardphase import WEDGE
+from tests.unit.core.node.test_guardphase import WEDGE
 
 KUBELET_DROPIN = f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}"
 CRIO_DROPIN = f"/{c.CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}"

@@ -286,7 +286,7 @@ class Interpreter:
         return None
 
     def _guard(self, effect: PublishIncidents | SetHealthCondition | GuardCount) -> EffectAnswer:
-        """The guard's writes (core.node.phases.guardphase): its annotation, its condition, its metrics."""
+        """The guard's writes (core.node.guardphase): its annotation, its condition, its metrics."""
         match effect:
             case PublishIncidents(text):
                 return self.api.patch_node_annotations(self.node, {c.ANN_GUARD_INCIDENTS: text}) is not None

@@ -20,9 +20,10 @@ def marks(cause: str = "", result: str | None = None, reason: str = "") -> NodeM
 
 
 def test_every_operator_cause_maps_to_a_skip_cause_and_the_agents_evidence_says_its_own() -> None:
-    # A Failed node's cause (the health gate's) is no reason to skip it.
+    # A Failed node's cause (the health gate's) or a RolledBack one's (the guard's) is no reason to skip it.
     assert skips.skip_cause(marks(c.Cause.WORKLOAD_NOT_READY.value)) is None
-    skipping = set(c.Cause) - {c.Cause.WORKLOAD_NOT_READY}
+    assert skips.skip_cause(marks(c.Cause.GUARD_ROLLBACK.value)) is None
+    skipping = set(c.Cause) - {c.Cause.WORKLOAD_NOT_READY, c.Cause.GUARD_ROLLBACK}
     assert {skips.skip_cause(marks(cause.value)) for cause in skipping} == {
         SkippedFor.DRAIN_BLOCKED,
         SkippedFor.DRAIN_TIMEOUT,

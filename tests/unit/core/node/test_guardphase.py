@@ -1,4 +1,4 @@
-"""core.node.phases.guardphase: incidents, the heal and its proof, the rollback threshold and window, and the
+"""core.node.guardphase: incidents, the heal and its proof, the rollback threshold and window, and the
 guard off -- the kubelet's answers scripted, the time injected (tests.agent.scripted)."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from typing import TypeVar
 from eventedpleg import constants as c
 from eventedpleg.core import guardincidents as gi
 from eventedpleg.core.agentoptions import AgentOptions
+from eventedpleg.core.node import guardphase
 from eventedpleg.core.node.facts import guardsigns
 from eventedpleg.core.node.facts.hostplan import ManagedState
 from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
-from eventedpleg.core.node.phases import guardphase
+from eventedpleg.core.node.guardphase import GuardMemory
 from eventedpleg.core.node.phases.agentsettings import AgentSettings
 from eventedpleg.core.node.phases.effects import (
     Effect,
@@ -28,7 +29,6 @@ from eventedpleg.core.node.phases.effects import (
     Scrape,
     SetHealthCondition,
 )
-from eventedpleg.core.node.phases.guardphase import GuardMemory
 from eventedpleg.core.node.phases.host import CommandResult, JournalChunk, KubeletProcess
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.reasons import EventReason

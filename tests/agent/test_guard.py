@@ -53,7 +53,7 @@ def test_a_second_wedge_in_the_window_takes_the_gate_off_in_place(make_rig: RigF
     assert c.ANN_CURRENT not in rig.annotations
     assert rig.api.event_reasons(NODE)[-2:] == [EventReason.PLEG_WEDGED, EventReason.GUARD_ROLLED_BACK]
     condition = rig.api.conditions[NODE][gi.CONDITION_TYPE]
-    assert (condition["status"], condition["reason"]) == ("False", gi.ConditionReason.ROLLED_BACK)
+    assert (condition["status"], condition["reason"]) == ("False", gi.HealthReason.ROLLED_BACK)
     assert len(gi.parse(rig.annotations[c.ANN_GUARD_INCIDENTS])) == 2
 
 
@@ -67,4 +67,4 @@ def test_with_the_guard_off_a_wedge_restarts_nothing(make_rig: RigFactory) -> No
     assert rig.path(KUBELET_DROPIN).exists()
     assert rig.api.event_reasons(NODE)[-1] == EventReason.PLEG_WEDGED
     condition = rig.api.conditions[NODE][gi.CONDITION_TYPE]
-    assert (condition["status"], condition["reason"]) == ("False", gi.ConditionReason.WEDGED)
+    assert (condition["status"], condition["reason"]) == ("False", gi.HealthReason.WEDGED)

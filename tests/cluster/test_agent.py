@@ -225,7 +225,7 @@ def test_agent_sets_its_own_nodes_guard_condition_and_only_that(agent_env: Agent
     """The guard's condition (core.guardincidents) through the product's own call, with the agent's token;
     another condition, another field of status, or another Node's status refused."""
     mine, other = agent_env.node_a, agent_env.node_b
-    said = gi.condition(False, gi.ConditionReason.WEDGED, "probe from the agent", datetime.now(UTC))
+    said = gi.condition(False, gi.HealthReason.WEDGED, "probe from the agent", datetime.now(UTC))
     because = "in the Node's status the agent may change only its EventedPLEGHealthy condition"
     with api_client(str(agent_env.kubeconfig)) as agent_client:
         KubeAgentApi(agent_client, host=mine).set_node_condition(mine, said)

@@ -122,7 +122,7 @@ def test_guard_heals_a_wedge_on_136_and_takes_the_gate_off_after_the_second(
     cost = _cpu_per_hour(rig)
     print(f"\nguard on kubelet 1.36, healthy: CPU {cost:.2f} s per hour of looks", flush=True)
     condition = rig.api.conditions[NODE][gi.CONDITION_TYPE]
-    assert (condition["status"], condition["reason"]) == ("True", gi.ConditionReason.HEALTHY)
+    assert (condition["status"], condition["reason"]) == ("True", gi.HealthReason.HEALTHY)
     _guard(rig, guarded)
 
     # First incident: healed by a kubelet restart (the churn cleared before it), and proven.
@@ -144,7 +144,7 @@ def test_guard_heals_a_wedge_on_136_and_takes_the_gate_off_after_the_second(
     )
     assert to_detect <= 15
     condition = rig.api.conditions[NODE][gi.CONDITION_TYPE]
-    assert (condition["status"], condition["reason"]) == ("True", gi.ConditionReason.HEALTHY)
+    assert (condition["status"], condition["reason"]) == ("True", gi.HealthReason.HEALTHY)
     assert metrics.guard_incidents.labels("wedge")._value.get() == 1
     assert len(gi.parse(rig.annotations[c.ANN_GUARD_INCIDENTS])) == 1
     assert rig.state == NodeState.DONE
@@ -164,7 +164,7 @@ def test_guard_heals_a_wedge_on_136_and_takes_the_gate_off_after_the_second(
     assert rig.evidence()["result"] == Cause.GUARD_ROLLBACK.value
     assert not node.layout.at(DROPIN).is_file()
     condition = rig.api.conditions[NODE][gi.CONDITION_TYPE]
-    assert (condition["status"], condition["reason"]) == ("False", gi.ConditionReason.ROLLED_BACK)
+    assert (condition["status"], condition["reason"]) == ("False", gi.HealthReason.ROLLED_BACK)
     assert metrics.guard_rollbacks._value.get() == 1
     wedge.clear(node)
 

@@ -29,14 +29,14 @@ class Kind(StrEnum):
     EVENTS_LOST = "eventsLost"  # the CRI event stream fails and the kubelet did not fall back to relisting
 
 
-class ConditionReason(StrEnum):
+class HealthReason(StrEnum):
     HEALTHY = "EventedPLEGHealthy"
     WEDGED = "PLEGWedged"
     STREAM_LOST = "EventStreamLost"
     ROLLED_BACK = "RolledBackByGuard"
 
 
-CONDITION_REASON = {Kind.WEDGE: ConditionReason.WEDGED, Kind.EVENTS_LOST: ConditionReason.STREAM_LOST}
+CONDITION_REASON = {Kind.WEDGE: HealthReason.WEDGED, Kind.EVENTS_LOST: HealthReason.STREAM_LOST}
 
 
 @dataclass(frozen=True)

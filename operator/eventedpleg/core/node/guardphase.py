@@ -32,7 +32,7 @@ from eventedpleg.core import guardincidents as gi
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.node.facts import guardsigns
-from eventedpleg.core.node.facts.guardsigns import Sign, Watch
+from eventedpleg.core.node.facts.guardsigns import Sign, Streak
 from eventedpleg.core.node.facts.hostplan import ManagedState
 from eventedpleg.core.node.facts.promtext import Metrics
 from eventedpleg.core.node.facts.verify import Check, Outcome, VerifyResult
@@ -78,7 +78,7 @@ class GuardMemory:
     """What the guard keeps between looks (the incidents themselves are on the Node)."""
 
     cursor: str = ""  # where the kubelet's journal was read up to
-    watch: Watch = field(default_factory=Watch)
+    watch: Streak = field(default_factory=Streak)
     incidents: tuple[gi.Incident, ...] | None = None  # read from the Node at the first incident
     open: gi.Kind | None = None  # an incident said and not over (guard off): said once, not every look
     said_healthy: bool = False  # the condition is True as far as this agent knows
@@ -126,7 +126,7 @@ def _look(node: AgentNode, memory: GuardMemory, settings: AgentSettings, clock: 
     memory = replace(memory, cursor=chunk.cursor, watch=watch)
     if sign is None:
         if not memory.said_healthy:
-            yield from act(SetHealthCondition(True, gi.ConditionReason.HEALTHY, HEALTHY_MESSAGE))
+            yield from act(SetHealthCondition(True, gi.HealthReason.HEALTHY, HEALTHY_MESSAGE))
         return replace(memory, open=None, said_healthy=True)
     options = _options(node)
     if memory.open is sign.kind and not options.guard:
@@ -168,7 +168,7 @@ def _incident(
     if result.outcome is Outcome.PASS:
         reason = f"healed by a kubelet restart, {took:.0f}s from the first sign: {result.reason}"
         yield from act(NodeEvent(EventReason.PLEG_WEDGE_HEALED, reason))
-        yield from act(SetHealthCondition(True, gi.ConditionReason.HEALTHY, f"{HEALTHY_MESSAGE} ({reason})"))
+        yield from act(SetHealthCondition(True, gi.HealthReason.HEALTHY, f"{HEALTHY_MESSAGE} ({reason})"))
         yield from act(GuardCount(heal_seconds=took))
         return replace(memory, open=None, said_healthy=True)
     reason = f"a kubelet restart did not heal it: {result.reason}"
@@ -190,7 +190,7 @@ def taken_back(memory: GuardMemory, done: bool) -> Phase[GuardMemory]:
     asked = memory.take_back
     if done and asked is not None:
         yield from act(GuardCount(rolled_back=True))
-        yield from act(SetHealthCondition(False, gi.ConditionReason.ROLLED_BACK, asked.why))
+        yield from act(SetHealthCondition(False, gi.HealthReason.ROLLED_BACK, asked.why))
     return replace(memory, take_back=None)
 
 
@@ -208,7 +208,7 @@ def _heal(
     if restarted.failure is not None:
         return restarted.failure, replace(memory, cursor=before.cursor)
     result, cursor = yield from prove(version, restarted.at, before.cursor, settings, clock)
-    return result, replace(memory, cursor=cursor, watch=Watch())
+    return result, replace(memory, cursor=cursor, watch=Streak())
 
 
 def prove(

@@ -119,7 +119,7 @@ def test_a_healthy_node_says_so_once() -> None:
     kubelet.restarts = 1  # a fresh gauge, nothing discarded
     memory, host = play(kubelet, node())
     assert of(host, SetHealthCondition) == [
-        SetHealthCondition(True, gi.ConditionReason.HEALTHY, guardphase.HEALTHY_MESSAGE)
+        SetHealthCondition(True, gi.HealthReason.HEALTHY, guardphase.HEALTHY_MESSAGE)
     ]
     memory, host = play(kubelet, node(), memory)
     assert of(host, SetHealthCondition) == []
@@ -133,8 +133,8 @@ def test_a_wedge_is_healed_by_a_kubelet_restart_and_proven() -> None:
     assert [e.unit for e in of(host, Restart)] == ["kubelet"]  # the kubelet alone
     conditions = of(host, SetHealthCondition)
     assert [(x.healthy, x.reason) for x in conditions] == [
-        (False, gi.ConditionReason.WEDGED),
-        (True, gi.ConditionReason.HEALTHY),
+        (False, gi.HealthReason.WEDGED),
+        (True, gi.HealthReason.HEALTHY),
     ]
     (published,) = of(host, PublishIncidents)
     incidents = gi.parse(published.text)
@@ -176,7 +176,7 @@ def test_the_second_incident_in_the_window_asks_for_the_rollback() -> None:
     assert isinstance(ended, GuardMemory) and ended.take_back is None
     assert of(done, GuardCount) == [GuardCount(rolled_back=True)]
     assert [(x.healthy, x.reason) for x in of(done, SetHealthCondition)] == [
-        (False, gi.ConditionReason.ROLLED_BACK)
+        (False, gi.HealthReason.ROLLED_BACK)
     ]
 
 
@@ -208,9 +208,7 @@ def test_with_the_guard_off_it_only_detects_and_says_so_once() -> None:
     assert of(host, Restart) == []
     assert events(host) == [EventReason.PLEG_WEDGED]
     assert "the guard is off" in of(host, NodeEvent)[0].message
-    assert [(x.healthy, x.reason) for x in of(host, SetHealthCondition)] == [
-        (False, gi.ConditionReason.WEDGED)
-    ]
+    assert [(x.healthy, x.reason) for x in of(host, SetHealthCondition)] == [(False, gi.HealthReason.WEDGED)]
     assert of(host, GuardCount) == [GuardCount(incident="wedge")]
     memory, host = play(kubelet, node(off), memory)
     assert of(host, NodeEvent) == []

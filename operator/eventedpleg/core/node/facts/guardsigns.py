@@ -47,7 +47,7 @@ class Sign:
 
 
 @dataclass(frozen=True)
-class Watch:
+class Streak:
     """What detection keeps between looks."""
 
     stale: int = 0  # looks in a row with discards and a stale last-seen gauge
@@ -78,11 +78,11 @@ def wedge_lines(lines: tuple[str, ...]) -> tuple[str, ...]:
 def detect(
     lines: tuple[str, ...],
     metrics: Metrics | None,
-    watch: Watch,
+    watch: Streak,
     now: datetime,
     *,
     stream_drives: bool = True,
-) -> tuple[Sign | None, Watch]:
+) -> tuple[Sign | None, Streak]:
     """The first sign among `lines` (followed since the last look) and `metrics` (now), and what to keep.
     `stream_drives`: the event stream drives the pod cache (kubelet <= 1.36); from 1.37 the generic PLEG
     relists at its normal period whatever the stream does, so a failing stream loses nothing."""
@@ -98,7 +98,7 @@ def detect(
             erroring = watch.erroring + 1
     if (stale or erroring) and not (watch.stale or watch.erroring):
         first = now
-    kept = Watch(stale, erroring, errors, first if (stale or erroring) else None)
+    kept = Streak(stale, erroring, errors, first if (stale or erroring) else None)
     wedged = wedge_lines(lines)
     if wedged:
         return Sign(Kind.WEDGE, line_time(wedged[0], now) or now, wedged[0].strip()), kept

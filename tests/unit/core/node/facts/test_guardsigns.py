@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from eventedpleg.core.guardincidents import Kind
 from eventedpleg.core.node.facts import guardsigns
-from eventedpleg.core.node.facts.guardsigns import Watch, detect, line_time
+from eventedpleg.core.node.facts.guardsigns import Streak, detect, line_time
 from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
 from eventedpleg.core.node.facts.verify import CONN_ERROR
 
@@ -43,7 +43,7 @@ def scrape(*, discards: float, age: float, errors: float = 5, now: datetime = NO
 
 
 def test_the_real_wedge_line_is_a_wedge_at_its_own_time() -> None:
-    sign, _ = detect(LINES, scrape(discards=0, age=1), Watch(), NOW)
+    sign, _ = detect(LINES, scrape(discards=0, age=1), Streak(), NOW)
     assert sign is not None
     assert sign.kind is Kind.WEDGE
     assert sign.at == FIRST_WEDGE
@@ -54,12 +54,12 @@ def test_start_up_skips_and_discards_alone_are_no_wedge() -> None:
     quiet = tuple(ln for ln in LINES if guardsigns.WEDGE_MATCH not in ln)
     assert any("Skipping pod synchronization" in ln for ln in quiet)  # the start-up skips are there
     assert any("Event channel is full" in ln for ln in quiet)
-    sign, _ = detect(quiet, scrape(discards=0, age=1), Watch(), NOW)
+    sign, _ = detect(quiet, scrape(discards=0, age=1), Streak(), NOW)
     assert sign is None
 
 
 def test_metrics_see_the_wedge_on_the_second_stale_look_dated_from_the_first() -> None:
-    first, watch = detect((), scrape(discards=110, age=38.7), Watch(), NOW)
+    first, watch = detect((), scrape(discards=110, age=38.7), Streak(), NOW)
     assert first is None
     later = NOW + timedelta(seconds=5)
     sign, _ = detect((), scrape(discards=110, age=43.7, now=later), watch, later)
@@ -70,18 +70,18 @@ def test_metrics_see_the_wedge_on_the_second_stale_look_dated_from_the_first() -
 
 
 def test_a_fresh_gauge_or_no_discards_breaks_the_run() -> None:
-    _, watch = detect((), scrape(discards=110, age=40), Watch(), NOW)
+    _, watch = detect((), scrape(discards=110, age=40), Streak(), NOW)
     sign, watch = detect((), scrape(discards=110, age=0.6), watch, NOW + timedelta(seconds=5))
     assert sign is None
     assert watch.stale == 0
     # Stale right after a start with nothing discarded: the first relist has not run, no wedge.
-    _, watch = detect((), scrape(discards=0, age=40), Watch(), NOW)
+    _, watch = detect((), scrape(discards=0, age=40), Streak(), NOW)
     sign, _ = detect((), scrape(discards=0, age=45), watch, NOW + timedelta(seconds=5))
     assert sign is None
 
 
 def test_a_rising_stream_error_counter_on_two_looks_is_the_stream_lost() -> None:
-    _, watch = detect((), scrape(discards=0, age=1, errors=5), Watch(), NOW)
+    _, watch = detect((), scrape(discards=0, age=1, errors=5), Streak(), NOW)
     sign, watch = detect((), scrape(discards=0, age=1, errors=6), watch, NOW + timedelta(seconds=5))
     assert sign is None
     sign, _ = detect((), scrape(discards=0, age=1, errors=7), watch, NOW + timedelta(seconds=10))
@@ -89,7 +89,7 @@ def test_a_rising_stream_error_counter_on_two_looks_is_the_stream_lost() -> None
     assert sign.kind is Kind.EVENTS_LOST
     assert sign.at == NOW + timedelta(seconds=5)
     # From kubelet 1.37 the generic PLEG relists at its normal period whatever the stream does: no sign.
-    _, watch = detect((), scrape(discards=0, age=1, errors=5), Watch(), NOW, stream_drives=False)
+    _, watch = detect((), scrape(discards=0, age=1, errors=5), Streak(), NOW, stream_drives=False)
     _, watch = detect(
         (), scrape(discards=0, age=1, errors=6), watch, NOW + timedelta(seconds=5), stream_drives=False
     )
@@ -98,7 +98,7 @@ def test_a_rising_stream_error_counter_on_two_looks_is_the_stream_lost() -> None
     )
     assert sign is None
     # A counter that stays where it was (the 5 of the fixture's start) is no sign.
-    _, watch = detect((), scrape(discards=0, age=1, errors=5), Watch(), NOW)
+    _, watch = detect((), scrape(discards=0, age=1, errors=5), Streak(), NOW)
     _, watch = detect((), scrape(discards=0, age=1, errors=5), watch, NOW + timedelta(seconds=5))
     sign, _ = detect((), scrape(discards=0, age=1, errors=5), watch, NOW + timedelta(seconds=10))
     assert sign is None
@@ -109,7 +109,7 @@ def test_a_klog_time_far_from_the_clock_is_not_believed() -> None:
     assert line_time(wedge, NOW) == FIRST_WEDGE
     assert line_time(wedge, NOW + timedelta(hours=2)) is None  # another time zone
     assert line_time("no header here", NOW) is None
-    sign, _ = detect((wedge,), None, Watch(), NOW + timedelta(hours=2))
+    sign, _ = detect((wedge,), None, Streak(), NOW + timedelta(hours=2))
     assert sign is not None
     assert sign.at == NOW + timedelta(hours=2)
 
@@ -117,5 +117,5 @@ def test_a_klog_time_far_from_the_clock_is_not_believed() -> None:
 @given(st.lists(st.text(max_size=200), max_size=20))
 def test_no_line_without_the_wedge_message_is_a_wedge(lines: list[str]) -> None:
     kept = tuple(ln for ln in lines if guardsigns.WEDGE_MATCH not in ln)
-    sign, _ = detect(kept, None, Watch(), NOW)
+    sign, _ = detect(kept, None, Streak(), NOW)
     assert sign is None

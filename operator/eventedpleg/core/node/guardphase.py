@@ -19,7 +19,10 @@ With the guard off it only detects and says so, once per incident, and never res
 
 A look costs one `journalctl --after-cursor --grep` (the journal filters; the agent reads only the matching
 lines logged since its last look) and one /metrics scrape parsed for three metrics; never a scan of the
-whole log. tests/realnode/test_guard_realnode.py measures the agent's CPU per hour of looks on the rig.
+whole log. Measured by tests/realnode/test_guard_realnode.py on the real-node rig (kubelet v1.36.4 at
+--v=4, containerd 2.2.9, 2 shared cores under other load, 2026-11-28): 10.5 CPU seconds per hour of looks
+every 5 s in the agent's process (0.3 % of a core; there the journal is the kubelet's log file, read on from
+an offset in-process, so journalctl's own cost on a systemd host is not in the figure).
 """
 
 from __future__ import annotations

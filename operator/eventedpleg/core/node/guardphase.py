@@ -134,7 +134,7 @@ def _look(node: AgentNode, memory: GuardMemory, settings: AgentSettings, clock: 
     options = _options(node)
     if memory.open is sign.kind and not options.guard:
         return memory
-    return (yield from _incident(node, sign, memory, options, version, settings, clock))
+    return (yield from _incident(node, sign, memory, options, (version, proc.pid), settings, clock))
 
 
 def _incident(
@@ -142,10 +142,11 @@ def _incident(
     sign: Sign,
     memory: GuardMemory,
     options: AgentOptions,
-    version: Version,
+    kubelet: tuple[Version, int],
     settings: AgentSettings,
     clock: Now,
 ) -> Phase[GuardMemory]:
+    """Say it, count it, keep it; then heal, or ask for the rollback. `kubelet`: its version and pid."""
     past = memory.incidents
     if past is None:
         past = gi.parse(node.annotations.get(c.ANN_GUARD_INCIDENTS))
@@ -166,7 +167,7 @@ def _incident(
         return memory
     if rollback:
         return _take_back(incidents, message)
-    result, memory = yield from _heal(sign, version, memory, settings, clock)
+    result, memory = yield from _heal(kubelet, memory, settings, clock)
     took = (clock() - sign.at).total_seconds()
     if result.outcome is Outcome.PASS:
         reason = f"healed by a kubelet restart, {took:.0f}s from the first sign: {result.reason}"
@@ -198,9 +199,10 @@ def taken_back(memory: GuardMemory, done: bool) -> Phase[GuardMemory]:
 
 
 def _heal(
-    sign: Sign, version: Version, memory: GuardMemory, settings: AgentSettings, clock: Now
+    kubelet: tuple[Version, int], memory: GuardMemory, settings: AgentSettings, clock: Now
 ) -> Phase[tuple[VerifyResult, GuardMemory]]:
     """Restart the kubelet alone, then prove it syncs pods (prove)."""
+    version, pid = kubelet
     # Read the old kubelet's lines up to now, so that the proof reads only what came after.
     before = yield from ask(
         FollowJournal(KUBELET_UNIT, memory.cursor, clock(), guardsigns.WEDGE_MATCH), JournalChunk
@@ -210,16 +212,17 @@ def _heal(
     )
     if restarted.failure is not None:
         return restarted.failure, replace(memory, cursor=before.cursor)
-    result, cursor = yield from prove(version, restarted.at, before.cursor, settings, clock)
+    result, cursor = yield from prove(version, restarted.at, before.cursor, settings, clock, old_pid=pid)
     return result, replace(memory, cursor=cursor, watch=Streak())
 
 
 def prove(
-    version: Version, since: datetime, cursor: str, settings: AgentSettings, clock: Now
+    version: Version, since: datetime, cursor: str, settings: AgentSettings, clock: Now, *, old_pid: int
 ) -> Phase[tuple[VerifyResult, str]]:
     """Poll until the restarted kubelet has synced for min_window_seconds: no wedge line of its own, the
     last-seen gauge fresh, discards not rising (a wedge line fails at once); or PROVE_TIMEOUT_SECONDS pass.
-    The verdict (verification's evidence style) and the journal cursor after it."""
+    The verdict (verification's evidence style) and the journal cursor after it. The wedged kubelet
+    (`old_pid`) logs on until it is stopped, which may take a while after `since`: its lines never count."""
     synced: datetime | None = None  # since when every check held
     first_discards: float | None = None
     checks: tuple[Check, ...] = ()
@@ -233,7 +236,7 @@ def prove(
         wedged = [
             ln
             for ln in guardsigns.wedge_lines(chunk.lines)
-            if (guardsigns.line_time(ln, now) or now) >= since
+            if guardsigns.line_pid(ln) != old_pid and (guardsigns.line_time(ln, now) or now) >= since
         ]
         metrics = yield from ask_maybe(Scrape(guardsigns.METRICS), Metrics)
         checks = _checks(metrics, wedged, now, first_discards)

@@ -63,10 +63,13 @@ class Kubelet:
     """The scripted kubelet: journal chunks in turn (then nothing new), and its gauge's age at each scrape
     (wedged: stale; after a restart: fresh unless told to wedge again)."""
 
-    def __init__(self, chunks: list[tuple[str, ...]], *, rewedge: bool = False) -> None:
+    def __init__(
+        self, chunks: list[tuple[str, ...]], *, rewedge: bool = False, lingers: bool = False
+    ) -> None:
         self.chunks: Iterator[tuple[str, ...]] = iter(chunks)
         self.restarts = 0
         self.rewedge = rewedge
+        self.lingers = lingers  # the wedged kubelet (pid 7355, the fixture's) logs on after the restart began
         self.host: ScriptedHost | None = None
 
     def answer(self, effect: Effect) -> EffectAnswer:
@@ -76,11 +79,14 @@ class Kubelet:
             case ReadApplied():
                 return ManagedState(hash="h1", enabled=True)
             case FindKubelet():
-                return KubeletProcess(100 + self.restarts, ("kubelet",), started_at=T0 - timedelta(hours=1))
+                return KubeletProcess(7355 + self.restarts, ("kubelet",), started_at=T0 - timedelta(hours=1))
             case FollowJournal(cursor=cursor):
                 lines = next(self.chunks, ())
-                if self.restarts and self.rewedge:
-                    lines = (host.now.strftime("E%m%d %H:%M:%S.000000") + WEDGE[0].split(" ", 2)[2],)
+                now = host.now.strftime("E%m%d %H:%M:%S.000000")
+                if self.restarts and self.rewedge:  # the new kubelet's own line
+                    lines = (now + " 7356 " + WEDGE[0].split(" ", 3)[3],)
+                elif self.restarts and self.lingers:
+                    lines = (now + " " + WEDGE[0].split(" ", 2)[2],)
                 return JournalChunk(lines, f"{cursor}+")
             case Scrape():
                 wedged = not self.restarts or self.rewedge
@@ -160,6 +166,12 @@ def test_a_kubelet_that_wedges_again_after_the_restart_is_not_healed() -> None:
     assert "wedged again" in not_healed.message
     assert not memory.said_healthy
     assert memory.open is None  # the next look that sees it is the next incident
+
+
+def test_the_wedged_kubelets_own_lines_after_the_restart_began_do_not_fail_the_proof() -> None:
+    memory, host = play(Kubelet([WEDGE], lingers=True), node())
+    assert events(host) == [EventReason.PLEG_WEDGED, EventReason.PLEG_WEDGE_HEALED]
+    assert memory.said_healthy
 
 
 def test_the_second_incident_in_the_window_asks_for_the_rollback() -> None:

@@ -37,6 +37,7 @@ STALE_SECONDS = 10.0
 LOOKS_IN_A_ROW = 2
 CLOCK_SKEW = timedelta(minutes=10)  # a klog time further than this from the agent's clock is not trusted
 _KLOG_TIME = re.compile(r"[IWEF](?P<month>\d{2})(?P<day>\d{2}) (?P<time>\d{2}:\d{2}:\d{2}\.\d+)")
+_KLOG_PID = re.compile(r"[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+(?P<pid>\d+) ")
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,13 @@ def line_time(line: str, now: datetime) -> datetime | None:
     except ValueError:
         return None
     return parsed if abs(parsed - now) <= CLOCK_SKEW else None
+
+
+def line_pid(line: str) -> int | None:
+    """The process that logged a klog line (its header's thread id, the kubelet's pid for its main
+    goroutines' lines as the journal and the rig show them), or None."""
+    match = _KLOG_PID.search(line)
+    return None if match is None else int(match["pid"])
 
 
 def wedge_lines(lines: tuple[str, ...]) -> tuple[str, ...]:

@@ -74,6 +74,10 @@ def test_a_fresh_gauge_or_no_discards_breaks_the_run() -> None:
     sign, watch = detect((), scrape(discards=110, age=0.6), watch, NOW + timedelta(seconds=5))
     assert sign is None
     assert watch.stale == 0
+    # Kubelet 1.37 (no evented health check): discards and a gauge a slow relist left stale are no wedge.
+    _, watch = detect((), scrape(discards=100, age=20), Streak(), NOW, stream_drives=False)
+    sign, _ = detect((), scrape(discards=100, age=25), watch, NOW + timedelta(seconds=5), stream_drives=False)
+    assert sign is None
     # Stale right after a start with nothing discarded: the first relist has not run, no wedge.
     _, watch = detect((), scrape(discards=0, age=40), Streak(), NOW)
     sign, _ = detect((), scrape(discards=0, age=45), watch, NOW + timedelta(seconds=5))

@@ -116,6 +116,9 @@ ANN_CAUSE: Final = f"{GROUP}/cause"
 # What the agent's host check found before the node is taken (JSON, core.hostcheck): per kubeletConfig
 # mode, the refusal it would report if asked to turn Evented PLEG on ("" when it would go ahead).
 ANN_HOST_CHECK: Final = f"{GROUP}/host-check"
+# The agent's guard (core.guardincidents): the incidents it met on this node (JSON times and kinds), kept on
+# the Node so that an agent restart does not forget how many fell in the window.
+ANN_GUARD_INCIDENTS: Final = f"{GROUP}/guard-incidents"
 # spec.drain.taintBeforeCordon: since when the node chosen waits, tainted, for its cordon; and the key of the
 # taint we added (absent when a taint with that key was there before us: that one is not ours and is never
 # removed). Both go, with our taint, whenever the node is given back.
@@ -163,6 +166,7 @@ NODE_ANNOTATIONS: Final = (
     ANN_BLOCKED,
     ANN_CAUSE,
     ANN_HOST_CHECK,
+    ANN_GUARD_INCIDENTS,
     ANN_TAINTED_SINCE,
     ANN_TAINT,
     ANN_AWAITING_APPROVAL,
@@ -239,6 +243,7 @@ WRITERS: Final[dict[str, Writer]] = {
     ANN_EVIDENCE: Writer.AGENT,
     ANN_BENEFIT: Writer.AGENT,
     ANN_HOST_CHECK: Writer.AGENT,
+    ANN_GUARD_INCIDENTS: Writer.AGENT,
 }
 
 

@@ -52,6 +52,14 @@ class EventReason(StrEnum):
     FALLBACK_DETECTED = "FallbackDetected"  # after Done: the kubelet fell back to generic PLEG (k8s#129827)
     FALLBACK_HEALED = "FallbackHealed"  # ...and a kubelet restart healed it
     FALLBACK_NOT_HEALED = "FallbackNotHealed"
+    # The agent's guard (core.node.guardphase): the kubelet <= 1.36 stopped syncing pods (a full
+    # PLEG channel) or lost its event stream without falling back; healed by a kubelet restart, or not; a node
+    # that kept failing taken back to generic PLEG.
+    PLEG_WEDGED = "PLEGWedged"
+    EVENT_STREAM_LOST = "EventStreamLost"
+    PLEG_WEDGE_HEALED = "PLEGWedgeHealed"
+    PLEG_WEDGE_NOT_HEALED = "PLEGWedgeNotHealed"
+    GUARD_ROLLED_BACK = "GuardRolledBack"
     EVENTS_MISSED = "EventsMissed"  # another consumer takes containerd's events from the kubelet
     AGENT_ERROR = "AgentError"  # an error of the agent's own while it held the node
     # NodeConfig (controller.publisher), besides the condition reasons

@@ -37,6 +37,7 @@ class FakeApi:
         self.events: list[FakeEvent] = []
         self.patches: list[tuple[str, dict[str, str | None]]] = []
         self.rejected_patches = 0
+        self.conditions: dict[str, dict[str, dict[str, str]]] = {}  # node -> type -> condition
 
     def add_node(
         self, name: str, kubelet_version: str, runtime_version: str, ready: Callable[[], bool] | None = None
@@ -95,6 +96,9 @@ class FakeApi:
         self.patches.append((name, dict(changes)))
         self.annotate(name, changes)
         return self.view(name)
+
+    def set_node_condition(self, name: str, condition: Mapping[str, str]) -> None:
+        self.conditions.setdefault(name, {})[condition["type"]] = dict(condition)
 
     def read_configmap(self, namespace: str, name: str) -> Mapping[str, str] | None:
         return self.configmaps.get((namespace, name))

@@ -6,10 +6,12 @@ from pathlib import Path
 
 from eventedpleg import constants as c
 from eventedpleg.agent.hostfiles import HostFiles
-from eventedpleg.agent.linuxhost import LinuxHost
+from eventedpleg.agent.linuxhost import LinuxHost, parse_followed
 from eventedpleg.constants import NodeState
+from eventedpleg.core.node.phases.host import JournalChunk
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import RigFactory
+from tests.unit.core.node.test_guardphase import WEDGE
 
 
 def test_linux_host_runs_commands_in_pid_1_namespaces() -> None:
@@ -46,3 +48,18 @@ def test_rollback_after_drift_returns_to_what_the_files_say(make_rig: RigFactory
     assert rig.state == NodeState.ROLLED_BACK
     assert not rig.host.kubelet.evented
     assert not rig.path(f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}").exists()
+
+
+CURSOR = "s=0b1;i=1f2;b=9a;m=3c;t=5f;x=77"
+
+
+def test_the_guard_follows_the_journal_from_journalctls_own_cursor() -> None:
+    """journalctl --show-cursor ends with the cursor where it stopped reading (matched or not); with nothing
+    logged since, it shows none and the old one stays."""
+    wedge = WEDGE[0]
+    chunk = parse_followed(f"{wedge}\n-- cursor: {CURSOR}\n", "old")
+    assert chunk.lines == (wedge,)
+    assert chunk.cursor == CURSOR
+    assert parse_followed(f"-- cursor: {CURSOR}\n", "old") == JournalChunk((), CURSOR)  # read, none matched
+    assert parse_followed("", "old") == JournalChunk((), "old")
+    assert parse_followed("-- No entries --\n", "old") == JournalChunk((), "old")

@@ -14,22 +14,26 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from eventedpleg import constants as c
 from eventedpleg.agent import runner
 from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.constants import NodeState
+from eventedpleg.core import guardincidents as gi
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
-from eventedpleg.k8s import configmaps
+from eventedpleg.k8s import configmaps, nodes
 from eventedpleg.k8s.agentapi import KubeAgentApi
-from eventedpleg.k8s.client import api_client
+from eventedpleg.k8s.client import api_client, send_json
+from eventedpleg.k8s.errors import ApiError
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 from eventedpleg_lab.sim import profiles
@@ -211,6 +215,41 @@ def test_agent_can_change_its_own_eventedpleg_annotations(agent_env: AgentEnv) -
     assert c.ANN_REASON not in agent_env.annotations(agent_env.node_a)
 
 
+def _status_patch(agent_client: client.ApiClient, node: str, body: dict[str, Any]) -> None:
+    """A strategic merge patch of nodes/status, sent as the agent's own call sends it."""
+    path = f"/api/v1/nodes/{node}/status"
+    send_json(agent_client, "PATCH", path, body, content_type=nodes.STRATEGIC_MERGE_PATCH)
+
+
+def test_agent_sets_its_own_nodes_guard_condition_and_only_that(agent_env: AgentEnv) -> None:
+    """The guard's condition (core.guardincidents) through the product's own call, with the agent's token;
+    another condition, another field of status, or another Node's status refused."""
+    mine, other = agent_env.node_a, agent_env.node_b
+    said = gi.condition(False, gi.HealthReason.WEDGED, "probe from the agent", datetime.now(UTC))
+    because = "in the Node's status the agent may change only its EventedPLEGHealthy condition"
+    with api_client(str(agent_env.kubeconfig)) as agent_client:
+        KubeAgentApi(agent_client, host=mine).set_node_condition(mine, said)
+        conditions = {x["type"]: x for x in agent_env.node(mine)["status"].get("conditions", [])}
+        assert conditions[gi.CONDITION_TYPE]["status"] == "False"
+        assert conditions[gi.CONDITION_TYPE]["message"] == "probe from the agent"
+        for body in (
+            {"status": {"conditions": [{**said, "type": "Ready"}]}},  # another condition type
+            {"status": {"capacity": {"pods": "1"}}},  # another field of status
+        ):
+            before = agent_env.node(mine)
+            with pytest.raises(ApiException) as denied:
+                _status_patch(agent_client, mine, body)
+            assert denied.value.status == 403
+            assert because in str(denied.value.body)
+            after = agent_env.node(mine)
+            assert after["status"].get("conditions") == before["status"].get("conditions")
+            assert after["status"].get("capacity") == before["status"].get("capacity")
+        with pytest.raises(ApiError) as refused:
+            KubeAgentApi(agent_client, host=mine).set_node_condition(other, said)
+        assert f"may only change its own Node, not {other}" in refused.value.message
+    assert gi.CONDITION_TYPE not in {x["type"] for x in agent_env.node(other)["status"].get("conditions", [])}
+
+
 def test_a_token_not_bound_to_a_pod_changes_nothing(agent_env: AgentEnv) -> None:
     patch = json.dumps({"metadata": {"annotations": {c.ANN_REASON: "x"}}})
     _denied(
@@ -231,6 +270,7 @@ def test_rbac_is_exactly_what_the_agent_needs(agent_env: AgentEnv) -> None:
     assert can("watch", "nodes") == "yes"
     assert can("patch", "nodes") == "yes"
     assert can("get", "nodes", "--subresource=metrics") == "yes"
+    assert can("patch", "nodes", "--subresource=status") == "yes"  # the guard's condition (agent-vap.yaml)
     assert can("get", "configmaps", "-n", OPERATOR_NS) == "yes"
     assert can("create", "events", "-n", "default") == "yes"
     for args in (

@@ -794,9 +794,9 @@ OPERATOR_CAN = [
 AGENT_CAN = [
     ("get", "nodes", "", True), ("watch", "nodes", "", True), ("patch", "nodes", "", True),
     ("get", "nodes/metrics", "", True), ("get", "configmaps", "{ns}", True),
-    ("create", "events", "default", True),
+    ("create", "events", "default", True), ("patch", "nodes/status", "", True),
     # ... and no more (the admission policy narrows the allowed ones further to its own Node):
-    ("list", "nodes", "", False), ("delete", "nodes", "", False), ("patch", "nodes/status", "", False),
+    ("list", "nodes", "", False), ("delete", "nodes", "", False), ("update", "nodes/status", "", False),
     ("get", "nodes/proxy", "", False),
     ("get", "secrets", "{agent_ns}", False), ("list", "secrets", "", False),
     ("list", "configmaps", "{ns}", False), ("get", "configmaps", "{agent_ns}", False),

@@ -18,6 +18,7 @@ from datetime import datetime
 from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.interpreter import Interpreter, Work, drive
 from eventedpleg.agent.metrics import AgentMetrics
+from eventedpleg.core.node import guardphase
 from eventedpleg.core.node.facts.benefit import Reading
 from eventedpleg.core.node.phases import applyphase, donephase, hostcheckphase, servicephase
 from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action, unexpected
@@ -36,6 +37,8 @@ class Agent:
     api: AgentApi
     settings: AgentSettings
     done: donephase.DoneMemory = field(default_factory=donephase.DoneMemory)
+    guarded: guardphase.GuardMemory = field(default_factory=guardphase.GuardMemory)
+    seen: AgentNode | None = None  # our Node as last read by the loop: the guard's looks read no API
     readings: tuple[Reading, ...] = ()  # the kubelet's counters while the node served (servicephase)
     trace: list[Effect] | None = field(default=None)  # every effect performed, when a list is given
     files: HostFiles | None = field(default=None)  # the host's file work (a simulated host's, in tests)
@@ -55,6 +58,7 @@ class Agent:
         it is first seen cordoned), and apply when asked."""
         if seen.name != self.node:
             return
+        self.seen = seen
         sample = servicephase.sample(seen, self.readings, self.settings, self.clock)
         self.readings = yield from self.interpreter.run(sample, seen, "service")
         if next_action(seen.annotations) is not AgentAction.APPLY:
@@ -73,6 +77,31 @@ class Agent:
             return
         phase = donephase.after_done(node, self.done, self.settings, self.clock)
         self.done = yield from self.interpreter.run(phase, node, "after_done")
+
+    def guard(self) -> Work[None]:
+        """The guard's look at a Done node (run every guard_interval_seconds, core.node.guardphase),
+        on the Node as the loop last saw it; a rollback it asks for runs through the apply's own steps
+        (applyphase.take_back) on a fresh read."""
+        node = self.seen
+        if node is None or next_action(node.annotations) is not AgentAction.WATCH:
+            return
+        self.guarded = yield from self.interpreter.run(
+            guardphase.guard(node, self.guarded, self.settings, self.clock), node, "guard"
+        )
+        asked = self.guarded.take_back
+        if asked is None:
+            return
+        fresh = self.api.get_node(self.node)
+        done = False
+        if fresh is not None and next_action(fresh.annotations) is AgentAction.WATCH:
+            phase = applyphase.take_back(
+                fresh, self.settings, self.clock, why=asked.why, evidence=asked.evidence
+            )
+            done = yield from self.interpreter.run(phase, fresh, "guard_rollback")
+            self.seen = self.api.get_node(self.node)
+        self.guarded = yield from self.interpreter.run(
+            guardphase.taken_back(self.guarded, done), fresh or node, "guard"
+        )
 
     def host_check(self) -> Work[bool]:
         """Publish what an apply would decide on this host now (run every host_check_interval_seconds);

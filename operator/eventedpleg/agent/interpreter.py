@@ -30,6 +30,7 @@ from eventedpleg.agent.hostread import read_facts
 from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.agent.observe import UNTRUSTED_FIX, Observer, UntrustedKubeletError
 from eventedpleg.agent.statestore import StateStore
+from eventedpleg.core import guardincidents
 from eventedpleg.core.node import narration
 from eventedpleg.core.node.facts.hostplan import FileChange
 from eventedpleg.core.node.phases.effects import (
@@ -39,6 +40,8 @@ from eventedpleg.core.node.phases.effects import (
     EffectAnswer,
     EndTransaction,
     FindKubelet,
+    FollowJournal,
+    GuardCount,
     Healthz,
     MarkHalted,
     NodeEvent,
@@ -46,6 +49,7 @@ from eventedpleg.core.node.phases.effects import (
     Phase,
     PublishBenefit,
     PublishHostCheck,
+    PublishIncidents,
     ReadApplied,
     ReadConfigMap,
     ReadFile,
@@ -60,6 +64,7 @@ from eventedpleg.core.node.phases.effects import (
     SaveConfigBaseline,
     SaveTransaction,
     Scrape,
+    SetHealthCondition,
     Wait,
     WriteFiles,
 )
@@ -94,6 +99,7 @@ OPERATIONS: dict[type, str] = {
     Healthz: "ask the kubelet's /healthz on",
     Scrape: "scrape the kubelet's /metrics on",
     ReadJournal: "read the journal of",
+    FollowJournal: "follow the journal of",
     Observe: "observe the kubelet on",
     FindKubelet: "find the kubelet on",
 }
@@ -197,7 +203,7 @@ class Interpreter:
                 return ", ".join(paths)
             case ReadFile(path):
                 return path
-            case ReadJournal(unit):
+            case ReadJournal(unit) | FollowJournal(unit):
                 return unit
             case SaveTransaction() | MarkHalted() | EndTransaction() | ReadTransaction():
                 return self.store.dir
@@ -239,6 +245,8 @@ class Interpreter:
                 # does not depend on what the operator asks (desired-config, state).
                 written = self.api.patch_node_annotations(self.node, {c.ANN_HOST_CHECK: check.to_json()})
                 return written is not None
+            case PublishIncidents() | SetHealthCondition() | GuardCount():
+                return self._guard(effect)
             case NodeEvent(reason, message, warning):
                 self.api.emit_event(node, reason=reason, message=message[:MESSAGE_LIMIT], warning=warning)
             case ReadConfigMap(namespace, name):
@@ -267,12 +275,27 @@ class Interpreter:
                 return self.observer.metrics(only)
             case ReadJournal(unit, since):
                 return tuple(self.host.journal(unit, since))
+            case FollowJournal(unit, cursor, since, match):
+                return self.host.journal_after(unit, cursor, since, match)
             case Observe(baseline, window, since, runtime):
                 return self.observer.observe(baseline=baseline, window=window, since=since, runtime=runtime)
             case FindKubelet():
                 return self.host.kubelet_process()
             case _:
                 raise AssertionError(f"unknown effect {effect!r}")
+        return None
+
+    def _guard(self, effect: PublishIncidents | SetHealthCondition | GuardCount) -> EffectAnswer:
+        """The guard's writes (core.node.guardphase): its annotation, its condition, its metrics."""
+        match effect:
+            case PublishIncidents(text):
+                return self.api.patch_node_annotations(self.node, {c.ANN_GUARD_INCIDENTS: text}) is not None
+            case SetHealthCondition(healthy, reason, message):
+                now = self.host.clock.now()
+                condition = guardincidents.condition(healthy, reason, message[:MESSAGE_LIMIT], now)
+                self.api.set_node_condition(self.node, condition)
+            case GuardCount(incident, heal_seconds, rolled_back) if self.metrics is not None:
+                self.metrics.guard(incident, heal_seconds, rolled_back=rolled_back)
         return None
 
     def _write(self, changes: tuple[FileChange, ...], remove_dirs: tuple[str, ...]) -> HostFault | None:

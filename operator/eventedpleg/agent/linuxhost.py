@@ -39,6 +39,7 @@ from eventedpleg.core.node.phases.host import (
     CommandResult,
     HostClock,
     HttpResult,
+    JournalChunk,
     KubeletEndpoint,
     KubeletProcess,
 )
@@ -97,6 +98,19 @@ def _host_pem(files: HostFiles, host_path: str) -> str:
 
 
 MAX_JOURNAL_LINES = 5000
+CURSOR_PREFIX = "-- cursor: "
+NO_ENTRIES = "-- No entries --"
+
+
+def parse_followed(stdout: str, cursor: str) -> JournalChunk:
+    """journalctl --show-cursor's output: the messages, then `-- cursor: ...` (absent when nothing was read,
+    then the old cursor stays)."""
+    lines = [ln for ln in stdout.splitlines() if ln and ln != NO_ENTRIES]
+    if lines and lines[-1].startswith(CURSOR_PREFIX):
+        cursor = lines.pop().removeprefix(CURSOR_PREFIX).strip()
+    return JournalChunk(tuple(lines[-MAX_JOURNAL_LINES:]), cursor)
+
+
 MAX_BODY = 8 << 20
 
 
@@ -215,6 +229,15 @@ class LinuxHost:
         if not result.ok:
             return []
         return result.stdout.splitlines()[-MAX_JOURNAL_LINES:]
+
+    def journal_after(self, unit: str, cursor: str, since: datetime, match: str) -> JournalChunk:
+        """journalctl filters by --grep itself and reads on from --after-cursor: the cost of a look is what
+        the kubelet logged since the last one, not its whole log. The cursor it shows is where it stopped
+        reading, matched or not; it shows none when nothing was logged since (the old one stays)."""
+        where = ["--after-cursor", cursor] if cursor else ["--since", f"@{int(since.timestamp())}"]
+        argv = ["journalctl", "-u", unit, *where, "--grep", match, "-o", "cat", "--no-pager", "--show-cursor"]
+        result = self.run(argv, timeout=60)  # exits 1 when nothing matched: the output still counts
+        return parse_followed(result.stdout, cursor)
 
     def kubelet_get(self, endpoint: KubeletEndpoint) -> HttpResult:
         url = self._urls[endpoint]

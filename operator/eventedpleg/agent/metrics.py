@@ -7,6 +7,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 
 from eventedpleg import buildinfo
 from eventedpleg.constants import NodeState
+from eventedpleg.core import guardincidents
 from eventedpleg.core.evidence import Evidence
 
 # Evidence results that mean the change did not hold (core.evidence.Evidence.result); any other failing
@@ -37,6 +38,28 @@ class AgentMetrics:
         # that appears at 1 has no earlier sample to increase from).
         for reason in (*FAILING_RESULTS, *(state.value for state in FAILING_STATES), LOOP_ERROR):
             self.failures.labels(reason)
+        # The guard (core.node.guardphase); the alert on these is the guard's (prometheusrule).
+        self.guard_incidents = Counter(
+            "eventedpleg_agent_guard_incidents_total",
+            "Incidents the guard met on a Done node, by kind (wedge: the kubelet stopped syncing pods; "
+            "eventsLost: its event stream keeps failing without a fallback)",
+            ["kind"],
+            registry=self.registry,
+        )
+        for kind in guardincidents.Kind:
+            self.guard_incidents.labels(kind.value)
+        self.guard_heal_seconds = Histogram(
+            "eventedpleg_agent_guard_heal_seconds",
+            "Time from an incident's first sign to the kubelet proven syncing pods again after the guard's "
+            "restart",
+            buckets=(5, 10, 15, 20, 30, 45, 60, 90, 120, 300),
+            registry=self.registry,
+        )
+        self.guard_rollbacks = Counter(
+            "eventedpleg_agent_guard_rollbacks_total",
+            "Nodes the guard took back to generic PLEG after too many incidents in its window",
+            registry=self.registry,
+        )
         buildinfo.register(self.registry, "agent")
 
     def phase(self, name: str, seconds: float) -> None:
@@ -49,6 +72,14 @@ class AgentMetrics:
             self.failures.labels(result).inc()
         elif state in FAILING_STATES:
             self.failures.labels(state.value).inc()
+
+    def guard(self, incident: str, heal_seconds: float | None, *, rolled_back: bool) -> None:
+        if incident:
+            self.guard_incidents.labels(incident).inc()
+        if heal_seconds is not None:
+            self.guard_heal_seconds.observe(max(heal_seconds, 0.0))
+        if rolled_back:
+            self.guard_rollbacks.inc()
 
     def loop_error(self) -> None:
         self.failures.labels(LOOP_ERROR).inc()

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import TypeVar
 
-from eventedpleg.agent.agent import Agent, drive
+from eventedpleg.agent.agent import Agent, Work, drive
 from eventedpleg.agent.health import LOOP
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.k8s.errors import diagnose
@@ -100,8 +100,11 @@ class HostChecks:
     loop's steps. Its failures are logged here and go no further: a check that keeps failing must neither
     hold up an apply nor send the loop into its error back-off."""
 
-    def __init__(self, agent: Agent, sleep: Callable[[float], None]) -> None:
+    def __init__(
+        self, agent: Agent, sleep: Callable[[float], None], lock: threading.Lock | None = None
+    ) -> None:
         self.agent, self.sleep = agent, sleep
+        self.lock = lock or threading.Lock()  # the guard's (GuardLoop), when it runs
         self.last: datetime | None = None  # when it last ran (or failed)
 
     def when_due(self) -> None:
@@ -109,13 +112,45 @@ class HostChecks:
         if self.last is not None and (clock.now() - self.last).total_seconds() < every:
             return
         try:
-            if not drive(self.agent.host_check(), self.sleep):
+            with self.lock:
+                checked = drive(self.agent.host_check(), self.sleep)
+            if not checked:
                 return  # an apply holds the node: check as soon as it lets go
         except Exception as exc:
             _log_failure(
                 exc, "host check failed", f"next in {every:.0f}s", node=self.agent.node, brief="host check: "
             )
         self.last = clock.now()
+
+
+class GuardLoop:
+    """The guard's looks (Agent.guard) every guard_interval_seconds on a thread of their own: the loop
+    blocks on its watch for a minute at a time, and a wedge must be seen within seconds. `lock` keeps the
+    two from acting on the host at once (a guard look waits for an apply, and the other way round). Its
+    failures are logged and go no further, like the host check's."""
+
+    def __init__(self, agent: Agent, lock: threading.Lock) -> None:
+        self.agent, self.lock = agent, lock
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="guard", daemon=True)
+
+    def start(self) -> None:
+        if self.agent.settings.guard_interval_seconds > 0:
+            self.thread.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _run(self) -> None:
+        every, clock = self.agent.settings.guard_interval_seconds, self.agent.host.clock
+        while not self.stopped.wait(every):
+            try:
+                with self.lock:
+                    drive(self.agent.guard(), clock.sleep)
+            except Exception as exc:
+                _log_failure(
+                    exc, "guard look failed", f"next in {every:.0f}s", node=self.agent.node, brief="guard: "
+                )
 
 
 def run(
@@ -134,7 +169,8 @@ def run(
 
     `beats` records progress for the health endpoint: every pass, watch event and retry, and every wait
     a step asks for (a verification window is progress; a call that never returns is not).
-    `idle` is set while the loop only waits on the watch (see `waiting`)."""
+    `idle` is set while the loop only waits on the watch (see `waiting`). The guard looks at a Done node
+    every guard_interval seconds on a thread of its own (GuardLoop)."""
     clock = agent.host.clock
 
     def beat() -> None:
@@ -146,7 +182,35 @@ def run(
         clock.sleep(seconds)
         beat()
 
-    host_check = HostChecks(agent, sleep)
+    lock = threading.Lock()  # the guard's thread acts on the host only between the loop's steps
+
+    def step(work: Work[None]) -> None:
+        with lock:
+            drive(work, sleep)
+
+    guard = GuardLoop(agent, lock)
+    if not once:
+        guard.start()
+    try:
+        _loop(agent, stop=stop, once=once, idle=idle, beat=beat, sleep=sleep, step=step, lock=lock)
+    finally:
+        guard.stop()
+
+
+def _loop(
+    agent: Agent,
+    *,
+    stop: Callable[[], bool],
+    once: bool,
+    idle: threading.Event | None,
+    beat: Callable[[], None],
+    sleep: Callable[[float], None],
+    step: Callable[[Work[None]], None],
+    lock: threading.Lock,
+) -> None:
+    """run's loop, each step of the agent's under `lock`."""
+    clock = agent.host.clock
+    host_check = HostChecks(agent, sleep, lock)
     errors = Errors(agent, sleep)
     interval = agent.settings.check_interval_seconds
     while not stop():
@@ -157,10 +221,10 @@ def run(
                 log.warning("node %s not found; waiting", agent.node, extra=fields(node=agent.node))
                 sleep(ERROR_BACKOFF_SECONDS)
                 continue
-            drive(agent.on_node(node), sleep)  # first: its reading of the kubelet starts the "before" window
+            step(agent.on_node(node))  # first: its reading of the kubelet starts the "before" window
             host_check.when_due()
             if once:
-                drive(agent.check(), sleep)
+                step(agent.check())
                 return
             last_check = clock.now()
             log.debug("watching node %s for %ss", agent.node, max(1, int(interval)))
@@ -171,12 +235,12 @@ def run(
                 if stop():
                     return
                 beat()
-                drive(agent.on_node(seen), sleep)
+                step(agent.on_node(seen))
                 if (clock.now() - last_check).total_seconds() >= interval:
-                    drive(agent.check(), sleep)
+                    step(agent.check())
                     last_check = clock.now()
                 host_check.when_due()
-            drive(agent.check(), sleep)
+            step(agent.check())
             errors.passed()
         except Exception as exc:  # neither a bad moment of the API server nor a bug may kill the agent
             if agent.metrics is not None:

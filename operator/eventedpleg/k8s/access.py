@@ -73,6 +73,15 @@ CALLS: tuple[Call, ...] = (
     Call("eventedpleg.controller.main.run", "", "nodes", ("list", "watch"), Scope.CLUSTER, OP, "informer"),
     Call("eventedpleg.controller.main.run", "", "/version", ("get",), Scope.NONE, OP, "fail fast at start"),
     Call(EPO + "agentapi.KubeAgentApi.watch_node", "", "nodes", ("watch",), Scope.CLUSTER, AGENT, "own Node"),
+    Call(
+        EPO + "nodes.patch_node_condition",
+        "",
+        "nodes/status",
+        ("patch",),
+        Scope.CLUSTER,
+        AGENT,
+        "the guard's EventedPLEGHealthy condition on its own Node (agent-vap.yaml: that condition only)",
+    ),
     Call(EPO + "follow.follow", "", "nodes", ("list", "watch"), Scope.CLUSTER, PERSON, "status --watch"),
     Call(EPO + "follow.follow", NC, c.PLURAL, ("list", "watch"), Scope.CLUSTER, PERSON, "status --watch"),
     Call(

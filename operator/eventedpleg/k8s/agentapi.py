@@ -1,9 +1,10 @@
 """The agent's API calls (eventedpleg.core.node.phases.nodeapi.AgentApi) with the kubernetes client.
 
 Only what the agent's RBAC allows: get/watch/patch its own Node (watch with fieldSelector
-metadata.name=NODE), get ConfigMaps in the operator's namespace, create Events. The admission policy
+metadata.name=NODE), patch its nodes/status (the EventedPLEGHealthy condition), get ConfigMaps in the
+operator's namespace, create Events. The admission policy
 (manifests/.../agent-vap.yaml) further limits patches to the agent's own Node and `eventedpleg.io/*`
-annotations.
+annotations, and in status to its EventedPLEGHealthy condition.
 """
 
 from __future__ import annotations
@@ -108,6 +109,9 @@ class KubeAgentApi:
             except Conflict:
                 continue
         raise Conflict(409, "Conflict", f"node {name} kept changing; gave up after {PATCH_ATTEMPTS} attempts")
+
+    def set_node_condition(self, name: str, condition: Mapping[str, str]) -> None:
+        nodes.patch_node_condition(self._api, name, condition)
 
     def read_configmap(self, namespace: str, name: str) -> Mapping[str, str] | None:
         try:

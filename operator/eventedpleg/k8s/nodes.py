@@ -17,6 +17,7 @@ from eventedpleg.k8s.errors import translated
 from eventedpleg.protocol import state_label
 
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 def node_patch(
@@ -51,6 +52,15 @@ def node_patch(
 def patch_node(api: client.ApiClient, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
     """Apply a merge patch to a Node; returns the node as a plain dict."""
     return send_json(api, "PATCH", f"/api/v1/nodes/{quote(name, safe='')}", body, content_type=MERGE_PATCH)
+
+
+@translated
+def patch_node_condition(api: client.ApiClient, name: str, condition: Mapping[str, str]) -> None:
+    """Set one of status.conditions by its type (a strategic merge patch of nodes/status: the list merges
+    by type, so the kubelet's conditions stay as they are)."""
+    body = {"status": {"conditions": [dict(condition)]}}
+    path = f"/api/v1/nodes/{quote(name, safe='')}/status"
+    send_json(api, "PATCH", path, body, content_type=STRATEGIC_MERGE_PATCH)
 
 
 @translated

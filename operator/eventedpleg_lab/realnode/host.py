@@ -24,6 +24,7 @@ from eventedpleg.core.node.phases.host import (
     CommandResult,
     HostClock,
     HttpResult,
+    JournalChunk,
     KubeletEndpoint,
     KubeletProcess,
 )
@@ -157,6 +158,33 @@ class RigHost:
         if node_path is None:
             return []
         return read_since(self.rig.layout.at(node_path), since)
+
+    def journal_after(self, unit: str, cursor: str, since: datetime, match: str) -> JournalChunk:
+        """The rig's unit logs are files: the cursor is a byte offset (a shorter file was started anew)."""
+        node_path = UNIT_LOGS.get(unit)
+        if node_path is None:
+            return JournalChunk((), cursor)
+        path = self.rig.layout.at(node_path)
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return JournalChunk((), cursor)
+        if not cursor:
+            return JournalChunk(tuple(ln for ln in read_since(path, since) if match in ln), str(size))
+        offset = int(cursor) if int(cursor) <= size else 0
+        found: list[str] = []
+        with path.open("rb") as handle:  # in chunks: a kubelet at --v=4 may log hundreds of MB meanwhile
+            handle.seek(offset)
+            pending = b""
+            while offset + len(pending) < size:
+                block = pending + handle.read(min(CHUNK, size - offset - len(pending)))
+                done = block.rfind(b"\n") + 1  # a line still being written is read next time
+                text = block[:done].decode(errors="replace")
+                found.extend(ln for ln in text.splitlines() if match in ln)
+                offset, pending = offset + done, block[done:]
+                if not done and len(pending) >= 8 * CHUNK:  # a line this long is no kubelet line of ours
+                    offset, pending = offset + len(pending), b""
+        return JournalChunk(tuple(found[-MAX_LINES:]), str(offset))
 
     def kubelet_get(self, endpoint: KubeletEndpoint) -> HttpResult:
         return self._linux.kubelet_get(endpoint)

@@ -16,6 +16,7 @@ from eventedpleg.core.node.phases.host import (
     CommandResult,
     HostClock,
     HttpResult,
+    JournalChunk,
     KubeletEndpoint,
     KubeletProcess,
 )
@@ -155,6 +156,12 @@ class SimHost:
         self._call("journal")
         self.advance()
         return self.logs.read(unit, since)
+
+    def journal_after(self, unit: str, cursor: str, since: datetime, match: str) -> JournalChunk:
+        self._call("journal")
+        self.advance()
+        lines, after = self.logs.read_after(unit, cursor, since, match)
+        return JournalChunk(tuple(lines), after)
 
     def kubelet_get(self, endpoint: KubeletEndpoint) -> HttpResult:
         self._call("kubelet_get")

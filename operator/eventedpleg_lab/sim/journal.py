@@ -24,10 +24,24 @@ def klog(severity: str, at: datetime, pid: int, source: str, message: str) -> st
 class Journal:
     def __init__(self, limit: int = MAX_LINES_PER_UNIT) -> None:
         self._units: dict[str, deque[Entry]] = {}
+        self._written: dict[str, int] = {}  # entries ever written per unit: the cursor of journal_after
         self._limit = limit
 
     def write(self, unit: str, at: datetime, message: str) -> None:
         self._units.setdefault(unit, deque(maxlen=self._limit)).append(Entry(at, message))
+        self._written[unit] = self._written.get(unit, 0) + 1
 
     def read(self, unit: str, since: datetime) -> list[str]:
         return [e.message for e in self._units.get(unit, ()) if e.at >= since]
+
+    def read_after(self, unit: str, cursor: str, since: datetime, match: str) -> tuple[list[str], str]:
+        """Messages containing `match` after `cursor` (the count of entries written then; "" reads since
+        `since`), and the new cursor."""
+        entries = list(self._units.get(unit, ()))
+        written = self._written.get(unit, 0)
+        if cursor:
+            skip = max(0, int(cursor) - (written - len(entries)))
+            new = entries[skip:]
+        else:
+            new = [e for e in entries if e.at >= since]
+        return [e.message for e in new if match in e.message], str(written)

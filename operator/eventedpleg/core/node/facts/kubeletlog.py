@@ -38,6 +38,10 @@ class Signal(StrEnum):
     CRI_NO_CLIENT = "criNoStreamingClient"
     CRI_STREAM_CLOSED = "criStreamClosed"  # CRI-O with enable_pod_events=false: EOF (§2)
     CRI_RECV_FAILED = "criReceiveFailed"  # containerd 1.6: Unimplemented (§2)
+    # kubelet.go <=1.36, error level: the sync loop skips its pass while the evented health check fails on a
+    # full PLEG channel, and nothing else drains it: the kubelet stopped syncing pods until it is restarted
+    # (docs/compatibility.md "kubelet-pleg-wedge").
+    WEDGE = "wedge"
     # evented.go, error level: events lost (§4).
     CHANNEL_FULL = "channelFull"
     # evented.go, error level but harmless: an event without a sandbox status is skipped (§4). Counted,
@@ -84,6 +88,7 @@ _PATTERNS: tuple[tuple[Signal, re.Pattern[str]], ...] = (
     (Signal.CRI_NO_CLIENT, re.compile(r"GetContainerEvents failed to get streaming client")),
     (Signal.CRI_STREAM_CLOSED, re.compile(r"container events stream is closed")),
     (Signal.CRI_RECV_FAILED, re.compile(r"failed to receive streaming container event")),
+    (Signal.WEDGE, re.compile(r"Skipping pod synchronization.*EventedPLEG is not healthy")),
     (
         Signal.CHANNEL_FULL,
         re.compile(r"Evented PLEG: Event channel is full|pleg event channel capacity is full"),

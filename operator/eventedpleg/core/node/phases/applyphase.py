@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
-from eventedpleg.core import render
+from eventedpleg.core import render, runtimes
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.node.facts import benefit
@@ -59,6 +59,7 @@ from eventedpleg.core.node.phases.transaction import FileCopy, Transaction, sha2
 from eventedpleg.core.node.phases.verifyloop import measure, reading_now, verify
 from eventedpleg.core.versions import Version
 from eventedpleg.models.nodeconfig import OnFailure
+from eventedpleg.protocol import Cause
 from eventedpleg.reasons import EventReason
 
 # A host fault before the first write: by policy the node is Skipped (like a refusal: the host is not fit,
@@ -441,3 +442,70 @@ def _record_applied(attempt: Attempt) -> Phase[None]:
         created_dirs=tuple(dict.fromkeys(plan.created_dirs + attempt.txn.created_dirs)) if enabled else (),
     )
     yield from act(SaveApplied(state))
+
+
+def take_back(
+    node: AgentNode, settings: AgentSettings, clock: Now, *, why: str, evidence: Evidence
+) -> Phase[bool]:
+    """The guard's rollback of a Done node that keeps failing (core.node.guardphase): the apply of the
+    turned-off config, in place, through the same steps (backups, write, restart, verify generic PLEG,
+    record), except that the runtime's setting stays and so only the kubelet restarts. RolledBack with
+    `evidence` and the typed cause (protocol.Cause.GUARD_ROLLBACK as the evidence's result); a refusal or
+    a failed verification restores the gate-on files and ends Failed (needs a human). Whether it ended
+    RolledBack."""
+    request = yield from _request(node, settings)
+    if request is None:
+        return False
+    options, rendered = request
+    off = render.render(enabled=False, owner=rendered.owner, kubelet_config_mode=rendered.kubelet_config_mode)
+    evidence = evidence.model_copy(update={"result": Cause.GUARD_ROLLBACK.value})
+    try:
+        facts = yield from ask(ReadHost(False), HostFacts)
+        previous = yield from ask(ReadApplied(), ManagedState)
+        verdict = judge(node, facts, off, previous, allow_static_pods=True)
+        if isinstance(verdict, Refusal):
+            yield from _halt(
+                f"{why}; taking the gate off refused: {verdict.message}",
+                evidence,
+                EventReason.ROLLBACK_FAILED,
+            )
+            return False
+        plan, version = verdict
+        runtime_files = {d.path for d in runtimes.dropins()}
+        plan = replace(
+            plan,
+            changes=tuple(ch for ch in plan.changes if ch.path not in runtime_files),
+            restart_runtime=False,
+        )
+        txn = yield from _begin(None, off, plan, previous, clock)
+    except Faulted as exc:
+        yield from _halt(
+            f"{why}; taking the gate off failed: {exc.fault.line()}", evidence, EventReason.ROLLBACK_FAILED
+        )
+        return False
+    attempt = Attempt(node, options, off, plan, version, previous, txn)
+    try:
+        changed = yield from _change_host(attempt, clock)
+        result = changed.failure
+        if result is None:
+            timeout = options.verify_timeout_seconds
+            result = yield from verify(
+                version, plan.expect, since=changed.at, timeout=timeout, settings=settings, clock=clock
+            )
+    except Faulted as exc:
+        result = failed("host", exc.fault.line(), version)
+    if result.outcome is not Outcome.PASS:
+        restored = yield from _rollback(replace(attempt, txn=txn), settings, clock)
+        evidence = evidence.model_copy(update={"failure": result.evidence(), "rollback": restored.evidence()})
+        reason = (
+            f"{why}; taking the gate off failed: {result.reason}; the gate-on files are back; needs a human"
+        )
+        yield from _halt(reason, evidence, EventReason.ROLLBACK_FAILED)
+        return False
+    yield from _record_applied(attempt)
+    yield from act(EndTransaction())
+    evidence = evidence.model_copy(update={"rollback": result.evidence()})
+    reason = f"{why}; the gate is off again (generic PLEG verified, only the kubelet restarted)"
+    yield from act(Report(NodeState.ROLLED_BACK, reason, evidence, forget_current=True))
+    yield from act(NodeEvent(EventReason.GUARD_ROLLED_BACK, reason, warning=True))
+    return True

@@ -21,7 +21,7 @@ from eventedpleg.core.hostcheck import HostCheck
 from eventedpleg.core.node.facts.hostplan import FileChange, HostFacts, ManagedState
 from eventedpleg.core.node.facts.promtext import Metrics
 from eventedpleg.core.node.facts.verify import Observation
-from eventedpleg.core.node.phases.host import CommandResult, HttpResult, KubeletProcess
+from eventedpleg.core.node.phases.host import CommandResult, HttpResult, JournalChunk, KubeletProcess
 from eventedpleg.core.node.phases.hostfault import Faulted, HostFault
 from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
 from eventedpleg.core.runtimes import RuntimeProfile
@@ -154,6 +154,33 @@ class PublishHostCheck:
 
 
 @dataclass(frozen=True)
+class PublishIncidents:
+    """Set our Node's eventedpleg.io/guard-incidents annotation (core.guardincidents), unconditionally like
+    the host check: the key is the agent's alone. Answer: whether the patch was written."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class SetHealthCondition:
+    """Set our Node's EventedPLEGHealthy condition in status.conditions (core.guardincidents). Answer:
+    None."""
+
+    healthy: bool
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class GuardCount:
+    """Count what the guard did in the agent's metrics (agent.metrics). Answer: None."""
+
+    incident: str = ""  # an incident of this kind (core.node.facts.guardsigns.Kind)
+    heal_seconds: float | None = None  # a heal proven this long after the first sign
+    rolled_back: bool = False
+
+
+@dataclass(frozen=True)
 class NodeEvent:
     """An Event about our Node. Answer: None."""
 
@@ -227,6 +254,17 @@ class ReadJournal:
 
 
 @dataclass(frozen=True)
+class FollowJournal:
+    """Answer: a JournalChunk, the unit's messages containing `match` logged after `cursor` (with no cursor,
+    since `since`), and the cursor to follow on from. Never a scan of the whole log."""
+
+    unit: str
+    cursor: str
+    since: datetime
+    match: str
+
+
+@dataclass(frozen=True)
 class Observe:
     """Answer: an Observation (healthz, Node Ready, /metrics, the kubelet journal since `since`, and with
     `runtime` its running config's drop-in setting, CRI-O's enable_pod_events) over `window` seconds after
@@ -258,6 +296,9 @@ Act = (
     | Report
     | PublishBenefit
     | PublishHostCheck
+    | PublishIncidents
+    | SetHealthCondition
+    | GuardCount
     | NodeEvent
 )
 Look = (
@@ -270,6 +311,7 @@ Look = (
     | Healthz
     | Scrape
     | ReadJournal
+    | FollowJournal
 )
 Effect = Act | Look | Observe | FindKubelet
 ACTS = Act.__args__
@@ -280,6 +322,7 @@ EffectAnswer = (
     | Metrics
     | Observation
     | KubeletProcess
+    | JournalChunk
     | HostFacts
     | ManagedState
     | Transaction

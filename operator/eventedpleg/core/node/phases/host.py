@@ -48,6 +48,14 @@ class KubeletProcess:
     exe: str | None = None
 
 
+@dataclass(frozen=True)
+class JournalChunk:
+    """Log messages read on from a cursor, and the cursor after them (the same one when nothing was new)."""
+
+    lines: tuple[str, ...]
+    cursor: str
+
+
 class KubeletEndpoint(StrEnum):
     HEALTHZ = "healthz"  # http://127.0.0.1:10248/healthz, answers "ok"
     METRICS = "metrics"  # the kubelet's /metrics (Prometheus text)
@@ -101,6 +109,11 @@ class Host(Protocol):
 
     def journal(self, unit: str, since: datetime) -> list[str]:
         """The unit's log messages (journalctl -o cat) logged at or after `since`, oldest first."""
+        ...
+
+    def journal_after(self, unit: str, cursor: str, since: datetime, match: str) -> JournalChunk:
+        """The unit's messages containing `match` logged after `cursor` (an opaque string this host gave;
+        "" means: since `since`), and the cursor to go on from. Reads only what is new."""
         ...
 
     def kubelet_get(self, endpoint: KubeletEndpoint) -> HttpResult:

@@ -51,6 +51,11 @@ class AgentApi(Protocol):
         values (a JSON-patch `test`); returns None when that precondition failed."""
         ...
 
+    def set_node_condition(self, name: str, condition: Mapping[str, str]) -> None:
+        """Set one condition in the Node's status.conditions (a strategic merge patch of nodes/status, keyed
+        by type: the kubelet's own conditions are left alone)."""
+        ...
+
     def read_configmap(self, namespace: str, name: str) -> Mapping[str, str] | None:
         """The ConfigMap's data, None if it does not exist."""
         ...

@@ -144,7 +144,12 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 env=dict(env),
                 start_new_session=True,
-                cwd="/",
+                # Its own run directory, never "/": a kubelet removing a container that has no log path
+                # (one created straight through CRI) globs "*" in its working directory and removes the
+                # first match (logs/container_log_manager.go Clean, v1.36.4; k8s#107717, fix k8s#138379
+                # unmerged): from "/" that was the host's /bin symlink, again and again while the wedge's
+                # churn was collected.
+                cwd=self.run_dir,
             )
         doc = {"pid": proc.pid, "argv": list(argv), "log": str(log), "started": time.time(), "env": dict(env)}
         self._file(name).write_text(json.dumps(doc))

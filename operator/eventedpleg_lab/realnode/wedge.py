@@ -163,6 +163,9 @@ def _sandbox(rig: RealNode, work: Path, name: str, uid: str) -> tuple[str, Path]
         work / f"{name}.json",
         {
             "metadata": {"name": name, "namespace": SANDBOX["namespace"], "uid": uid, "attempt": 0},
+            # A log directory and path as the kubelet gives them: a container without one makes the
+            # kubelet's removal of it glob "*" in its working directory (supervisor.start).
+            "log_directory": str(work / "logs" / uid),
             "linux": {
                 "cgroup_parent": f"/kubepods/besteffort/pod{uid}",  # removed by rig.remove_cgroups
                 "security_context": {"namespace_options": {"network": 2}},  # NODE: no CNI here
@@ -193,6 +196,7 @@ def churn(rig: RealNode, containers: int = CONTAINERS, batch: int = BATCH) -> fl
                     {
                         "metadata": {"name": f"c{i}"},
                         "image": {"image": IDLE_IMAGE},
+                        "log_path": f"c{i}.log",
                         "labels": CONTAINER_LABELS,
                         "linux": {},
                     },

@@ -93,3 +93,10 @@ def agent_pods(api: client.ApiClient, *, limit: int = PAGE) -> list[dict[str, An
         for pod in pods
         if any(ref.get("kind") == "DaemonSet" for ref in pod["metadata"].get("ownerReferences") or [])
     ]
+
+
+@translated
+def agent_pods_in(api: client.ApiClient, namespace: str) -> list[dict[str, Any]]:
+    """The agent pods left in the agent's namespace (`release-nodes --wait-for-agents`: an agent that
+    exits marks its host check stopped on its Node, so the cleanup waits until none is left)."""
+    return list_all(api, agent_pods_path(namespace), {"labelSelector": AGENT_POD_SELECTOR})

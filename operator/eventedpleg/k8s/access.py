@@ -145,7 +145,9 @@ CALLS: tuple[Call, ...] = (
         "",
         "pods",
         ("list",),
-        Scope.AGENT,
+        # Granted cluster-wide: the cleanup hook runs after uninstall has put a chart-made agent
+        # namespace into deletion, where no Role can be created any more.
+        Scope.CLUSTER,
         PERSON + CLEANUP,
         "release-nodes --wait-for-agents: no agent left to mark its Node",
     ),

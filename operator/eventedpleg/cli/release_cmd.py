@@ -119,15 +119,8 @@ def _release(api: Any, release: NodeRelease | None, retry_seconds: int) -> NodeR
     deadline = time.monotonic() + retry_seconds
     attempt = 0
     while release is not None:
-        write = release.write
-        body = nodes.node_patch(
-            annotations=write.annotations,
-            unschedulable=write.unschedulable,
-            resource_version=release.resource_version,
-            taints=None if write.taints is None else [t.to_api() for t in write.taints],
-        )
         try:
-            nodes.patch_node(api, release.node, body)
+            nodes.patch_node(api, release.node, nodes.write_patch(release.write, release.resource_version))
             return release
         except Conflict:
             pass  # the node changed since it was read: plan again on what it is now

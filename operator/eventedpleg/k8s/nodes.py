@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from kubernetes import client
 
+from eventedpleg.core.rollout.steps.requests import Write
 from eventedpleg.k8s.client import PAGE, get_json, list_all, send_json
 from eventedpleg.k8s.errors import translated
 from eventedpleg.protocol import state_label
@@ -45,6 +46,16 @@ def node_patch(
     if spec:
         body["spec"] = spec
     return body
+
+
+def write_patch(write: Write, resource_version: str) -> dict[str, Any]:
+    """The merge-patch body of a step's Write (core.rollout.steps), conditional on `resource_version`."""
+    return node_patch(
+        annotations=write.annotations,
+        unschedulable=write.unschedulable,
+        resource_version=resource_version,
+        taints=None if write.taints is None else [t.to_api() for t in write.taints],
+    )
 
 
 @translated

@@ -139,7 +139,10 @@ def left_nodes(cluster: LocalCluster, prefix: str) -> Iterator[tuple[str, str]]:
 
 def test_giving_nodes_back_leaves_them_clean(cluster: LocalCluster, left_nodes: tuple[str, str]) -> None:
     taken, kept = left_nodes
-    listing, give_back = runbook_blocks("Nodes left cordoned, tainted or marked")
+    cli, listing, give_back = runbook_blocks("Nodes left cordoned, tainted or marked")
+    # The CLI's block is tested as the command itself (tests/cluster/test_release_nodes.py); here the
+    # kubectl steps that stand in for it.
+    assert [line.split()[:2] for line in cli.strip().splitlines()] == [["eventedpleg", "release-nodes"]] * 2
     rows = {line.split()[0]: line.split() for line in run(cluster, listing).splitlines()[1:]}
     assert rows[taken][1:] == ["Draining", "true", "<none>", OUR_TAINT, KARPENTER], rows[taken]
     assert rows[kept][1:4] == ["Failed", "true", "true"], rows[kept]

@@ -26,7 +26,7 @@ from eventedpleg.core.rollout.steps import AttemptDrain, Emit, Write
 from eventedpleg.k8s import drain as drainer
 from eventedpleg.k8s.errors import ApiError, Conflict, NotFound
 from eventedpleg.k8s.events import EventRecorder, node_ref
-from eventedpleg.k8s.nodes import get_node, node_patch, patch_node
+from eventedpleg.k8s.nodes import get_node, patch_node, write_patch
 from eventedpleg.logfields import fields
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ class Executor:
                 body = patch_node(
                     self.api,
                     node,
-                    _node_patch(request, rv),
+                    write_patch(request, rv),
                 )
             except Conflict:
                 before = relied.get(rv)
@@ -235,13 +235,3 @@ class _ApiAnswers:
         self.executor.recorder.emit(
             node_ref(self.node, self.uid), request.kind, request.reason, request.message
         )
-
-
-def _node_patch(request: Write, rv: str) -> dict[str, Any]:
-    taints = None if request.taints is None else [t.to_api() for t in request.taints]
-    return node_patch(
-        annotations=request.annotations,
-        unschedulable=request.unschedulable,
-        resource_version=rv,
-        taints=taints,
-    )

@@ -21,6 +21,7 @@ class Account(StrEnum):
     OPERATOR = "operator"  # the operator Deployment's ServiceAccount
     AGENT = "agent"  # the agent DaemonSet's ServiceAccount
     PERSON = "person"  # the CLI (status, preflight, approve, retry): whoever runs it, with their own rights
+    CLEANUP = "cleanup"  # the chart's post-delete Job (cleanup.onUninstall): `eventedpleg release-nodes`
 
 
 class Scope(StrEnum):
@@ -46,6 +47,7 @@ class Call:
 
 
 OP, AGENT, PERSON = (Account.OPERATOR,), (Account.AGENT,), (Account.PERSON,)
+CLEANUP = (Account.CLEANUP,)
 BOTH = (Account.OPERATOR, Account.AGENT)
 NC, EPO = c.GROUP, "eventedpleg.k8s."
 
@@ -56,6 +58,7 @@ CALLS: tuple[Call, ...] = (
     Call("kopf:persistence", NC, c.PLURAL, ("patch",), Scope.CLUSTER, OP, "kopf's finalizer, annotations"),
     Call(EPO + "nodeconfigs.get", NC, c.PLURAL, ("get",), Scope.CLUSTER, OP + PERSON, "one not watched yet"),
     Call(EPO + "nodeconfigs.patch_status", NC, f"{c.PLURAL}/status", ("patch",), Scope.CLUSTER, OP, "status"),
+    Call(EPO + "nodeconfigs.names", NC, c.PLURAL, ("list",), Scope.CLUSTER, PERSON, "release-nodes refuses"),
     Call(EPO + "nodeconfigs.patch_annotations", NC, c.PLURAL, ("patch",), Scope.CLUSTER, PERSON, "retry"),
     Call(
         "kopf:observation",
@@ -67,9 +70,33 @@ CALLS: tuple[Call, ...] = (
         "kopf notices the NodeConfig CRD installed or removed at runtime",
     ),
     # Nodes: the operator's informer, cordon/uncordon/taints and protocol annotations; the agent its own.
-    Call(EPO + "nodes.get_node", "", "nodes", ("get",), Scope.CLUSTER, BOTH + PERSON, "re-read on conflict"),
-    Call(EPO + "nodes.patch_node", "", "nodes", ("patch",), Scope.CLUSTER, BOTH + PERSON, "protocol writes"),
-    Call(EPO + "nodes.list_nodes", "", "nodes", ("list",), Scope.CLUSTER, PERSON, "status, preflight"),
+    Call(
+        EPO + "nodes.get_node",
+        "",
+        "nodes",
+        ("get",),
+        Scope.CLUSTER,
+        BOTH + PERSON + CLEANUP,
+        "re-read on conflict",
+    ),
+    Call(
+        EPO + "nodes.patch_node",
+        "",
+        "nodes",
+        ("patch",),
+        Scope.CLUSTER,
+        BOTH + PERSON + CLEANUP,
+        "protocol writes",
+    ),
+    Call(
+        EPO + "nodes.list_nodes",
+        "",
+        "nodes",
+        ("list",),
+        Scope.CLUSTER,
+        PERSON + CLEANUP,
+        "status, release-nodes",
+    ),
     Call("eventedpleg.controller.main.run", "", "nodes", ("list", "watch"), Scope.CLUSTER, OP, "informer"),
     Call("eventedpleg.controller.main.run", "", "/version", ("get",), Scope.NONE, OP, "fail fast at start"),
     Call(EPO + "agentapi.KubeAgentApi.watch_node", "", "nodes", ("watch",), Scope.CLUSTER, AGENT, "own Node"),
@@ -122,6 +149,17 @@ CALLS: tuple[Call, ...] = (
     ),
     Call(EPO + "nodes.all_pods", "", "pods", ("list",), Scope.CLUSTER, PERSON, "preflight"),
     Call(EPO + "nodes.agent_pods", "", "pods", ("list",), Scope.CLUSTER, PERSON, "status, preflight"),
+    Call(
+        EPO + "nodes.agent_pods_in",
+        "",
+        "pods",
+        ("list",),
+        # Granted cluster-wide: the cleanup hook runs after uninstall has put a chart-made agent
+        # namespace into deletion, where no Role can be created any more.
+        Scope.CLUSTER,
+        PERSON + CLEANUP,
+        "release-nodes --wait-for-agents: no agent left to mark its Node",
+    ),
     # Drain helpers: PDBs that could never let a pod go, Namespaces' labels, other maintenance owners.
     Call(
         EPO + "drain._list", "policy", "poddisruptionbudgets", ("list",), Scope.CLUSTER, OP, "never-allowed"

@@ -8,7 +8,7 @@ from urllib.parse import quote
 from kubernetes import client
 
 from eventedpleg import constants as c
-from eventedpleg.k8s.client import get_json, send_json
+from eventedpleg.k8s.client import get_json, list_all, send_json
 from eventedpleg.k8s.errors import translated
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -25,6 +25,13 @@ def patch_status(api: client.ApiClient, name: str, status: dict[str, Any]) -> No
 @translated
 def get(api: client.ApiClient, name: str) -> dict[str, Any]:
     return get_json(api, f"/apis/{c.GROUP}/{c.VERSION}/{c.PLURAL}/{quote(name, safe='')}")
+
+
+@translated
+def names(api: client.ApiClient) -> list[str]:
+    """The names of every NodeConfig (release-nodes refuses to run while one is left)."""
+    items = list_all(api, f"/apis/{c.GROUP}/{c.VERSION}/{c.PLURAL}")
+    return sorted(str(item["metadata"]["name"]) for item in items)
 
 
 @translated

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from kubernetes import client
 
+from eventedpleg.core.rollout.steps.requests import Write
 from eventedpleg.k8s.client import PAGE, get_json, list_all, send_json
 from eventedpleg.k8s.errors import translated
 from eventedpleg.protocol import state_label
@@ -46,6 +47,16 @@ def node_patch(
     if spec:
         body["spec"] = spec
     return body
+
+
+def write_patch(write: Write, resource_version: str) -> dict[str, Any]:
+    """The merge-patch body of a step's Write (core.rollout.steps), conditional on `resource_version`."""
+    return node_patch(
+        annotations=write.annotations,
+        unschedulable=write.unschedulable,
+        resource_version=resource_version,
+        taints=None if write.taints is None else [t.to_api() for t in write.taints],
+    )
 
 
 @translated
@@ -103,3 +114,10 @@ def agent_pods(api: client.ApiClient, *, limit: int = PAGE) -> list[dict[str, An
         for pod in pods
         if any(ref.get("kind") == "DaemonSet" for ref in pod["metadata"].get("ownerReferences") or [])
     ]
+
+
+@translated
+def agent_pods_in(api: client.ApiClient, namespace: str) -> list[dict[str, Any]]:
+    """The agent pods left in the agent's namespace (`release-nodes --wait-for-agents`: an agent that
+    exits marks its host check stopped on its Node, so the cleanup waits until none is left)."""
+    return list_all(api, agent_pods_path(namespace), {"labelSelector": AGENT_POD_SELECTOR})

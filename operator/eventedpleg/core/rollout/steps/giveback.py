@@ -39,14 +39,21 @@ def mark_failed(action: MarkFailed, clock: Clock) -> Step:
     return StepEnd(NodeState.FAILED)
 
 
-def release(action: Release, nodeconfig: str) -> Step:
-    # The agent's host check stays: it is about the host, not about this NodeConfig, and the next
-    # NodeConfig to select the node needs it before it may take the node.
-    kept = {c.ANN_HOST_CHECK, c.ANN_CURRENT} if action.keep_current else {c.ANN_HOST_CHECK}
+def release_write(action: Release, *, keep_host_check: bool = True) -> Write:
+    """The one write that lets go of a node. The agent's host check stays by default: it is about the
+    host, not about this NodeConfig, and the next NodeConfig to select the node needs it before it may
+    take the node (`eventedpleg release-nodes`, with no operator left, drops it too)."""
+    kept = {c.ANN_CURRENT} if action.keep_current else set()
+    if keep_host_check:
+        kept.add(c.ANN_HOST_CHECK)
     drop: dict[str, str | None] = {key: None for key in c.NODE_ANNOTATIONS if key not in kept}
     drop.update(dict.fromkeys(action.autoscaler_hold))
     unschedulable = action.was_unschedulable if action.uncordon else None
-    yield Write(drop, unschedulable, action.taints.without_ours())
+    return Write(drop, unschedulable, action.taints.without_ours())
+
+
+def release(action: Release, nodeconfig: str) -> Step:
+    yield release_write(action)
     undone = ""
     if action.uncordon:  # say what happened to the cordon: undone, or the one from before kept
         undone = "; still cordoned: it was before the rollout" if action.was_unschedulable else "; uncordoned"

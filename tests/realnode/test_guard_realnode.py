@@ -1,4 +1,4 @@
-"""The agent's guard against a REAL kubelet (issue 40): a wedge made on demand
+"""The agent's guard against a REAL kubelet: a wedge made on demand
 (eventedpleg_lab.realnode.wedge) is detected, healed and proven on kubelet 1.36; a second one in the window,
 with the churn's containers left in place, takes the gate off the node; kubelet 1.37 under the same churn
 raises no incident.

@@ -854,7 +854,8 @@ def test_agent_rules_are_exactly_agent_rbac(
             continue  # system:basic-user and system:discovery, which every authenticated user has
         verbs = line[line.rindex("[") :].strip("[] ").split()  # the last column
         rules.setdefault(resource, set()).update(verbs)
-    assert rules == {"nodes": {"get", "watch", "patch"}, "nodes/metrics": {"get"}, **extra}
+    expected = {"nodes": {"get", "watch", "patch"}, "nodes/status": {"patch"}, "nodes/metrics": {"get"}}
+    assert rules == {**expected, **extra}
 
 
 # --- examples, upgrade, uninstall -------------------------------------------------------------------------

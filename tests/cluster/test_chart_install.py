@@ -151,7 +151,7 @@ def test_every_object_is_admitted(release: Release) -> None:
         assert got["metadata"]["labels"]["app.kubernetes.io/instance"] == release.name
         assert got["metadata"]["annotations"]["meta.helm.sh/release-name"] == release.name
     # The CRD (applied before the chart, crds.enabled=false): served and established.
-    release.kubectl("wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=30s")
+    release.cluster.wait_established(c.CRD_NAME)
 
 
 def test_a_second_release_is_refused_with_the_reason(release: Release) -> None:

@@ -124,8 +124,7 @@ def test_cli_missing_crd_is_told_apart_from_a_missing_nodeconfig(
         assert "NodeConfig CRD (nodeconfigs.eventedpleg.io) is not installed: kubectl apply -f crds/" in line
         assert result.returncode == NOT_FOUND
 
-    bare.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-    bare.kubectl("wait", "--for=condition=Established", "crd/nodeconfigs.eventedpleg.io", check=True)
+    bare.apply_crd(path=REPO / "crds", name="nodeconfigs.eventedpleg.io")
     for args in (["status", "nope"], ["preflight", "--nodeconfig", "nope"], ["retry", "nope"]):
         result = run(*args, kubeconfig=admin)
         assert one_line(result) == "error: NodeConfig 'nope' not found (kubectl get nodeconfigs)"

@@ -30,8 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def prefix(cluster: LocalCluster) -> Iterator[str]:
-    cluster.kubectl("apply", "-f", str(REPO / "crds"), check=True)
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s", check=True)
+    cluster.apply_crd(path=REPO / "crds", name=c.CRD_NAME)
     name = f"v{uuid.uuid4().hex[:5]}"
     yield name
     cluster.kubectl("patch", "nodeconfig", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')

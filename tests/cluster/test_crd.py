@@ -40,10 +40,7 @@ def crd(cluster: LocalCluster) -> Iterator[LocalCluster]:
     applied = cluster.kubectl("apply", "-f", str(REPO / "crds"))
     assert applied.returncode == 0, applied.stderr
     assert "nodeconfigs.eventedpleg.io" in applied.stdout
-    established = cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/nodeconfigs.eventedpleg.io"
-    )
-    assert established.returncode == 0, established.stderr
+    cluster.wait_established("nodeconfigs.eventedpleg.io")
     yield cluster
     cluster.kubectl("delete", "nodeconfigs", "-l", f"{TEST_LABEL}=crd", "--wait=false", check=True)
 

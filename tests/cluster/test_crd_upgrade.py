@@ -32,8 +32,7 @@ def _get(cluster: LocalCluster, *args: str) -> dict[str, Any]:
 
 
 def _established(cluster: LocalCluster) -> None:
-    done = cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{c.CRD_NAME}")
-    assert done.returncode == 0, done.stderr
+    cluster.wait_established(c.CRD_NAME)
 
 
 @pytest.fixture(scope="module", autouse=True)

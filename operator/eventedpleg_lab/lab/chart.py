@@ -154,7 +154,7 @@ def install(lab: Lab, specs: tuple[NodeSpec, ...], published: Published, *, time
          f"--set-string=operator.nodeSelector.{OPERATOR_HOST_LABEL.replace('.', chr(92) + '.')}=true",
          f"--set=agent.eventConsumerCheckSeconds={EVENT_CONSUMER_CHECK_SECONDS}",
          "--wait", f"--timeout={int(timeout)}s", timeout=timeout + 30)  # fmt: skip
-    kubectl_ok(lab, "wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=60s")
+    kubectl_ok(lab, "wait", "--for=condition=Established", f"crd/{c.CRD_NAME}", "--timeout=180s")
     return out
 
 

@@ -209,8 +209,11 @@ class LocalCluster:
         long (a CRD is Established within a second on an idle API server, but the lab's tiers share two
         cores with it) and a timeout says what the CRD's conditions were, not only kubectl's exit code."""
         self.kubectl("apply", "-f", str(path) if path else "-", stdin=stdin, check=True)
-        if not name:
-            return
+        if name:
+            self.wait_established(name)
+
+    def wait_established(self, name: str) -> None:
+        """Wait until the CRD `name` is Established (see apply_crd)."""
         waited = self.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=180s")
         if waited.returncode != 0:
             found = self.kubectl("get", "crd", name, "-o", "jsonpath={.status.conditions}")

@@ -45,7 +45,11 @@ def cleanup(cluster: LocalCluster) -> Iterator[None]:
 
 # Fields added to the spec since the previous CRD (the fixture), with their defaults.
 EMPTY_SELECTOR: dict[str, object] = {"matchLabels": {}, "matchExpressions": []}
+NEW_SECTIONS = frozenset({"guard"})
 NEW_DEFAULTS: dict[tuple[str, str], object] = {
+    ("guard", "enabled"): True,
+    ("guard", "incidentsBeforeRollback"): 2,
+    ("guard", "windowSeconds"): 86400,
     ("rollout", "stallAfterSeconds"): 1800,
     ("rollout", "postNodeDelaySeconds"): 0,
     ("rollout", "alertGate"): {"prometheusUrl": "", "alertNameRegexp": ".*"},
@@ -76,6 +80,8 @@ def _without(spec: dict[str, Any], added: Mapping[tuple[str, str], object]) -> d
     out = {key: dict(value) if isinstance(value, dict) else value for key, value in spec.items()}
     for section, key in added:
         out.get(section, {}).pop(key, None)
+        if out.get(section) == {} and section in NEW_SECTIONS:
+            del out[section]  # a whole section the old schema did not have
     return out
 
 

@@ -77,7 +77,7 @@ started=$SECONDS
 # its own after the main one is down: one worker, then two.
 labtier() {
   local rc=0
-  pytest -p no:cacheprovider --durations=20 -rP tests/lab || rc=1  # -rP: what each test printed (its report)
+  pytest -p no:cacheprovider --durations=20 -rfEP tests/lab || rc=1  # -rfEP: failures, errors and what each passing test printed
   for nodes in lab-one:1.36:containerd-2.2 lab-one:1.36:containerd-2.2,lab-two:1.36:crio-1.36; do
     echo; echo "==> the small-cluster lab tests on $nodes"
     EVENTEDPLEG_LAB_NODES=$nodes pytest -p no:cacheprovider -s tests/lab/test_lab_small.py || rc=1

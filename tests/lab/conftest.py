@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +40,20 @@ def pytest_configure(config: pytest.Config) -> None:
 # It installs the product from the README and uninstalls it through the NOTES: before `installed` does,
 # since the chart allows one release per cluster.
 FIRST = "test_lab_readme_install.py"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failing lab test carries the cluster's state with its report (nodes: readiness, taints, cordons;
+    pods that are neither Running nor Succeeded, with why; recent warnings), so a CI log alone says whether
+    the failure was the test's own or a node that had stopped running pods."""
+    report = yield
+    the_lab = getattr(item, "funcargs", {}).get("installed") or getattr(item, "funcargs", {}).get("lab")
+    if report.failed and isinstance(the_lab, Lab):
+        report.sections.append(("the lab when it failed", chart.cluster_state(the_lab)))
+    return report
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

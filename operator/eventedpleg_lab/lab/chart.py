@@ -482,3 +482,46 @@ def agent_log(lab: Lab, node: str) -> str:
     """What the node's agent has logged (its container `agent`)."""
     (pod,) = agent_pods(lab, node, ready=False)
     return kubectl_ok(lab, "logs", pod, "-n", AGENT_NAMESPACE, "-c", "agent", timeout=60)
+
+
+def _ready(status: Mapping[str, Any]) -> str:
+    return next((f"{cond['status']} {cond.get('reason', '')}".strip() for cond in status.get("conditions", [])
+                 if cond["type"] == "Ready"), "?")  # fmt: skip
+
+
+def _container_state(status: Mapping[str, Any]) -> str:
+    state: dict[str, dict[str, Any]] = status.get("state", {})
+    kind = next(iter(state), "?")
+    return f"{status['name']}: {kind} {state.get(kind, {}).get('reason', '')}".rstrip()
+
+
+def cluster_state(lab: Lab) -> str:
+    """The lab at a glance, for a failing test's report: each node's readiness, cordon, taints and our
+    state annotation; every pod neither Running-and-Ready nor Succeeded, with its waiting or terminated
+    reason; the last Warning events. Never raises: what cannot be read says so."""
+    lines: list[str] = []
+    try:
+        for name, node in sorted(lab.nodes().items()):
+            annotations = node["metadata"].get("annotations", {})
+            taints = ",".join(f"{t['key']}:{t['effect']}" for t in node["spec"].get("taints", []))
+            lines.append(
+                f"node {name}: Ready={_ready(node['status'])}"
+                f"{' cordoned' if node['spec'].get('unschedulable') else ''}"
+                f" taints=[{taints}] {c.ANN_STATE}={annotations.get(c.ANN_STATE, '-')}"
+            )
+        for pod in get_json(lab, "pods", "-A")["items"]:
+            status, meta = pod.get("status", {}), pod["metadata"]
+            phase = status.get("phase", "?")
+            if phase == "Succeeded" or (phase == "Running" and _ready(status).startswith("True")):
+                continue
+            why = [_container_state(s) for s in status.get("containerStatuses", [])]
+            lines.append(
+                f"pod {meta['namespace']}/{meta['name']} on {pod['spec'].get('nodeName', '-')}: {phase}"
+                f"{' (deleting)' if meta.get('deletionTimestamp') else ''} {'; '.join(why)}".rstrip()
+            )
+        warnings = kubectl_ok(lab, "get", "events", "-A", "--field-selector=type=Warning",
+                              "--sort-by=.lastTimestamp", timeout=60).splitlines()  # fmt: skip
+        lines += ["last Warning events:", *warnings[-25:]]
+    except (LabError, subprocess.SubprocessError, OSError, ValueError, KeyError) as err:
+        lines.append(f"(could not read the rest: {err})")
+    return "\n".join(lines)

@@ -104,6 +104,10 @@ def kubelet_base(runtime_endpoint: str, *, max_pods: int) -> dict[str, object]:
         "oomScoreAdj": 0,  # cannot go below 0 without CAP_SYS_RESOURCE
         "resolvConf": "/etc/resolv.conf",
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        # The disk is this machine's, shared with everything else on it: at its default 85 % the image GC
+        # deleted the nodes' local images (pullPolicy Never, no registry to bring them back), and every new
+        # pod on the node then failed ErrImageNeverPull. 100 turns the image GC off.
+        "imageGCHighThresholdPercent": 100,
         "maxPods": max_pods,
     }
 

@@ -54,6 +54,9 @@ class RigError(RuntimeError):
     pass
 
 
+LOG_KEEP_BYTES = 512 * 1024 * 1024  # a unit log over this is rotated at setup (RealNode._rotate_logs)
+
+
 @dataclass(frozen=True)
 class RigSpec:
     kubelet: str = "1.36"  # key of KUBELETS
@@ -152,9 +155,19 @@ class RealNode:
                 raise RigError("the rig's binaries are not built: run `eventedpleg realnode build`")
             bins = found
         self.layout.prepare()
+        self._rotate_logs()
         write_images(self.layout.images, BUSYBOX)
         self._bins = bins
         return bins
+
+    def _rotate_logs(self) -> None:
+        """The unit logs only grow (a kubelet at --v=4 writes ~1 GB an hour under churn; 8 GB were found):
+        one over LOG_KEEP_BYTES becomes `<name>.old` at the next setup, so at most two of each are kept.
+        Readers take offsets after setup, so nothing they read moves."""
+        for node_path in (lay.KUBELET_LOG, lay.CONTAINERD_LOG):
+            log = self.layout.at(node_path)
+            if log.is_file() and log.stat().st_size > LOG_KEEP_BYTES:
+                log.replace(log.with_name(log.name + ".old"))
 
     @property
     def bins(self) -> RigBinaries:

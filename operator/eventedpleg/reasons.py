@@ -53,10 +53,11 @@ class EventReason(StrEnum):
     FALLBACK_HEALED = "FallbackHealed"  # ...and a kubelet restart healed it
     FALLBACK_NOT_HEALED = "FallbackNotHealed"
     # The agent's guard (core.node.guardphase): the kubelet <= 1.36 stopped syncing pods (a full
-    # PLEG channel) or lost its event stream without falling back; healed by a kubelet restart, or not; a node
-    # that kept failing taken back to generic PLEG.
+    # PLEG channel), lost its event stream without falling back, or lost a live pod's status; healed by a
+    # kubelet restart, or not; a node that kept failing taken back to generic PLEG.
     PLEG_WEDGED = "PLEGWedged"
     EVENT_STREAM_LOST = "EventStreamLost"
+    POD_STATUS_LOST = "PodStatusLost"
     PLEG_WEDGE_HEALED = "PLEGWedgeHealed"
     PLEG_WEDGE_NOT_HEALED = "PLEGWedgeNotHealed"
     GUARD_ROLLED_BACK = "GuardRolledBack"

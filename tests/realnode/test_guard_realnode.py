@@ -1,7 +1,8 @@
 """The agent's guard against a REAL kubelet: a wedge made on demand
 (eventedpleg_lab.realnode.wedge) is detected, healed and proven on kubelet 1.36; a second one in the window,
 with the churn's containers left in place, takes the gate off the node; kubelet 1.37 under the same churn
-raises no incident.
+raises no incident. A pod's status lost on kubelet 1.36 (an old sandbox removed: docs/compatibility.md
+kubelet-136-missed-restarts) is detected and healed the same way.
 
 The guard runs as in production, on its own thread (agent.runner.GuardLoop) every 5 s, while the wedge is
 fired. The heal's restart clears the churn first when the test says so (the restart cannot clear a wedge the
@@ -24,10 +25,11 @@ from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.agent.runner import GuardLoop
 from eventedpleg.constants import NodeState
 from eventedpleg.core import guardincidents as gi
-from eventedpleg.core.node.facts.guardsigns import line_time
+from eventedpleg.core.node.facts.guardsigns import line_time, refused_first
 from eventedpleg.core.node.phases.host import CommandResult
 from eventedpleg.protocol import Cause
 from eventedpleg.reasons import EventReason
+from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn
 from eventedpleg_lab.realnode import wedge
@@ -183,3 +185,65 @@ def test_guard_raises_no_incident_on_137_under_the_same_churn(
     assert all(metrics.guard_incidents.labels(k.value)._value.get() == 0 for k in gi.Kind)
     condition = rig.api.conditions[NODE][gi.CONDITION_TYPE]
     assert condition["status"] == "True"
+
+
+def _ready_sandbox(node: rn.RealNode, pod: str, *, besides: str = "") -> str:
+    """The pod's ready sandbox other than `besides`, once one runs a container (120 s at most)."""
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        for sandbox in node.crictl("pods", "--name", pod, "--state", "ready", "-q").stdout.split():
+            running = node.crictl("ps", "--pod", sandbox, "--state", "running", "-q").stdout.split()
+            if sandbox != besides and running:
+                return sandbox
+        time.sleep(1)
+    raise AssertionError(f"no ready sandbox of {pod} with a running container in 120s")
+
+
+def _lose_status(node: rn.RealNode, pod: str) -> None:
+    """Give the pod an old sandbox (stop its sandbox: the kubelet makes a new one), then remove that old
+    sandbox and its container, as the kubelet's own GC does: with the gate on, kubelet 1.36 deletes the
+    pod's whole cached status on that removal's event."""
+    old = _ready_sandbox(node, pod)
+    assert node.crictl("stopp", old).returncode == 0
+    _ready_sandbox(node, pod, besides=old)
+    for container in node.crictl("ps", "-a", "--pod", old, "-q").stdout.split():
+        node.crictl("rm", container)
+    assert node.crictl("rmp", old).returncode == 0
+
+
+def test_guard_heals_a_lost_pod_status_on_136(
+    node: rn.RealNode, seen: Seen, guarded: list[GuardLoop]
+) -> None:
+    rig, metrics = _done(node, "1.36")
+    node.set_pods(1)
+    pod = f"{cfg.idle_pod_name(0)}-{NODE}"
+    try:
+        _ready_sandbox(node, pod)
+        timed = Timed(rig)
+        _guard(rig, guarded)
+        log = node.layout.at(lay.KUBELET_LOG)
+        offset = log.stat().st_size
+        began = time.time()
+        _lose_status(node, pod)
+        ended = _wait_for(timed, {EventReason.PLEG_WEDGE_HEALED, EventReason.PLEG_WEDGE_NOT_HEALED}, began)
+        refusals = [ln for ln in wedge.lines_since(node, offset) if refused_first(ln) == f"default/{pod}"]
+        detected = timed.first(EventReason.POD_STATUS_LOST, began)
+        healed = timed.first(EventReason.PLEG_WEDGE_HEALED, began)
+        first = line_time(refusals[0], datetime.now(UTC)) if refusals else None
+        print(
+            f"\nguard on kubelet 1.36, a pod's status lost: {len(refusals)} refusals of its first sandbox; "
+            f"old sandbox removed -> first refusal "
+            f"{(first.timestamp() - began) if first else float('nan'):.1f}s -> detected "
+            f"{(detected or float('nan')) - began:.1f}s -> {ended} {time.time() - began:.1f}s",
+            flush=True,
+        )
+        assert detected is not None and first is not None, (timed.at, refusals[:3])
+        assert detected - first.timestamp() <= 30  # the second refusal comes ~12 s after the first
+        assert ended == EventReason.PLEG_WEDGE_HEALED, timed.at
+        assert healed is not None
+        assert metrics.guard_incidents.labels(gi.Kind.STATUS_LOST.value)._value.get() == 1
+        condition = rig.api.conditions[NODE][gi.CONDITION_TYPE]
+        assert (condition["status"], condition["reason"]) == ("True", gi.HealthReason.HEALTHY)
+        assert rig.state == NodeState.DONE
+    finally:
+        node.set_pods(0)

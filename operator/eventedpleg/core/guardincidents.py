@@ -27,16 +27,22 @@ class Kind(StrEnum):
 
     WEDGE = "wedge"  # kubelet <= 1.36: the sync loop stopped on a full PLEG channel
     EVENTS_LOST = "eventsLost"  # the CRI event stream fails and the kubelet did not fall back to relisting
+    STATUS_LOST = "podStatusLost"  # kubelet <= 1.36: a live pod's status deleted, its sandbox made anew
 
 
 class HealthReason(StrEnum):
     HEALTHY = "EventedPLEGHealthy"
     WEDGED = "PLEGWedged"
     STREAM_LOST = "EventStreamLost"
+    STATUS_LOST = "PodStatusLost"
     ROLLED_BACK = "RolledBackByGuard"
 
 
-CONDITION_REASON = {Kind.WEDGE: HealthReason.WEDGED, Kind.EVENTS_LOST: HealthReason.STREAM_LOST}
+CONDITION_REASON = {
+    Kind.WEDGE: HealthReason.WEDGED,
+    Kind.EVENTS_LOST: HealthReason.STREAM_LOST,
+    Kind.STATUS_LOST: HealthReason.STATUS_LOST,
+}
 
 
 @dataclass(frozen=True)

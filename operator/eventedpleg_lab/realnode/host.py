@@ -169,8 +169,9 @@ class RigHost:
             size = path.stat().st_size
         except OSError:
             return JournalChunk((), cursor)
+        wanted = re.compile(match)  # a regular expression, as journalctl --grep takes it
         if not cursor:
-            return JournalChunk(tuple(ln for ln in read_since(path, since) if match in ln), str(size))
+            return JournalChunk(tuple(ln for ln in read_since(path, since) if wanted.search(ln)), str(size))
         offset = int(cursor) if int(cursor) <= size else 0
         found: list[str] = []
         with path.open("rb") as handle:  # in chunks: a kubelet at --v=4 may log hundreds of MB meanwhile
@@ -180,7 +181,7 @@ class RigHost:
                 block = pending + handle.read(min(CHUNK, size - offset - len(pending)))
                 done = block.rfind(b"\n") + 1  # a line still being written is read next time
                 text = block[:done].decode(errors="replace")
-                found.extend(ln for ln in text.splitlines() if match in ln)
+                found.extend(ln for ln in text.splitlines() if wanted.search(ln))
                 offset, pending = offset + done, block[done:]
                 if not done and len(pending) >= 8 * CHUNK:  # a line this long is no kubelet line of ours
                     offset, pending = offset + len(pending), b""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,8 +36,8 @@ class Journal:
         return [e.message for e in self._units.get(unit, ()) if e.at >= since]
 
     def read_after(self, unit: str, cursor: str, since: datetime, match: str) -> tuple[list[str], str]:
-        """Messages containing `match` after `cursor` (the count of entries written then; "" reads since
-        `since`), and the new cursor."""
+        """Messages matching `match` (a regular expression, as journalctl --grep takes it) after `cursor`
+        (the count of entries written then; "" reads since `since`), and the new cursor."""
         entries = list(self._units.get(unit, ()))
         written = self._written.get(unit, 0)
         if cursor:
@@ -44,4 +45,5 @@ class Journal:
             new = entries[skip:]
         else:
             new = [e for e in entries if e.at >= since]
-        return [e.message for e in new if match in e.message], str(written)
+        wanted = re.compile(match)
+        return [e.message for e in new if wanted.search(e.message)], str(written)

@@ -67,11 +67,18 @@ from eventedpleg.reasons import EventReason
 LOOKBACK = timedelta(seconds=60)  # the first look's reach (a wedge logs every 5 s while it lasts)
 FRESH_SECONDS = 5.0  # the last-seen gauge this young: the PLEG's checks pass again
 PROVE_TIMEOUT_SECONDS = 120.0  # from the restart to a verdict
-EVENT_OF = {gi.Kind.WEDGE: EventReason.PLEG_WEDGED, gi.Kind.EVENTS_LOST: EventReason.EVENT_STREAM_LOST}
+EVENT_OF = {
+    gi.Kind.WEDGE: EventReason.PLEG_WEDGED,
+    gi.Kind.EVENTS_LOST: EventReason.EVENT_STREAM_LOST,
+    gi.Kind.STATUS_LOST: EventReason.POD_STATUS_LOST,
+}
 WHAT = {
     gi.Kind.WEDGE: "the kubelet stopped syncing pods: its PLEG channel is full and the evented health check "
     "holds the sync loop (kubelet <= 1.36, docs/compatibility.md kubelet-pleg-wedge)",
     gi.Kind.EVENTS_LOST: "the kubelet keeps losing its CRI event stream without falling back to relisting",
+    gi.Kind.STATUS_LOST: "the kubelet lost a running pod's status: its evented PLEG deleted the pod's cache "
+    "entry when an old sandbox was removed, so the pod is shown waiting while its container runs "
+    "(kubelet <= 1.36, docs/compatibility.md kubelet-136-missed-restarts)",
 }
 HEALTHY_MESSAGE = "the kubelet syncs pods with Evented PLEG on"
 
@@ -120,9 +127,7 @@ def _look(node: AgentNode, memory: GuardMemory, settings: AgentSettings, clock: 
         return memory
     now = clock()
     since = max(proc.started_at or now, now - LOOKBACK)
-    chunk = yield from ask(
-        FollowJournal(KUBELET_UNIT, memory.cursor, since, guardsigns.WEDGE_MATCH), JournalChunk
-    )
+    chunk = yield from ask(FollowJournal(KUBELET_UNIT, memory.cursor, since, guardsigns.MATCH), JournalChunk)
     metrics = yield from ask_maybe(Scrape(guardsigns.METRICS), Metrics)
     drives = version.minor_pair < (1, 37)
     sign, watch = guardsigns.detect(chunk.lines, metrics, memory.watch, clock(), stream_drives=drives)
@@ -205,7 +210,7 @@ def _heal(
     version, pid = kubelet
     # Read the old kubelet's lines up to now, so that the proof reads only what came after.
     before = yield from ask(
-        FollowJournal(KUBELET_UNIT, memory.cursor, clock(), guardsigns.WEDGE_MATCH), JournalChunk
+        FollowJournal(KUBELET_UNIT, memory.cursor, clock(), guardsigns.MATCH), JournalChunk
     )
     restarted = yield from restart_services(
         restart_runtime=False, runtime_unit="", version=version, clock=clock
@@ -220,7 +225,8 @@ def prove(
     version: Version, since: datetime, cursor: str, settings: AgentSettings, clock: Now, *, old_pid: int
 ) -> Phase[tuple[VerifyResult, str]]:
     """Poll until the restarted kubelet has synced for min_window_seconds: no wedge line of its own, the
-    last-seen gauge fresh, discards not rising (a wedge line fails at once); or PROVE_TIMEOUT_SECONDS pass.
+    last-seen gauge fresh, discards not rising, no pod's first sandbox refused (a wedge line fails at once);
+    or PROVE_TIMEOUT_SECONDS pass.
     The verdict (verification's evidence style) and the journal cursor after it. The wedged kubelet
     (`old_pid`) logs on until it is stopped, which may take a while after `since`: its lines never count."""
     synced: datetime | None = None  # since when every check held
@@ -229,17 +235,17 @@ def prove(
     while True:
         yield from act(Wait(settings.poll_seconds))
         now = clock()
-        chunk = yield from ask(
-            FollowJournal(KUBELET_UNIT, cursor, since, guardsigns.WEDGE_MATCH), JournalChunk
-        )
+        chunk = yield from ask(FollowJournal(KUBELET_UNIT, cursor, since, guardsigns.MATCH), JournalChunk)
         cursor = chunk.cursor
-        wedged = [
+        own = [
             ln
-            for ln in guardsigns.wedge_lines(chunk.lines)
+            for ln in chunk.lines
             if guardsigns.line_pid(ln) != old_pid and (guardsigns.line_time(ln, now) or now) >= since
         ]
+        wedged = list(guardsigns.wedge_lines(tuple(own)))
+        refused = [ln for ln in own if guardsigns.refused_first(ln) is not None]
         metrics = yield from ask_maybe(Scrape(guardsigns.METRICS), Metrics)
-        checks = _checks(metrics, wedged, now, first_discards)
+        checks = (*_checks(metrics, wedged, now, first_discards), _sandboxes(refused))
         if metrics is not None and first_discards is None:
             first_discards = metrics.value(guardsigns.DISCARDS) or 0.0
         window = (now - since).total_seconds()
@@ -257,6 +263,14 @@ def prove(
             failing = "; ".join(ch.observed for ch in checks if not ch.ok)
             why = f"not syncing {window:.0f}s after the restart: {failing}"
             return VerifyResult(Outcome.FAIL, why, checks, (), str(version), window), cursor
+
+
+def _sandboxes(refused: list[str]) -> Check:
+    """The restarted kubelet reads every pod's sandboxes from its first relist: no first sandbox asked for
+    again (a refusal resets the window; refusals until PROVE_TIMEOUT_SECONDS fail the proof)."""
+    if not refused:
+        return Check("sandboxes", True, "no pod's first sandbox refused since the restart")
+    return Check("sandboxes", False, f"a pod's first sandbox refused again: {refused[-1].strip()}")
 
 
 def _checks(

@@ -33,7 +33,7 @@ from eventedpleg.core.node.phases.host import CommandResult, JournalChunk, Kubel
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.reasons import EventReason
 from tests.agent.scripted import ScriptedHost
-from tests.unit.core.node.facts.test_guardsigns import LINES
+from tests.unit.core.node.facts.test_guardsigns import LINES, LOST
 
 T0 = datetime(2026, 11, 28, 13, 15, 56, tzinfo=UTC)  # two seconds after the fixture's first wedge line
 SETTINGS = AgentSettings(namespace="ns", poll_seconds=2.0, min_window_seconds=10.0)
@@ -245,3 +245,52 @@ def test_nothing_is_looked_at_on_a_node_with_the_gate_off() -> None:
     host = ScriptedHost(answer, T0)
     host.play(guardphase.guard(node(), GuardMemory(), SETTINGS, host.clock))
     assert [type(e) for e in host.effects] == [ReadApplied, FindKubelet]
+
+
+REFUSALS = tuple(ln for ln in LOST if guardsigns.refused_first(ln) is not None)[:2]  # 16:00:02, 16:00:17
+AFTER_SECOND = datetime(2026, 11, 28, 16, 0, 19, tzinfo=UTC)
+
+
+class LosingKubelet(Kubelet):
+    """A kubelet that lost a pod's status: healthy metrics, two refusals of its first sandbox; after the
+    restart, with `refuses_again`, the new kubelet (its own pid) refuses it at every look."""
+
+    def __init__(self, *, refuses_again: bool = False) -> None:
+        super().__init__([REFUSALS])
+        self.restarts = 0
+        self.refuses_again = refuses_again
+
+    def answer(self, effect: Effect) -> EffectAnswer:
+        host = self.host
+        assert host is not None
+        match effect:
+            case FollowJournal(cursor=cursor) if self.restarts and self.refuses_again:
+                now = host.now.strftime("E%m%d %H:%M:%S.000000")
+                return JournalChunk((f"{now} 7356 " + REFUSALS[0].split(" ", 3)[3],), f"{cursor}+")
+            case Scrape():
+                return metrics(host, discards=0, age=0.5)
+        return super().answer(effect)
+
+
+def test_a_lost_pod_status_is_healed_by_a_kubelet_restart_and_proven() -> None:
+    memory, host = play(LosingKubelet(), node(), start=AFTER_SECOND)
+    assert events(host) == [EventReason.POD_STATUS_LOST, EventReason.PLEG_WEDGE_HEALED]
+    first = of(host, NodeEvent)[0]
+    assert first.warning and "default/idle-000-realnode" in first.message
+    assert [e.unit for e in of(host, Restart)] == ["kubelet"]
+    assert [(x.healthy, x.reason) for x in of(host, SetHealthCondition)] == [
+        (False, gi.HealthReason.STATUS_LOST),
+        (True, gi.HealthReason.HEALTHY),
+    ]
+    (published,) = of(host, PublishIncidents)
+    assert [i.kind for i in gi.parse(published.text)] == [gi.Kind.STATUS_LOST]
+    assert of(host, GuardCount)[0] == GuardCount(incident="podStatusLost")
+    assert memory.said_healthy
+
+
+def test_a_restarted_kubelet_that_keeps_refusing_the_first_sandbox_is_not_healed() -> None:
+    memory, host = play(LosingKubelet(refuses_again=True), node(), start=AFTER_SECOND)
+    assert events(host) == [EventReason.POD_STATUS_LOST, EventReason.PLEG_WEDGE_NOT_HEALED]
+    not_healed = of(host, NodeEvent)[-1].message
+    assert "a pod's first sandbox refused again" in not_healed, not_healed
+    assert not memory.said_healthy

@@ -15,6 +15,17 @@ Read at k8s.io/kubernetes v1.36.4 (`pkg/kubelet`; docs/compatibility.md "kubelet
 - **The event stream lost without fallback** (kubelet <= 1.36): `kubelet_evented_pleg_connection_error_count`
   rising on two looks in a row while the kubelet keeps the gate on (the fallback is the after-Done check's,
   core.node.phases.donephase): pods change meanwhile only at the 300-s relist.
+- **A pod's status lost** (kubelet <= 1.36, the missed restarts: docs/compatibility.md
+  "kubelet-136-missed-restarts"): the evented PLEG deleted a live pod's cache entry, so each sync of the pod
+  asks the runtime for the pod's *first* sandbox (attempt 0: an empty status has no attempt to count from),
+  and the runtime refuses it, the name being held by the pod's old sandbox: the error line
+  `"Failed to create sandbox for pod" err="... failed to reserve sandbox name \\"<pod>_<ns>_<uid>_0\\" ..."`
+  (`kuberuntime_sandbox.go:70`, logged at every verbosity), once per pod sync (~every 12 s on the rig).
+  Meanwhile the API shows the pod's container waiting while the runtime runs it, until the 300-s relist.
+  LOST_REFUSALS refusals of one pod within LOST_WINDOW are the sign. A first sandbox that is slow to be
+  made (a hanging CNI plugin) is refused the same way, at the same pace, while its first request still
+  runs; but that request failed first, by its own timeout (`runtimeRequestTimeout`, 2 min): a pod whose
+  sandbox failed otherwise within OTHER_FAILURE_MEMORY is not counted.
 """
 
 from __future__ import annotations
@@ -28,7 +39,16 @@ from eventedpleg.core.node.facts import kubeletlog
 from eventedpleg.core.node.facts.promtext import Metrics
 from eventedpleg.core.node.facts.verify import CONN_ERROR
 
-WEDGE_MATCH = "EventedPLEG is not healthy"  # what the journal filters by (every wedge line has it)
+WEDGE_MATCH = "EventedPLEG is not healthy"  # every wedge line has it
+LOST_MATCH = "Failed to create sandbox for pod"  # one line per refused sandbox request, naming the pod
+MATCH = f"{WEDGE_MATCH}|{LOST_MATCH}"  # what the journal filters by (a regular expression, journalctl --grep)
+LOST_REFUSALS = 2
+LOST_WINDOW = timedelta(seconds=60)
+OTHER_FAILURE_MEMORY = timedelta(minutes=10)
+# kuberuntime_sandbox.go's line (the pod workers' "Error syncing pod" line quotes it once more, so it does
+# not match), and in its error a refused first sandbox (attempt 0), as klog quotes the runtime's error.
+_SANDBOX_FAILED = re.compile(r'\] "Failed to create sandbox for pod" err="(?P<err>.*)"\s+pod="(?P<p>[^"]+)"')
+_FIRST_RESERVED = re.compile(r'failed to reserve sandbox name \\"[^"\\]*_0\\"')
 DISCARDS = "kubelet_pleg_discard_events"
 LAST_SEEN = "kubelet_pleg_last_seen_seconds"
 METRICS = frozenset({DISCARDS, LAST_SEEN, CONN_ERROR})  # all the guard scrapes
@@ -55,6 +75,8 @@ class Streak:
     erroring: int = 0  # looks in a row the stream's error counter rose
     errors: float | None = None  # the error counter at the last look
     first_suspect: datetime | None = None  # the look that began the current run of suspect looks
+    refused: tuple[tuple[str, datetime], ...] = ()  # (pod, when) first sandboxes refused in LOST_WINDOW
+    failed: tuple[tuple[str, datetime], ...] = ()  # (pod, when) sandboxes failed otherwise, for a while
 
 
 def line_time(line: str, now: datetime) -> datetime | None:
@@ -83,6 +105,52 @@ def wedge_lines(lines: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(ln for ln in lines if kubeletlog.classify(ln) is kubeletlog.Signal.WEDGE)
 
 
+def sandbox_failure(line: str) -> tuple[str, bool] | None:
+    """A failed sandbox request's pod (namespace/name), and whether it was a refused first sandbox; None
+    for any other line."""
+    match = _SANDBOX_FAILED.search(line) if LOST_MATCH in line else None
+    if match is None:
+        return None
+    return match["p"], _FIRST_RESERVED.search(match["err"]) is not None
+
+
+def refused_first(line: str) -> str | None:
+    """The pod whose first sandbox this line says the runtime refused, or None."""
+    failure = sandbox_failure(line)
+    return failure[0] if failure is not None and failure[1] else None
+
+
+Dated = tuple[tuple[str, datetime], ...]
+
+
+def _lost(lines: tuple[str, ...], watch: Streak, now: datetime) -> tuple[Sign | None, Dated, Dated]:
+    """A pod refused its first sandbox LOST_REFUSALS times within LOST_WINDOW, with no other failure of its
+    sandbox in OTHER_FAILURE_MEMORY; and the refusals and other failures to keep."""
+    refusals: list[tuple[str, datetime, str]] = []
+    others: list[tuple[str, datetime]] = []
+    for line in lines:
+        failure = sandbox_failure(line)
+        if failure is not None:
+            at = line_time(line, now) or now
+            if failure[1]:
+                refusals.append((failure[0], at, line))
+            else:
+                others.append((failure[0], at))
+    failed = tuple(f for f in (*watch.failed, *others) if now - f[1] < OTHER_FAILURE_MEMORY)
+    new = tuple((pod, at) for pod, at, _ in refusals)
+    refused = tuple(r for r in (*watch.refused, *new) if now - r[1] < LOST_WINDOW)
+    excused = {pod for pod, _ in failed}
+    for pod, _, line in refusals:
+        times = sorted(t for p, t in refused if p == pod)
+        if pod not in excused and len(times) >= LOST_REFUSALS:
+            seen = (
+                f"{pod}: the runtime refused its first sandbox {len(times)} times in "
+                f"{LOST_WINDOW.seconds}s (its old sandbox holds the name): {line.strip()}"
+            )
+            return Sign(Kind.STATUS_LOST, times[0], seen), refused, failed
+    return None, refused, failed
+
+
 def detect(
     lines: tuple[str, ...],
     metrics: Metrics | None,
@@ -108,10 +176,13 @@ def detect(
             erroring = watch.erroring + 1
     if (stale or erroring) and not (watch.stale or watch.erroring):
         first = now
-    kept = Streak(stale, erroring, errors, first if (stale or erroring) else None)
+    lost, refused, failed = _lost(lines, watch, now) if stream_drives else (None, (), ())
+    kept = Streak(stale, erroring, errors, first if (stale or erroring) else None, refused, failed)
     wedged = wedge_lines(lines)
     if wedged:
         return Sign(Kind.WEDGE, line_time(wedged[0], now) or now, wedged[0].strip()), kept
+    if lost is not None:
+        return lost, kept
     if stale >= LOOKS_IN_A_ROW:
         seen = f"{DISCARDS} {discards:g}, {LAST_SEEN} {age:.0f}s old on {stale} looks in a row"
         return Sign(Kind.WEDGE, first or now, seen), kept

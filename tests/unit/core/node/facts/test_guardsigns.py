@@ -123,3 +123,75 @@ def test_no_line_without_the_wedge_message_is_a_wedge(lines: list[str]) -> None:
     kept = tuple(ln for ln in lines if guardsigns.WEDGE_MATCH not in ln)
     sign, _ = detect(kept, None, Streak(), NOW)
     assert sign is None
+
+
+# `kubelet-v1.36.4-status-lost.log` is real: the rig's kubelet (v1.36.4, --v=4, gate on) 2026-11-28
+# 15:59-16:04, one static pod given an old sandbox that was then removed (docs/compatibility.md
+# kubelet-136-missed-restarts): its lines naming a sandbox failure, a missing sandbox or a skipped sync.
+LOST = tuple((FIXTURES / "kubelet-v1.36.4-status-lost.log").read_text().splitlines())
+LOST_NOW = datetime(2026, 11, 28, 16, 4, 0, tzinfo=UTC)
+POD = "default/idle-000-realnode"
+
+
+def _looks(lines: tuple[str, ...], every: timedelta) -> list[tuple[datetime, tuple[str, ...]]]:
+    """The lines as looks every `every` would have read them: (the look's time, what it read)."""
+    timed = [(line_time(ln, LOST_NOW), ln) for ln in lines]
+    assert all(t is not None for t, _ in timed)
+    start = min(t for t, _ in timed if t is not None)
+    looks, at = [], start + every
+    while timed:
+        looks.append((at, tuple(ln for t, ln in timed if t is not None and t < at)))
+        timed = [(t, ln) for t, ln in timed if t is not None and t >= at]
+        at += every
+    return looks
+
+
+def test_the_real_lost_status_is_seen_at_its_second_refusal_dated_from_the_first() -> None:
+    refusals = [ln for ln in LOST if guardsigns.refused_first(ln) == POD]
+    assert len(refusals) == 19  # one per kuberuntime_sandbox line; the pod workers' re-quote never counts
+    assert all("kuberuntime_sandbox.go" in ln for ln in refusals)
+    watch, found = Streak(), None
+    for at, lines in _looks(LOST, timedelta(seconds=5)):
+        sign, watch = detect(lines, None, watch, at)
+        if sign is not None:
+            found = (at, sign)
+            break
+    assert found is not None
+    at, sign = found
+    assert sign.kind is Kind.STATUS_LOST
+    assert sign.at == line_time(refusals[0], LOST_NOW)
+    assert at - sign.at <= timedelta(seconds=20)  # the second refusal came 15.6 s after the first
+    assert sign.seen.startswith(f"{POD}: the runtime refused its first sandbox 2 times in 60s")
+
+
+def test_a_sandbox_that_failed_otherwise_first_excuses_its_refusals() -> None:
+    """A hanging CNI plugin: the first request times out, then each retry is refused while it runs."""
+    first = next(ln for ln in LOST if guardsigns.refused_first(ln) == POD)
+    timeout = re.sub(
+        r'err=".*"(\s+pod=)',
+        r'err="rpc error: code = DeadlineExceeded desc = context deadline exceeded"\1',
+        first,
+    )
+    assert guardsigns.sandbox_failure(timeout) == (POD, False)
+    refusals = tuple(ln for ln in LOST if guardsigns.refused_first(ln) == POD)
+    sign, _ = detect((timeout, *refusals), None, Streak(), LOST_NOW)
+    assert sign is None
+    sign, _ = detect(refusals, None, Streak(), LOST_NOW)
+    assert sign is not None and sign.kind is Kind.STATUS_LOST
+
+
+def test_refusals_further_apart_than_the_window_are_no_sign() -> None:
+    refusals = [ln for ln in LOST if guardsigns.refused_first(ln) == POD]
+    watch = Streak()
+    for line in refusals[::6]:  # 70-80 s apart
+        at = line_time(line, LOST_NOW)
+        assert at is not None
+        sign, watch = detect((line,), None, watch, at)
+        assert sign is None, sign
+
+
+def test_kubelet_137_lost_status_lines_raise_nothing() -> None:
+    """From 1.37 the evented PLEG writes no cache: whatever refuses a sandbox there is not the gate's."""
+    sign, watch = detect(LOST, None, Streak(), LOST_NOW, stream_drives=False)
+    assert sign is None
+    assert watch.refused == ()

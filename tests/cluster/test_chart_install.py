@@ -15,7 +15,6 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,96 +25,36 @@ from eventedpleg import constants as c
 from eventedpleg.protocol import WRITERS, Writer
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
-from tests.chart.chartlib import CHART, REPO, helm, helm_env, parse, set_json_args
+from tests.chart.chartlib import CHART, REPO, helm, set_json_args
+from tests.cluster.chartrelease import Release, install
 from tests.cluster.rollout_harness import wait_for
 
 pytestmark = pytest.mark.cluster
 
 
-@dataclass
-class Release:
-    cluster: LocalCluster
-    name: str
-    namespace: str  # the release's (the operator's), labelled "restricted" by the test
-    agent_ns: str
-    prefix: str  # nameOverride: the cluster is shared, so cluster-wide names must not collide
-    nodes: list[str]
-    env: dict[str, str]
-    install_output: str
-
-    @property
-    def operator(self) -> str:
-        return f"{self.prefix}-operator"
-
-    @property
-    def agent(self) -> str:
-        return f"{self.prefix}-agent"
-
-    def helm(self, *args: str) -> str:
-        done = helm(*args, f"--kubeconfig={self.cluster.kubeconfig}", env=self.env)
-        assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
-        return done.stdout
-
-    def kubectl(self, *args: str, kubeconfig: Path | None = None, stdin: str | None = None) -> str:
-        done = self.cluster.kubectl(*args, kubeconfig=kubeconfig, stdin=stdin)
-        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-        return done.stdout
-
-    def get(self, *args: str) -> dict[str, Any]:
-        doc: dict[str, Any] = json.loads(self.kubectl("get", *args, "-o", "json"))
-        return doc
-
-    def manifest(self) -> list[dict[str, Any]]:
-        return parse(self.helm("get", "manifest", self.name, "-n", self.namespace))
-
-    def pods(self, namespace: str, component: str) -> list[dict[str, Any]]:
-        selector = f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component={component}"
-        items: list[dict[str, Any]] = self.get("pods", "-n", namespace, "-l", selector)["items"]
-        return items
-
-
 @pytest.fixture(scope="module")
 def release(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     suffix = uuid.uuid4().hex[:5]
-    namespace, agent_ns, prefix = f"chart-{suffix}", f"chart-{suffix}-agent", f"chart-{suffix}"
     restricted = {
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {
-            "name": namespace,
+            "name": f"chart-{suffix}",
             "labels": {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "warn")},
         },
     }
     cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(restricted), check=True)
     nodes = cluster.add_nodes([FakeNode(f"chart-{suffix}-{x}", labels={"chart-test": suffix}) for x in "ab"])
-    env = helm_env(tmp_path_factory.mktemp("helm-home"))
-    # The shared cluster's CRD was applied with kubectl by other tests (an administrator who manages the
-    # CRD outside the chart): the chart leaves it alone. tests/lab installs it through the chart.
-    cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"), check=True)
     values = {
-        "crds": {"enabled": False, "keep": True},
-        "nameOverride": prefix,
-        "agent.namespace": agent_ns,
         # kwok nodes are tainted; the operator's two replicas go to this test's two nodes.
         "operator.tolerations": [KWOK_TOLERATION],
         "operator.nodeSelector": {"chart-test": suffix},
         # Two nodes the replicas spread over: where the chart's (off by default) budget is worth having.
         "operator.podDisruptionBudget.enabled": True,
     }
-    name = f"epo-{suffix}"
-    done = helm(
-        "install", name, str(CHART), "-n", namespace, f"--kubeconfig={cluster.kubeconfig}",
-        *set_json_args(values), env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    rel = Release(cluster, name, namespace, agent_ns, prefix, nodes, env, done.stdout)
-    try:
+    home = tmp_path_factory.mktemp("helm-home")
+    with install(cluster, home, tag="chart", suffix=suffix, nodes=nodes, values=values) as rel:
         yield rel
-    finally:
-        helm("uninstall", name, "-n", namespace, f"--kubeconfig={cluster.kubeconfig}", env=env)
-        for ns in (namespace, agent_ns):
-            cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false")
-        cluster.delete_nodes(nodes)
 
 
 def test_install_prints_what_to_do_next(release: Release) -> None:

@@ -20,9 +20,9 @@ from eventedpleg import constants as c
 from eventedpleg.cli.failures import EXIT_NONE, EXIT_OK, EXIT_PARTIAL
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
-from tests.chart.chartlib import CHART, REPO, helm, helm_env, parse, set_json_args
+from tests.chart.chartlib import parse
+from tests.cluster.chartrelease import Release, install
 from tests.cluster.rollout_harness import wait_for
-from tests.cluster.test_chart_install import Release
 
 pytestmark = pytest.mark.cluster
 
@@ -30,31 +30,15 @@ pytestmark = pytest.mark.cluster
 @pytest.fixture(scope="module")
 def release(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     suffix = uuid.uuid4().hex[:5]
-    namespace, agent_ns, prefix = f"roles-{suffix}", f"roles-{suffix}-agent", f"roles-{suffix}"
     nodes = cluster.add_nodes([FakeNode(f"roles-{suffix}-a", labels={"roles-test": suffix})])
-    env = helm_env(tmp_path_factory.mktemp("helm-home"))
-    cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"), check=True)
     values = {
-        "crds": {"enabled": False, "keep": True},
-        "nameOverride": prefix,
-        "agent.namespace": agent_ns,
         "operator.replicas": 1,
         "operator.tolerations": [KWOK_TOLERATION],
         "operator.nodeSelector": {"roles-test": suffix},
     }
-    name = f"epo-{suffix}"
-    done = helm(
-        "install", name, str(CHART), "-n", namespace, "--create-namespace",
-        f"--kubeconfig={cluster.kubeconfig}", *set_json_args(values), env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    try:
-        yield Release(cluster, name, namespace, agent_ns, prefix, nodes, env, done.stdout)
-    finally:
-        helm("uninstall", name, "-n", namespace, f"--kubeconfig={cluster.kubeconfig}", env=env)
-        for ns in (namespace, agent_ns):
-            cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false")
-        cluster.delete_nodes(nodes)
+    home = tmp_path_factory.mktemp("helm-home")
+    with install(cluster, home, tag="roles", suffix=suffix, nodes=nodes, values=values) as rel:
+        yield rel
 
 
 def _person(release: Release, role: str) -> Path:

@@ -25,8 +25,8 @@ from eventedpleg import constants as c
 from eventedpleg.cli.failures import EXIT_API, EXIT_OK, EXIT_USAGE
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
-from tests.chart.chartlib import CHART, REPO, helm, helm_env, parse, set_json_args
-from tests.cluster.test_chart_install import Release
+from tests.chart.chartlib import parse
+from tests.cluster.chartrelease import Release, install
 
 pytestmark = pytest.mark.cluster
 
@@ -76,40 +76,28 @@ def release(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     """The chart with cleanup.onUninstall, installed over nodes already marked (the node-keys policy,
     once installed, refuses our operator's keys to this test's admin account too)."""
     suffix = uuid.uuid4().hex[:5]
-    namespace, agent_ns, prefix = f"rn-{suffix}", f"rn-{suffix}-agent", f"rn-{suffix}"
     nodes = cluster.add_nodes(
         [FakeNode(f"rn-{suffix}-{x}", labels={"rn-test": suffix}) for x in ("failed", "draining", "users")]
     )
     for name, patch in zip(nodes, (_halted("Failed"), _halted("Draining"), USERS_CORDON), strict=True):
         done = cluster.kubectl("patch", "node", name, "--type=merge", "-p", json.dumps(patch))
         assert done.returncode == 0, done.stderr
-    env = helm_env(tmp_path_factory.mktemp("helm-home"))
-    cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"), check=True)
     values = {
-        "crds": {"enabled": False, "keep": True},
-        "nameOverride": prefix,
-        "agent.namespace": agent_ns,
         "agent.nodeSelector": {"rn-test": suffix},
         "operator.replicas": 1,
         "operator.tolerations": [KWOK_TOLERATION],
         "operator.nodeSelector": {"rn-test": suffix},
         "cleanup.onUninstall": True,
     }
-    name = f"epo-{suffix}"
-    done = helm(
-        "install", name, str(CHART), "-n", namespace, "--create-namespace",
-        f"--kubeconfig={cluster.kubeconfig}", *set_json_args(values), env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    home = tmp_path_factory.mktemp("helm-home")
     try:
-        yield Release(cluster, name, namespace, agent_ns, prefix, nodes, env, done.stdout)
+        with install(
+            cluster, home, tag="rn", suffix=suffix, nodes=nodes, values=values, uninstall=("--no-hooks",)
+        ) as rel:
+            yield rel
     finally:
-        helm("uninstall", name, "-n", namespace, "--no-hooks", f"--kubeconfig={cluster.kubeconfig}", env=env)
         for kind in ("clusterrolebinding", "clusterrole"):
-            cluster.kubectl("delete", kind, f"{prefix}-operator-cleanup", "--ignore-not-found")
-        for ns in (namespace, agent_ns):
-            cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false")
-        cluster.delete_nodes(nodes)
+            cluster.kubectl("delete", kind, f"rn-{suffix}-operator-cleanup", "--ignore-not-found")
 
 
 def _hook(release: Release) -> tuple[Path, list[str]]:

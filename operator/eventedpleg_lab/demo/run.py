@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import tempfile
 import time
@@ -84,6 +85,18 @@ def watch(api: Any, name: str, timeout: float, started: float) -> tuple[int, str
     return 1, last + f"\n\ntimed out after {timeout:.0f}s"
 
 
+def _agents_log(path: Path) -> logging.FileHandler:
+    """The in-process agents log to `path`, not the terminal: their warnings while a simulated kubelet
+    restarts ("kubelet metrics unavailable: ... connection refused") are expected, and they broke up the
+    rollout's screen."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    product = logging.getLogger("eventedpleg")
+    product.addHandler(handler)
+    product.propagate = False
+    return handler
+
+
 def run(
     options: DemoOptions, log: Callable[[str], None] = lambda m: print(m, file=sys.stderr, flush=True)
 ) -> int:
@@ -104,10 +117,12 @@ def run(
             operator = OperatorProcess(sa_kubeconfig, NAMESPACE, work / "operator.log").start()
             # One connection per agent thread and a few for the watcher: no "connection pool is full".
             api = api_client(str(cluster.kubeconfig), pool_size=len(mix) + 4)
+            handler = _agents_log(work / "agents.log")
             agents = SimulatedAgents(api, work / "hosts", NAMESPACE)
             agents.start(mix)
             who = f"{NAMESPACE}/{OPERATOR_SA}"
             log(f"[demo] operator running as ServiceAccount {who} (log: {operator.log_path})")
+            log(f"[demo] {len(mix)} agents running in this process (log: {handler.baseFilename})")
             cluster.kubectl("apply", "-f", "-", stdin=json.dumps(DEMO_NODECONFIG), check=True)
             code, _ = watch(api, "cluster", options.timeout, started)
             verdict = "reached Available" if code == 0 else "did NOT reach Available"
@@ -123,6 +138,7 @@ def run(
         finally:
             if agents is not None:
                 agents.stop()
+            logging.getLogger("eventedpleg").propagate = True
             if operator is not None:
                 operator.stop()
             cluster.stop()

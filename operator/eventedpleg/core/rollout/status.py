@@ -10,7 +10,8 @@ conflicts. Every condition carries the generation it describes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from eventedpleg import constants as c
@@ -85,55 +86,60 @@ def _blocked_text(summary: Summary) -> str:
     )
 
 
-CondValue = tuple[bool, ConditionReason, str]  # (status, reason, message)
+@dataclass(frozen=True, slots=True)
+class Cond:
+    """One condition's value before its type, generation and timestamps are attached."""
+
+    status: bool
+    reason: ConditionReason
+    message: str = ""
 
 
 def _kstatus(
-    avail: CondValue,
-    prog: CondValue,
-    deg: CondValue,
-    paused: CondValue,
+    avail: Cond,
+    prog: Cond,
+    deg: Cond,
+    paused: Cond,
     *,
     deleting: bool,
     budget_stalled: str = "",
-) -> tuple[CondValue, CondValue, CondValue]:
+) -> tuple[Cond, Cond, Cond]:
     """Ready, Reconciling, Stalled from the other four. Stalled: degraded and nothing left that can move
     (halted, or the rest is done); Reconciling: any other state short of Ready, paused included (the spec
     is not yet realised, and no human action is needed beyond unpausing)."""
-    if avail[0] and not prog[0] and not deg[0]:
-        ready = (True, ConditionReason.ROLLOUT_COMPLETE, avail[2])
-        return ready, (False, ConditionReason.ROLLOUT_COMPLETE, ""), (False, ConditionReason.AS_EXPECTED, "")
-    stalled = deg[0] and not prog[0] and not deleting
-    if stalled:
-        return (False, deg[1], deg[2]), (False, deg[1], ""), (True, deg[1], deg[2])
+    if avail.status and not prog.status and not deg.status:
+        ready = Cond(True, ConditionReason.ROLLOUT_COMPLETE, avail.message)
+        return ready, Cond(False, ConditionReason.ROLLOUT_COMPLETE), Cond(False, ConditionReason.AS_EXPECTED)
+    if deg.status and not prog.status and not deleting:
+        return Cond(False, deg.reason, deg.message), Cond(False, deg.reason), deg
     if budget_stalled:  # only nodes made unavailable outside the rollout hold its budget, for too long
         reason = ConditionReason.BUDGET_HELD_BY_OTHER_NODES
-        return (False, reason, budget_stalled), (False, reason, ""), (True, reason, budget_stalled)
-    why = prog if prog[0] or not paused[0] else paused
-    reason = ConditionReason.DELETING if deleting else why[1]
-    message = avail[2] if deleting else why[2] or avail[2]
-    return (False, reason, message), (True, reason, message), (False, ConditionReason.AS_EXPECTED, "")
+        return Cond(False, reason, budget_stalled), Cond(False, reason), Cond(True, reason, budget_stalled)
+    why = prog if prog.status or not paused.status else paused
+    reason = ConditionReason.DELETING if deleting else why.reason
+    message = avail.message if deleting else why.message or avail.message
+    return Cond(False, reason, message), Cond(True, reason, message), Cond(False, ConditionReason.AS_EXPECTED)
 
 
-def _paused(summary: Summary) -> CondValue:
+def _paused(summary: Summary) -> Cond:
     """The Paused condition: the spec, the maintenance window, or firing alerts hold new nodes."""
     if summary.paused:
-        return (True, ConditionReason.SPEC_PAUSED, "spec.rollout.paused is true: no new node starts")
+        return Cond(True, ConditionReason.SPEC_PAUSED, "spec.rollout.paused is true: no new node starts")
     if summary.window_closed:
-        return (
+        return Cond(
             True,
             ConditionReason.OUTSIDE_MAINTENANCE_WINDOW,
             summary.waiting or "outside the maintenance window",
         )
     if summary.alerting:
-        return (True, ConditionReason.ALERTS_FIRING, summary.waiting)
-    return (False, ConditionReason.RUNNING, "")
+        return Cond(True, ConditionReason.ALERTS_FIRING, summary.waiting)
+    return Cond(False, ConditionReason.RUNNING)
 
 
 def conditions_for(
     summary: Summary, *, enabled: bool, deleting: bool, budget_stalled: str = ""
-) -> list[tuple[ConditionType, bool, ConditionReason, str]]:
-    """(type, status, reason, message) for each condition, before timestamps are attached.
+) -> dict[ConditionType, Cond]:
+    """Each condition's value by its type, in the order status lists them, before timestamps are attached.
     `budget_stalled`: why the rollout is Stalled on a budget others hold ("" when it is not)."""
     counts = summary.counts
     what = "run Evented PLEG" if enabled else "have no Evented PLEG drop-ins of ours"
@@ -145,18 +151,18 @@ def conditions_for(
     ready, reconciling, stalled = _kstatus(
         avail, prog, deg, paused, deleting=deleting, budget_stalled=budget_stalled
     )
-    return [
-        (ConditionType.READY, *ready),
-        (ConditionType.AVAILABLE, *avail),
-        (ConditionType.PROGRESSING, *prog),
-        (ConditionType.DEGRADED, *deg),
-        (ConditionType.PAUSED, *paused),
-        (ConditionType.RECONCILING, *reconciling),
-        (ConditionType.STALLED, *stalled),
-    ]
+    return {
+        ConditionType.READY: ready,
+        ConditionType.AVAILABLE: avail,
+        ConditionType.PROGRESSING: prog,
+        ConditionType.DEGRADED: deg,
+        ConditionType.PAUSED: paused,
+        ConditionType.RECONCILING: reconciling,
+        ConditionType.STALLED: stalled,
+    }
 
 
-def _available(summary: Summary, done: str, *, deleting: bool) -> CondValue:
+def _available(summary: Summary, done: str, *, deleting: bool) -> Cond:
     """`done`: what was done, the skipped nodes by cause. Never True when every eligible node was
     skipped for a fault (a host fault, no agent, a blocked drain): nothing runs what was asked."""
     counts = summary.counts
@@ -165,36 +171,38 @@ def _available(summary: Summary, done: str, *, deleting: bool) -> CondValue:
     )
     if summary.complete and counts.failed == 0 and not summary.conflicts and not deleting:
         if none_done:
-            return (False, ConditionReason.NODES_SKIPPED, done)
-        return (True, ConditionReason.ALL_NODES_UPDATED, done)
+            return Cond(False, ConditionReason.NODES_SKIPPED, done)
+        return Cond(True, ConditionReason.ALL_NODES_UPDATED, done)
     if deleting:
-        return (False, ConditionReason.DELETING, "the NodeConfig is being deleted")
+        return Cond(False, ConditionReason.DELETING, "the NodeConfig is being deleted")
     if counts.failed:
-        return (
+        return Cond(
             False,
             ConditionReason.NODES_FAILED,
             f"{counts.failed} node(s) failed: {_nodes_text(summary.failures)}",
         )
     if summary.conflicts and summary.complete:
-        return (False, ConditionReason.CONFLICT, done)
-    return (False, ConditionReason.ROLLOUT_IN_PROGRESS, done)
+        return Cond(False, ConditionReason.CONFLICT, done)
+    return Cond(False, ConditionReason.ROLLOUT_IN_PROGRESS, done)
 
 
-def _progressing(summary: Summary, *, deleting: bool) -> CondValue:
+def _progressing(summary: Summary, *, deleting: bool) -> Cond:
     counts = summary.counts
     in_progress = [n for n in summary.attention if n.state in IN_PROGRESS]
     if summary.halted:  # before `complete`: a halt can leave nothing to start, which is not "done"
-        return (False, ConditionReason.ROLLOUT_HALTED, summary.waiting)
+        return Cond(False, ConditionReason.ROLLOUT_HALTED, summary.waiting)
     if summary.blocked and not deleting:
-        return (False, ConditionReason.NODES_BLOCKED, _blocked_text(summary))
+        return Cond(False, ConditionReason.NODES_BLOCKED, _blocked_text(summary))
     if summary.complete:
-        return (False, ConditionReason.ROLLOUT_COMPLETE, f"nothing left to do for config {summary.want_hash}")
+        return Cond(
+            False, ConditionReason.ROLLOUT_COMPLETE, f"nothing left to do for config {summary.want_hash}"
+        )
     if summary.paused and not in_progress:
-        return (False, ConditionReason.PAUSED, summary.waiting)
+        return Cond(False, ConditionReason.PAUSED, summary.waiting)
     if summary.window_closed and not in_progress:
-        return (False, ConditionReason.OUTSIDE_MAINTENANCE_WINDOW, summary.waiting)
+        return Cond(False, ConditionReason.OUTSIDE_MAINTENANCE_WINDOW, summary.waiting)
     if summary.alerting and not in_progress:
-        return (False, ConditionReason.ALERTS_FIRING, summary.waiting)
+        return Cond(False, ConditionReason.ALERTS_FIRING, summary.waiting)
     parts = [f"{counts.updated}/{counts.eligible} updated"]
     if in_progress:
         parts.append(f"in progress: {_nodes_text(in_progress)}")
@@ -205,10 +213,10 @@ def _progressing(summary: Summary, *, deleting: bool) -> CondValue:
     if summary.awaiting_approval:
         parts.append(_awaiting_text(summary.awaiting_approval))
     idle = ConditionReason.AWAITING_APPROVAL if summary.awaiting_approval else ConditionReason.WAITING
-    return (True, ConditionReason.NODES_UPDATING if in_progress else idle, "; ".join(parts))
+    return Cond(True, ConditionReason.NODES_UPDATING if in_progress else idle, "; ".join(parts))
 
 
-def _degraded(summary: Summary, avail: CondValue, *, deleting: bool) -> CondValue:
+def _degraded(summary: Summary, avail: Cond, *, deleting: bool) -> Cond:
     if summary.halted:
         reason = (
             ConditionReason.CANARY_FAILED
@@ -217,16 +225,16 @@ def _degraded(summary: Summary, avail: CondValue, *, deleting: bool) -> CondValu
             if summary.unhealthy
             else ConditionReason.ROLLOUT_HALTED
         )
-        return (True, reason, f"{summary.waiting}: {_nodes_text(summary.failures)}")
+        return Cond(True, reason, f"{summary.waiting}: {_nodes_text(summary.failures)}")
     if summary.blocked and not deleting:  # names the failed nodes among the blocked ones too
-        return (True, ConditionReason.NODES_BLOCKED, _blocked_text(summary))
+        return Cond(True, ConditionReason.NODES_BLOCKED, _blocked_text(summary))
     if summary.counts.failed:
-        return (True, ConditionReason.NODES_FAILED, _nodes_text(summary.failures))
+        return Cond(True, ConditionReason.NODES_FAILED, _nodes_text(summary.failures))
     if summary.conflicts:
-        return (True, ConditionReason.CONFLICT, _conflicts_text(summary.conflicts))
-    if avail[1] is ConditionReason.NODES_SKIPPED:
-        return (True, ConditionReason.NODES_SKIPPED, avail[2])
-    return (False, ConditionReason.AS_EXPECTED, "")
+        return Cond(True, ConditionReason.CONFLICT, _conflicts_text(summary.conflicts))
+    if avail.reason is ConditionReason.NODES_SKIPPED:
+        return Cond(True, ConditionReason.NODES_SKIPPED, avail.message)
+    return Cond(False, ConditionReason.AS_EXPECTED)
 
 
 def budget_held(
@@ -296,7 +304,7 @@ def build_status(
 
 
 def _stamped(
-    values: Sequence[tuple[ConditionType, bool, ConditionReason, str]],
+    values: Mapping[ConditionType, Cond],
     previous: Sequence[Condition],
     generation: int,
     now: datetime,
@@ -304,16 +312,16 @@ def _stamped(
     """Conditions with observedGeneration, each keeping its lastTransitionTime while its status holds."""
     before = {cond.type: cond for cond in previous}
     conditions = []
-    for kind, ok, reason, message in values:
-        status = ConditionStatus.TRUE if ok else ConditionStatus.FALSE
+    for kind, cond in values.items():
+        status = ConditionStatus.TRUE if cond.status else ConditionStatus.FALSE
         old = before.get(kind)
         since = old.last_transition_time if old is not None and old.status == status else now
         conditions.append(
             Condition(
                 type=kind,
                 status=status,
-                reason=reason,
-                message=message,
+                reason=cond.reason,
+                message=cond.message,
                 observed_generation=generation,
                 last_transition_time=since,
             )
@@ -329,13 +337,13 @@ def first_status(
     None when the status already describes this generation."""
     if previous.observed_generation == generation and previous.conditions:
         return None
-    values = [
-        (ConditionType.READY, False, ConditionReason.RECONCILING, waiting),
-        (ConditionType.PROGRESSING, True, ConditionReason.RECONCILING, waiting),
-        (ConditionType.DEGRADED, False, ConditionReason.AS_EXPECTED, ""),
-        (ConditionType.RECONCILING, True, ConditionReason.RECONCILING, waiting),
-        (ConditionType.STALLED, False, ConditionReason.AS_EXPECTED, ""),
-    ]
+    values = {
+        ConditionType.READY: Cond(False, ConditionReason.RECONCILING, waiting),
+        ConditionType.PROGRESSING: Cond(True, ConditionReason.RECONCILING, waiting),
+        ConditionType.DEGRADED: Cond(False, ConditionReason.AS_EXPECTED),
+        ConditionType.RECONCILING: Cond(True, ConditionReason.RECONCILING, waiting),
+        ConditionType.STALLED: Cond(False, ConditionReason.AS_EXPECTED),
+    }
     now = now.replace(microsecond=0)
     conditions = _stamped(values, previous.conditions, generation, now)
     return previous.model_copy(update={"conditions": conditions, "observed_generation": generation})
@@ -347,19 +355,15 @@ def invalid_status(
     """A spec the operator cannot act on (it passed admission, so the CRD on the server and this
     operator disagree): Stalled and Degraded, not Ready, with the problems in one line. The node counts
     and list stay as they were: nothing is changed on a node until the spec is fixed."""
-    values = [
-        (ConditionType.READY, False, ConditionReason.INVALID_SPEC, problems),
-        (ConditionType.AVAILABLE, False, ConditionReason.INVALID_SPEC, "the spec is invalid: " + problems),
-        (
-            ConditionType.PROGRESSING,
-            False,
-            ConditionReason.INVALID_SPEC,
-            "nothing moves until the spec is fixed",
-        ),
-        (ConditionType.DEGRADED, True, ConditionReason.INVALID_SPEC, problems),
-        (ConditionType.RECONCILING, False, ConditionReason.INVALID_SPEC, ""),
-        (ConditionType.STALLED, True, ConditionReason.INVALID_SPEC, problems),
-    ]
+    invalid = ConditionReason.INVALID_SPEC
+    values = {
+        ConditionType.READY: Cond(False, invalid, problems),
+        ConditionType.AVAILABLE: Cond(False, invalid, "the spec is invalid: " + problems),
+        ConditionType.PROGRESSING: Cond(False, invalid, "nothing moves until the spec is fixed"),
+        ConditionType.DEGRADED: Cond(True, invalid, problems),
+        ConditionType.RECONCILING: Cond(False, invalid),
+        ConditionType.STALLED: Cond(True, invalid, problems),
+    }
     now = now.replace(microsecond=0)
     conditions = _stamped(values, previous.conditions, generation, now)
     return previous.model_copy(update={"conditions": conditions, "observed_generation": generation})

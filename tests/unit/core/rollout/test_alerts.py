@@ -10,6 +10,7 @@ import pytest
 
 from eventedpleg.constants import ConditionType
 from eventedpleg.core.rollout import alerts, status
+from eventedpleg.reasons import ConditionReason
 from eventedpleg_lab.sim.rolloutworld import H_ON, T0, World, fleet, spec
 
 
@@ -46,13 +47,14 @@ def test_firing_alerts_hold_new_nodes_and_finish_started_ones() -> None:
     assert result.actions == ()
     assert result.summary.alerting and "no new node while alerts firing: NodeDown" in result.summary.waiting
     assert result.summary.next_wake == T0 + timedelta(seconds=15)  # asked again without any event
-    conditions = {
-        kind: (st, reason)
-        for kind, st, reason, _ in status.conditions_for(result.summary, enabled=True, deleting=False)
-    }
-    assert conditions[ConditionType.PAUSED] == (True, "AlertsFiring")
-    assert conditions[ConditionType.PROGRESSING] == (False, "AlertsFiring")
-    assert conditions[ConditionType.RECONCILING][0] is True and conditions[ConditionType.STALLED][0] is False
+    conditions = status.conditions_for(result.summary, enabled=True, deleting=False)
+    assert (
+        conditions[ConditionType.PAUSED].status and conditions[ConditionType.PAUSED].reason == "AlertsFiring"
+    )
+    assert conditions[ConditionType.PROGRESSING] == status.Cond(
+        False, ConditionReason.ALERTS_FIRING, result.summary.waiting
+    )
+    assert conditions[ConditionType.RECONCILING].status and not conditions[ConditionType.STALLED].status
     world.alerts = ""
     world.run()
     assert {n.annotations.get("eventedpleg.io/current-config") for n in nodes.values()} == {H_ON}

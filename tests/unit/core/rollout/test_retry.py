@@ -7,7 +7,7 @@ import random
 from datetime import timedelta
 
 from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg.constants import ConditionType, NodeState
 from eventedpleg.core.rollout import retry, status
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.take import RETRY_WAITS
@@ -108,9 +108,11 @@ def test_a_drain_blocked_for_a_while_is_retried_after_its_back_off_and_completes
     (note,) = [n for n in summary.attention if n.name == "node-000"]
     assert "taken again at" in note.reason and summary.next_wake is not None
     assert summary.retrying == (note,)
-    conditions = status.conditions_for(summary, enabled=True, deleting=False)
-    (progressing,) = [cond for cond in conditions if cond[0] == "Progressing"]
-    assert progressing[1] and "automatic retry pending: node-000: drain did not finish" in progressing[3]
+    progressing = status.conditions_for(summary, enabled=True, deleting=False)[ConditionType.PROGRESSING]
+    assert (
+        progressing.status
+        and "automatic retry pending: node-000: drain did not finish" in progressing.message
+    )
     final = world.run()
     assert final.summary.complete and nodes["node-000"].annotations[c.ANN_STATE] == "Done"
     assert c.ANN_DRAIN_TIMEOUTS not in nodes["node-000"].annotations  # cleared once a drain finished
@@ -149,9 +151,10 @@ def test_a_retry_waits_in_service_while_the_budget_that_timed_out_the_drain_stil
     assert summary.counts.failed == 0 and not summary.halted  # waiting for its retry, not a failure
     (note,) = [n for n in summary.attention if n.name == "node-000"]
     assert note.reason == f"{BLOCKED}{RETRY_WAITS}{EXHAUSTED}"
-    conditions = status.conditions_for(summary, enabled=True, deleting=False)
-    (progressing,) = [cond for cond in conditions if cond[0] == "Progressing"]
-    assert progressing[1] and EXHAUSTED in progressing[3]  # Progressing names the budget it waits for
+    progressing = status.conditions_for(summary, enabled=True, deleting=False)[ConditionType.PROGRESSING]
+    assert (
+        progressing.status and EXHAUSTED in progressing.message
+    )  # Progressing names the budget it waits for
     world.run()  # the budget allows at 1 h: taken again as usual
     assert nodes["node-000"].drains == 2
     assert all(n.annotations[c.ANN_CURRENT] == H_ON for n in nodes.values())

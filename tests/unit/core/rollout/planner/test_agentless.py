@@ -60,11 +60,9 @@ def test_a_node_without_an_agent_is_never_cordoned_named_and_the_rest_go_on() ->
     assert written.model_dump(by_alias=True, mode="json")["nodeStatuses"][0]["cause"] == "NoAgent"
     assert not final.summary.complete  # it still waits for its agent
     assert "1 node(s) wait, not cordoned, for a live eventedpleg agent: node-001" in final.summary.waiting
-    conditions = {
-        t: (ok, r, m) for t, ok, r, m in status.conditions_for(final.summary, enabled=True, deleting=False)
-    }
-    assert conditions[ConditionType.PROGRESSING][2].endswith(final.summary.waiting)
-    assert not conditions[ConditionType.READY][0]
+    conditions = status.conditions_for(final.summary, enabled=True, deleting=False)
+    assert conditions[ConditionType.PROGRESSING].message.endswith(final.summary.waiting)
+    assert not conditions[ConditionType.READY].status
     # Its agent starts: it is taken like any other.
     nodes["node-001"].agent_absent = False
     final = world.run()

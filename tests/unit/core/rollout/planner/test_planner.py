@@ -273,8 +273,8 @@ def test_silent_agent_marks_failed_and_keeps_the_node_cordoned() -> None:
     assert "host check is fresh" in reason and "eventedpleg retry node-000" in reason
     assert nodes["node-000"].unschedulable
     assert final.summary.halted
-    degraded = {t: m for t, _, r, m in status.conditions_for(final.summary, enabled=True, deleting=False)}
-    assert degraded[ConditionType.DEGRADED].startswith("halted after 1 failed node(s)"), degraded
+    degraded = status.conditions_for(final.summary, enabled=True, deleting=False)[ConditionType.DEGRADED]
+    assert degraded.message.startswith("halted after 1 failed node(s)"), degraded
 
 
 def test_pdb_blocked_drain_waits_and_names_it() -> None:

@@ -27,7 +27,7 @@ from eventedpleg.core.rollout.drain.take import NodeToTake
 from eventedpleg.core.rollout.planner import skips
 from eventedpleg.core.rollout.planner.selection import Selection, skip_reason
 from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, OwnerConflict
-from eventedpleg.core.rollout.planner.tally import Tally, tally_of
+from eventedpleg.core.rollout.planner.tally import Count, Tally, tally_of
 from eventedpleg.core.rollout.snapshot import NodeMarks, NodeView, Target
 from eventedpleg.models.nodeconfig import Approval
 from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS
@@ -97,7 +97,7 @@ class _Decider:
         self.node, self.inputs, self.target, self.want = node, inputs, inputs.target, inputs.want
         self.read_clock = False
         self.fresh_until: datetime | None = None  # the decision took the agent as live until then
-        self.counted: list[str] = []  # the Tally's counters this node adds one to, in the order counted
+        self.counted: list[Count] = []  # the Tally's counters this node adds one to, in the order counted
         # Most nodes have nothing to say: tuples, grown only by the few that do.
         self.notes: tuple[NodeNote, ...] = ()
         self.failures: tuple[NodeNote, ...] = ()
@@ -114,7 +114,7 @@ class _Decider:
         self.read_clock = True
         return self.inputs.now
 
-    def count(self, name: str, when: bool = True) -> None:
+    def count(self, name: Count, when: bool = True) -> None:
         if when:
             self.counted.append(name)
 
@@ -158,21 +158,21 @@ class _Decider:
     def _visit(self, selection: Selection) -> None:
         node, target, marks = self.node, self.target, self.node.marks
         ours = marks.owner == target.name
-        self.count("owned", ours)
+        self.count(Count.OWNED, ours)
         if (selection.selected or ours) and _unavailable(node, target):
-            self.count("unavailable")
+            self.count(Count.UNAVAILABLE)
             if not (
                 ours and (marks.state in IN_PROGRESS or marks.cordoned_by_us or marks.waiting_for_cordon)
             ):
                 self.foreign += (HeldNode(node.name, "NotReady" if not node.ready else "cordoned"),)
         if selection.selected:
-            self.count("total")
+            self.count(Count.TOTAL)
         if selection.eligible:
-            self.count("eligible")
+            self.count(Count.ELIGIBLE)
             self._managed(ours)
             return
         if selection.selected:
-            self.count("skipped")
+            self.count(Count.SKIPPED)
             self.count(skips.COUNTERS[skips.SkippedFor.NOT_ELIGIBLE])
             self.note(NodeState.SKIPPED, skip_reason(node, selection, target, self.inputs.policy))
             if selection.owner != target.name:
@@ -207,7 +207,7 @@ class _Decider:
         if not absent and node.agent_pod is not None and not node.agent_pod.ready and not target.deleting:
             # Within its grace a not-Ready agent still counts as live for a node already taken; a node is
             # never taken while its agent pod is not Ready at all (its Ready event plans the node again).
-            self.count("no_agent")
+            self.count(Count.NO_AGENT)
             self.note(NodeState.PENDING, NO_AGENT + node.agent_pod.not_ready, cause=Cause.NO_AGENT)
             return
         if not absent:
@@ -215,12 +215,12 @@ class _Decider:
             return
         if target.deleting:
             if node.marks.owner == target.name:
-                self.count("in_flight")
+                self.count(Count.IN_FLIGHT)
                 left = f"not reverted: {absent}; {_LEFT}"
                 self.note(node.marks.state or NodeState.PENDING, left)
                 self.act(_release(node, keep_current=True, left=left))
             return
-        self.count("no_agent")
+        self.count(Count.NO_AGENT)
         self.note(NodeState.PENDING, NO_AGENT + absent, cause=Cause.NO_AGENT)
 
     def _managed(self, ours: bool) -> None:
@@ -230,8 +230,8 @@ class _Decider:
             self._let_go_failed()
             return
         if ours and marks.state in IN_PROGRESS:
-            self.count("in_flight")
-            self.count("updating")
+            self.count(Count.IN_FLIGHT)
+            self.count(Count.UPDATING)
             self.note(marks.state.value, marks.reason or _progress_text(marks.state))
             if target.deleting and not target.reverting and marks.state not in AGENT_PHASE:
                 self.act(_release(node, keep_current=True))  # onDelete: Keep stops before the agent
@@ -243,7 +243,7 @@ class _Decider:
             return
         give_back = ours and marks.cordoned_by_us
         if ours and retry.requested(node, target.retry):  # `eventedpleg retry`: not a failure any more
-            self.count("in_flight", give_back)
+            self.count(Count.IN_FLIGHT, give_back)
             self.note(marks.state or NodeState.FAILED, f"retry requested: {marks.reason}")
             if give_back:
                 self.act(_uncordon(node))  # our cordon off first; then it is taken again like any other
@@ -253,11 +253,11 @@ class _Decider:
         if ours and self._drain_retry():
             return
         if give_back and marks.state is not NodeState.FAILED:
-            self.count("in_flight")  # not complete (so not Available) while our cordon is still on
+            self.count(Count.IN_FLIGHT)  # not complete (so not Available) while our cordon is still on
         if ours and self._ended(give_back):
             return
         if _converged(node, want, target.hash_off):
-            self.count("updated")
+            self.count(Count.UPDATED)
             self.done = marks.current == want and marks.state is NodeState.DONE
             if target.deleting and ours:  # the release undoes our cordon too: one write, not two
                 self.act(_release(node, keep_current=not target.reverting))
@@ -288,7 +288,7 @@ class _Decider:
             self.act(_uncordon(node) if give_back else None)
             return True
         if marks.state is NodeState.SKIPPED and marks.desired == want:
-            self.count("skipped")
+            self.count(Count.SKIPPED)
             if (cause := skips.skip_cause(marks)) is not None:
                 self.count(skips.COUNTERS[cause])
             self.note(NodeState.SKIPPED, marks.reason)
@@ -309,18 +309,18 @@ class _Decider:
             and not target.deleting
             and target.approved.get(node.name) != want
         ):
-            self.count("awaiting_approval")
+            self.count(Count.AWAITING_APPROVAL)
             self.note(NodeState.AWAITING_APPROVAL, approval_text(node.name, want))
             if marks.awaiting_approval != want:
                 self.act(AskApproval(node.name, node.resource_version, want))
             return
         self.candidate = want
-        self.count("offered")
+        self.count(Count.OFFERED)
         if marks.blocked:  # left in service when last looked at; the Cordon step looks again
             stuck = (
                 marks.cause is Cause.DRAIN_BLOCKED
             )  # a drain that could never finish: waiting alone won't do
-            self.count("stuck", stuck)
+            self.count(Count.STUCK, stuck)
             self.note(NodeState.PENDING, f"{BLOCKED}{marks.blocked}", stuck=stuck)
 
     def _drain_retry(self) -> bool:
@@ -336,7 +336,7 @@ class _Decider:
         ):
             return False
         due = (marks.since or self.now) + drain.backoff(attempt)
-        self.count("retry_pending")
+        self.count(Count.RETRY_PENDING)
         if self.now < due:
             self.wakes += (due,)
             self.note(NodeState.FAILED, f"{marks.reason}; taken again at {due.isoformat(timespec='seconds')}")
@@ -347,8 +347,8 @@ class _Decider:
 
     def _tainted(self) -> None:
         """A selected, eligible node we chose and tainted: in progress."""
-        self.count("in_flight")
-        self.count("updating")
+        self.count(Count.IN_FLIGHT)
+        self.count(Count.UPDATING)
         if self.target.deleting and not self.target.reverting:
             self.act(_release(self.node, keep_current=True))  # onDelete: Keep stops before the cordon too
         else:
@@ -390,7 +390,7 @@ class _Decider:
         node, marks, target = self.node, self.node.marks, self.target
         held = marks.cordoned_by_us and marks.state is not NodeState.FAILED
         if marks.state in IN_PROGRESS or held or marks.waiting_for_cordon:
-            self.count("in_flight")  # not complete while we still hold it
+            self.count(Count.IN_FLIGHT)  # not complete while we still hold it
         if marks.state in AGENT_PHASE:  # never pull a node out from under the agent
             self.act(self._step(marks.desired))
         elif target.deleting and marks.state in _FAILED:
@@ -413,15 +413,17 @@ class _Decider:
         a Warning saying what may be left and how to end it; the agent is not asked again (a node whose
         rollback failed must not be changed by a deletion), so the deletion does not wait on it."""
         node, marks = self.node, self.node.marks
-        self.count("in_flight")
+        self.count(Count.IN_FLIGHT)
         left = f"left as it {marks.state}: {marks.reason or 'no reason given'}; {_LEFT}"
         self.note(marks.state or NodeState.FAILED, f"given back: {left}")
         self.act(_release(node, keep_current=True, left=left))
 
     def _failure(self) -> None:
         node, marks = self.node, self.node.marks
-        self.count("failed")
-        self.count("unhealthy", marks.cause is Cause.WORKLOAD_NOT_READY)  # halts whatever maxFailedNodes says
+        self.count(Count.FAILED)
+        self.count(
+            Count.UNHEALTHY, marks.cause is Cause.WORKLOAD_NOT_READY
+        )  # halts whatever maxFailedNodes says
         state = marks.state or NodeState.FAILED
         cause = failure_cause(marks)
         note = NodeNote(

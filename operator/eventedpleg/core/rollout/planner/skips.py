@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from eventedpleg.constants import Cause
 from eventedpleg.core.evidence import Evidence
-from eventedpleg.core.rollout.planner.tally import Tally
+from eventedpleg.core.rollout.planner.tally import Count, Tally
 from eventedpleg.core.rollout.snapshot import NodeMarks
 
 
@@ -26,14 +26,14 @@ class SkippedFor(StrEnum):
 
 # The tally counter of each cause (NO_AGENT is the tally's own `no_agent`).
 COUNTERS = {
-    SkippedFor.HOST_FAULT: "skipped_host_fault",
-    SkippedFor.HOST_REFUSED: "skipped_host_refused",
-    SkippedFor.DRAIN_BLOCKED: "skipped_drain_blocked",
-    SkippedFor.DRAIN_TIMEOUT: "skipped_drain_timeout",
-    SkippedFor.STATIC_PODS: "skipped_static_pods",
-    SkippedFor.NOT_IN_PLACE: "skipped_not_in_place",
-    SkippedFor.NOT_ELIGIBLE: "skipped_not_eligible",
-    SkippedFor.NO_AGENT: "no_agent",
+    SkippedFor.HOST_FAULT: Count.SKIPPED_HOST_FAULT,
+    SkippedFor.HOST_REFUSED: Count.SKIPPED_HOST_REFUSED,
+    SkippedFor.DRAIN_BLOCKED: Count.SKIPPED_DRAIN_BLOCKED,
+    SkippedFor.DRAIN_TIMEOUT: Count.SKIPPED_DRAIN_TIMEOUT,
+    SkippedFor.STATIC_PODS: Count.SKIPPED_STATIC_PODS,
+    SkippedFor.NOT_IN_PLACE: Count.SKIPPED_NOT_IN_PLACE,
+    SkippedFor.NOT_ELIGIBLE: Count.SKIPPED_NOT_ELIGIBLE,
+    SkippedFor.NO_AGENT: Count.NO_AGENT,
 }
 # Causes that leave an eligible node without Evented PLEG through a fault, not a choice of the spec: a
 # NodeConfig whose eligible nodes all ended so is not Available.

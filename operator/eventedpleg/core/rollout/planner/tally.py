@@ -1,12 +1,14 @@
 """The counters of a pass as one summable value: each node's decision carries its Tally, and a pass's
 totals are their sum (PassMemo keeps the running sum, adding a node's new Tally and taking its old one
 away). Add a counter here, set it in decide.py, and every sum, the memo's running totals and -- when
-NodeCounts (status.nodes, the CRD) has a field of that name -- status and metrics pick it up."""
+NodeCounts (status.nodes, the CRD) has a field of that name -- status and metrics pick it up. Each counter
+has its Count member, which is what decide.py counts with: a misspelt counter is a type error."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, fields
+from enum import StrEnum
 
 from eventedpleg.models.nodeconfig import NodeCounts
 
@@ -49,21 +51,48 @@ class Tally:
         return NodeCounts(**{n: getattr(self, n) for n in PUBLISHED})
 
 
+class Count(StrEnum):
+    """A Tally counter by name (tests/unit check these are exactly its fields)."""
+
+    TOTAL = "total"
+    ELIGIBLE = "eligible"
+    UPDATED = "updated"
+    UPDATING = "updating"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    AWAITING_APPROVAL = "awaiting_approval"
+    UNAVAILABLE = "unavailable"
+    IN_FLIGHT = "in_flight"
+    OWNED = "owned"
+    RETRY_PENDING = "retry_pending"
+    NO_AGENT = "no_agent"
+    UNHEALTHY = "unhealthy"
+    OFFERED = "offered"
+    STUCK = "stuck"
+    SKIPPED_HOST_FAULT = "skipped_host_fault"
+    SKIPPED_HOST_REFUSED = "skipped_host_refused"
+    SKIPPED_DRAIN_BLOCKED = "skipped_drain_blocked"
+    SKIPPED_DRAIN_TIMEOUT = "skipped_drain_timeout"
+    SKIPPED_STATIC_PODS = "skipped_static_pods"
+    SKIPPED_NOT_IN_PLACE = "skipped_not_in_place"
+    SKIPPED_NOT_ELIGIBLE = "skipped_not_eligible"
+
+
 NAMES = tuple(f.name for f in fields(Tally))
 PUBLISHED = tuple(n for n in NAMES if n in NodeCounts.model_fields)
 EMPTY = Tally()
 
 
-def tally_of(counted: tuple[str, ...]) -> Tally:
+def tally_of(counted: tuple[Count, ...]) -> Tally:
     """The Tally with one for each name in `counted` (a name twice: two), shared: a fleet's nodes fall
     into a handful of kinds."""
     tally = _KINDS.get(counted)
     if tally is None:
-        tally = _KINDS[counted] = Tally(**Counter(counted))
+        tally = _KINDS[counted] = Tally(**{count.value: n for count, n in Counter(counted).items()})
     return tally
 
 
-_KINDS: dict[tuple[str, ...], Tally] = {}  # a node counts each counter at most once or twice: few keys
+_KINDS: dict[tuple[Count, ...], Tally] = {}  # a node counts each counter at most once or twice: few keys
 
 
 def total(parts: list[Tally]) -> Tally:

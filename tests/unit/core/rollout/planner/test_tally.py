@@ -11,6 +11,7 @@ from prometheus_client import generate_latest
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg.core.rollout.planner import Summary, Tally
+from eventedpleg.core.rollout.planner.tally import Count, tally_of
 from eventedpleg.core.rollout.status import build_status
 from eventedpleg.models.nodeconfig import NodeCounts
 
@@ -28,6 +29,11 @@ def _summary(tally: Tally) -> Summary:
         window_closed=False, waiting="", conflicts=(), attention=(), attention_truncated=0, failures=(),
         finalized=False, next_wake=None,
     )  # fmt: skip
+
+
+def test_each_counter_has_its_count_and_each_count_its_counter() -> None:
+    assert [c.value for c in Count] == NAMES
+    assert tally_of((Count.IN_FLIGHT, Count.UPDATING, Count.IN_FLIGHT)) == Tally(in_flight=2, updating=1)
 
 
 def test_tallies_add_and_subtract_every_counter() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from datetime import timedelta
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -149,3 +150,18 @@ def test_a_plain_rollout_and_its_release_use_every_key_of_both_sides() -> None:
     assert handoff <= written[Writer.OPERATOR] and handoff <= written[Writer.AGENT]
     assert {c.ANN_DESIRED, c.ANN_OWNER, c.ANN_CORDONED_BY_US} <= written[Writer.OPERATOR]
     assert {c.ANN_CURRENT, c.ANN_EVIDENCE, ANN_HOST_CHECK} <= written[Writer.AGENT]
+
+
+def test_every_time_the_product_writes_goes_through_format_time() -> None:
+    """One way to write a time: annotations, reasons and reports all say it as format_time does. An
+    Event's own time is Kubernetes' (a "Z" suffix), written in k8s/events.py."""
+    root = Path(__file__).resolve().parents[2] / "operator"
+    allowed = {root / "eventedpleg" / "protocol.py", root / "eventedpleg" / "k8s" / "events.py"}
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for path in sorted(root.rglob("*.py"))
+        if path not in allowed
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "isoformat(timespec" in line
+    ]
+    assert found == [], "write times with protocol.format_time: " + ", ".join(found)

@@ -25,7 +25,7 @@ from eventedpleg.core.rollout.nodeorder import order_key
 from eventedpleg.core.rollout.planner.decide import NO_AGENT, take_candidate
 from eventedpleg.core.rollout.snapshot import NodeView
 from eventedpleg.models.nodeconfig import HealthGate, KubeletConfigMode, OnDrainBlocked, RolloutOrder
-from eventedpleg.protocol import Cause
+from eventedpleg.protocol import Cause, format_time
 
 MAX_REASON = 90
 
@@ -342,7 +342,7 @@ def preflight_json(rows: Sequence[PreflightRow], policy: compat.Policy) -> str:
                 "take": {"kind": str(row.take.kind), "why": row.take.why},
                 "host": None
                 if row.host is None
-                else {"checked": row.host.at.isoformat(timespec="seconds"), "refusal": row.refusal},
+                else {"checked": format_time(row.host.at), "refusal": row.refusal},
                 "agent": {"live": not row.no_agent, "why": row.no_agent},
                 "podsNotReady": list(row.not_ready),
             }
@@ -473,7 +473,7 @@ def status_view(
         cells = [row.name, row.kubelet, row.runtime, row.state + (" ✓" if row.done else "")]
         cells.append("yes" if row.cordoned else "")
         if wide:
-            cells += [row.config or "-", row.since.isoformat(timespec="seconds") if row.since else "-"]
+            cells += [row.config or "-", format_time(row.since) if row.since else "-"]
         body.append((*cells, " ".join(row.detail.split()) if wide else short(row.detail, 100)))
     if body:
         lines += ["", table(headers, body)]
@@ -521,7 +521,7 @@ def status_document(
                 "current": row.done,
                 "cordoned": row.cordoned,
                 "config": row.config,
-                "since": row.since.isoformat(timespec="seconds") if row.since else None,
+                "since": format_time(row.since) if row.since else None,
                 "detail": " ".join(row.detail.split()),
             }
             for row in status_rows(nodeconfig, nodes, agent_pods)

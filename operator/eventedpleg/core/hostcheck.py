@@ -93,13 +93,13 @@ def absence(text: str | None, now: datetime) -> str:
         )
     if check.stopped is not None:
         return (
-            f"the eventedpleg agent stopped at {check.stopped.isoformat(timespec='seconds')} (its pod was "
+            f"the eventedpleg agent stopped at {format_time(check.stopped)} (its pod was "
             "deleted, replaced or evicted) and no agent has started there since"
         )
     if now <= check.fresh_until:
         return ""
     return (
-        f"the eventedpleg agent's last host check is from {check.at.isoformat(timespec='seconds')}, older "
+        f"the eventedpleg agent's last host check is from {format_time(check.at)}, older "
         f"than {FRESH_PERIODS} of its {int(check.every)}s publishing periods: its pod is not running"
     )
 

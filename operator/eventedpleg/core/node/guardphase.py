@@ -62,6 +62,7 @@ from eventedpleg.core.node.phases.judge import node_version
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.node.phases.restart import KUBELET_UNIT, restart_services
 from eventedpleg.core.versions import Version
+from eventedpleg.protocol import format_time
 from eventedpleg.reasons import EventReason
 
 LOOKBACK = timedelta(seconds=60)  # the first look's reach (a wedge logs every 5 s while it lasts)
@@ -188,7 +189,7 @@ def _incident(
 def _take_back(incidents: tuple[gi.Incident, ...], message: str) -> GuardMemory:
     """Ask for the rollback: the agent runs it through the apply's own steps (applyphase.take_back), then
     taken_back."""
-    lines = tuple(f"{i.at.isoformat(timespec='seconds')} {i.kind.value}" for i in incidents)
+    lines = tuple(f"{format_time(i.at)} {i.kind.value}" for i in incidents)
     why = f"the guard took EventedPLEG off: {len(incidents)} incidents in the window ({message})"
     return GuardMemory(incidents=incidents, take_back=TakeBack(why, Evidence(reason=message, lines=lines)))
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eventedpleg.core.hostcheck import GONE_GRACE
-from eventedpleg.protocol import parse_time
+from eventedpleg.protocol import format_time, parse_time
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
@@ -40,7 +40,7 @@ class AgentPod:
 
     @property
     def not_ready(self) -> str:
-        at = self.since.isoformat(timespec="seconds") if self.since else "its start"
+        at = format_time(self.since) if self.since else "its start"
         return f"agent pod {self.name} on node {self.node} not Ready since {at}: {self.reason}"
 
 

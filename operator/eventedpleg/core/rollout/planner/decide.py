@@ -30,7 +30,7 @@ from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, OwnerCo
 from eventedpleg.core.rollout.planner.tally import Count, Tally, tally_of
 from eventedpleg.core.rollout.snapshot import NodeMarks, NodeView, Target
 from eventedpleg.models.nodeconfig import Approval
-from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS
+from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS, format_time
 
 # Status notes of a node not taken because its agent shows no sign of life start with this.
 NO_AGENT = "not cordoned, no live agent: "
@@ -339,7 +339,7 @@ class _Decider:
         self.count(Count.RETRY_PENDING)
         if self.now < due:
             self.wakes += (due,)
-            self.note(NodeState.FAILED, f"{marks.reason}; taken again at {due.isoformat(timespec='seconds')}")
+            self.note(NodeState.FAILED, f"{marks.reason}; taken again at {format_time(due)}")
             self.retrying += (self.notes[-1],)
             return True
         self._offer(self.want)
@@ -364,7 +364,7 @@ class _Decider:
         due = target.drain.cordon_at(marks.tainted_since)
         if self.now < due:
             self.wakes += (due,)
-            at = due.isoformat(timespec="seconds")
+            at = format_time(due)
             self.note(NodeState.PENDING, f"tainted (drain.taintBeforeCordon); cordoned at {at}")
         elif not node.ready:
             self.note(NodeState.PENDING, "tainted; waiting: node is NotReady")
@@ -457,7 +457,7 @@ class _Decider:
             # Its agent pod is not Ready, not for GONE_GRACE yet: the drain waits likewise, so that a stuck
             # agent is never asked to apply; it goes on once the pod is Ready again.
             assert node.agent_pod is not None  # gone_at
-            at = gone_at.isoformat(timespec="seconds")
+            at = format_time(gone_at)
             self._drain_paused(
                 gone_at, f"{node.agent_pod.not_ready} (given back at {at} unless it is Ready again)"
             )
@@ -478,7 +478,7 @@ class _Decider:
             node.name,
             node.resource_version,
             f"no report from the agent within {waited}s of {marks.state} (since "
-            f"{since.isoformat(timespec='seconds')}); {seen}. Unknown whether its files changed, so it stays "
+            f"{format_time(since)}); {seen}. Unknown whether its files changed, so it stays "
             f"cordoned: `kubectl get pods -A -l app.kubernetes.io/component=agent --field-selector "
             f"spec.nodeName={node.name}` finds its agent; once the agent runs it finishes or rolls back the "
             f"apply by itself; `eventedpleg retry {node.name}` takes the node again",
@@ -613,7 +613,7 @@ def _host_refusal(node: NodeView, mode: str) -> str:
     refusal = check.refusal(mode)
     if not refusal:
         return ""
-    return f"{refusal} (the agent's host check at {check.at.isoformat(timespec='seconds')})"
+    return f"{refusal} (the agent's host check at {format_time(check.at)})"
 
 
 def _drain(node: NodeView, target: Target, want: str, *, deadline_reached: bool) -> Drain:

@@ -4,7 +4,8 @@ its step), so no gate ever leaves a node cordoned."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -25,7 +26,7 @@ from eventedpleg.core.rollout.planner.summary import (
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeView, Target
 from eventedpleg.models.nodeconfig import OnNoAgent, Rollout
-from eventedpleg.protocol import Cause
+from eventedpleg.protocol import Cause, format_time
 
 MAX_ATTENTION = 50
 ALERT_RECHECK = timedelta(seconds=15)  # how often a rollout held by alerts asks Prometheus again
@@ -47,6 +48,108 @@ class Candidates(Protocol):
         ...
 
 
+@dataclass(slots=True)
+class _Gathered:
+    """The nodes' decisions of one pass, collected; the gates add actions, notes and wakes."""
+
+    actions: list[Action] = field(default_factory=list)
+    notes: list[NodeNote] = field(default_factory=list)
+    failures: list[NodeNote] = field(default_factory=list)
+    retrying: list[NodeNote] = field(default_factory=list)
+    conflicts: list[OwnerConflict] = field(default_factory=list)
+    foreign: list[HeldNode] = field(default_factory=list)
+    wakes: list[datetime] = field(default_factory=list)
+    no_agent: list[NodeNote] = field(default_factory=list)  # the notes of nodes waiting for their agent
+
+
+def _gather(decisions: Iterable[NodeDecision]) -> _Gathered:
+    got = _Gathered()
+    for decision in decisions:
+        got.notes.extend(decision.notes)
+        got.failures.extend(decision.failures)
+        got.retrying.extend(decision.retrying)
+        got.conflicts.extend(decision.conflicts)
+        got.foreign.extend(decision.foreign)
+        got.wakes.extend(decision.wakes)
+        if decision.action is not None:
+            got.actions.append(decision.action)
+    got.no_agent = [n for n in got.notes if n.cause is Cause.NO_AGENT]
+    return got
+
+
+@dataclass(frozen=True, slots=True)
+class _Halt:
+    """Whether failures halt the rollout (a deletion never halts: it gives back every node it holds,
+    failed ones included, decide.py), and why."""
+
+    halted: bool
+    canary_failed: bool
+    unhealthy: bool
+    why: str
+
+
+def _halt(inputs: Inputs, tally: Tally, done: Sequence[NodeView], failures: Sequence[NodeNote]) -> _Halt:
+    target, rollout = inputs.target, inputs.target.spec.rollout
+    if target.deleting:
+        return _Halt(halted=False, canary_failed=False, unhealthy=False, why="")
+    canary_failed = tally.failed > 0 and not _canaries_passed(done, tally, target)
+    max_failed = int_or_percent(rollout.max_failed_nodes, tally.total)
+    unhealthy = tally.unhealthy > 0
+    if not (tally.failed >= max_failed or canary_failed or unhealthy):
+        return _Halt(halted=False, canary_failed=canary_failed, unhealthy=unhealthy, why="")
+    why = _halt_text(rollout, tally, max_failed, canary_failed=canary_failed, unhealthy=unhealthy)
+    return _Halt(
+        halted=True, canary_failed=canary_failed, unhealthy=unhealthy, why=why + _guard_text(failures)
+    )
+
+
+# The gates that hold every new node, in the order they are named: each says why ("" when it is open).
+def _hold_for_no_agent(inputs: Inputs, got: _Gathered) -> str:
+    hold = inputs.target.spec.rollout.on_no_agent is OnNoAgent.HOLD and not inputs.target.deleting
+    return (
+        f"holding (rollout.onNoAgent: Hold) while {_no_agent_text(got.no_agent)}"
+        if hold and got.no_agent
+        else ""
+    )
+
+
+def _paused(target: Target) -> bool:
+    return target.spec.rollout.paused and not target.deleting
+
+
+def _hold_for_pause(inputs: Inputs, got: _Gathered) -> str:
+    return "paused (spec.rollout.paused)" if _paused(inputs.target) else ""
+
+
+def _window_closed(inputs: Inputs) -> bool:
+    return not window.any_open(inputs.target.spec.rollout, inputs.now)
+
+
+def _hold_for_window(inputs: Inputs, got: _Gathered) -> str:
+    if not _window_closed(inputs):
+        return ""
+    return f"outside the maintenance window ({window.describe_all(inputs.target.spec.rollout)})"
+
+
+def _alerting(target: Target) -> bool:
+    return bool(target.alerts) and not target.deleting
+
+
+def _hold_for_alerts(inputs: Inputs, got: _Gathered) -> str:
+    if not _alerting(inputs.target):
+        return ""
+    got.wakes.append(inputs.now + ALERT_RECHECK)  # asked again: the alert has no event of ours to wake us
+    return f"no new node while {inputs.target.alerts} (rollout.alertGate)"
+
+
+HOLDS: tuple[Callable[[Inputs, _Gathered], str], ...] = (
+    _hold_for_no_agent,
+    _hold_for_pause,
+    _hold_for_window,
+    _hold_for_alerts,
+)
+
+
 def finish(
     inputs: Inputs,
     tally: Tally,
@@ -55,91 +158,71 @@ def finish(
     candidates: Candidates,
 ) -> Plan:
     """`decisions` in rollout order (those without notes, actions or wakes may be left out); `done`: the
-    nodes Done at the wanted hash."""
-    target, spec, now = inputs.target, inputs.target.spec, inputs.now
-    actions: list[Action] = []
-    notes: list[NodeNote] = []
-    failures: list[NodeNote] = []
-    retrying: list[NodeNote] = []
-    conflicts: list[OwnerConflict] = []
-    foreign: list[HeldNode] = []
-    held_by: tuple[HeldNode, ...]
-    wakes: list[datetime] = []
-    for decision in decisions:
-        notes.extend(decision.notes)
-        failures.extend(decision.failures)
-        retrying.extend(decision.retrying)
-        conflicts.extend(decision.conflicts)
-        foreign.extend(decision.foreign)
-        wakes.extend(decision.wakes)
-        if decision.action is not None:
-            actions.append(decision.action)
-    # A deletion is never halted: it gives back every node it holds, failed ones included (decide.py).
-    canary_failed = tally.failed > 0 and not _canaries_passed(done, tally, target) and not target.deleting
-    max_failed = int_or_percent(spec.rollout.max_failed_nodes, tally.total)
-    failed_out = tally.failed >= max_failed
-    unhealthy = tally.unhealthy > 0 and not target.deleting
-    halted = (failed_out or canary_failed or unhealthy) and not target.deleting
-    watch = healthgate.after(done, target, now, actions, wakes)  # None: the gate is off
-    paused = spec.rollout.paused and not target.deleting
-    window_closed = not window.any_open(spec.rollout, now)
-    alerting = bool(target.alerts) and not target.deleting
-    no_agent = [n for n in notes if n.cause is Cause.NO_AGENT]
-    holding = bool(no_agent) and spec.rollout.on_no_agent is OnNoAgent.HOLD and not target.deleting
-    waiting, held_by = "", ()
-    if halted:
-        waiting = _halt_text(
-            spec.rollout, tally, max_failed, canary_failed=canary_failed, unhealthy=unhealthy
-        ) + _guard_text(failures)
-    elif candidates or holding:
-        start = _Start(inputs, tally, actions, notes, wakes, watch)
-        if holding:
-            waiting = f"holding (rollout.onNoAgent: Hold) while {_no_agent_text(no_agent)}"
-        elif paused:
-            waiting = "paused (spec.rollout.paused)"
-        elif window_closed:
-            waiting = f"outside the maintenance window ({window.describe_all(spec.rollout)})"
-        elif alerting:
-            waiting = f"no new node while {target.alerts} (rollout.alertGate)"
-            wakes.append(now + ALERT_RECHECK)  # asked again: the alert has no event of ours to wake us
-        else:
-            waiting, held_by = start.start(done, candidates, foreign)
-    if no_agent and not waiting:
-        waiting = _no_agent_text(no_agent)
-    attention = notes[:MAX_ATTENTION]
+    nodes Done at the wanted hash. Gather the decisions, then: halted, or held by a gate, or start nodes."""
+    target = inputs.target
+    got = _gather(decisions)
+    halt = _halt(inputs, tally, done, got.failures)
+    watch = healthgate.after(done, target, inputs.now, got.actions, got.wakes)  # None: the gate is off
+    waiting, held_by = halt.why, tuple[HeldNode, ...]()
+    holding = bool(_hold_for_no_agent(inputs, got))
+    if not halt.halted and (candidates or holding):
+        waiting = next((why for hold in HOLDS if (why := hold(inputs, got))), "")
+        if not waiting:
+            start = _Start(inputs, tally, got.actions, got.notes, got.wakes, watch)
+            waiting, held_by = start.start(done, candidates, got.foreign)
+    if got.no_agent and not waiting:
+        waiting = _no_agent_text(got.no_agent)
+    summary = _summary(inputs, tally, got, halt, (waiting, held_by), watch, left=bool(candidates))
+    return Plan(actions=tuple(got.actions), summary=summary)
+
+
+def _summary(
+    inputs: Inputs,
+    tally: Tally,
+    got: _Gathered,
+    halt: _Halt,
+    why: tuple[str, tuple[HeldNode, ...]],
+    watch: list[str] | None,
+    *,
+    left: bool,
+) -> Summary:
+    """`why`: why new nodes wait, and the nodes held outside the rollout that hold its budget; `left`: a
+    node may still be started."""
+    target, (waiting, held_by) = inputs.target, why
+    paused, window_closed = _paused(target), _window_closed(inputs)
+    attention = got.notes[:MAX_ATTENTION]
     complete = (
-        not candidates
+        not left
         and tally.in_flight == 0
         and not tally.retry_pending
         and not tally.no_agent
         and not tally.awaiting_approval
     )
-    return Plan(
-        actions=tuple(actions),
-        summary=Summary(
-            tally=tally,
-            want_hash=inputs.want,
-            complete=complete,
-            halted=halted,
-            canary_failed=canary_failed,
-            paused=paused,
-            window_closed=window_closed,
-            alerting=alerting,
-            waiting=waiting,
-            conflicts=tuple(conflicts),
-            attention=tuple(attention),
-            attention_truncated=len(notes) - len(attention),
-            failures=tuple(failures),
-            finalized=target.deleting and not tally.owned and complete,
-            next_wake=min(wakes, default=None),
-            held_by=held_by,
-            budget_stuck=bool(held_by) and tally.in_flight == 0,
-            retrying=tuple(retrying[:MAX_ATTENTION]),
-            blocked=_blocked_for_good(tally, notes, failures, moving=halted or paused or window_closed),
-            awaiting_approval=tuple(n.name for n in notes if n.state == NodeState.AWAITING_APPROVAL),
-            unhealthy=unhealthy,
-            health_watch=tuple(dict.fromkeys(watch or ())),
+    return Summary(
+        tally=tally,
+        want_hash=inputs.want,
+        complete=complete,
+        halted=halt.halted,
+        canary_failed=halt.canary_failed,
+        paused=paused,
+        window_closed=window_closed,
+        alerting=_alerting(target),
+        waiting=waiting,
+        conflicts=tuple(got.conflicts),
+        attention=tuple(attention),
+        attention_truncated=len(got.notes) - len(attention),
+        failures=tuple(got.failures),
+        finalized=target.deleting and not tally.owned and complete,
+        next_wake=min(got.wakes, default=None),
+        held_by=held_by,
+        budget_stuck=bool(held_by) and tally.in_flight == 0,
+        retrying=tuple(got.retrying[:MAX_ATTENTION]),
+        blocked=_blocked_for_good(
+            tally, got.notes, got.failures, moving=halt.halted or paused or window_closed
         ),
+        awaiting_approval=tuple(n.name for n in got.notes if n.state == NodeState.AWAITING_APPROVAL),
+        unhealthy=halt.unhealthy,
+        health_watch=tuple(dict.fromkeys(watch or ())),
     )
 
 
@@ -286,8 +369,8 @@ class _Start:
             return ""
         self.wakes.append(until)
         return (
-            f"{last.name} was Done at {last.marks.since.isoformat(timespec='seconds')}; the next node starts "
-            f"at {until.isoformat(timespec='seconds')} (rollout.postNodeDelaySeconds: {delay})"
+            f"{last.name} was Done at {format_time(last.marks.since)}; the next node starts "
+            f"at {format_time(until)} (rollout.postNodeDelaySeconds: {delay})"
         )
 
     def _canary_gate(self, done: Sequence[NodeView]) -> tuple[str, int | None]:
@@ -309,7 +392,7 @@ class _Start:
             until = ends[needed - 1]
             self.wakes.append(until)
             what = "canary" if number == 0 else f"{name} ({needed} node(s) Done)"
-            return f"{what} soaking until {until.isoformat(timespec='seconds')}", 0
+            return f"{what} soaking until {format_time(until)}", 0
         return "", None
 
 

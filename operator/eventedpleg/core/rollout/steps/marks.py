@@ -7,6 +7,7 @@ from eventedpleg import constants as c
 from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout.drain.taints import NodeTaints
 from eventedpleg.core.rollout.steps.requests import Clock, Marks
+from eventedpleg.protocol import format_time
 
 
 def state_marks(
@@ -15,7 +16,7 @@ def state_marks(
     """A state the operator writes, with the kind of its reason (ANN_CAUSE; removed when it has none)."""
     return {
         c.ANN_STATE: state.value,
-        c.ANN_STATE_SINCE: clock().isoformat(timespec="seconds"),
+        c.ANN_STATE_SINCE: format_time(clock()),
         c.ANN_REASON: reason,
         c.ANN_CAUSE: None if cause is None else cause.value,
     }

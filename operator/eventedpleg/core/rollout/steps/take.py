@@ -38,6 +38,7 @@ from eventedpleg.core.rollout.steps.requests import (
     as_mirror_pods,
     as_survey,
 )
+from eventedpleg.protocol import format_time
 from eventedpleg.reasons import EventReason
 
 
@@ -207,7 +208,7 @@ def _taint(action: Cordon, taint: Taint, clock: Clock) -> Step:
     marks: Marks = {
         **blocked,
         c.ANN_OWNER: action.owner,
-        c.ANN_TAINTED_SINCE: clock().isoformat(timespec="seconds"),
+        c.ANN_TAINTED_SINCE: format_time(clock()),
         c.ANN_TAINT: taint.key if added is not None else None,
     }
     yield Write(marks, taints=added)

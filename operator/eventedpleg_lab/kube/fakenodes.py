@@ -135,18 +135,34 @@ def node_ready(node: Any) -> bool:
     return False
 
 
+# The node lifecycle controller taints a node it has not yet seen Ready (a new one included) and lifts the
+# taints on a later pass of its own: under load, seconds after the Ready condition.
+LIFECYCLE_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+
+
+def settled(node: Any) -> bool:
+    """Ready, and the node lifecycle controller has seen it so (none of its LIFECYCLE_TAINTS left): what
+    the scheduler, the taint manager and our planner see from then on is the node as created."""
+    taints = (node.spec.taints or []) if node.spec else []
+    return node_ready(node) and not any(t.key in LIFECYCLE_TAINTS for t in taints)
+
+
 def wait_nodes_ready(api: client.ApiClient, names: Iterable[str], *, timeout: float = 60.0) -> None:
+    """Wait until every node is `settled`."""
     core = client.CoreV1Api(api)
     pending = set(names)
     deadline = time.monotonic() + timeout
     while pending:
         for name in sorted(pending):
-            if node_ready(core.read_node(name)):
+            if settled(core.read_node(name)):
                 pending.discard(name)
         if not pending:
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"nodes not Ready after {timeout:.0f}s: {', '.join(sorted(pending))}")
+            raise TimeoutError(
+                f"nodes not Ready, or still tainted by the node lifecycle controller, after {timeout:.0f}s: "
+                + ", ".join(sorted(pending))
+            )
         time.sleep(0.2)
 
 

@@ -190,7 +190,8 @@ class LocalCluster:
         return target
 
     def add_nodes(self, nodes: Iterable[FakeNode], *, wait: bool = True, timeout: float = 60.0) -> list[str]:
-        """Create kwok-managed Nodes; with `wait`, return once kwok has made every one Ready."""
+        """Create kwok-managed Nodes; with `wait`, return once kwok has made every one Ready and the node
+        lifecycle controller has lifted its not-ready taint (fakenodes.settled)."""
         with self.api() as api:
             names = fakenodes.create_nodes(api, nodes)
             if wait:

@@ -1,8 +1,8 @@
 """kopf handlers: a few lines each; the work is in engine.RolloutEngine (and the parts it wires) and the
 pure core.
 
-Run with `eventedpleg operator` (leader election, metrics, then kopf), or for development
-`kopf run -m eventedpleg.controller.handlers --all-namespaces` after `configure()` has a RolloutEngine.
+Run with `eventedpleg operator` (controller/main.py: leader election, metrics, `configure`, then kopf with
+a RolloutEngine in its memo); the handlers need that memo, so `kopf run -m` alone does not run them.
 """
 
 from __future__ import annotations
@@ -41,11 +41,6 @@ def configure(settings: kopf.OperatorSettings) -> None:
 def _engine(memo: kopf.Memo) -> RolloutEngine:
     engine: RolloutEngine = memo["engine"]
     return engine
-
-
-@kopf.on.startup()
-def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
-    configure(settings)
 
 
 @kopf.on.cleanup()

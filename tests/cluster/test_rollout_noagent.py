@@ -14,7 +14,7 @@ import yaml
 
 from eventedpleg import constants as c
 from eventedpleg.core import hostcheck
-from eventedpleg.core.rollout.planner.decide import NO_AGENT
+from eventedpleg.core.rollout.planner.taking import NO_AGENT
 from eventedpleg_lab.demo.harness import AGENT_NAMESPACE
 from eventedpleg_lab.demo.protocolagents import ProtocolAgents
 from eventedpleg_lab.kube import workloads

@@ -22,7 +22,7 @@ from eventedpleg.core.rollout.drain.rules import NO_NAMESPACES, NamespaceLabels
 from eventedpleg.core.rollout.drain.survey import survey
 from eventedpleg.core.rollout.drain.take import SkipCause, TakeKind, TakeVerdict, classify
 from eventedpleg.core.rollout.nodeorder import order_key
-from eventedpleg.core.rollout.planner.decide import NO_AGENT, take_candidate
+from eventedpleg.core.rollout.planner.taking import NO_AGENT, take_candidate
 from eventedpleg.core.rollout.snapshot import NodeView
 from eventedpleg.models.nodeconfig import HealthGate, KubeletConfigMode, OnDrainBlocked, RolloutOrder
 from eventedpleg.protocol import Cause, format_time

@@ -21,7 +21,7 @@ from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.node.facts import benefit
 from eventedpleg.core.rollout.drain import pods as drainpods
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
-from eventedpleg.core.rollout.planner.decide import NO_AGENT
+from eventedpleg.core.rollout.planner.taking import NO_AGENT
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
 from eventedpleg.models.nodeconfig import DrainSpec, OnDrainBlocked, OrderBy, RolloutOrder
 

@@ -63,7 +63,7 @@ def _conflicts_text(conflicts: Sequence[OwnerConflict]) -> str:
 
 def deleting_text(summary: Summary) -> str:
     """What a NodeConfig being deleted still waits for: the nodes it holds, by name (one line); "" when
-    nothing (the finalizer may go). Every node a deletion holds has a step of its own each pass (decide.py:
+    nothing (the finalizer may go). Every node a deletion holds has a step of its own each pass (lettinggo.py:
     failed ones are given back as they are), so this names nodes, never an opaque wait."""
     held = [n for n in summary.attention if n.state in IN_PROGRESS]
     if held:

@@ -12,7 +12,7 @@ from eventedpleg.core.hostcheck import GONE_GRACE
 from eventedpleg.core.rollout import planner
 from eventedpleg.core.rollout.actions import Cordon, Drain, Uncordon
 from eventedpleg.core.rollout.agentpod import AgentPod, agent_pod, pick, pod_absence
-from eventedpleg.core.rollout.planner.decide import NO_AGENT
+from eventedpleg.core.rollout.planner.taking import NO_AGENT
 from eventedpleg_lab.sim.rolloutworld import T0, World, fleet, spec
 
 SECOND = timedelta(seconds=1)

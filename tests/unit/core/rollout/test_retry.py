@@ -11,7 +11,7 @@ from eventedpleg.constants import ConditionType, NodeState
 from eventedpleg.core.rollout import retry, status
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.take import RETRY_WAITS
-from eventedpleg.core.rollout.planner.decide import BLOCKED
+from eventedpleg.core.rollout.planner.taking import BLOCKED
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.models.nodeconfig import DrainSpec
 from eventedpleg_lab.sim.rolloutworld import EXHAUSTED, H_ON, T0, World, fleet, spec

@@ -11,8 +11,9 @@ Rules, in the order they apply:
   reports a conflict.
 - Eligibility: core.compat verdict; Risky only with allowRisky. A node we own that is no longer selected
   or eligible gets our drop-ins removed (target hash_off) and is then released.
-- Each node's part (decide.py): a NodeDecision -- its step if we hold it, its notes, and its Tally of
-  counters; a pass's counters are the sum of the nodes' Tallies (tally.py).
+- Each node's part (decide.py, by the node's situation: taking.py, inflight.py, lettinggo.py; gathered
+  by decider.py): a NodeDecision -- its step if we hold it, its notes, and its Tally of counters; a
+  pass's counters are the sum of the nodes' Tallies (tally.py).
 - Budget (gates.py): at most maxUnavailable selected nodes unavailable (NotReady, cordoned by anyone, or
   in our hands) -- nodes already unavailable count, as in MCO. A node that is already cordoned by
   someone else costs nothing to process, and keeps its cordon afterwards.
@@ -30,8 +31,10 @@ nodes' decisions kept while their views are the same objects, with their running
 same plan as the reference (tests/unit/core/rollout/planner/test_planner.py replays both).
 """
 
-from eventedpleg.core.rollout.planner.decide import AGENT_GRACE, Inputs, NodeDecision, decide
+from eventedpleg.core.rollout.planner.decide import decide
+from eventedpleg.core.rollout.planner.decider import Inputs, NodeDecision
 from eventedpleg.core.rollout.planner.gates import MAX_ATTENTION
+from eventedpleg.core.rollout.planner.inflight import AGENT_GRACE
 from eventedpleg.core.rollout.planner.memo import PassMemo
 from eventedpleg.core.rollout.planner.plan import plan
 from eventedpleg.core.rollout.planner.selection import SelectionMemo

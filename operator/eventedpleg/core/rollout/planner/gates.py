@@ -13,7 +13,7 @@ from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout import window
 from eventedpleg.core.rollout.actions import Action
 from eventedpleg.core.rollout.planner import healthgate
-from eventedpleg.core.rollout.planner.decide import BLOCKED, Inputs, NodeDecision, cordon
+from eventedpleg.core.rollout.planner.decider import Inputs, NodeDecision
 from eventedpleg.core.rollout.planner.summary import (
     HeldNode,
     NodeNote,
@@ -23,6 +23,7 @@ from eventedpleg.core.rollout.planner.summary import (
     held_text,
     int_or_percent,
 )
+from eventedpleg.core.rollout.planner.taking import BLOCKED, cordon
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeView, Target
 from eventedpleg.models.nodeconfig import OnNoAgent, Rollout
@@ -80,7 +81,7 @@ def _gather(decisions: Iterable[NodeDecision]) -> _Gathered:
 @dataclass(frozen=True, slots=True)
 class _Halt:
     """Whether failures halt the rollout (a deletion never halts: it gives back every node it holds,
-    failed ones included, decide.py), and why."""
+    failed ones included, lettinggo.py), and why."""
 
     halted: bool
     canary_failed: bool

@@ -16,8 +16,8 @@ from eventedpleg.constants import Cause
 from eventedpleg.core.rollout.actions import Action, MarkFailed
 from eventedpleg.core.rollout.snapshot import NodeView, Target
 
-# The first words of the reason of a node the after-check marks Failed, for people; decide.py counts it
-# `unhealthy` by its cause, WorkloadNotReady.
+# The first words of the reason of a node the after-check marks Failed, for people; the planner counts it
+# `unhealthy` by its cause, WorkloadNotReady (Decider.failure).
 UNHEALTHY = "workload not Ready after the node was given back"
 # A node not read yet is read for the next pass: plan again this soon.
 RECHECK = timedelta(seconds=5)

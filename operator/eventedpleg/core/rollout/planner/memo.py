@@ -13,7 +13,8 @@ from datetime import datetime
 
 from eventedpleg.core import compat
 from eventedpleg.core.rollout.nodeorder import OrderKey, order_key
-from eventedpleg.core.rollout.planner.decide import Inputs, NodeDecision, decide
+from eventedpleg.core.rollout.planner.decide import decide
+from eventedpleg.core.rollout.planner.decider import Inputs, NodeDecision
 from eventedpleg.core.rollout.planner.gates import Candidate, finish
 from eventedpleg.core.rollout.planner.selection import SelectionMemo
 from eventedpleg.core.rollout.planner.summary import Plan

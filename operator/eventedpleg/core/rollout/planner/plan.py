@@ -9,7 +9,8 @@ from datetime import datetime
 
 from eventedpleg.core import compat
 from eventedpleg.core.rollout.nodeorder import order_key
-from eventedpleg.core.rollout.planner.decide import Inputs, decide
+from eventedpleg.core.rollout.planner.decide import decide
+from eventedpleg.core.rollout.planner.decider import Inputs
 from eventedpleg.core.rollout.planner.gates import Candidate, finish
 from eventedpleg.core.rollout.planner.memo import PassMemo
 from eventedpleg.core.rollout.planner.selection import SelectionMemo, select

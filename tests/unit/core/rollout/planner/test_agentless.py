@@ -14,7 +14,7 @@ from eventedpleg.constants import ConditionType
 from eventedpleg.core import hostcheck
 from eventedpleg.core.rollout import planner, status
 from eventedpleg.core.rollout.actions import Cordon, Release, Uncordon
-from eventedpleg.core.rollout.planner.decide import NO_AGENT
+from eventedpleg.core.rollout.planner.taking import NO_AGENT
 from eventedpleg_lab.sim.rolloutworld import H_ON, T0, World, fleet, spec
 
 

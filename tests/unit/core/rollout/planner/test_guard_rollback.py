@@ -11,7 +11,7 @@ from eventedpleg import constants as c
 from eventedpleg.constants import Cause, NodeState
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.rollout import status
-from eventedpleg.core.rollout.planner.decide import failure_cause
+from eventedpleg.core.rollout.planner.decider import failure_cause
 from eventedpleg.core.rollout.snapshot import NodeMarks
 from eventedpleg.protocol import format_time
 from eventedpleg_lab.sim.rolloutworld import World, fleet, spec

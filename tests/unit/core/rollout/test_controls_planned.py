@@ -15,7 +15,7 @@ from eventedpleg import constants as c
 from eventedpleg.cli.approve_cmd import approved_config
 from eventedpleg.cli.report import status_view
 from eventedpleg.core.rollout import approval, planner, status, window
-from eventedpleg.core.rollout.planner import gates
+from eventedpleg.core.rollout.planner import start
 from eventedpleg_lab.sim.rolloutworld import H_OFF, H_ON, T0, World, fleet, pod, spec
 
 KARPENTER = {"karpenter.sh/do-not-disrupt": "true"}
@@ -257,7 +257,7 @@ def test_steps_grow_the_batches_each_after_the_previous_one_is_done_and_soaked()
     nodes = fleet(20)
     rollout = {"canary": {"nodes": 1, "soakSeconds": 30}, "steps": [2, "25%", "100%"], "maxUnavailable": 10}
     world = World(nodes, spec(rollout=rollout))
-    assert gates.stages(world.spec.rollout, 20, 20) == [
+    assert start.stages(world.spec.rollout, 20, 20) == [
         (0, 1, "canary"),
         (1, 2, "step 1 of 3 (rollout.steps[0]: 2)"),
         (2, 5, "step 2 of 3 (rollout.steps[1]: 25%)"),
@@ -309,7 +309,7 @@ def test_no_stage_starts_before_the_one_before_is_done_despite_crashes(
     nodes = fleet(size)
     rollout = {"canary": {"nodes": canary, "soakSeconds": 5}, "steps": steps, "maxUnavailable": 4}
     world = World(nodes, spec(rollout=rollout))
-    bounds = [needed for _, needed, _ in gates.stages(world.spec.rollout, size, size)]
+    bounds = [needed for _, needed, _ in start.stages(world.spec.rollout, size, size)]
     rng = random.Random(seed)
     for _ in range(400):
         world.tick(drop=rng)

@@ -14,13 +14,13 @@ Rules, in the order they apply:
 - Each node's part (decide.py, by the node's situation: taking.py, inflight.py, lettinggo.py; gathered
   by decider.py): a NodeDecision -- its step if we hold it, its notes, and its Tally of counters; a
   pass's counters are the sum of the nodes' Tallies (tally.py).
-- Budget (gates.py): at most maxUnavailable selected nodes unavailable (NotReady, cordoned by anyone, or
+- Budget (start.py): at most maxUnavailable selected nodes unavailable (NotReady, cordoned by anyone, or
   in our hands) -- nodes already unavailable count, as in MCO. A node that is already cordoned by
   someone else costs nothing to process, and keeps its cordon afterwards.
 - Gates on *starting* a node: halted (failures >= maxFailedNodes, a count or a percentage of the selected
   nodes as maxUnavailable is, or any failure before the canaries have
   passed: a canary exists to stop the rest), paused, outside the window, canary soak, then each step of
-  spec.rollout.steps (gates.stages) as one more canary: Done and soaked before the next one starts. A
+  spec.rollout.steps (start.stages) as one more canary: Done and soaked before the next one starts. A
   node already started always finishes, so no gate ever leaves a node cordoned.
 - Order: zone, then spec.rollout.order within the zone (name by default; nodeorder.py), then name: zone
   by zone limits the blast radius, as MCO does.

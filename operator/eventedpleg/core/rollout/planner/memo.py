@@ -15,8 +15,9 @@ from eventedpleg.core import compat
 from eventedpleg.core.rollout.nodeorder import OrderKey, order_key
 from eventedpleg.core.rollout.planner.decide import decide
 from eventedpleg.core.rollout.planner.decider import Inputs, NodeDecision
-from eventedpleg.core.rollout.planner.gates import Candidate, finish
+from eventedpleg.core.rollout.planner.gates import finish
 from eventedpleg.core.rollout.planner.selection import SelectionMemo
+from eventedpleg.core.rollout.planner.start import Candidate
 from eventedpleg.core.rollout.planner.summary import Plan
 from eventedpleg.core.rollout.planner.tally import EMPTY
 from eventedpleg.core.rollout.snapshot import NodeView, Target

@@ -11,9 +11,10 @@ from eventedpleg.core import compat
 from eventedpleg.core.rollout.nodeorder import order_key
 from eventedpleg.core.rollout.planner.decide import decide
 from eventedpleg.core.rollout.planner.decider import Inputs
-from eventedpleg.core.rollout.planner.gates import Candidate, finish
+from eventedpleg.core.rollout.planner.gates import finish
 from eventedpleg.core.rollout.planner.memo import PassMemo
 from eventedpleg.core.rollout.planner.selection import SelectionMemo, select
+from eventedpleg.core.rollout.planner.start import Candidate
 from eventedpleg.core.rollout.planner.summary import Plan
 from eventedpleg.core.rollout.planner.tally import total
 from eventedpleg.core.rollout.snapshot import NodeView, Target

@@ -1,8 +1,9 @@
 """The counters of a pass as one summable value: each node's decision carries its Tally, and a pass's
 totals are their sum (PassMemo keeps the running sum, adding a node's new Tally and taking its old one
-away). Add a counter here, count it where a node's situation decides it (decide.py and its modules), and every sum, the memo's running totals and -- when
-NodeCounts (status.nodes, the CRD) has a field of that name -- status and metrics pick it up. Each counter
-has its Count member, which is what the planner counts with: a misspelt counter is a type error."""
+away). Add a counter here and a Count member for it, count it where a node's situation decides it
+(decide.py and its modules), and every sum, the memo's running totals and -- when NodeCounts
+(status.nodes, the CRD) has a field of that name -- status and metrics pick it up. A misspelt counter is
+a type error."""
 
 from __future__ import annotations
 

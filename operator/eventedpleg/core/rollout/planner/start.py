@@ -75,18 +75,9 @@ class Start:
         # rollout.healthGate may pass over a candidate without taking budget: walk as many more as it holds.
         extra = sum(1 for pods in target.health.values() if pods) if self.watch is not None else 0
         for node, want in candidates.starting_order(room, budget + extra):
-            if not node.ready:
-                marks = node.marks
+            if kept := self._kept(node):
                 self.notes.append(
-                    NodeNote(
-                        node.name, NodeState.PENDING, "waiting: node is NotReady", marks.since, marks.evidence
-                    )
-                )
-                continue
-            if node.unschedulable and not spec.rollout.take_cordoned_nodes:  # someone else's maintenance
-                marks = node.marks
-                self.notes.append(
-                    NodeNote(node.name, NodeState.PENDING, HELD_BY_CORDON, marks.since, marks.evidence)
+                    NodeNote(node.name, NodeState.PENDING, kept, node.marks.since, node.marks.evidence)
                 )
                 continue
             if room is not None and started + self.reading >= room:
@@ -116,6 +107,14 @@ class Start:
             return "canary: waiting for the canary node(s) in progress to finish", ()
         held_by = tuple(foreign)
         return _budget_text(spec.rollout.max_unavailable, allowed, total, tally.unavailable, held_by), held_by
+
+    def _kept(self, node: NodeView) -> str:
+        """Why a candidate is not taken whatever the budget says ("" when it may be)."""
+        if not node.ready:
+            return "waiting: node is NotReady"
+        if node.unschedulable and not self.inputs.target.spec.rollout.take_cordoned_nodes:
+            return HELD_BY_CORDON  # someone else's maintenance
+        return ""
 
     def _health_gate(self, node: NodeView, free: bool) -> int | None:
         """rollout.healthGate before a node is taken: None when it may be; else the budget it keeps (a

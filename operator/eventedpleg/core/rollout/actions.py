@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from eventedpleg.constants import Cause
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.taints import NO_TAINTS, NodeTaints
+from eventedpleg.core.rollout.snapshot import NodeView
 
 
 @dataclass(frozen=True)
@@ -134,3 +135,31 @@ class SetAgentOptions:
 
 
 Action = Cordon | Drain | Uncordon | MarkFailed | Release | SetAgentOptions | AskApproval
+
+
+def release(node: NodeView, keep_current: bool, left: str = "") -> Release:
+    """Release `node`, undoing what we did to it as its marks say."""
+    marks = node.marks
+    return Release(
+        node.name,
+        node.resource_version,
+        keep_current=keep_current,
+        uncordon=marks.cordoned_by_us,
+        was_unschedulable=marks.was_unschedulable,
+        autoscaler_hold=marks.autoscaler_hold,
+        taints=node.our_taints,
+        left=left,
+    )
+
+
+def uncordon(node: NodeView, agent_gone: str = "") -> Uncordon:
+    """Give `node` back, restoring the cordon it had before ours as its marks say."""
+    marks = node.marks
+    return Uncordon(
+        node.name,
+        node.resource_version,
+        marks.was_unschedulable,
+        marks.autoscaler_hold,
+        node.our_taints,
+        agent_gone=agent_gone,
+    )

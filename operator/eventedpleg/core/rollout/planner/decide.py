@@ -9,13 +9,12 @@ decision they make."""
 from __future__ import annotations
 
 from eventedpleg.constants import NodeState
-from eventedpleg.core.rollout import retry
+from eventedpleg.core.rollout import actions, retry
 from eventedpleg.core.rollout.actions import SetAgentOptions
 from eventedpleg.core.rollout.planner import skips
 from eventedpleg.core.rollout.planner.decider import Decider, Inputs, NodeDecision
-from eventedpleg.core.rollout.planner.giveback import FAILED_STATES, release, uncordon
 from eventedpleg.core.rollout.planner.inflight import progress_text, step, tainted
-from eventedpleg.core.rollout.planner.lettinggo import converged, ended, let_go, let_go_failed
+from eventedpleg.core.rollout.planner.lettinggo import FAILED_STATES, converged, ended, let_go, let_go_failed
 from eventedpleg.core.rollout.planner.selection import Selection, skip_reason
 from eventedpleg.core.rollout.planner.summary import HeldNode, OwnerConflict
 from eventedpleg.core.rollout.planner.taking import drain_retry, offer
@@ -65,7 +64,7 @@ def _managed(d: Decider, ours: bool) -> None:
         d.count(Count.UPDATING)
         d.note(marks.state.value, marks.reason or progress_text(marks.state))
         if target.deleting and not target.reverting and marks.state not in AGENT_PHASE:
-            d.act(release(node, keep_current=True))  # onDelete: Keep stops before the agent
+            d.act(actions.release(node, keep_current=True))  # onDelete: Keep stops before the agent
         else:
             d.act(step(d, want))
         return
@@ -77,7 +76,7 @@ def _managed(d: Decider, ours: bool) -> None:
         d.count(Count.IN_FLIGHT, give_back)
         d.note(marks.state or NodeState.FAILED, f"retry requested: {marks.reason}")
         if give_back:
-            d.act(uncordon(node))  # our cordon off first; then it is taken again like any other
+            d.act(actions.uncordon(node))  # our cordon off first; then it is taken again like any other
         else:
             offer(d, want)
         return
@@ -90,9 +89,9 @@ def _managed(d: Decider, ours: bool) -> None:
     if converged(node, want, target.hash_off):
         _converged(d, ours, give_back)
     elif give_back:
-        d.act(uncordon(node))  # finished an older hash; hand it back before taking it again
+        d.act(actions.uncordon(node))  # finished an older hash; hand it back before taking it again
     elif target.deleting and not target.reverting:
-        d.act(release(node, keep_current=True) if ours else None)
+        d.act(actions.release(node, keep_current=True) if ours else None)
     else:
         offer(d, want)
 
@@ -103,9 +102,9 @@ def _converged(d: Decider, ours: bool, give_back: bool) -> None:
     d.count(Count.UPDATED)
     d.done = marks.current == d.want and marks.state is NodeState.DONE
     if target.deleting and ours:  # the release undoes our cordon too: one write, not two
-        d.act(release(node, keep_current=not target.reverting))
+        d.act(actions.release(node, keep_current=not target.reverting))
     elif give_back:
-        d.act(uncordon(node))
+        d.act(actions.uncordon(node))
     elif ours and target.agent_options and marks.agent_options != target.agent_options:
         d.act(SetAgentOptions(node.name, node.resource_version, target.agent_options))
 

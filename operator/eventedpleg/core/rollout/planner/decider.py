@@ -167,6 +167,11 @@ class Decider:
         self.notes += (note,)
 
 
+# What ends the story of a node a deletion gave back as it is.
+LEFT = (
+    "our drop-ins may still be on it: `eventedpleg status` shows it, and a NodeConfig with "
+    "eventedPleg: false selecting it removes them"
+)
 _CAUSES = frozenset(Cause.__members__.values())
 
 

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 
 from eventedpleg.constants import NodeState
 from eventedpleg.core import hostcheck
+from eventedpleg.core.rollout import actions
 from eventedpleg.core.rollout.actions import Action, Drain, MarkFailed
 from eventedpleg.core.rollout.planner.decider import Decider
-from eventedpleg.core.rollout.planner.giveback import release, uncordon
 from eventedpleg.core.rollout.planner.taking import before_cordon
 from eventedpleg.core.rollout.planner.tally import Count
 from eventedpleg.core.rollout.snapshot import NodeView, Target
@@ -25,7 +25,7 @@ def tainted(d: Decider) -> None:
     d.count(Count.IN_FLIGHT)
     d.count(Count.UPDATING)
     if d.target.deleting and not d.target.reverting:
-        d.act(release(d.node, keep_current=True))  # onDelete: Keep stops before the cordon too
+        d.act(actions.release(d.node, keep_current=True))  # onDelete: Keep stops before the cordon too
     else:
         before_cordon(d, d.want)
 
@@ -42,7 +42,7 @@ def step(d: Decider, want: str) -> Action | None:
         if back_by is not None and now < back_by:
             _drain_paused(d, back_by, absent)
             return None
-        return uncordon(node, agent_gone=absent)
+        return actions.uncordon(node, agent_gone=absent)
     if marks.state is NodeState.DRAINING and (gone_at := d.pod_gone_at()) is not None:
         # Its agent pod is not Ready, not for GONE_GRACE yet: the drain waits likewise, so that a stuck
         # agent is never asked to apply; it goes on once the pod is Ready again.

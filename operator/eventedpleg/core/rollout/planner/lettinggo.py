@@ -6,14 +6,17 @@ for a human."""
 from __future__ import annotations
 
 from eventedpleg.constants import NodeState
+from eventedpleg.core.rollout import actions
 from eventedpleg.core.rollout.planner import skips
-from eventedpleg.core.rollout.planner.decider import Decider
-from eventedpleg.core.rollout.planner.giveback import FAILED_STATES, LEFT, release, uncordon
+from eventedpleg.core.rollout.planner.decider import LEFT, Decider
 from eventedpleg.core.rollout.planner.inflight import step
 from eventedpleg.core.rollout.planner.taking import before_cordon, offer
 from eventedpleg.core.rollout.planner.tally import Count
 from eventedpleg.core.rollout.snapshot import NodeView
 from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS
+
+# A deletion gives back nodes in these states as they are: nothing it could do would be known to work.
+FAILED_STATES = frozenset({NodeState.FAILED, NodeState.ROLLED_BACK})
 
 
 def let_go(d: Decider) -> None:
@@ -27,13 +30,13 @@ def let_go(d: Decider) -> None:
     elif target.deleting and marks.state in FAILED_STATES:
         let_go_failed(d)
     elif node.skip_labelled:
-        d.act(release(node, keep_current=True))
+        d.act(actions.release(node, keep_current=True))
     elif converged(node, target.hash_off, target.hash_off):
-        d.act(release(node, keep_current=False))
+        d.act(actions.release(node, keep_current=False))
     elif marks.state in IN_PROGRESS:
         d.act(step(d, target.hash_off))
     elif marks.cordoned_by_us:
-        d.act(uncordon(node))
+        d.act(actions.uncordon(node))
     elif marks.waiting_for_cordon:  # started: taken for our drop-ins to come off after its wait
         before_cordon(d, target.hash_off)
     else:
@@ -48,7 +51,7 @@ def let_go_failed(d: Decider) -> None:
     d.count(Count.IN_FLIGHT)
     left = f"left as it {marks.state}: {marks.reason or 'no reason given'}; {LEFT}"
     d.note(marks.state or NodeState.FAILED, f"given back: {left}")
-    d.act(release(node, keep_current=True, left=left))
+    d.act(actions.release(node, keep_current=True, left=left))
 
 
 def ended(d: Decider, give_back: bool) -> bool:
@@ -56,14 +59,14 @@ def ended(d: Decider, give_back: bool) -> bool:
     True when this decides the node."""
     node, marks, want = d.node, d.node.marks, d.want
     if marks.state is NodeState.FAILED and give_back and marks.desired != want == d.target.hash_off:
-        d.act(uncordon(node))  # eventedPleg turned off after it failed: given back first
+        d.act(actions.uncordon(node))  # eventedPleg turned off after it failed: given back first
         return True
     if marks.state is NodeState.FAILED and (marks.cordoned_by_us or marks.desired == want):
         d.failure()  # a node whose rollback failed stays cordoned for a human
         return True
     if marks.state is NodeState.ROLLED_BACK and marks.desired == want:
         d.failure()
-        d.act(uncordon(node) if give_back else None)
+        d.act(actions.uncordon(node) if give_back else None)
         return True
     if marks.state is NodeState.SKIPPED and marks.desired == want:
         d.count(Count.SKIPPED)
@@ -71,9 +74,9 @@ def ended(d: Decider, give_back: bool) -> bool:
             d.count(skips.COUNTERS[cause])
         d.note(NodeState.SKIPPED, marks.reason)
         if d.target.deleting:  # unchanged: nothing to revert (onDelete: Keep lands here)
-            d.act(release(node, keep_current=True))
+            d.act(actions.release(node, keep_current=True))
         else:
-            d.act(uncordon(node) if give_back else None)
+            d.act(actions.uncordon(node) if give_back else None)
         return True
     return False
 

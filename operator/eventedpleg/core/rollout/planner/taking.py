@@ -10,8 +10,7 @@ from eventedpleg.core.rollout import actions
 from eventedpleg.core.rollout.actions import AskApproval, Uncordon, approval_text
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.take import NodeToTake
-from eventedpleg.core.rollout.planner.decider import Decider
-from eventedpleg.core.rollout.planner.giveback import LEFT, release
+from eventedpleg.core.rollout.planner.decider import LEFT, Decider
 from eventedpleg.core.rollout.planner.tally import Count
 from eventedpleg.core.rollout.snapshot import NodeView, Target
 from eventedpleg.models.nodeconfig import Approval
@@ -43,7 +42,7 @@ def offer(d: Decider, want: str) -> None:
             d.count(Count.IN_FLIGHT)
             left = f"not reverted: {absent}; {LEFT}"
             d.note(node.marks.state or NodeState.PENDING, left)
-            d.act(release(node, keep_current=True, left=left))
+            d.act(actions.release(node, keep_current=True, left=left))
         return
     d.count(Count.NO_AGENT)
     d.note(NodeState.PENDING, NO_AGENT + absent, cause=Cause.NO_AGENT)

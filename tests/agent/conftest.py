@@ -18,9 +18,9 @@ from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.node.phases.effects import Effect
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg_lab.sim.clock import FakeClock
+from eventedpleg_lab.sim.fakeapi import FakeApi
 from eventedpleg_lab.sim.host import SimHost
 from eventedpleg_lab.sim.profiles import HostProfile
-from tests.agent.fakeapi import FakeApi
 
 NAMESPACE = "evented-pleg-system"
 NODE = "node-a"

@@ -34,10 +34,10 @@ from eventedpleg.core.node.phases.effects import Report
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.clock import FakeClock
+from eventedpleg_lab.sim.fakeapi import FakeApi
 from eventedpleg_lab.sim.host import SimHost
 from eventedpleg_lab.sim.profiles import HostProfile
 from tests.agent.conftest import NAMESPACE, NODE, Rig, RigFactory
-from tests.agent.fakeapi import FakeApi
 
 CRIO_DROPIN = f"/{c.CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}"
 KUBELET_DROPIN = f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}"

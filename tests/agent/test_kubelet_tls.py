@@ -34,7 +34,7 @@ from eventedpleg.core.node.phases.effects import Scrape
 from eventedpleg.core.node.phases.host import KubeletEndpoint
 from eventedpleg.core.node.phases.hostfault import HostFault
 from eventedpleg.core.node.phases.nodeapi import AgentNode
-from tests.agent.fakeapi import FakeApi
+from eventedpleg_lab.sim.fakeapi import FakeApi
 
 NODE_A = AgentNode(
     "node-a", addresses=(("InternalIP", "10.0.0.1"), ("Hostname", "node-a"), ("InternalIP", "fd00::a"))

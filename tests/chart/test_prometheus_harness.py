@@ -31,10 +31,10 @@ from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg_lab import prometheus
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.clock import FakeClock
+from eventedpleg_lab.sim.fakeapi import FakeApi
 from eventedpleg_lab.sim.host import SimHost
 from tests.agent.conftest import NAMESPACE as AGENT_SETTINGS_NS
 from tests.agent.conftest import NODE, Rig
-from tests.agent.fakeapi import FakeApi
 from tests.chart.chartlib import NAMESPACE, prometheus_binaries
 from tests.dashboard import dashboard_exprs
 

@@ -24,7 +24,8 @@ from eventedpleg.core.node.facts.verify import CONN_ERROR, CONN_SUCCESS, FEATURE
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn
-from tests.realnode.conftest import Seen, make_agent_rig
+from eventedpleg_lab.realnode.agentrig import make_agent_rig
+from tests.realnode.conftest import Seen
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]
 

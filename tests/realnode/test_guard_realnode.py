@@ -33,7 +33,8 @@ from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn
 from eventedpleg_lab.realnode import wedge
-from tests.realnode.conftest import NODE, AgentRig, Seen, make_agent_rig
+from eventedpleg_lab.realnode.agentrig import NODE, AgentRig, make_agent_rig
+from tests.realnode.conftest import Seen
 
 # Each wedge's churn alone takes 4-5 minutes on the rig (1100 containers through crictl).
 pytestmark = [pytest.mark.realnode, pytest.mark.slow, pytest.mark.timeout(2400)]

@@ -62,12 +62,18 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import benefit
+from eventedpleg.agent.metrics import AgentMetrics
+from eventedpleg.agent.runner import GuardLoop
+from eventedpleg.constants import NodeState
+from eventedpleg.core.node.facts.guardsigns import line_time
+from eventedpleg.reasons import EventReason
 from eventedpleg_lab.lab import assets, chart
 from eventedpleg_lab.lab.nodes import LabRuntime
 from eventedpleg_lab.localcluster.cluster import kubectl_path
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn
+from eventedpleg_lab.realnode.agentrig import NODE, AgentRig, make_agent_rig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PODS_URL = f"http://127.0.0.1:{cfg.READ_ONLY_PORT}/pods"
@@ -201,6 +207,8 @@ class Arms(Protocol):
 
     def wedged(self) -> str: ...  # the kubelet's WEDGED line since set_gate, "" while it syncs pods
 
+    def incidents(self) -> list[dict[str, Any]]: ...  # --guard: what the guard saw in the arm (kind guard)
+
 
 def rounds(arms: Arms, kubelet: str, args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
     """--repeats rounds of gate off, gate on on one node; rows appended to `runs`, the file rewritten
@@ -218,6 +226,7 @@ def rounds(arms: Arms, kubelet: str, args: argparse.Namespace, runs: list[dict[s
             if args.kills and not arms.wedged():
                 for latency in arms.exits(args.kills):
                     runs.append({**row, "kind": "exit", "s": latency})
+            runs.extend({**row, **incident} for incident in arms.incidents())
             wedged = arms.wedged()
             if wedged:  # what a user would see: no pod starts or stops on the node any more
                 runs.append({**row, "kind": "wedged", "line": wedged[:400]})
@@ -260,6 +269,9 @@ class RigArms:
 
     def wedged(self) -> str:
         return self.log.wedged()
+
+    def incidents(self) -> list[dict[str, Any]]:
+        return []
 
     def _gone(self) -> float | None:
         return waited(lambda: self.node.running_idle() == 0, self.args.cleanup_timeout, 0.5)
@@ -334,17 +346,120 @@ class RigArms:
         return None if gone is None else time.monotonic() - start
 
 
+# A guarded arm's kubelet counts as wedged, as a user sees it, only when it is not syncing pods again this
+# long after the first sign (issue text: a wedged node syncs pods again within 30 s).
+HEAL_BOUND = 30.0
+DETECTED = (EventReason.PLEG_WEDGED, EventReason.POD_STATUS_LOST, EventReason.EVENT_STREAM_LOST)
+
+
+class GuardedRigArms(RigArms):
+    """--guard: the gate turned on and off as the product does it: the real agent applies the product's
+    drop-in and verifies it (AgentRig.apply, as the realnode tests drive it; the rig's own bench drop-in
+    removed), and its guard watches the node through each gate-on arm, every guard_interval_seconds on a
+    thread of its own (agent.runner.GuardLoop), healing with a kubelet restart. `wedged` names an arm's
+    wedge only when the guard did not end it within HEAL_BOUND; `incidents` gives one row a gate-on arm:
+    what the guard saw and the time from the first sign to its proven heal."""
+
+    def __init__(self, node: rn.RealNode, args: argparse.Namespace) -> None:
+        super().__init__(node, args)
+        self.rig: AgentRig | None = None
+        self.loop: GuardLoop | None = None
+        self.events: list[tuple[str, float]] = []
+        self.marked, self.gate = 0.0, False
+
+    def begin(self, kubelet: str) -> None:
+        """On a node just brought up: the product's drop-in alone decides, the agent's API side fresh."""
+        self.node.write_gate(None)
+        self.node.restart_kubelet()
+        rig = self.rig = make_agent_rig(self.node, kubelet)
+        rig.agent.interpreter.metrics = AgentMetrics()
+        emit = rig.api.emit_event
+
+        def timed(node: Any, *, reason: str, message: str, warning: bool = False) -> None:
+            self.events.append((reason, time.time()))
+            emit(node, reason=reason, message=message, warning=warning)
+
+        rig.api.emit_event = timed  # type: ignore[method-assign]
+
+    def stop(self) -> None:
+        if self.loop is not None:
+            self.loop.stop()
+            self.loop.thread.join(timeout=180)
+            self.loop = None
+
+    def set_gate(self, gate: bool) -> None:
+        rig = self.rig
+        assert rig is not None, "begin() first"
+        self.stop()
+        if gate:
+            rig.apply(enabled=True)
+            if rig.state != NodeState.DONE:
+                raise RuntimeError(f"the agent did not turn the gate on: {rig.annotations}")
+            rig.agent.seen = rig.api.view(NODE)
+            self.loop = GuardLoop(rig.agent, threading.Lock())
+            self.loop.start()
+        elif self.gate and rig.state == NodeState.DONE:  # on, not rolled back by the guard
+            rig.apply(enabled=False)  # generic PLEG verified, through the same path
+        elif self.gate and rig.state != NodeState.ROLLED_BACK:
+            raise RuntimeError(f"the gate is neither on nor taken off by the guard: {rig.annotations}")
+        else:
+            self.node.restart_kubelet()  # every arm pays one restart
+        self.gate, self.marked = gate, time.time()
+        self.log.mark()
+
+    def _first_sign(self) -> float | None:
+        line = self.log.wedged()
+        when = line_time(line, datetime.now(UTC)) if line else None
+        return None if when is None else when.timestamp()
+
+    def _first(self, reasons: Iterable[str]) -> float | None:
+        wanted = set(reasons)
+        return next((t for r, t in self.events if r in wanted and t >= self.marked), None)
+
+    def wedged(self) -> str:
+        line = self.log.wedged()
+        first = self._first_sign()
+        if not line or first is None:
+            return line
+        healed = self._first([EventReason.PLEG_WEDGE_HEALED])
+        if healed is not None and healed - first <= HEAL_BOUND:
+            return ""
+        return "" if time.time() - first <= HEAL_BOUND else line
+
+    def incidents(self) -> list[dict[str, Any]]:
+        if not self.gate:
+            return []
+        seen = [r for r, t in self.events if t >= self.marked and r in DETECTED]
+        first = self._first_sign()
+        healed = self._first([EventReason.PLEG_WEDGE_HEALED])
+        return [
+            {
+                "kind": "guard",
+                "incidents": seen,
+                "wedge_line": bool(self.log.wedged()),
+                "healed_s": None if first is None or healed is None else round(healed - first, 1),
+                "rolled_back": self._first([EventReason.GUARD_ROLLED_BACK]) is not None,
+            }
+        ]
+
+
 def rig_benchmark(args: argparse.Namespace) -> list[dict[str, Any]]:
     node = rn.RealNode(log=log)
     node.setup(tuple(args.kubelets), build_missing=False)
     runs: list[dict[str, Any]] = []
-    arms = RigArms(node, args)
+    arms = GuardedRigArms(node, args) if args.guard else RigArms(node, args)
     try:
         for kubelet in args.kubelets:
             node.up(rn.RigSpec(kubelet=kubelet, runtime=cfg.RigRuntime.CONTAINERD_22, pods=0, gate=False))
+            if isinstance(arms, GuardedRigArms):
+                arms.begin(kubelet)
             rounds(arms, kubelet, args, runs)
+            if isinstance(arms, GuardedRigArms):
+                arms.stop()
             node.down()
     finally:
+        if isinstance(arms, GuardedRigArms):
+            arms.stop()
         node.down()
     return runs
 
@@ -492,6 +607,9 @@ class LabArms:
             "--grep", WEDGED, "-n", "1", "-o", "cat", "--no-pager")  # fmt: skip
         return done.stdout.strip() if done.returncode == 0 else ""
 
+    def incidents(self) -> list[dict[str, Any]]:
+        return []
+
     def scale(self, replicas: int) -> None:
         chart.kubectl_ok(
             self.node.lab, "-n", benefit.BENCH_NAMESPACE, "scale", "deploy/idle", f"--replicas={replicas}"
@@ -620,6 +738,14 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if kind == "wedged":  # out of the arms of that kubelet and gate
             row["arms"] = len({r["round"] for r in runs if (r["kubelet"], r["gate"]) == (kubelet, gate)})
             row["wedged"] = len(same)
+        elif kind == "guard":  # one row a guarded gate-on arm
+            row["arms"] = len(same)
+            row["with_incident"] = sum(1 for r in same if r["incidents"] or r["wedge_line"])
+            row["wedged_past_bound"] = sum(
+                1 for r in same if r["wedge_line"] and (r["healed_s"] is None or r["healed_s"] > HEAL_BOUND)
+            )
+            row["healed_s"] = _stats(r["healed_s"] for r in same)
+            row["rolled_back"] = sum(1 for r in same if r["rolled_back"])
         elif kind == "burst":
             row["all_running_s"] = _stats(r["all_running_s"] for r in same)
             row["running_median_s"] = _stats(r["running_median_s"] for r in same)
@@ -638,7 +764,7 @@ def _fmt(stats: dict[str, Any], missed: int = 0) -> str:
     return f"{stats['median']:.2f} ({stats['min']:.2f}-{stats['max']:.2f}, n={stats['n']}{late})"
 
 
-KINDS = ("burst", "exit", "cleanup", "wedged")  # the order of the table's rows for a kubelet
+KINDS = ("burst", "exit", "cleanup", "wedged", "guard")  # the order of the table's rows for a kubelet
 WHAT = {
     "exit": "container exit to pod status",
     "cleanup": "the arm's pods gone (teardown)",
@@ -666,6 +792,17 @@ def table(doc: dict[str, Any]) -> str:
         elif kind == "wedged":
             cells = [f"{r['wedged']} of {r['arms']}" if r else "0" for r in (off, on)]
             lines.append(f"| {runtime} | {kubelet} | {WHAT[kind]} | {cells[0]} | {cells[1]} |")
+        elif kind == "guard" and on:
+            for what, cell in (
+                (
+                    "guard: arms with an incident (a wedge line or a guard Event)",
+                    f"{on['with_incident']} of {on['arms']}",
+                ),
+                (f"guard: arms wedged past {HEAL_BOUND:.0f} s", f"{on['wedged_past_bound']} of {on['arms']}"),
+                ("guard: wedge's first sign to its proven heal", _fmt(on["healed_s"])),
+                ("guard: nodes rolled back by the guard", f"{on['rolled_back']} of {on['arms']}"),
+            ):
+                lines.append(f"| {runtime} | {kubelet} | {what} | - | {cell} |")
         else:
             cells = [_fmt(r["s"], r["missed"]) if r else "-" for r in (off, on)]
             lines.append(f"| {runtime} | {kubelet} | {WHAT.get(kind, kind)} | {cells[0]} | {cells[1]} |")
@@ -692,7 +829,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--cleanup-timeout", type=float, default=300.0, help="seconds to wait for pods to be gone"
     )
-    parser.add_argument("--out", type=Path, default=None, help="default bench/results/podstart[-crio].json")
+    parser.add_argument(
+        "--guard", action="store_true", help="rig: the agent turns the gate on and off, its guard watching"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="default bench/results/podstart[-crio|-guard].json"
+    )
     parser.add_argument("--table", type=Path, default=None, help="print the table of a results file")
     args = parser.parse_args(argv)
     if args.table is not None:
@@ -702,8 +844,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     if not args.sizes or min(args.sizes) < 1:
         parser.error("--sizes: burst sizes are 1 or more")
+    if args.guard and args.runtime != "containerd":
+        parser.error("--guard: the rig's arms only (--runtime containerd)")
     args.out = args.out or RESULTS / (
-        "podstart.json" if args.runtime == "containerd" else "podstart-crio.json"
+        "podstart-crio.json"
+        if args.runtime == "crio"
+        else "podstart-guard.json"
+        if args.guard
+        else "podstart.json"
     )
     started = datetime.now(UTC)
     args.out.parent.mkdir(parents=True, exist_ok=True)

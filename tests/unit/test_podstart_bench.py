@@ -179,3 +179,25 @@ def test_a_wedged_kubelet_is_found_in_the_log_written_after_the_mark_and_counted
     assert rows["wedged", True]["wedged"] == 1 and rows["wedged", True]["arms"] == 3
     table = podstart.table({"runs": runs, "summary": podstart.summarize(runs)})
     assert table.splitlines()[-1].endswith("| 0 | 1 of 3 |"), table
+
+
+def test_guarded_arms_count_incidents_wedges_past_the_bound_and_the_time_to_a_proven_heal() -> None:
+    row = {"kubelet": "1.36", "gate": True, "kind": "guard", "incidents": ["PLEGWedged"], "wedge_line": True}
+    runs = [
+        {**row, "round": 0, "incidents": [], "wedge_line": False, "healed_s": None, "rolled_back": False},
+        {**row, "round": 1, "healed_s": 12.5, "rolled_back": False},
+        {**row, "round": 2, "healed_s": None, "rolled_back": True},
+    ]
+    (summary,) = podstart.summarize(runs)
+    assert (summary["arms"], summary["with_incident"], summary["wedged_past_bound"]) == (3, 2, 1)
+    assert summary["healed_s"] == {"n": 1, "median": 12.5, "min": 12.5, "max": 12.5}
+    assert summary["rolled_back"] == 1
+    body = [
+        line.split(" | ") for line in podstart.table({"runs": runs, "summary": [summary]}).splitlines()[2:]
+    ]
+    assert [(cells[2], cells[4]) for cells in body] == [
+        ("guard: arms with an incident (a wedge line or a guard Event)", "2 of 3 |"),
+        ("guard: arms wedged past 30 s", "1 of 3 |"),
+        ("guard: wedge's first sign to its proven heal", "12.50 (12.50-12.50, n=1) |"),
+        ("guard: nodes rolled back by the guard", "1 of 3 |"),
+    ]

@@ -35,8 +35,16 @@ What is timed is the pod's STATUS, the thing a user or controller sees. Two node
 Each round runs the gate off, then on (ABAB...), so a change of the machine's load hits both arms; the
 kubelet is restarted for every arm (both pay the same restart).
 
+  --guard (rig) the gate is turned on and off as the product does it: the real agent applies and verifies
+         the drop-in (eventedpleg_lab.realnode.agentrig), and through each gate-on arm its guard watches the
+         node and heals a wedge with a kubelet restart, as on a Done node in production. A wedge then ends
+         an arm only when the guard did not end it within 30 s; each gate-on arm adds a `guard` row (what
+         the guard saw, the wedge's first sign to its proven heal, a rollback). Results:
+         bench/results/podstart-guard.json.
+
     .venv/bin/python bench/podstart.py --kubelets 1.36,1.37 --sizes 20,100 --repeats 5 --kills 10
     .venv/bin/python bench/podstart.py --runtime crio --kubelets 1.36,1.37 --sizes 20,100 --repeats 5
+    .venv/bin/python bench/podstart.py --guard --kubelets 1.36 --sizes 20,100 --repeats 3 --kills 10
     .venv/bin/python bench/podstart.py --table bench/results/podstart.json
 
 Results: bench/results/podstart.json (rig) or podstart-crio.json (lab), rewritten by every run, and the

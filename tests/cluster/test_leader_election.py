@@ -110,6 +110,9 @@ def test_skewed_clocks_never_both_lead(cluster: LocalCluster, operator_kubeconfi
         first.killed.set()  # the holder dies without releasing
         wait_for(second.lock.leading, what="takeover", timeout=TIMINGS.lease_duration * 3)
         takeover = time.monotonic() - killed_at
+        # The sampler runs beside: under load it may not have looked since the takeover, and stopping the
+        # electors now would leave no sample of the new leader to time the handover by.
+        wait_for(lambda: any(b for _, _, b in samples), what="a sample of the new leader", timeout=30)
     finally:
         first.killed.set()
         second.killed.set()

@@ -374,6 +374,7 @@ class GuardedRigArms(RigArms):
         self.loop: GuardLoop | None = None
         self.events: list[tuple[str, float]] = []
         self.marked, self.gate = 0.0, False
+        self.looks = 0  # the guard's looks at the node since the arm began (proof that it watched)
 
     def begin(self, kubelet: str) -> None:
         """On a node just brought up: the product's drop-in alone decides, the agent's API side fresh."""
@@ -388,6 +389,13 @@ class GuardedRigArms(RigArms):
             emit(node, reason=reason, message=message, warning=warning)
 
         rig.api.emit_event = timed  # type: ignore[method-assign]
+        guard = rig.agent.guard
+
+        def counted() -> Any:
+            self.looks += 1
+            return guard()
+
+        rig.agent.guard = counted  # type: ignore[method-assign]
 
     def stop(self) -> None:
         if self.loop is not None:
@@ -412,7 +420,7 @@ class GuardedRigArms(RigArms):
             raise RuntimeError(f"the gate is neither on nor taken off by the guard: {rig.annotations}")
         else:
             self.node.restart_kubelet()  # every arm pays one restart
-        self.gate, self.marked = gate, time.time()
+        self.gate, self.marked, self.looks = gate, time.time(), 0
         self.log.mark()
 
     def _first_sign(self) -> float | None:
@@ -447,8 +455,16 @@ class GuardedRigArms(RigArms):
                 "wedge_line": bool(self.log.wedged()),
                 "healed_s": None if first is None or healed is None else round(healed - first, 1),
                 "rolled_back": self._first([EventReason.GUARD_ROLLED_BACK]) is not None,
+                "looks": self.looks,
             }
         ]
+
+    def cleanup(self, gate: bool) -> float | None:
+        """The agent takes the gate off first, untimed (its revert is verified over a window of its own),
+        then the arm's pods are removed and timed, as RigArms times a teardown with the gate off."""
+        if gate:
+            self.set_gate(False)
+        return super().cleanup(False)
 
 
 def rig_benchmark(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -754,6 +770,7 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             )
             row["healed_s"] = _stats(r["healed_s"] for r in same)
             row["rolled_back"] = sum(1 for r in same if r["rolled_back"])
+            row["looks"] = _stats(r.get("looks") for r in same)
         elif kind == "burst":
             row["all_running_s"] = _stats(r["all_running_s"] for r in same)
             row["running_median_s"] = _stats(r["running_median_s"] for r in same)
@@ -809,6 +826,7 @@ def table(doc: dict[str, Any]) -> str:
                 (f"guard: arms wedged past {HEAL_BOUND:.0f} s", f"{on['wedged_past_bound']} of {on['arms']}"),
                 ("guard: wedge's first sign to its proven heal", _fmt(on["healed_s"])),
                 ("guard: nodes rolled back by the guard", f"{on['rolled_back']} of {on['arms']}"),
+                ("guard: its looks at the node, per arm", _fmt(on["looks"])),
             ):
                 lines.append(f"| {runtime} | {kubelet} | {what} | - | {cell} |")
         else:

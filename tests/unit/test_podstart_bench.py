@@ -185,8 +185,8 @@ def test_guarded_arms_count_incidents_wedges_past_the_bound_and_the_time_to_a_pr
     row = {"kubelet": "1.36", "gate": True, "kind": "guard", "incidents": ["PLEGWedged"], "wedge_line": True}
     runs = [
         {**row, "round": 0, "incidents": [], "wedge_line": False, "healed_s": None, "rolled_back": False},
-        {**row, "round": 1, "healed_s": 12.5, "rolled_back": False},
-        {**row, "round": 2, "healed_s": None, "rolled_back": True},
+        {**row, "round": 1, "healed_s": 12.5, "rolled_back": False, "looks": 20},
+        {**row, "round": 2, "healed_s": None, "rolled_back": True, "looks": 10},
     ]
     (summary,) = podstart.summarize(runs)
     assert (summary["arms"], summary["with_incident"], summary["wedged_past_bound"]) == (3, 2, 1)
@@ -200,4 +200,5 @@ def test_guarded_arms_count_incidents_wedges_past_the_bound_and_the_time_to_a_pr
         ("guard: arms wedged past 30 s", "1 of 3 |"),
         ("guard: wedge's first sign to its proven heal", "12.50 (12.50-12.50, n=1) |"),
         ("guard: nodes rolled back by the guard", "1 of 3 |"),
+        ("guard: its looks at the node, per arm", "15.00 (10.00-20.00, n=2) |"),
     ]

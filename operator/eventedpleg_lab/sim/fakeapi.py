@@ -20,7 +20,7 @@ class FakeEvent:
 
 
 @dataclass
-class FakeNode:
+class ApiNode:
     name: str
     kubelet_version: str
     runtime_version: str
@@ -31,7 +31,7 @@ class FakeNode:
 
 class FakeApi:
     def __init__(self) -> None:
-        self.nodes: dict[str, FakeNode] = {}
+        self.nodes: dict[str, ApiNode] = {}
         self.ready: dict[str, Callable[[], bool]] = {}
         self.configmaps: dict[tuple[str, str], dict[str, str]] = {}
         self.events: list[FakeEvent] = []
@@ -42,7 +42,7 @@ class FakeApi:
     def add_node(
         self, name: str, kubelet_version: str, runtime_version: str, ready: Callable[[], bool] | None = None
     ) -> None:
-        self.nodes[name] = FakeNode(name, kubelet_version, runtime_version)
+        self.nodes[name] = ApiNode(name, kubelet_version, runtime_version)
         if ready is not None:
             self.ready[name] = ready
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.core.rollout.actions import Release
+from eventedpleg.core.rollout import actions
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.core.rollout.steps.giveback import release_write
 from eventedpleg.core.rollout.steps.requests import Write
@@ -40,19 +40,7 @@ def release_node(body: Mapping[str, Any]) -> NodeRelease | None:
     meta = body.get("metadata") or {}
     annotations: Mapping[str, str] = meta.get("annotations") or {}
     labels: Mapping[str, str] = meta.get("labels") or {}
-    marks = view.marks
-    planned = release_write(
-        Release(
-            view.name,
-            view.resource_version,
-            keep_current=False,
-            uncordon=marks.cordoned_by_us,
-            was_unschedulable=marks.was_unschedulable,
-            autoscaler_hold=marks.autoscaler_hold,
-            taints=view.our_taints,
-        ),
-        keep_host_check=False,
-    )
+    planned = release_write(actions.release(view, keep_current=False), keep_host_check=False)
     ours = {key for key in annotations if key.startswith(PREFIX)}
     drop: dict[str, str | None] = dict.fromkeys(sorted({*planned.annotations, *ours} & set(annotations)))
     if c.LABEL_STATE in labels:
@@ -64,7 +52,7 @@ def release_node(body: Mapping[str, Any]) -> NodeRelease | None:
     if unschedulable is False:
         changes.append("uncordon")
     if planned.taints is not None:
-        changes.append(f"remove taint {marks.taint}")
+        changes.append(f"remove taint {view.marks.taint}")
     if removed := [key for key in drop if key in annotations]:
         changes.append("remove annotations " + ", ".join(removed))
     if c.LABEL_STATE in labels:

@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.k8s import nodeconfigs
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.errors import ApiError
@@ -52,7 +52,7 @@ from eventedpleg_lab.lab import chart, nodes
 from eventedpleg_lab.lab.lab import Lab
 
 RESULTS = Path(__file__).resolve().parent / "results"
-S = c.NodeState
+S = protocol.NodeState
 # The segments of a Done node's time out of service: (name, from, to); "cordon"/"uncordon" are
 # spec.unschedulable turning true/false, the rest are eventedpleg.io/state values.
 SEGMENTS = (
@@ -89,7 +89,7 @@ class NodeRecorder:
         name = str(body["metadata"]["name"])
         now = (
             bool((body.get("spec") or {}).get("unschedulable")),
-            str((body["metadata"].get("annotations") or {}).get(c.ANN_STATE, "")),
+            str((body["metadata"].get("annotations") or {}).get(protocol.ANN_STATE, "")),
         )
         with self.lock:
             before = self.last.get(name)
@@ -113,8 +113,8 @@ def node_result(name: str, changes: list[Change], applied_at: float, node: dict[
     annotations = node.get("metadata", {}).get("annotations") or {}
     out: dict[str, Any] = {
         "node": name,
-        "state": annotations.get(c.ANN_STATE, ""),
-        "reason": annotations.get(c.ANN_REASON, ""),
+        "state": annotations.get(protocol.ANN_STATE, ""),
+        "reason": annotations.get(protocol.ANN_REASON, ""),
         "changes": [
             {"t": round(ch.t - applied_at, 3), "wall": ch.wall, "what": ch.what or "(removed)"}
             for ch in changes
@@ -136,10 +136,10 @@ def node_result(name: str, changes: list[Change], applied_at: float, node: dict[
     for label, start, end in SEGMENTS:
         a, b = marks[start], marks[end]
         out["segments_s"][label] = round(b.t - a.t, 3) if a is not None and b is not None else None
-    evidence = _json(annotations.get(c.ANN_EVIDENCE))
+    evidence = _json(annotations.get(protocol.ANN_EVIDENCE))
     out["verification_window"] = evidence.get("window")
     out["evidence_result"] = evidence.get("result")
-    out["benefit"] = _json(annotations.get(c.ANN_BENEFIT))
+    out["benefit"] = _json(annotations.get(protocol.ANN_BENEFIT))
     return out
 
 

@@ -72,8 +72,8 @@ from typing import Any, Protocol
 import benefit
 from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.agent.runner import GuardLoop
-from eventedpleg.constants import NodeState
 from eventedpleg.core.node.facts.guardsigns import line_time
+from eventedpleg.protocol import NodeState
 from eventedpleg.reasons import EventReason
 from eventedpleg_lab.lab import assets, chart
 from eventedpleg_lab.lab.nodes import LabRuntime

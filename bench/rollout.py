@@ -48,7 +48,7 @@ from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.k8s import nodeconfigs
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.informer import NodeInformer
-from eventedpleg.protocol import IN_PROGRESS
+from eventedpleg.protocol import GROUP, IN_PROGRESS
 from eventedpleg_lab.demo.harness import (
     NAMESPACE,
     OPERATOR_SA,
@@ -296,7 +296,7 @@ def run_one(  # noqa: PLR0915 - one linear script: start, measure, roll out, col
         startup_done = time.time()
         threading.Thread(target=load_sampler, args=(stop, loads), daemon=True).start()
         body = {
-            "apiVersion": f"{c.GROUP}/{c.VERSION}",
+            "apiVersion": f"{GROUP}/{c.VERSION}",
             "kind": c.KIND,
             "metadata": {"name": "bench"},
             "spec": {

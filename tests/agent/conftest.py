@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.agent.agent import Agent, AgentSettings, drive
-from eventedpleg.constants import NodeState
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.node.phases.effects import Effect
 from eventedpleg.models.nodeconfig import KubeletConfigMode
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim.clock import FakeClock
 from eventedpleg_lab.sim.fakeapi import FakeApi
 from eventedpleg_lab.sim.host import SimHost
@@ -55,9 +55,9 @@ class Rig:
         self.api.annotate(
             NODE,
             {
-                c.ANN_AGENT_OPTIONS: (options or AgentOptions()).to_json(),
-                c.ANN_DESIRED: config_hash,
-                c.ANN_STATE: NodeState.APPLYING.value,
+                protocol.ANN_AGENT_OPTIONS: (options or AgentOptions()).to_json(),
+                protocol.ANN_DESIRED: config_hash,
+                protocol.ANN_STATE: NodeState.APPLYING.value,
             },
         )
 
@@ -95,11 +95,11 @@ class Rig:
 
     @property
     def state(self) -> str:
-        return self.annotations.get(c.ANN_STATE, "")
+        return self.annotations.get(protocol.ANN_STATE, "")
 
     @property
     def evidence(self) -> dict[str, object]:
-        doc = json.loads(self.annotations[c.ANN_EVIDENCE])
+        doc = json.loads(self.annotations[protocol.ANN_EVIDENCE])
         assert isinstance(doc, dict)
         return doc
 

@@ -8,7 +8,7 @@ import urllib.request
 from eventedpleg.agent import health
 from eventedpleg.agent.agent import Agent
 from eventedpleg.agent.metrics import AgentMetrics
-from eventedpleg.constants import NodeState
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NODE, Rig, RigFactory
 from tests.dashboard import dashboard_exprs, exported_names, metric_names

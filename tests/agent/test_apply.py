@@ -9,11 +9,12 @@ from pathlib import Path
 import yaml
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.agent.hostfiles import TEMP_PREFIX
-from eventedpleg.constants import NodeState
 from eventedpleg.core import render
 from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg.core.node.phases.host import KubeletEndpoint
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.kubelet import Stream
 from tests.agent.conftest import NODE, RigFactory
@@ -35,8 +36,8 @@ def test_containerd_with_config_dir_ends_done_with_evidence(make_rig: RigFactory
     config_hash = rig.apply()
 
     ann = rig.annotations
-    assert ann[c.ANN_STATE] == NodeState.DONE
-    assert ann[c.ANN_CURRENT] == config_hash
+    assert ann[protocol.ANN_STATE] == NodeState.DONE
+    assert ann[protocol.ANN_CURRENT] == config_hash
     # The drop-in on disk is exactly the rendered one and sorts after the platform's 10-eviction.conf.
     rendered = render.from_configmap(
         dict(rig.api.configmaps[("evented-pleg-system", c.CONFIGMAP_PREFIX + config_hash)])
@@ -55,8 +56,8 @@ def test_containerd_with_config_dir_ends_done_with_evidence(make_rig: RigFactory
     assert checks["gate"] == 'ok: kubernetes_feature_enabled{name="EventedPLEG",stage="ALPHA"} 1'
     assert checks["relist"].startswith("ok: 0 relists in 10s")
     assert "kubelet_evented_pleg_connection_success_count 1" in checks["stream"]
-    assert len(ann[c.ANN_EVIDENCE]) <= 2048
-    assert json.loads(ann[c.ANN_BENEFIT])["enabled"] is True
+    assert len(ann[protocol.ANN_EVIDENCE]) <= 2048
+    assert json.loads(ann[protocol.ANN_BENEFIT])["enabled"] is True
     assert rig.api.event_reasons(NODE) == ["Applying", "Verified"]
     # Bookkeeping lives in the state dir; the transaction journal is gone after the commit.
     state_dir = rig.path("/" + c.AGENT_STATE_DIR)
@@ -69,7 +70,7 @@ def test_containerd_with_config_dir_ends_done_with_evidence(make_rig: RigFactory
 def test_state_goes_through_verifying_before_done(make_rig: RigFactory) -> None:
     rig = make_rig(profiles.kubeadm_containerd())
     rig.apply()
-    states = [changes[c.ANN_STATE] for _, changes in rig.api.patches if c.ANN_STATE in changes]
+    states = [changes[protocol.ANN_STATE] for _, changes in rig.api.patches if protocol.ANN_STATE in changes]
     assert states == [NodeState.VERIFYING, NodeState.DONE]
 
 
@@ -105,7 +106,7 @@ def test_kubelet_137_passes_on_narrowed_signals_and_says_there_is_no_cpu_saving(
     assert isinstance(checks, dict)
     assert "no steady-state CPU saving" in checks["relist"]
     assert checks["relist"].startswith("info: 10 relists in 10s")  # 1.37 keeps the 1 s relist (k8s#139262)
-    assert rig.annotations[c.ANN_REASON].startswith("Evented PLEG on (1.37")
+    assert rig.annotations[protocol.ANN_REASON].startswith("Evented PLEG on (1.37")
 
 
 def test_kubelet_129_uses_config_dir_with_the_alpha_env_var(make_rig: RigFactory) -> None:
@@ -123,7 +124,7 @@ def test_disable_removes_our_files_and_relisting_is_back_to_one_second(make_rig:
     off_hash = rig.apply(enabled=False)
 
     assert rig.state == NodeState.DONE
-    assert rig.annotations[c.ANN_CURRENT] == off_hash
+    assert rig.annotations[protocol.ANN_CURRENT] == off_hash
     assert not rig.path(KUBELET_DROPIN).exists()
     assert not rig.path(CRIO_DROPIN).exists()
     assert _files_in(rig.path(profiles.CONFIG_DIR)) == ["10-eviction.conf", "README"]
@@ -155,7 +156,7 @@ def test_reapply_after_a_new_render_replaces_our_file(make_rig: RigFactory) -> N
     rig.request(rendered.hash)
     rig.step()
     assert rig.state == NodeState.DONE
-    assert rig.annotations[c.ANN_CURRENT] == rendered.hash
+    assert rig.annotations[protocol.ANN_CURRENT] == rendered.hash
     assert 'NodeConfig "other"' in rig.path(KUBELET_DROPIN).read_text()
     doc = yaml.safe_load(rig.path(KUBELET_DROPIN).read_text())
     assert doc["featureGates"] == {"EventedPLEG": True}
@@ -164,7 +165,7 @@ def test_reapply_after_a_new_render_replaces_our_file(make_rig: RigFactory) -> N
 def test_idle_when_not_asked(make_rig: RigFactory) -> None:
     rig = make_rig(profiles.kubeadm_containerd())
     config_hash = rig.publish(enabled=True)
-    rig.api.annotate(NODE, {c.ANN_DESIRED: config_hash, c.ANN_STATE: NodeState.DRAINING.value})
+    rig.api.annotate(NODE, {protocol.ANN_DESIRED: config_hash, protocol.ANN_STATE: NodeState.DRAINING.value})
     rig.step()
     assert rig.state == NodeState.DRAINING
     assert rig.host.commands == []

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import Rig, RigFactory
 
@@ -25,7 +26,7 @@ def test_k3s_agent_is_skipped_with_kubelet_arg_and_nothing_is_touched(
     rig.apply(enabled=enabled)
 
     assert rig.state == NodeState.SKIPPED
-    reason = rig.annotations[c.ANN_REASON]
+    reason = rig.annotations[protocol.ANN_REASON]
     assert reason.startswith("Unsupported: k3s: the kubelet is embedded in k3s (/etc/rancher/k3s, ")
     assert rig.evidence["fix"] == (
         'set `kubelet-arg: ["feature-gates=EventedPLEG=true"]` in /etc/rancher/k3s/config.yaml (or put a '

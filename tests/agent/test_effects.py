@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.node.facts.hostplan import ManagedState
 from eventedpleg.core.node.facts.promtext import parse_metrics
@@ -34,6 +33,7 @@ from eventedpleg.core.node.phases.host import CommandResult, HttpResult, Kubelet
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.node.phases.verifyloop import verify
 from eventedpleg.core.versions import parse_version
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NAMESPACE, NODE, RigFactory
 from tests.agent.scripted import ScriptedHost
@@ -84,9 +84,9 @@ def test_apply_ok_writes_restarts_the_kubelet_verifies_and_reports(make_rig: Rig
         ("PublishBenefit",),
     ]
     done = _reports(rig.trace)[-1]
-    assert done.current == rig.annotations[c.ANN_DESIRED]
+    assert done.current == rig.annotations[protocol.ANN_DESIRED]
     assert done.evidence is not None and done.evidence.result == "pass"
-    figures = json.loads(rig.annotations[c.ANN_BENEFIT])
+    figures = json.loads(rig.annotations[protocol.ANN_BENEFIT])
     assert figures["before"]["windowSeconds"] == 30.0 and figures["before"]["relists"] == 30
     assert figures["after"]["windowSeconds"] == 30.0 and figures["after"]["relists"] == 0
 
@@ -204,10 +204,10 @@ def _fallen_back(effect: Effect) -> EffectAnswer:
 
 def _done_node(options: AgentOptions) -> AgentNode:
     annotations = {
-        c.ANN_DESIRED: "h1",
-        c.ANN_CURRENT: "h1",
-        c.ANN_STATE: NodeState.DONE.value,
-        c.ANN_AGENT_OPTIONS: options.to_json(),
+        protocol.ANN_DESIRED: "h1",
+        protocol.ANN_CURRENT: "h1",
+        protocol.ANN_STATE: NodeState.DONE.value,
+        protocol.ANN_AGENT_OPTIONS: options.to_json(),
     }
     return AgentNode(
         "node-a", annotations=annotations, kubelet_version="v1.34.2", runtime_version="containerd://2.1.4"
@@ -269,7 +269,7 @@ def test_the_window_before_ends_at_the_cordon_however_long_the_drain(make_rig: R
     del rig.trace[:]
     rig.step()
     assert acts(rig.trace)[0] == ("SaveTransaction",)
-    figures = json.loads(rig.annotations[c.ANN_BENEFIT])
+    figures = json.loads(rig.annotations[protocol.ANN_BENEFIT])
     assert figures["before"]["windowSeconds"] == 30.0 and figures["before"]["relists"] == 30
 
 
@@ -279,5 +279,5 @@ def test_an_agent_that_never_saw_the_node_serve_reports_no_before_figures(make_r
     rig.request(rig.publish(enabled=True))
     rig.step()
     assert rig.state == NodeState.DONE
-    figures = json.loads(rig.annotations[c.ANN_BENEFIT])
+    figures = json.loads(rig.annotations[protocol.ANN_BENEFIT])
     assert "before" not in figures and figures["after"]["relists"] == 0

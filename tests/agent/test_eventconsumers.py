@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core.node.facts.hostplan import ManagedState
 from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg.core.node.facts.verify import CONN_LATENCY_COUNT
@@ -37,6 +36,7 @@ from eventedpleg.core.node.phases.effects import (
 from eventedpleg.core.node.phases.host import CommandResult, KubeletProcess
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.versions import parse_runtime, parse_version
+from eventedpleg.protocol import NodeState
 from tests.agent.scripted import ScriptedHost
 
 DUMP = (
@@ -198,7 +198,11 @@ def test_due_at_the_first_check_after_done_then_at_its_interval_and_never_at_zer
 
 
 def _done_node(runtime: str = "containerd://1.7.35") -> AgentNode:
-    annotations = {c.ANN_DESIRED: "h1", c.ANN_CURRENT: "h1", c.ANN_STATE: NodeState.DONE.value}
+    annotations = {
+        protocol.ANN_DESIRED: "h1",
+        protocol.ANN_CURRENT: "h1",
+        protocol.ANN_STATE: NodeState.DONE.value,
+    }
     return AgentNode("node-a", annotations=annotations, kubelet_version="v1.36.4", runtime_version=runtime)
 
 

@@ -14,11 +14,11 @@ import pytest
 from eventedpleg import constants as c
 from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.statestore import StateStore
-from eventedpleg.constants import NodeState
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.node.facts.hostplan import ManagedState
 from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
 from eventedpleg.models.nodeconfig import KubeletConfigMode, OnFailure
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.files import Attributes, attributes
 from tests.agent.conftest import Rig, RigFactory

@@ -7,10 +7,11 @@ import json
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.agent.agent import Agent, AgentSettings
-from eventedpleg.constants import NodeState
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.models.nodeconfig import KubeletConfigMode, OnFailure
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.kubelet import Status, Stream
 from tests.agent.conftest import NAMESPACE, NODE, Rig, RigFactory
@@ -44,8 +45,8 @@ def test_kubelet_that_will_not_start_is_rolled_back_ready_again_with_evidence(ma
     rig.apply()
 
     assert rig.state == NodeState.ROLLED_BACK
-    assert c.ANN_CURRENT not in rig.annotations  # never claimed
-    assert "kubelet did not start" in rig.annotations[c.ANN_REASON]
+    assert protocol.ANN_CURRENT not in rig.annotations  # never claimed
+    assert "kubelet did not start" in rig.annotations[protocol.ANN_REASON]
     assert _host_files(rig) == before  # exact restore
     assert rig.host.kubelet.status is Status.RUNNING and rig.host.node_ready()
     evidence = rig.evidence
@@ -68,7 +69,7 @@ def test_rollback_that_fails_too_reports_failed_loudly(make_rig: RigFactory) -> 
     rig.apply(options=AgentOptions(verify_timeout_seconds=60))
 
     assert rig.state == NodeState.FAILED
-    assert "ROLLBACK FAILED" in rig.annotations[c.ANN_REASON]
+    assert "ROLLBACK FAILED" in rig.annotations[protocol.ANN_REASON]
     assert not rig.path(KUBELET_DROPIN).exists()  # the files were restored even though the kubelet is broken
     assert rig.api.event_reasons(NODE)[-1] == "RollbackFailed"
 
@@ -83,7 +84,7 @@ def test_on_failure_halt_leaves_the_node_as_it_failed_and_the_next_request_resto
     rig.apply(options=AgentOptions(on_failure=OnFailure.HALT))
 
     assert rig.state == NodeState.FAILED
-    assert "onFailure: Halt" in rig.annotations[c.ANN_REASON]
+    assert "onFailure: Halt" in rig.annotations[protocol.ANN_REASON]
     assert rig.path(KUBELET_DROPIN).exists()  # left for a human to look at
     txn = json.loads(rig.path(f"/{c.AGENT_STATE_DIR}/txn.json").read_text())
     assert txn["halted"] is True
@@ -141,7 +142,7 @@ def test_unknown_gate_is_never_written_on_kubelet_125(make_rig: RigFactory, mode
     rig.apply(mode=mode)
 
     assert rig.state == NodeState.SKIPPED
-    assert "does not know the EventedPLEG gate" in rig.annotations[c.ANN_REASON]
+    assert "does not know the EventedPLEG gate" in rig.annotations[protocol.ANN_REASON]
     assert _host_files(rig) == before
     assert not _restarted(rig)
     assert rig.api.event_reasons(NODE) == ["Unsupported"]
@@ -159,7 +160,7 @@ def test_gate_missing_from_kubelet_help_is_never_written(
     before = _host_files(rig)
     rig.apply()
     assert rig.state == NodeState.SKIPPED
-    assert "`kubelet --help` does not list EventedPLEG" in rig.annotations[c.ANN_REASON]
+    assert "`kubelet --help` does not list EventedPLEG" in rig.annotations[protocol.ANN_REASON]
     assert _host_files(rig) == before
 
 
@@ -174,7 +175,7 @@ def test_stray_file_overriding_ours_is_reported_and_left_alone(make_rig: RigFact
     rig.apply()
 
     assert rig.state == NodeState.SKIPPED
-    reason = rig.annotations[c.ANN_REASON]
+    reason = rig.annotations[protocol.ANN_REASON]
     assert "crio.conf.d/99-eventedpleg.conf.bak sorts after 99-eventedpleg.conf" in reason
     assert _host_files(rig) == before
     assert not _restarted(rig)
@@ -201,7 +202,7 @@ def test_invalid_toml_in_crio_conf_d_stops_before_touching_anything(make_rig: Ri
     before = _host_files(rig)
     rig.apply()
     assert rig.state == NodeState.SKIPPED
-    assert "50-by-hand.conf: invalid TOML" in rig.annotations[c.ANN_REASON]
+    assert "50-by-hand.conf: invalid TOML" in rig.annotations[protocol.ANN_REASON]
     assert _host_files(rig) == before
 
 
@@ -210,7 +211,7 @@ def test_a_file_with_our_name_that_we_did_not_write_is_not_clobbered(make_rig: R
     rig = make_rig(profiles.crio().with_(extra_files={CRIO_DROPIN: theirs}))
     rig.apply()
     assert rig.state == NodeState.SKIPPED
-    assert "was not written by the operator" in rig.annotations[c.ANN_REASON]
+    assert "was not written by the operator" in rig.annotations[protocol.ANN_REASON]
     assert rig.path(CRIO_DROPIN).read_text() == theirs
 
 
@@ -224,7 +225,7 @@ def test_missing_configmap_is_a_clear_error_and_nothing_is_touched(make_rig: Rig
     rig.step()
 
     assert rig.state == NodeState.ROLLED_BACK
-    reason = rig.annotations[c.ANN_REASON]
+    reason = rig.annotations[protocol.ANN_REASON]
     assert f"ConfigMap {NAMESPACE}/{c.CONFIGMAP_PREFIX}0123456789ab" in reason
     assert "not found; nothing was changed on the node" in reason
     assert rig.snapshot() == before
@@ -243,7 +244,7 @@ def test_tampered_configmap_is_rejected(make_rig: RigFactory) -> None:
     rig.request(config_hash)
     rig.step()
     assert rig.state == NodeState.ROLLED_BACK
-    assert f"not {config_hash}" in rig.annotations[c.ANN_REASON]
+    assert f"not {config_hash}" in rig.annotations[protocol.ANN_REASON]
     assert rig.snapshot() == before
 
 
@@ -253,14 +254,14 @@ def test_invalid_agent_options_are_rejected(make_rig: RigFactory) -> None:
     rig.api.annotate(
         NODE,
         {
-            c.ANN_AGENT_OPTIONS: '{"verifyTimeoutSeconds": 1}',
-            c.ANN_DESIRED: config_hash,
-            c.ANN_STATE: "Applying",
+            protocol.ANN_AGENT_OPTIONS: '{"verifyTimeoutSeconds": 1}',
+            protocol.ANN_DESIRED: config_hash,
+            protocol.ANN_STATE: "Applying",
         },
     )
     rig.step()
     assert rig.state == NodeState.ROLLED_BACK
-    assert "agent-options annotation is invalid: verifyTimeoutSeconds" in rig.annotations[c.ANN_REASON]
+    assert "agent-options annotation is invalid: verifyTimeoutSeconds" in rig.annotations[protocol.ANN_REASON]
 
 
 # --- host configurations the operator must not manage --------------------------------------------------
@@ -271,7 +272,7 @@ def test_feature_gates_on_the_command_line_are_refused_with_the_file_to_fix(make
     before = _host_files(rig)
     rig.apply()
     assert rig.state == NodeState.SKIPPED
-    reason = rig.annotations[c.ANN_REASON]
+    reason = rig.annotations[protocol.ANN_REASON]
     assert reason.startswith("Unsupported: the kubelet command line sets --feature-gates=EventedPLEG=false")
     assert "Fix: remove EventedPLEG from /etc/default/kubelet (KUBELET_EXTRA_ARGS)" in reason
     assert _host_files(rig) == before
@@ -287,7 +288,7 @@ def test_all_alpha_on_the_command_line_blocks_turning_it_off(make_rig: RigFactor
     rig = make_rig(profiles.kubeadm_containerd().with_(extra_args=("--feature-gates=AllAlpha=true",)))
     rig.apply(enabled=False)
     assert rig.state == NodeState.SKIPPED
-    assert "--feature-gates=AllAlpha=true" in rig.annotations[c.ANN_REASON]
+    assert "--feature-gates=AllAlpha=true" in rig.annotations[protocol.ANN_REASON]
 
 
 def test_no_config_dir_with_drop_in_only_is_unsupported_with_the_exact_fix(make_rig: RigFactory) -> None:
@@ -312,7 +313,9 @@ def test_static_pods_are_refused_unless_included(make_rig: RigFactory) -> None:
     rig = make_rig(profiles.control_plane())
     rig.apply()
     assert rig.state == NodeState.SKIPPED
-    assert "static pods (/etc/kubernetes/manifests: kube-scheduler.yaml)" in rig.annotations[c.ANN_REASON]
+    assert (
+        "static pods (/etc/kubernetes/manifests: kube-scheduler.yaml)" in rig.annotations[protocol.ANN_REASON]
+    )
 
     rig.apply(options=AgentOptions(allow_static_pods=True))
     assert rig.state == NodeState.DONE
@@ -326,7 +329,7 @@ def test_invalid_kubelet_drop_in_of_someone_else_is_refused(make_rig: RigFactory
     assert rig.state == NodeState.SKIPPED
     assert (
         f"failed to load kubelet dropin file, path: {bad}, no apiVersion/kind"
-        in rig.annotations[c.ANN_REASON]
+        in rig.annotations[protocol.ANN_REASON]
     )
 
 
@@ -339,7 +342,7 @@ def test_a_later_drop_in_turning_the_gate_off_is_refused(make_rig: RigFactory) -
     )
     rig.apply()
     assert rig.state == NodeState.SKIPPED
-    assert "zz-local.conf sorts after 99-eventedpleg.conf" in rig.annotations[c.ANN_REASON]
+    assert "zz-local.conf sorts after 99-eventedpleg.conf" in rig.annotations[protocol.ANN_REASON]
 
 
 # --- EditConfigFile: backup outside, exact restore -----------------------------------------------------
@@ -390,8 +393,8 @@ def test_drift_when_our_drop_in_is_removed(make_rig: RigFactory) -> None:
     rig.check()
 
     assert rig.state == NodeState.DRIFTED
-    assert rig.annotations[c.ANN_REASON] == f"drift: {KUBELET_DROPIN} was removed"
-    assert c.ANN_CURRENT not in rig.annotations  # so the operator's desired != current re-applies
+    assert rig.annotations[protocol.ANN_REASON] == f"drift: {KUBELET_DROPIN} was removed"
+    assert protocol.ANN_CURRENT not in rig.annotations  # so the operator's desired != current re-applies
     assert rig.api.event_reasons(NODE)[-1] == "Drift"
 
 
@@ -401,7 +404,7 @@ def test_drift_when_our_drop_in_is_edited_and_reapply_fixes_it(make_rig: RigFact
     rig.path(CRIO_DROPIN).write_text("[crio.runtime]\nenable_pod_events = false\n")
     rig.check()
     assert rig.state == NodeState.DRIFTED
-    assert rig.annotations[c.ANN_REASON] == f"drift: {CRIO_DROPIN} was changed"
+    assert rig.annotations[protocol.ANN_REASON] == f"drift: {CRIO_DROPIN} was changed"
 
     # The operator drains and asks again (same hash): the agent rewrites its own file and verifies.
     rig.request(config_hash)
@@ -419,8 +422,8 @@ def test_fallback_after_a_runtime_restart_is_healed_by_a_kubelet_restart(make_ri
     rig.check()
 
     assert rig.state == NodeState.DONE
-    assert rig.annotations[c.ANN_CURRENT] == config_hash
-    assert rig.annotations[c.ANN_REASON].startswith("healed a silent fallback to generic PLEG")
+    assert rig.annotations[protocol.ANN_CURRENT] == config_hash
+    assert rig.annotations[protocol.ANN_REASON].startswith("healed a silent fallback to generic PLEG")
     assert _stream(rig) is Stream.CONNECTED
     evidence = rig.evidence
     assert "kubelet_evented_pleg_connection_error_count 5" in str(evidence["fallback"])
@@ -434,7 +437,7 @@ def test_fallback_is_reported_as_drift_when_healing_is_off(make_rig: RigFactory)
     starts = rig.host.kubelet.starts
     rig.check()
     assert rig.state == NodeState.DRIFTED
-    assert "not healed: healFallback is off" in rig.annotations[c.ANN_REASON]
+    assert "not healed: healFallback is off" in rig.annotations[protocol.ANN_REASON]
     assert rig.host.kubelet.starts == starts  # no kubelet restart
 
 
@@ -444,7 +447,7 @@ def test_fallback_on_137_is_detected_by_the_narrowed_error_line(make_rig: RigFac
     rig.host.restart_runtime()
     rig.check()
     assert rig.state == NodeState.DRIFTED
-    assert "kubelet_evented_pleg_connection_error_count 5" in rig.annotations[c.ANN_REASON]
+    assert "kubelet_evented_pleg_connection_error_count 5" in rig.annotations[protocol.ANN_REASON]
 
 
 def test_heal_is_rate_limited(make_rig: RigFactory) -> None:
@@ -456,7 +459,7 @@ def test_heal_is_rate_limited(make_rig: RigFactory) -> None:
     rig.host.restart_runtime()
     rig.check()
     assert rig.state == NodeState.DRIFTED
-    assert "too many heals" in rig.annotations[c.ANN_REASON]
+    assert "too many heals" in rig.annotations[protocol.ANN_REASON]
 
 
 # --- interrupted agent ---------------------------------------------------------------------------------
@@ -494,10 +497,10 @@ def test_stale_report_is_not_written_over_a_new_request(make_rig: RigFactory) ->
     rig.request(off_hash)  # the operator changed its mind while we verified
     for wait in work:
         rig.clock.sleep(wait)
-    assert rig.annotations[c.ANN_DESIRED] == off_hash
+    assert rig.annotations[protocol.ANN_DESIRED] == off_hash
     # Our Done for the old hash, and then its benefit figures, were refused by the precondition.
     assert rig.state == NodeState.APPLYING
     assert rig.api.rejected_patches == 2
     rig.step()
     assert rig.state == NodeState.DONE
-    assert rig.annotations[c.ANN_CURRENT] == off_hash
+    assert rig.annotations[protocol.ANN_CURRENT] == off_hash

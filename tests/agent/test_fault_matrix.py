@@ -26,12 +26,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.agent.agent import Agent, AgentSettings, drive
 from eventedpleg.agent.hostfiles import MAX_LIST_DEPTH, MAX_LIST_ENTRIES, MAX_READ, TEMP_PREFIX
-from eventedpleg.constants import NodeState
 from eventedpleg.core import hostcheck
 from eventedpleg.core.node.phases.effects import Report
 from eventedpleg.models.nodeconfig import KubeletConfigMode
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.clock import FakeClock
 from eventedpleg_lab.sim.fakeapi import FakeApi
@@ -119,7 +120,7 @@ def assert_reported(rig: Rig, state: NodeState, *words: str) -> str:
     ends = endings(rig)
     assert len(ends) == 1, [(e.state, e.reason) for e in ends]
     assert rig.state == state
-    reason = rig.annotations[c.ANN_REASON]
+    reason = rig.annotations[protocol.ANN_REASON]
     assert "\n" not in reason and "Traceback" not in reason
     assert "EXDEV" not in reason  # every write is made within the target's directory
     for word in words:
@@ -304,7 +305,7 @@ def test_each_effect_and_fault_ends_in_one_precise_report(make_rig: RigFactory, 
         assert rig.host.node_ready()
     # The files come back even when the services do not (a restart cannot, or the journal cannot be read).
     assert tree(rig) == before
-    assert c.ANN_CURRENT not in rig.annotations
+    assert protocol.ANN_CURRENT not in rig.annotations
 
 
 def test_a_restore_that_fails_too_says_both_and_leaves_no_file_half_written(make_rig: RigFactory) -> None:
@@ -359,7 +360,7 @@ def test_the_host_check_publishes_a_fault_as_every_modes_refusal(make_rig: RigFa
 
     assert drive(rig.agent.host_check(), rig.clock.sleep)
 
-    check = hostcheck.parse(rig.annotations[c.ANN_HOST_CHECK])
+    check = hostcheck.parse(rig.annotations[protocol.ANN_HOST_CHECK])
     assert check is not None
     assert set(check.refusals) == {m.value for m in KubeletConfigMode}
     for refusal in check.refusals.values():
@@ -388,7 +389,7 @@ def _check_invariants(rig: Rig, before: dict[str, Entry]) -> None:
     assert len(ends) == 1, [(e.state, e.reason) for e in ends]
     assert not temp_files(rig)
     state = NodeState(rig.state)
-    reason = rig.annotations[c.ANN_REASON]
+    reason = rig.annotations[protocol.ANN_REASON]
     assert "\n" not in reason
     if state is NodeState.DONE:  # the fault touched nothing the agent needed
         return
@@ -448,7 +449,7 @@ def test_the_host_check_refuses_what_the_backup_would_fail_on(make_rig: RigFacto
 
     assert drive(rig.agent.host_check(), rig.clock.sleep)
 
-    check = hostcheck.parse(rig.annotations[c.ANN_HOST_CHECK])
+    check = hostcheck.parse(rig.annotations[protocol.ANN_HOST_CHECK])
     assert check is not None
     for refusal in check.refusals.values():
         assert refusal.startswith(f"back up {CRIO_DROPIN} failed") and "remove or rename" in refusal, refusal

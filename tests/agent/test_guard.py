@@ -9,10 +9,9 @@ from datetime import timedelta
 
 from eventedpleg import constants as c
 from eventedpleg.agent.agent import drive
-from eventedpleg.constants import NodeState
 from eventedpleg.core import guardincidents as gi
 from eventedpleg.core.agentoptions import AgentOptions
-from eventedpleg.protocol import Cause
+from eventedpleg.protocol import ANN_CURRENT, ANN_GUARD_INCIDENTS, Cause, NodeState
 from eventedpleg.reasons import EventReason
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NODE, Rig, RigFactory
@@ -32,7 +31,7 @@ def _wedged_done(rig: Rig, options: AgentOptions | None = None) -> int:
     rig.apply(options=options)
     assert rig.state == NodeState.DONE, rig.annotations
     earlier = gi.Incident(rig.clock.now().replace(microsecond=0) - timedelta(hours=2), gi.Kind.WEDGE)
-    rig.api.annotate(NODE, {c.ANN_GUARD_INCIDENTS: gi.to_json((earlier,))})
+    rig.api.annotate(NODE, {ANN_GUARD_INCIDENTS: gi.to_json((earlier,))})
     rig.agent.seen = rig.api.view(NODE)
     rig.clock.sleep(1)
     rig.host.logs.write("kubelet", rig.clock.now(), WEDGE[0])
@@ -50,11 +49,11 @@ def test_a_second_wedge_in_the_window_takes_the_gate_off_in_place(make_rig: RigF
     assert not rig.path(KUBELET_DROPIN).exists()
     assert rig.path(CRIO_DROPIN).exists()  # the runtime's setting stays ...
     assert _restarts(rig)[before:] == ["kubelet"]  # ... so only the kubelet restarts
-    assert c.ANN_CURRENT not in rig.annotations
+    assert ANN_CURRENT not in rig.annotations
     assert rig.api.event_reasons(NODE)[-2:] == [EventReason.PLEG_WEDGED, EventReason.GUARD_ROLLED_BACK]
     condition = rig.api.conditions[NODE][gi.CONDITION_TYPE]
     assert (condition["status"], condition["reason"]) == ("False", gi.HealthReason.ROLLED_BACK)
-    assert len(gi.parse(rig.annotations[c.ANN_GUARD_INCIDENTS])) == 2
+    assert len(gi.parse(rig.annotations[ANN_GUARD_INCIDENTS])) == 2
 
 
 def test_with_the_guard_off_a_wedge_restarts_nothing(make_rig: RigFactory) -> None:

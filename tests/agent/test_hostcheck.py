@@ -12,17 +12,17 @@ from datetime import timedelta
 
 import pytest
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.agent import runner
 from eventedpleg.agent.agent import Work, drive
 from eventedpleg.cli.agent import withdraw_host_check
-from eventedpleg.constants import NodeState
 from eventedpleg.core import hostcheck
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.hostcheck import HostCheck
 from eventedpleg.core.node.phases.effects import PublishHostCheck, ReadHost, Report, is_act
 from eventedpleg.core.node.phases.hostcheckphase import REFRESH
 from eventedpleg.models.nodeconfig import KubeletConfigMode
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NODE, Rig, RigFactory
 
@@ -37,7 +37,7 @@ def host_check(rig: Rig) -> bool:
 
 
 def published(rig: Rig) -> HostCheck:
-    check = hostcheck.parse(rig.annotations.get(c.ANN_HOST_CHECK))
+    check = hostcheck.parse(rig.annotations.get(protocol.ANN_HOST_CHECK))
     assert check is not None, rig.annotations
     return check
 
@@ -49,7 +49,7 @@ def apply_verdict(make_rig: RigFactory, profile: profiles.HostProfile, mode: Kub
     rig = make_rig(profile)
     rig.apply(mode=mode, options=AgentOptions(allow_static_pods=True))
     assert rig.state in (NodeState.SKIPPED, NodeState.DONE, NodeState.ROLLED_BACK), rig.annotations
-    return rig.annotations[c.ANN_REASON] if rig.state == NodeState.SKIPPED else ""
+    return rig.annotations[protocol.ANN_REASON] if rig.state == NodeState.SKIPPED else ""
 
 
 def apply_verdicts(make_rig: RigFactory, profile: profiles.HostProfile) -> dict[str, str]:
@@ -132,7 +132,7 @@ def test_an_unchanged_verdict_is_written_again_only_after_an_hour(make_rig: RigF
 
     rig.clock.advance(1)
     host_check(rig)
-    assert rig.api.patches[1:] == [(NODE, {c.ANN_HOST_CHECK: published(rig).to_json()})]
+    assert rig.api.patches[1:] == [(NODE, {protocol.ANN_HOST_CHECK: published(rig).to_json()})]
     assert published(rig).at - first.at == REFRESH
     assert published(rig).refusals == first.refusals
 
@@ -154,7 +154,7 @@ def test_an_annotation_from_elsewhere_is_replaced(make_rig: RigFactory) -> None:
     """A time in the future, or without a zone, is no proof of a recent check: ours replaces it."""
     rig = make_rig(profiles.kubeadm_containerd())
     for at in ("2030-01-01T00:00:00+00:00", "2026-01-01T12:00:00"):
-        rig.api.annotate(NODE, {c.ANN_HOST_CHECK: json.dumps({"at": at, "refusals": CLEAN})})
+        rig.api.annotate(NODE, {protocol.ANN_HOST_CHECK: json.dumps({"at": at, "refusals": CLEAN})})
         host_check(rig)
         assert published(rig).at == rig.clock.now().replace(microsecond=0)
 
@@ -162,12 +162,12 @@ def test_an_annotation_from_elsewhere_is_replaced(make_rig: RigFactory) -> None:
 @pytest.mark.parametrize("state", [NodeState.APPLYING, NodeState.VERIFYING])
 def test_no_check_while_an_apply_holds_the_node(make_rig: RigFactory, state: NodeState) -> None:
     rig = make_rig(profiles.kubeadm_containerd())
-    rig.api.annotate(NODE, {c.ANN_DESIRED: rig.publish(enabled=True), c.ANN_STATE: state.value})
+    rig.api.annotate(NODE, {protocol.ANN_DESIRED: rig.publish(enabled=True), protocol.ANN_STATE: state.value})
 
     assert not host_check(rig)
 
     assert rig.trace == [] and rig.host.commands == []
-    assert c.ANN_HOST_CHECK not in rig.annotations
+    assert protocol.ANN_HOST_CHECK not in rig.annotations
 
 
 @pytest.mark.parametrize(
@@ -176,7 +176,9 @@ def test_no_check_while_an_apply_holds_the_node(make_rig: RigFactory, state: Nod
 def test_the_check_runs_in_every_other_state(make_rig: RigFactory, state: NodeState | None) -> None:
     rig = make_rig(profiles.kubeadm_containerd())
     if state is not None:
-        rig.api.annotate(NODE, {c.ANN_DESIRED: rig.publish(enabled=True), c.ANN_STATE: state.value})
+        rig.api.annotate(
+            NODE, {protocol.ANN_DESIRED: rig.publish(enabled=True), protocol.ANN_STATE: state.value}
+        )
     assert host_check(rig)
     assert dict(published(rig).refusals) == CLEAN
 
@@ -208,7 +210,7 @@ def test_a_check_held_back_by_an_apply_runs_as_soon_as_it_lets_go(make_rig: RigF
     checks = runner.HostChecks(rig.agent, rig.clock.sleep)
     rig.request(rig.publish(enabled=True))
     checks.when_due()
-    assert c.ANN_HOST_CHECK not in rig.annotations
+    assert protocol.ANN_HOST_CHECK not in rig.annotations
 
     rig.step()  # the apply
     assert rig.state == NodeState.DONE
@@ -260,15 +262,15 @@ def test_an_agent_on_its_way_out_marks_its_host_check_stopped(make_rig: RigFacto
     stopped, keeping its verdict, so the operator knows at once; an agent started again publishes anew."""
     rig = make_rig(profiles.kubeadm_containerd())
     assert host_check(rig)
-    before = hostcheck.parse(rig.annotations[c.ANN_HOST_CHECK])
+    before = hostcheck.parse(rig.annotations[protocol.ANN_HOST_CHECK])
     withdraw_host_check(rig.agent)
-    after = hostcheck.parse(rig.annotations[c.ANN_HOST_CHECK])
+    after = hostcheck.parse(rig.annotations[protocol.ANN_HOST_CHECK])
     assert before is not None and after is not None and after.stopped is not None
     assert after.refusals == before.refusals and hostcheck.absence(
-        rig.annotations[c.ANN_HOST_CHECK], after.stopped
+        rig.annotations[protocol.ANN_HOST_CHECK], after.stopped
     )
     assert host_check(rig)  # the next agent's check is news: it replaces the stopped one
-    again = hostcheck.parse(rig.annotations[c.ANN_HOST_CHECK])
+    again = hostcheck.parse(rig.annotations[protocol.ANN_HOST_CHECK])
     assert again is not None and again.stopped is None
 
 

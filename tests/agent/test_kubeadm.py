@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.agent.agent import Agent, AgentSettings
-from eventedpleg.constants import NodeState
 from eventedpleg.core.node.facts.hostplan import MANAGED_MARKER, RECOMMENDED_CONFIG_DIR, UNIT_DROPIN
 from eventedpleg.models.nodeconfig import KubeletConfigMode
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.kubeadm import upgrade_node
 from eventedpleg_lab.sim.kubelet import Stream
@@ -73,7 +74,7 @@ def test_eventedpleg_true_alone_brings_a_default_kubeadm_node_to_done(make_rig: 
 
     rig.apply()  # the default NodeConfig: kubeletConfig DropInOnly
 
-    assert rig.state == NodeState.DONE, rig.annotations[c.ANN_REASON]
+    assert rig.state == NodeState.DONE, rig.annotations[protocol.ANN_REASON]
     assert rig.host.kubelet.evented and rig.host.kubelet.stream is Stream.CONNECTED
     assert f"--config-dir={RECOMMENDED_CONFIG_DIR}" in rig.host.kubelet.argv
     unit_dropin = rig.path(UNIT_DROPIN).read_text()
@@ -98,7 +99,7 @@ def test_turning_it_off_leaves_the_kubeadm_node_byte_identical(make_rig: RigFact
 
     rig.apply(enabled=False)
 
-    assert rig.state == NodeState.DONE, rig.annotations[c.ANN_REASON]
+    assert rig.state == NodeState.DONE, rig.annotations[protocol.ANN_REASON]
     assert not rig.host.kubelet.evented
     assert rig.host.kubelet.argv == argv  # unit, flags: as kubeadm left them
     assert tree(rig) == before  # files, modes, and the directories we had created: gone again
@@ -172,7 +173,7 @@ def test_kubeadm_upgrade_that_rewrites_kubeadm_flags_env_keeps_it_on(make_rig: R
     profile = profiles.kubeadm_no_config_dir()  # 1.33 layout: flags in kubeadm-flags.env
     rig = make_rig(profile)
     rig.apply()
-    assert rig.state == NodeState.DONE, rig.annotations[c.ANN_REASON]
+    assert rig.state == NodeState.DONE, rig.annotations[protocol.ANN_REASON]
 
     written = upgrade_node(
         rig.host.root,
@@ -200,11 +201,11 @@ def test_kubeadm_upgrade_undoing_an_edit_config_file_node_is_reported_as_drift(m
     rig.check()
 
     assert rig.state == NodeState.DRIFTED
-    assert rig.annotations[c.ANN_REASON] == (
+    assert rig.annotations[protocol.ANN_REASON] == (
         f"drift: featureGates.EventedPLEG in {profiles.KUBEADM_CONFIG} is no longer true "
         "(kubeadm upgrade rewrites it)"
     )
-    assert c.ANN_CURRENT not in rig.annotations  # the operator re-applies it
+    assert protocol.ANN_CURRENT not in rig.annotations  # the operator re-applies it
     assert rig.api.event_reasons("node-a")[-1] == "Drift"
 
 
@@ -219,7 +220,7 @@ def test_files_waiting_in_the_config_dir_are_not_switched_on_silently(make_rig: 
     assert rig.state == NodeState.SKIPPED
     assert (
         "already holds 50-old-experiment.conf, which the kubelet does not read today"
-        in (rig.annotations[c.ANN_REASON])
+        in (rig.annotations[protocol.ANN_REASON])
     )
     assert tree(rig) == before
 
@@ -229,7 +230,7 @@ def test_a_unit_drop_in_with_our_name_that_we_did_not_write_is_not_clobbered(mak
     rig = make_rig(profile)
     rig.apply()
     assert rig.state == NodeState.SKIPPED
-    assert f"{UNIT_DROPIN} exists and was not written by the operator" in rig.annotations[c.ANN_REASON]
+    assert f"{UNIT_DROPIN} exists and was not written by the operator" in rig.annotations[protocol.ANN_REASON]
     assert rig.path(UNIT_DROPIN).read_text() == "[Service]\nRestartSec=5\n"
 
 

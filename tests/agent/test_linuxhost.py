@@ -7,8 +7,8 @@ from pathlib import Path
 from eventedpleg import constants as c
 from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.linuxhost import LinuxHost, parse_followed
-from eventedpleg.constants import NodeState
 from eventedpleg.core.node.phases.host import JournalChunk
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import RigFactory
 from tests.unit.core.node.test_guardphase import WEDGE

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.agent import runner
-from eventedpleg.constants import NodeState
 from eventedpleg.core.node.phases.effects import Report
 from eventedpleg.core.node.phases.host import KubeletProcess
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NODE, Rig, RigFactory
 
@@ -70,7 +71,7 @@ def test_an_error_during_an_apply_is_reported_failed_once(
 
     assert pauses == [5]  # Failed: the apply is the operator's (or a human's) again, nothing left to retry
     assert rig.state == NodeState.FAILED
-    assert "RuntimeError: an unforeseen state of /proc" in rig.annotations[c.ANN_REASON]
+    assert "RuntimeError: an unforeseen state of /proc" in rig.annotations[protocol.ANN_REASON]
     failed = [e for e in rig.trace if isinstance(e, Report) and e.state is NodeState.FAILED]
     assert len(failed) == 1
     assert rig.api.event_reasons(NODE).count("AgentError") == 1

@@ -10,9 +10,10 @@ import logging
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.agent.agent import drive
 from eventedpleg.cli.logformat import formatter
-from eventedpleg.constants import NodeState
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NODE, Rig, RigFactory
 
@@ -38,7 +39,12 @@ def _said(records: list[logging.LogRecord], phase: str = "apply") -> list[tuple[
 
 def _fields(rig: Rig, phase: str = "apply") -> dict[str, str]:
     ann = rig.annotations
-    return {"node": NODE, "nodeconfig": ann[c.ANN_OWNER], "hash": ann[c.ANN_DESIRED], "phase": phase}
+    return {
+        "node": NODE,
+        "nodeconfig": ann[protocol.ANN_OWNER],
+        "hash": ann[protocol.ANN_DESIRED],
+        "phase": phase,
+    }
 
 
 def _both_formats(record: logging.LogRecord, fields: dict[str, str]) -> None:
@@ -53,7 +59,7 @@ def _both_formats(record: logging.LogRecord, fields: dict[str, str]) -> None:
 
 def _own(rig: Rig) -> None:
     """The operator's mark of the NodeConfig that took the node."""
-    rig.api.annotate(NODE, {c.ANN_OWNER: "cluster"})
+    rig.api.annotate(NODE, {protocol.ANN_OWNER: "cluster"})
 
 
 def test_an_apply_says_what_it_wrote_restarted_and_verified(

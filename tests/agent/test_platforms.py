@@ -8,10 +8,11 @@ from __future__ import annotations
 import pytest
 
 from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core import hostcheck
 from eventedpleg.core.node.facts import platform
 from eventedpleg.models.nodeconfig import KubeletConfigMode
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab import platformdocs
 from eventedpleg_lab.platformdocs import PLATFORMS, WORKS, PlatformRow
 from tests.agent.conftest import Rig, RigFactory
@@ -29,7 +30,7 @@ def test_the_host_check_reaches_the_verdict_the_page_states(make_rig: RigFactory
     row = ROWS[name]
     rig = make_rig(row.profile())
     host_check(rig)
-    check = hostcheck.parse(rig.annotations.get(c.ANN_HOST_CHECK))
+    check = hostcheck.parse(rig.annotations.get(protocol.ANN_HOST_CHECK))
     assert check is not None
     for mode in KubeletConfigMode:
         expected = row.verdict(mode.value)

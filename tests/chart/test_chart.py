@@ -371,7 +371,7 @@ def test_node_keys_policy_names_every_operator_owned_key(default: Rendered) -> N
     operator_only = {
         key
         for key, writer in protocol.WRITERS.items()
-        if writer is protocol.Writer.OPERATOR and key.startswith(f"{c.GROUP}/")
+        if writer is protocol.Writer.OPERATOR and key.startswith(f"{protocol.GROUP}/")
     }  # the autoscalers' keys are outside eventedpleg.io/*: node-fields keeps the operator to them
     assert set(listed) == operator_only and len(listed) == len(operator_only)
     agent_writes = {
@@ -391,10 +391,10 @@ def test_node_keys_policy_names_every_operator_owned_key(default: Rendered) -> N
 
 
 def test_operator_policy_admits_exactly_the_autoscaler_keys_the_operator_writes(default: Rendered) -> None:
-    """The operator's node-fields policy names the autoscaler annotations of constants.py, no more."""
+    """The operator's node-fields policy names the autoscaler annotations of protocol.py, no more."""
     policy = default.find("ValidatingAdmissionPolicy", f"{OPERATOR}-node-fields")
     (ours,) = [v["expression"] for v in policy["spec"]["variables"] if v["name"] == "ours"]
-    assert tuple(json.loads(ours)) == c.AUTOSCALER_ANNOTATIONS
+    assert tuple(json.loads(ours)) == protocol.AUTOSCALER_ANNOTATIONS
 
 
 def test_operator_policy_refuses_the_reserved_taint_keys_the_crd_refuses(default: Rendered) -> None:
@@ -418,8 +418,8 @@ def test_node_policies_let_only_the_state_label_change(default: Rendered, policy
     reading = [v["expression"] for v in policy["spec"]["validations"] if "Labels" in v["expression"]]
     assert len(reading) == 2, reading
     only, mirror = reading
-    assert only.count(f"k == '{c.LABEL_STATE}'") == 2  # added, changed or removed: that key alone
-    assert f"variables.newAnnotations[?'{c.ANN_STATE}']" in mirror
+    assert only.count(f"k == '{protocol.LABEL_STATE}'") == 2  # added, changed or removed: that key alone
+    assert f"variables.newAnnotations[?'{protocol.ANN_STATE}']" in mirror
     assert not [v for v in policy["spec"]["validations"] if "labels" in v["expression"]]  # no other rule
 
 
@@ -428,7 +428,10 @@ def test_operator_taint_key_policy_reads_every_nodeconfig(default: Rendered) -> 
     server applies parameterNotFoundAction before any match condition, so Deny would refuse every Node
     update by anyone (the agents' included; tests/cluster/test_chart_install.py runs them)."""
     policy = default.find("ValidatingAdmissionPolicy", f"{OPERATOR}-node-taint-key")
-    assert policy["spec"]["paramKind"] == {"apiVersion": f"{c.GROUP}/{c.VERSION}", "kind": "NodeConfig"}
+    assert policy["spec"]["paramKind"] == {
+        "apiVersion": f"{protocol.GROUP}/{c.VERSION}",
+        "kind": "NodeConfig",
+    }
     binding = default.find("ValidatingAdmissionPolicyBinding", f"{OPERATOR}-node-taint-key")
     assert binding["spec"]["paramRef"] == {"selector": {}, "parameterNotFoundAction": "Allow"}
     assert binding["spec"]["validationActions"] == ["Deny"]

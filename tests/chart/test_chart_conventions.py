@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from eventedpleg import __version__
+from eventedpleg import __version__, protocol
 from eventedpleg import constants as c
 from eventedpleg.crdgen import build_crd
 from tests.chart.chartlib import CHART, REPO, Doc, Rendered, pod_specs, render, template
@@ -113,7 +113,7 @@ def test_helm_test_script_checks_the_crd_and_each_replicas_health(default: Rende
     assert container["command"] == ["python3", "-c"]
     (script,) = container["args"]
     compile(script, "helm-test", "exec")  # valid Python as rendered
-    assert f"/apis/{c.GROUP}/{c.VERSION}" in script and f'"{c.PLURAL}" not in served' in script
+    assert f"/apis/{protocol.GROUP}/{c.VERSION}" in script and f'"{c.PLURAL}" not in served' in script
     assert f'service = "{OPERATOR}-metrics"' in script
     assert '"kubernetes.io/service-name=" + service' in script
     port = default.find("Service", f"{OPERATOR}-metrics")["spec"]["ports"][0]["port"]

@@ -26,8 +26,8 @@ from eventedpleg import __version__
 from eventedpleg.agent import health
 from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.agent.metrics import AgentMetrics
-from eventedpleg.constants import NodeState
 from eventedpleg.controller.metrics import OperatorMetrics
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab import prometheus
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.clock import FakeClock

@@ -15,6 +15,7 @@ from typing import Any
 from kubernetes import client
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.k8s.nodes import node_patch, patch_node
 from eventedpleg_lab.demo.harness import OperatorProcess, install_operator
 from eventedpleg_lab.demo.protocolagents import Behaviour
@@ -59,7 +60,12 @@ def nodeconfig(name: str, prefix_label: str, **spec: Any) -> dict[str, Any]:
         "rollout": {"canary": {"nodes": 0}},
     }
     base.update(spec)
-    return {"apiVersion": f"{c.GROUP}/{c.VERSION}", "kind": c.KIND, "metadata": {"name": name}, "spec": base}
+    return {
+        "apiVersion": f"{protocol.GROUP}/{c.VERSION}",
+        "kind": c.KIND,
+        "metadata": {"name": name},
+        "spec": base,
+    }
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 90.0, interval: float = 0.3, what: str = "") -> Any:

@@ -24,9 +24,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.agent import runner
 from eventedpleg.agent.agent import Agent, AgentSettings
-from eventedpleg.constants import NodeState
 from eventedpleg.core import guardincidents as gi
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
@@ -34,6 +34,7 @@ from eventedpleg.k8s import configmaps, nodes
 from eventedpleg.k8s.agentapi import KubeAgentApi
 from eventedpleg.k8s.client import api_client, send_json
 from eventedpleg.k8s.errors import ApiError
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 from eventedpleg_lab.sim import profiles
@@ -87,7 +88,7 @@ class AgentEnv:
 
     def state_label(self, name: str) -> str | None:
         labels: dict[str, str] = self.node(name)["metadata"].get("labels") or {}
-        return labels.get(c.LABEL_STATE)
+        return labels.get(protocol.LABEL_STATE)
 
     def annotate(self, name: str, changes: dict[str, str | None]) -> None:
         client.CoreV1Api(self.admin).patch_node(name, {"metadata": {"annotations": changes}})
@@ -143,11 +144,11 @@ def agent_env(cluster: LocalCluster) -> Iterator[AgentEnv]:
         env = AgentEnv(cluster, names[0], names[1], kubeconfig, unbound, admin)
         # The policies take a moment to reach the admission plugin: wait until a foreign patch is denied.
         deadline = time.monotonic() + 30
-        patch = json.dumps({"metadata": {"annotations": {c.ANN_STATE: "Probe"}}})
+        patch = json.dumps({"metadata": {"annotations": {protocol.ANN_STATE: "Probe"}}})
         while cluster.kubectl("patch", "node", names[1], "-p", patch, kubeconfig=kubeconfig).returncode == 0:
             assert time.monotonic() < deadline, "the ValidatingAdmissionPolicy never took effect"
             time.sleep(0.5)
-        env.annotate(names[1], {c.ANN_STATE: None})
+        env.annotate(names[1], {protocol.ANN_STATE: None})
         yield env
     cluster.kubectl("delete", "pod", "-n", AGENT_NS, pod, "--wait=false")
     cluster.delete_nodes(names)
@@ -164,14 +165,14 @@ def test_token_is_bound_to_node_a(agent_env: AgentEnv) -> None:
 
 
 def test_agent_of_node_a_cannot_patch_node_b(agent_env: AgentEnv) -> None:
-    patch = json.dumps({"metadata": {"annotations": {c.ANN_STATE: "Done"}}})
+    patch = json.dumps({"metadata": {"annotations": {protocol.ANN_STATE: "Done"}}})
     _denied(
         agent_env.cluster,
         agent_env.kubeconfig,
         "patch", "node", agent_env.node_b, "-p", patch,
         because=f"may only change its own Node, not {agent_env.node_b}",
     )  # fmt: skip
-    assert c.ANN_STATE not in agent_env.annotations(agent_env.node_b)
+    assert protocol.ANN_STATE not in agent_env.annotations(agent_env.node_b)
 
 
 @pytest.mark.parametrize(
@@ -203,16 +204,16 @@ def test_agent_cannot_change_anything_else_on_its_own_node(
 
 
 def test_agent_can_change_its_own_eventedpleg_annotations(agent_env: AgentEnv) -> None:
-    patch = json.dumps({"metadata": {"annotations": {c.ANN_REASON: "probe from the agent"}}})
+    patch = json.dumps({"metadata": {"annotations": {protocol.ANN_REASON: "probe from the agent"}}})
     _kubectl_ok(
         agent_env.cluster, "patch", "node", agent_env.node_a, "-p", patch, kubeconfig=agent_env.kubeconfig
     )
-    assert agent_env.annotations(agent_env.node_a)[c.ANN_REASON] == "probe from the agent"
-    remove = json.dumps({"metadata": {"annotations": {c.ANN_REASON: None}}})
+    assert agent_env.annotations(agent_env.node_a)[protocol.ANN_REASON] == "probe from the agent"
+    remove = json.dumps({"metadata": {"annotations": {protocol.ANN_REASON: None}}})
     _kubectl_ok(
         agent_env.cluster, "patch", "node", agent_env.node_a, "-p", remove, kubeconfig=agent_env.kubeconfig
     )
-    assert c.ANN_REASON not in agent_env.annotations(agent_env.node_a)
+    assert protocol.ANN_REASON not in agent_env.annotations(agent_env.node_a)
 
 
 def _status_patch(agent_client: client.ApiClient, node: str, body: dict[str, Any]) -> None:
@@ -251,7 +252,7 @@ def test_agent_sets_its_own_nodes_guard_condition_and_only_that(agent_env: Agent
 
 
 def test_a_token_not_bound_to_a_pod_changes_nothing(agent_env: AgentEnv) -> None:
-    patch = json.dumps({"metadata": {"annotations": {c.ANN_REASON: "x"}}})
+    patch = json.dumps({"metadata": {"annotations": {protocol.ANN_REASON: "x"}}})
     _denied(
         agent_env.cluster,
         agent_env.unbound,
@@ -322,9 +323,9 @@ def _request(env: AgentEnv, rendered: render.RenderedConfig, options: AgentOptio
     env.annotate(
         env.node_a,
         {
-            c.ANN_AGENT_OPTIONS: (options or AgentOptions()).to_json(),
-            c.ANN_DESIRED: rendered.hash,
-            c.ANN_STATE: NodeState.APPLYING.value,
+            protocol.ANN_AGENT_OPTIONS: (options or AgentOptions()).to_json(),
+            protocol.ANN_DESIRED: rendered.hash,
+            protocol.ANN_STATE: NodeState.APPLYING.value,
         },
     )
 
@@ -348,10 +349,10 @@ def test_agent_applies_verifies_rolls_back_and_detects_drift_through_the_real_ap
         runner.run(agent, stop=lambda: False, once=True)
 
         ann = agent_env.annotations(agent_env.node_a)
-        assert ann[c.ANN_STATE] == NodeState.DONE, ann.get(c.ANN_REASON)
+        assert ann[protocol.ANN_STATE] == NodeState.DONE, ann.get(protocol.ANN_REASON)
         assert agent_env.state_label(agent_env.node_a) == NodeState.DONE  # in the same write, admitted
-        assert ann[c.ANN_CURRENT] == on.hash
-        assert json.loads(ann[c.ANN_EVIDENCE])["checks"]["relist"].startswith("ok: 0 relists")
+        assert ann[protocol.ANN_CURRENT] == on.hash
+        assert json.loads(ann[protocol.ANN_EVIDENCE])["checks"]["relist"].startswith("ok: 0 relists")
         assert host.path(f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}").read_text() == on.file(
             c.CM_KEY_KUBELET
         )
@@ -369,38 +370,38 @@ def test_agent_applies_verifies_rolls_back_and_detects_drift_through_the_real_ap
         _request(agent_env, again)
         runner.run(agent, stop=lambda: False, once=True)
         ann = agent_env.annotations(agent_env.node_a)
-        assert ann[c.ANN_STATE] == NodeState.ROLLED_BACK, ann.get(c.ANN_REASON)
+        assert ann[protocol.ANN_STATE] == NodeState.ROLLED_BACK, ann.get(protocol.ANN_REASON)
         assert agent_env.state_label(agent_env.node_a) == NodeState.ROLLED_BACK
-        assert ann[c.ANN_CURRENT] == on.hash
-        assert "kubelet did not start" in ann[c.ANN_REASON]
-        assert json.loads(ann[c.ANN_EVIDENCE])["rollback"]["result"] == "pass"
+        assert ann[protocol.ANN_CURRENT] == on.hash
+        assert "kubelet did not start" in ann[protocol.ANN_REASON]
+        assert json.loads(ann[protocol.ANN_EVIDENCE])["rollback"]["result"] == "pass"
         assert "RolledBack" in [e["reason"] for e in agent_env.events_about(agent_env.node_a)]
 
         # Back on the verified hash and Done; then our file disappears: Drifted, current-config withdrawn.
         host.faults.kubelet.fails_when_evented = False
         _request(agent_env, on)
         runner.run(agent, stop=lambda: False, once=True)
-        assert agent_env.annotations(agent_env.node_a)[c.ANN_STATE] == NodeState.DONE
+        assert agent_env.annotations(agent_env.node_a)[protocol.ANN_STATE] == NodeState.DONE
         host.path(f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}").unlink()
         runner.run(agent, stop=lambda: False, once=True)
         ann = agent_env.annotations(agent_env.node_a)
-        assert ann[c.ANN_STATE] == NodeState.DRIFTED
+        assert ann[protocol.ANN_STATE] == NodeState.DRIFTED
         assert agent_env.state_label(agent_env.node_a) == NodeState.DRIFTED
-        assert c.ANN_CURRENT not in ann
+        assert protocol.ANN_CURRENT not in ann
 
 
 def test_missing_configmap_through_the_real_api(agent_env: AgentEnv, tmp_path: Path) -> None:
     clock = FakeClock()
     host = SimHost(tmp_path / "root", profiles.kubeadm_containerd(), clock)
     agent_env.annotate(
-        agent_env.node_a, {c.ANN_DESIRED: "000000000000", c.ANN_STATE: NodeState.APPLYING.value}
+        agent_env.node_a, {protocol.ANN_DESIRED: "000000000000", protocol.ANN_STATE: NodeState.APPLYING.value}
     )
     with api_client(str(agent_env.kubeconfig)) as agent_client:
         agent = Agent(agent_env.node_a, host, KubeAgentApi(agent_client), AgentSettings(OPERATOR_NS))
         runner.run(agent, stop=lambda: False, once=True)
     ann = agent_env.annotations(agent_env.node_a)
-    assert ann[c.ANN_STATE] == NodeState.ROLLED_BACK
-    assert f"ConfigMap {OPERATOR_NS}/{c.CONFIGMAP_PREFIX}000000000000" in ann[c.ANN_REASON]
+    assert ann[protocol.ANN_STATE] == NodeState.ROLLED_BACK
+    assert f"ConfigMap {OPERATOR_NS}/{c.CONFIGMAP_PREFIX}000000000000" in ann[protocol.ANN_REASON]
     # Nothing touched: the only commands are the host check's read-only looks at the kubelet binary, made
     # once the rejected request no longer held the node (no restart, no systemctl).
     assert {argv[1:] for argv in host.commands} <= {("--version",), ("--help",)}, host.commands
@@ -431,8 +432,8 @@ def test_agent_cli_process_with_a_simulated_host(agent_env: AgentEnv, tmp_path: 
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     ann = agent_env.annotations(agent_env.node_a)
-    assert ann[c.ANN_STATE] == NodeState.DONE, ann.get(c.ANN_REASON)
-    assert ann[c.ANN_CURRENT] == rendered.hash
+    assert ann[protocol.ANN_STATE] == NodeState.DONE, ann.get(protocol.ANN_REASON)
+    assert ann[protocol.ANN_CURRENT] == rendered.hash
     assert (root / profiles.CONFIG_DIR.lstrip("/") / c.KUBELET_DROPIN_NAME).is_file()
 
 

@@ -23,6 +23,7 @@ import pytest
 from kubernetes import client
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.k8s.client import api_client
 from eventedpleg_lab.demo.harness import http_status
 from eventedpleg_lab.kube.fakenodes import FakeNode
@@ -72,7 +73,7 @@ def _sample(api: client.ApiClient, selector: str) -> Sample:
         for cond in n.get("status", {}).get("conditions") or []
         if cond["type"] == "Ready" and cond["status"] == "True"
     }
-    done = sum(1 for n in items if (n["metadata"].get("annotations") or {}).get(c.ANN_STATE) == "Done")
+    done = sum(1 for n in items if (n["metadata"].get("annotations") or {}).get(protocol.ANN_STATE) == "Done")
     return Sample(at, True, cordoned, len(items) - len(ready), done)
 
 

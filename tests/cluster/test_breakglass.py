@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg_lab.kube.fakenodes import FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster, kubectl_path
 
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.cluster
 RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks.md"
 OUR_TAINT = "example.com/rollout"  # a drain.taintBeforeCordon key
 USERS_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
-KARPENTER, CLUSTER_AUTOSCALER = c.AUTOSCALER_ANNOTATIONS
+KARPENTER, CLUSTER_AUTOSCALER = protocol.AUTOSCALER_ANNOTATIONS
 
 
 def runbook_blocks(subsection: str) -> list[str]:
@@ -70,7 +71,7 @@ def test_removing_the_finalizer_lets_a_nodeconfig_go(cluster: LocalCluster, crd:
     ends that."""
     name = f"{prefix}-gone"
     manifest = {
-        "apiVersion": f"{c.GROUP}/{c.VERSION}",
+        "apiVersion": f"{protocol.GROUP}/{c.VERSION}",
         "kind": c.KIND,
         "metadata": {"name": name, "finalizers": [c.FINALIZER]},
         "spec": {"eventedPleg": True, "nodeSelector": {"matchLabels": {"breakglass": prefix}}},
@@ -94,17 +95,21 @@ def left_nodes(cluster: LocalCluster, prefix: str) -> Iterator[tuple[str, str]]:
             for x in ("taken", "kept")
         ]
     )
-    marks = {c.ANN_OWNER: "cluster", c.ANN_STATE_SINCE: "2026-01-01T00:00:00+00:00", c.ANN_HOST_CHECK: "{}"}
+    marks = {
+        protocol.ANN_OWNER: "cluster",
+        protocol.ANN_STATE_SINCE: "2026-01-01T00:00:00+00:00",
+        protocol.ANN_HOST_CHECK: "{}",
+    }
     taken_patch = {
         "metadata": {
-            "labels": {c.LABEL_STATE: "Draining"},
+            "labels": {protocol.LABEL_STATE: "Draining"},
             "annotations": {
                 **marks,
-                c.ANN_STATE: "Draining",
-                c.ANN_CORDONED_BY_US: "true",
-                c.ANN_TAINT: OUR_TAINT,
-                c.ANN_TAINTED_SINCE: "2026-01-01T00:00:00+00:00",
-                c.ANN_AUTOSCALER_HOLD: KARPENTER,
+                protocol.ANN_STATE: "Draining",
+                protocol.ANN_CORDONED_BY_US: "true",
+                protocol.ANN_TAINT: OUR_TAINT,
+                protocol.ANN_TAINTED_SINCE: "2026-01-01T00:00:00+00:00",
+                protocol.ANN_AUTOSCALER_HOLD: KARPENTER,
                 KARPENTER: "true",
                 CLUSTER_AUTOSCALER: "true",  # the user's: not in autoscaler-hold
                 "example.com/users": "keep",
@@ -117,13 +122,13 @@ def left_nodes(cluster: LocalCluster, prefix: str) -> Iterator[tuple[str, str]]:
     }
     kept_patch = {
         "metadata": {
-            "labels": {c.LABEL_STATE: "Failed"},
+            "labels": {protocol.LABEL_STATE: "Failed"},
             "annotations": {
                 **marks,
-                c.ANN_STATE: "Failed",
-                c.ANN_CORDONED_BY_US: "true",
-                c.ANN_WAS_UNSCHEDULABLE: "true",
-                c.ANN_CURRENT: "abc123",
+                protocol.ANN_STATE: "Failed",
+                protocol.ANN_CORDONED_BY_US: "true",
+                protocol.ANN_WAS_UNSCHEDULABLE: "true",
+                protocol.ANN_CURRENT: "abc123",
                 "example.com/users": "keep",
             },
         },
@@ -152,12 +157,12 @@ def test_giving_nodes_back_leaves_them_clean(cluster: LocalCluster, left_nodes: 
         after = node(cluster, name)
         meta, spec = after["metadata"], after["spec"]
         assert bool(spec.get("unschedulable")) is cordoned_before, name
-        assert not [k for k in meta["annotations"] if k.startswith(f"{c.GROUP}/")], meta["annotations"]
-        assert c.LABEL_STATE not in meta["labels"], meta["labels"]
+        assert not [k for k in meta["annotations"] if k.startswith(f"{protocol.GROUP}/")], meta["annotations"]
+        assert protocol.LABEL_STATE not in meta["labels"], meta["labels"]
         assert meta["labels"]["breakglass"] and meta["annotations"]["example.com/users"] == "keep"
         assert USERS_TAINT in spec["taints"]
         assert not [t for t in spec["taints"] if t["key"] == OUR_TAINT], spec["taints"]
     annotations = node(cluster, taken)["metadata"]["annotations"]
     assert KARPENTER not in annotations and annotations[CLUSTER_AUTOSCALER] == "true"
-    shown = cluster.kubectl("get", "nodes", "-l", "breakglass", "-L", c.LABEL_STATE, check=True).stdout
+    shown = cluster.kubectl("get", "nodes", "-l", "breakglass", "-L", protocol.LABEL_STATE, check=True).stdout
     assert "Draining" not in shown and "Failed" not in shown, shown

@@ -22,7 +22,23 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
-from eventedpleg.protocol import WRITERS, Writer
+from eventedpleg.protocol import (
+    ANN_AGENT_OPTIONS,
+    ANN_APPROVED,
+    ANN_CORDONED_BY_US,
+    ANN_CURRENT,
+    ANN_DESIRED,
+    ANN_EVIDENCE,
+    ANN_OWNER,
+    ANN_REASON,
+    ANN_STATE,
+    ANN_TAINT,
+    ANN_WAS_UNSCHEDULABLE,
+    GROUP,
+    LABEL_STATE,
+    WRITERS,
+    Writer,
+)
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 from tests.chart.chartlib import CHART, REPO, helm, set_json_args
@@ -66,7 +82,7 @@ def test_install_prints_what_to_do_next(release: Release) -> None:
     for step in (
         "kubectl apply -f nodeconfig.yaml",
         "kubectl get nodeconfig cluster",
-        f"kubectl get nodes -L {c.LABEL_STATE}",
+        f"kubectl get nodes -L {LABEL_STATE}",
         "kubectl wait --for=condition=Ready nodeconfig/cluster",
         f"helm test {release.name} -n {release.namespace}",
         "eventedpleg status",
@@ -200,7 +216,7 @@ def test_agent_pod_token_is_confined_to_its_node(release: Release) -> None:
     )
     who = json.loads(release.kubectl("auth", "whoami", "-o", "json", kubeconfig=kubeconfig))["status"]
     assert who["userInfo"]["extra"]["authentication.kubernetes.io/node-name"] == [node_a]
-    mine = f"{c.GROUP}/chart-test"
+    mine = f"{GROUP}/chart-test"
     release.kubectl("annotate", "node", node_a, f"{mine}=1", "--overwrite", kubeconfig=kubeconfig)
     assert release.get("node", node_a)["metadata"]["annotations"][mine] == "1"
     for node, annotation, because in (
@@ -220,7 +236,7 @@ def test_agent_may_not_write_the_operator_owned_keys(release: Release) -> None:
     kubeconfig = release.cluster.service_account_kubeconfig(
         release.agent_ns, release.agent, bound_pod=pod["metadata"]["name"], create=False
     )
-    own = {c.ANN_STATE: "Verifying", c.ANN_REASON: "restarting", c.ANN_CURRENT: "abc", c.ANN_EVIDENCE: "{}"}
+    own = {ANN_STATE: "Verifying", ANN_REASON: "restarting", ANN_CURRENT: "abc", ANN_EVIDENCE: "{}"}
     release.kubectl("annotate", "node", node_a, "--overwrite", *(f"{k}={v}" for k, v in own.items()),
                     kubeconfig=kubeconfig)  # fmt: skip
     annotations = release.get("node", node_a)["metadata"]["annotations"]
@@ -228,12 +244,12 @@ def test_agent_may_not_write_the_operator_owned_keys(release: Release) -> None:
     # As the operator sets them, with its own token (nobody else may).
     op = release.cluster.service_account_kubeconfig(release.namespace, release.operator, create=False)
     release.kubectl(
-        "annotate", "node", node_a, "--overwrite", f"{c.ANN_DESIRED}=h1", f"{c.ANN_OWNER}=cluster",
+        "annotate", "node", node_a, "--overwrite", f"{ANN_DESIRED}=h1", f"{ANN_OWNER}=cluster",
         kubeconfig=op,
     )  # fmt: skip
     for change in (
-        f"{c.ANN_DESIRED}=h2", f"{c.ANN_DESIRED}-", f"{c.ANN_AGENT_OPTIONS}={{}}", f"{c.ANN_OWNER}=other",
-        f"{c.ANN_CORDONED_BY_US}=true", f"{c.ANN_WAS_UNSCHEDULABLE}=true",
+        f"{ANN_DESIRED}=h2", f"{ANN_DESIRED}-", f"{ANN_AGENT_OPTIONS}={{}}", f"{ANN_OWNER}=other",
+        f"{ANN_CORDONED_BY_US}=true", f"{ANN_WAS_UNSCHEDULABLE}=true",
     ):  # fmt: skip
         key = change.split("=")[0].rstrip("-")
         done = release.cluster.kubectl(
@@ -244,8 +260,8 @@ def test_agent_may_not_write_the_operator_owned_keys(release: Release) -> None:
             f"only the eventedpleg operator may set, change or remove {key} on Node {node_a}" in done.stderr
         )
     annotations = release.get("node", node_a)["metadata"]["annotations"]
-    assert annotations[c.ANN_DESIRED] == "h1" and annotations[c.ANN_OWNER] == "cluster"
-    assert c.ANN_AGENT_OPTIONS not in annotations
+    assert annotations[ANN_DESIRED] == "h1" and annotations[ANN_OWNER] == "cluster"
+    assert ANN_AGENT_OPTIONS not in annotations
 
 
 def test_operator_may_change_only_cordon_and_its_annotations(release: Release, taint_nodeconfig: str) -> None:
@@ -262,11 +278,11 @@ def test_operator_may_change_only_cordon_and_its_annotations(release: Release, t
     assert denied.returncode != 0 and "may add only its own taint" in denied.stderr, denied.stderr
     _taint_write(release, node, kubeconfig, remove=MINE, mark=None)
     assert ours not in release.get("node", node)["spec"].get("taints", [])
-    release.kubectl("annotate", "node", node, f"{c.ANN_OWNER}-", kubeconfig=kubeconfig)
+    release.kubectl("annotate", "node", node, f"{ANN_OWNER}-", kubeconfig=kubeconfig)
     release.kubectl("cordon", node, kubeconfig=kubeconfig)
     assert release.get("node", node)["spec"]["unschedulable"] is True
     allowed = (
-        f"{c.ANN_STATE}=Cordoned", f"{c.ANN_DESIRED}=h1",
+        f"{ANN_STATE}=Cordoned", f"{ANN_DESIRED}=h1",
         "karpenter.sh/do-not-disrupt=true", "cluster-autoscaler.kubernetes.io/scale-down-disabled=true",
     )  # fmt: skip
     release.kubectl("annotate", "node", node, "--overwrite", *allowed, kubeconfig=kubeconfig)
@@ -290,7 +306,7 @@ def test_operator_may_change_only_cordon_and_its_annotations(release: Release, t
 def _state_write(node: str, state: str | None, label: str | None) -> str:
     """A merge patch setting (None: removing) the state annotation and the state label, as node_patch
     builds one."""
-    meta = {"annotations": {c.ANN_STATE: state}, "labels": {c.LABEL_STATE: label}}
+    meta = {"annotations": {ANN_STATE: state}, "labels": {LABEL_STATE: label}}
     return json.dumps({"metadata": meta})
 
 
@@ -318,11 +334,11 @@ def test_the_state_label_is_the_one_label_either_writer_may_change(release: Rele
 
     code, err = patch(_state_write(node, "Verifying", "Verifying"))
     assert code == 0, err
-    shown = release.kubectl("get", "node", node, "-L", c.LABEL_STATE, "--no-headers").split()
+    shown = release.kubectl("get", "node", node, "-L", LABEL_STATE, "--no-headers").split()
     assert shown[-1] == "Verifying", shown
     for body, because in (
         (_state_write(node, "Done", "Failed"), "may change only to the value of the annotation"),
-        (json.dumps({"metadata": {"labels": {c.LABEL_STATE: "Done"}}}), "may change only to the value"),
+        (json.dumps({"metadata": {"labels": {LABEL_STATE: "Done"}}}), "may change only to the value"),
         (
             json.dumps({"metadata": {"labels": {"steer": "here"}}}),
             "labels may not change, but eventedpleg.io/state",
@@ -332,11 +348,11 @@ def test_the_state_label_is_the_one_label_either_writer_may_change(release: Rele
         code, err = patch(body)
         assert code != 0 and because in err, (body, err)
     labels = release.get("node", node)["metadata"]["labels"]
-    assert labels[c.LABEL_STATE] == "Verifying" and "steer" not in labels and "chart-test" in labels
+    assert labels[LABEL_STATE] == "Verifying" and "steer" not in labels and "chart-test" in labels
     code, err = patch(_state_write(node, None, None))
     assert code == 0, err
     after = release.get("node", node)["metadata"]
-    assert c.LABEL_STATE not in after["labels"] and c.ANN_STATE not in after.get("annotations", {})
+    assert LABEL_STATE not in after["labels"] and ANN_STATE not in after.get("annotations", {})
 
 
 # --- the operator's taint (drain.taintBeforeCordon): operator-vap.yaml's three layers ------------------
@@ -350,7 +366,7 @@ def taint_nodeconfig(release: Release) -> Iterator[str]:
     """A NodeConfig whose taint key is MINE: only the policy's param (no operator runs on kwok nodes)."""
     name = f"{release.prefix}-taint"
     body = {
-        "apiVersion": f"{c.GROUP}/{c.VERSION}",
+        "apiVersion": f"{GROUP}/{c.VERSION}",
         "kind": "NodeConfig",
         "metadata": {"name": name},
         "spec": {
@@ -381,9 +397,9 @@ def _taint_patch(
     taints = [t for t in current["spec"].get("taints", []) if t["key"] != remove]
     annotations: dict[str, str | None] = {}
     if mark != "":
-        annotations[c.ANN_TAINT] = mark
+        annotations[ANN_TAINT] = mark
     if owner is not None:
-        annotations[c.ANN_OWNER] = owner
+        annotations[ANN_OWNER] = owner
     # Conditional on what was read, as the operator's writes are: a taint added meanwhile is never lost.
     metadata = {"annotations": annotations, "resourceVersion": current["metadata"]["resourceVersion"]}
     return json.dumps({"metadata": metadata, "spec": {"taints": taints + ([add] if add else [])}})
@@ -463,13 +479,13 @@ def test_operator_taints_only_with_the_key_of_the_nodeconfig_holding_the_node(
         )
     finally:
         release.kubectl("taint", "node", node, f"{FOREIGN}-")
-        release.kubectl("annotate", "node", node, f"{c.ANN_TAINT}-", f"{c.ANN_OWNER}-", kubeconfig=op)
+        release.kubectl("annotate", "node", node, f"{ANN_TAINT}-", f"{ANN_OWNER}-", kubeconfig=op)
 
 
 # --- no node steers the operator: node-keys-vap.yaml, operator-vap.yaml, approval on the NodeConfig ---------
 
 RESERVED = "karpenter.sh/disrupted"  # a reserved taint key (Karpenter's own disruption taint)
-OPERATOR_KEYS = sorted(k for k, w in WRITERS.items() if w is Writer.OPERATOR and k.startswith(f"{c.GROUP}/"))
+OPERATOR_KEYS = sorted(k for k, w in WRITERS.items() if w is Writer.OPERATOR and k.startswith(f"{GROUP}/"))
 
 
 def _refused_for_keys(release: Release, node: str, kubeconfig: Path | None, user: str, *changes: str) -> None:
@@ -503,16 +519,16 @@ def test_a_node_credential_may_not_write_any_operator_owned_key(
     assert len(OPERATOR_KEYS) == 12  # the list node-keys-vap.yaml holds (tests/chart checks the two agree)
     # The credential works on its own Node (NodeRestriction admits the agent's keys) ...
     release.kubectl(
-        "annotate", "node", node, "--overwrite", f"{c.ANN_REASON}=from the node", kubeconfig=kubelet
+        "annotate", "node", node, "--overwrite", f"{ANN_REASON}=from the node", kubeconfig=kubelet
     )
-    assert release.get("node", node)["metadata"]["annotations"][c.ANN_REASON] == "from the node"
+    assert release.get("node", node)["metadata"]["annotations"][ANN_REASON] == "from the node"
     # ... but not on another (NodeRestriction), and not the operator's keys (the chart's policy).
     other = release.cluster.kubectl(
-        "annotate", "node", release.nodes[0], f"{c.ANN_REASON}=x", kubeconfig=kubelet
+        "annotate", "node", release.nodes[0], f"{ANN_REASON}=x", kubeconfig=kubelet
     )
     assert other.returncode != 0 and "forbidden" in other.stderr.lower(), other.stderr
     # The mark and the owner go with the operator's taint (operator-vap.yaml); the rest are plain values.
-    rest = [k for k in OPERATOR_KEYS if k not in (c.ANN_TAINT, c.ANN_OWNER)]
+    rest = [k for k in OPERATOR_KEYS if k not in (ANN_TAINT, ANN_OWNER)]
     release.kubectl(
         "annotate", "node", node, *(f"{k}-" for k in OPERATOR_KEYS), kubeconfig=op
     )  # a clean start
@@ -525,18 +541,18 @@ def test_a_node_credential_may_not_write_any_operator_owned_key(
         _refused_for_keys(release, node, kubelet, user, *(f"{k}=changed-by-node" for k in OPERATOR_KEYS))
         _refused_for_keys(release, node, kubelet, user, *(f"{k}-" for k in OPERATOR_KEYS))
         # The mark pointed at a foreign taint would have the operator remove that taint on give-back.
-        _refused_for_keys(release, node, kubelet, user, f"{c.ANN_TAINT}={FOREIGN}")
+        _refused_for_keys(release, node, kubelet, user, f"{ANN_TAINT}={FOREIGN}")
         # The node cannot take off the operator's taint itself either (NodeRestriction).
         untaint = release.cluster.kubectl("taint", "node", node, f"{MINE}-", kubeconfig=kubelet)
         assert untaint.returncode != 0 and "not allowed to modify taints" in untaint.stderr, untaint.stderr
         # A person (the admin here) is refused the same way: break-glass is deleting the binding.
-        _refused_for_keys(release, node, None, "eventedpleg-admin", f"{c.ANN_OWNER}=by-hand")
+        _refused_for_keys(release, node, None, "eventedpleg-admin", f"{ANN_OWNER}=by-hand")
         annotations = release.get("node", node)["metadata"]["annotations"]
         assert {k: annotations[k] for k in rest} == dict.fromkeys(rest, "v1")
-        assert (annotations[c.ANN_TAINT], annotations[c.ANN_OWNER]) == (MINE, taint_nodeconfig)
+        assert (annotations[ANN_TAINT], annotations[ANN_OWNER]) == (MINE, taint_nodeconfig)
     finally:
         _taint_write(release, node, op, remove=MINE, mark=None)
-        release.kubectl("annotate", "node", node, f"{c.ANN_OWNER}-", *(f"{k}-" for k in rest), kubeconfig=op)
+        release.kubectl("annotate", "node", node, f"{ANN_OWNER}-", *(f"{k}-" for k in rest), kubeconfig=op)
     after = release.get("node", node)
     assert not set(OPERATOR_KEYS) & set(after["metadata"]["annotations"])  # the operator removed each
     assert not any(t["key"] == MINE for t in after["spec"].get("taints", []))
@@ -555,14 +571,14 @@ def test_a_node_may_not_register_itself_with_operator_owned_keys(release: Releas
 
     try:
         refused = release.cluster.kubectl(
-            "create", "-f", "-", stdin=node({c.ANN_CORDONED_BY_US: "true"}), kubeconfig=kubelet
+            "create", "-f", "-", stdin=node({ANN_CORDONED_BY_US: "true"}), kubeconfig=kubelet
         )
         message = (
-            f"only the eventedpleg operator may set, change or remove {c.ANN_CORDONED_BY_US} on Node {name}"
+            f"only the eventedpleg operator may set, change or remove {ANN_CORDONED_BY_US} on Node {name}"
         )
         assert refused.returncode != 0 and message in refused.stderr, refused.stderr
-        release.kubectl("create", "-f", "-", stdin=node({c.ANN_REASON: "registered"}), kubeconfig=kubelet)
-        assert release.get("node", name)["metadata"]["annotations"][c.ANN_REASON] == "registered"
+        release.kubectl("create", "-f", "-", stdin=node({ANN_REASON: "registered"}), kubeconfig=kubelet)
+        assert release.get("node", name)["metadata"]["annotations"][ANN_REASON] == "registered"
     finally:
         release.cluster.kubectl("delete", "node", name, "--ignore-not-found")
 
@@ -575,11 +591,11 @@ def test_approval_needs_patch_on_the_nodeconfig_which_no_node_has(
     node = release.nodes[1]
     kubelet = release.cluster.node_kubeconfig(node)
     for verb in ("patch", "update", "get"):
-        can = release.cluster.kubectl("auth", "can-i", verb, f"nodeconfigs.{c.GROUP}", kubeconfig=kubelet)
+        can = release.cluster.kubectl("auth", "can-i", verb, f"nodeconfigs.{GROUP}", kubeconfig=kubelet)
         assert can.stdout.strip() == "no", (verb, can.stdout, can.stderr)
     approval = json.dumps({node: "h1"})
     denied = release.cluster.kubectl(
-        "annotate", "nodeconfig", taint_nodeconfig, f"{c.ANN_APPROVED}={approval}", kubeconfig=kubelet
+        "annotate", "nodeconfig", taint_nodeconfig, f"{ANN_APPROVED}={approval}", kubeconfig=kubelet
     )
     assert denied.returncode != 0 and "forbidden" in denied.stderr.lower(), denied.stderr
     # The CLI as the node: refused too (it reads the NodeConfig first).
@@ -604,17 +620,17 @@ def test_approval_needs_patch_on_the_nodeconfig_which_no_node_has(
     as_node = approve(kubelet)
     assert as_node.returncode != 0 and "forbidden" in as_node.stderr.lower(), as_node.stderr
     annotations = release.get("nodeconfig", taint_nodeconfig)["metadata"].get("annotations", {})
-    assert c.ANN_APPROVED not in annotations
+    assert ANN_APPROVED not in annotations
     # A person with `patch` on the NodeConfig (the admin here): the same command approves.
     as_admin = approve(release.cluster.kubeconfig)
     assert as_admin.returncode == 0, as_admin.stderr
     assert f"node {node} approved for config h1 of NodeConfig {taint_nodeconfig}" in as_admin.stdout
     annotations = release.get("nodeconfig", taint_nodeconfig)["metadata"]["annotations"]
-    assert json.loads(annotations[c.ANN_APPROVED]) == {node: "h1"}
+    assert json.loads(annotations[ANN_APPROVED]) == {node: "h1"}
     # Were nodes ever granted `patch` on NodeConfigs, the chart's <operator>-approval policy still refuses
     # them the approval (and nothing else).
     widened = f"{release.prefix}-nodes-widened"
-    role = {"apiGroups": [c.GROUP], "resources": ["nodeconfigs"], "verbs": ["get", "patch"]}
+    role = {"apiGroups": [GROUP], "resources": ["nodeconfigs"], "verbs": ["get", "patch"]}
     subject = {"kind": "Group", "name": "system:nodes", "apiGroup": "rbac.authorization.k8s.io"}
     ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": widened}
     grant = [
@@ -625,13 +641,13 @@ def test_approval_needs_patch_on_the_nodeconfig_which_no_node_has(
     ]  # fmt: skip
     release.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(grant))
     try:
-        can_patch = ("auth", "can-i", "patch", f"nodeconfigs.{c.GROUP}")
+        can_patch = ("auth", "can-i", "patch", f"nodeconfigs.{GROUP}")
         wait_for(
             lambda: release.cluster.kubectl(*can_patch, kubeconfig=kubelet).stdout.strip() == "yes",
             what="RBAC widened for nodes",
         )
         widened_write = release.cluster.kubectl(
-            "annotate", "nodeconfig", taint_nodeconfig, "--overwrite", f"{c.ANN_APPROVED}={{}}",
+            "annotate", "nodeconfig", taint_nodeconfig, "--overwrite", f"{ANN_APPROVED}={{}}",
             kubeconfig=kubelet,
         )  # fmt: skip
         message = (
@@ -643,7 +659,7 @@ def test_approval_needs_patch_on_the_nodeconfig_which_no_node_has(
     finally:
         release.kubectl("delete", "clusterrolebinding,clusterrole", widened, "--ignore-not-found")
     annotations = release.get("nodeconfig", taint_nodeconfig)["metadata"]["annotations"]
-    assert json.loads(annotations[c.ANN_APPROVED]) == {node: "h1"}
+    assert json.loads(annotations[ANN_APPROVED]) == {node: "h1"}
 
 
 def test_a_reserved_taint_is_not_removed_even_when_marked(release: Release, taint_nodeconfig: str) -> None:
@@ -665,23 +681,21 @@ def test_a_reserved_taint_is_not_removed_even_when_marked(release: Release, tain
 
     release.kubectl("delete", "validatingadmissionpolicybinding", binding)
     try:
-        wait_for(lambda: by_hand(f"{c.ANN_TAINT}={RESERVED}"), what="the mark written by hand, binding gone")
+        wait_for(lambda: by_hand(f"{ANN_TAINT}={RESERVED}"), what="the mark written by hand, binding gone")
         release.kubectl("taint", "node", node, f"{RESERVED}=x:NoSchedule")
         release.helm("upgrade", release.name, str(CHART), "-n", release.namespace, "--reuse-values")
         assert release.get("validatingadmissionpolicybinding", binding)["spec"] == saved["spec"]
         tries = itertools.count()  # a new value each time: writing the same one again changes nothing
-        wait_for(
-            lambda: not by_hand(f"{c.ANN_OWNER}=by-hand-{next(tries)}"), what="the binding in force again"
-        )
+        wait_for(lambda: not by_hand(f"{ANN_OWNER}=by-hand-{next(tries)}"), what="the binding in force again")
         stderr = _taint_denied(release, node, op, remove=RESERVED, mark=None)
         assert "the operator may not add or remove a reserved taint key" in stderr, stderr
         untaint = release.cluster.kubectl("taint", "node", node, f"{RESERVED}-", kubeconfig=kubelet)
         assert untaint.returncode != 0 and "not allowed to modify taints" in untaint.stderr, untaint.stderr
-        _refused_for_keys(release, node, kubelet, f"system:node:{node}", f"{c.ANN_TAINT}-")
+        _refused_for_keys(release, node, kubelet, f"system:node:{node}", f"{ANN_TAINT}-")
         assert any(t["key"] == RESERVED for t in release.get("node", node)["spec"]["taints"])
     finally:  # the binding back whatever failed
         release.cluster.kubectl("apply", "-f", "-", stdin=restore)
-        release.cluster.kubectl("annotate", "node", node, f"{c.ANN_TAINT}-", f"{c.ANN_OWNER}-", kubeconfig=op)
+        release.cluster.kubectl("annotate", "node", node, f"{ANN_TAINT}-", f"{ANN_OWNER}-", kubeconfig=op)
         release.cluster.kubectl("taint", "node", node, f"{RESERVED}-")
 
 

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli.failures import EXIT_NONE, EXIT_OK, EXIT_PARTIAL
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
@@ -61,7 +62,7 @@ def nodeconfig(release: Release) -> Iterator[str]:
     """A NodeConfig with manual approval and a status as the operator would write it (none runs on kwok)."""
     name = f"{release.prefix}-manual"
     body = {
-        "apiVersion": f"{c.GROUP}/{c.VERSION}",
+        "apiVersion": f"{protocol.GROUP}/{c.VERSION}",
         "kind": "NodeConfig",
         "metadata": {"name": name},
         "spec": {
@@ -100,7 +101,9 @@ def _cli(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _can(release: Release, kubeconfig: Path, verb: str) -> bool:
-    done = release.cluster.kubectl("auth", "can-i", verb, f"nodeconfigs.{c.GROUP}", kubeconfig=kubeconfig)
+    done = release.cluster.kubectl(
+        "auth", "can-i", verb, f"nodeconfigs.{protocol.GROUP}", kubeconfig=kubeconfig
+    )
     return done.stdout.strip() == "yes"
 
 
@@ -120,7 +123,7 @@ def test_view_runs_status_and_may_not_approve(release: Release, nodeconfig: str)
     refused = _cli(viewer, "approve", node, "--nodeconfig", nodeconfig)
     assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr
     annotations = release.get("nodeconfig", nodeconfig)["metadata"].get("annotations", {})
-    assert c.ANN_APPROVED not in annotations
+    assert protocol.ANN_APPROVED not in annotations
     assert not _can(release, viewer, "patch")
 
 
@@ -132,7 +135,7 @@ def test_edit_approves(release: Release, nodeconfig: str) -> None:
     assert approved.returncode == 0, approved.stderr
     assert f"node {node} approved for config h1 of NodeConfig {nodeconfig}" in approved.stdout
     annotations = release.get("nodeconfig", nodeconfig)["metadata"]["annotations"]
-    assert json.loads(annotations[c.ANN_APPROVED]) == {node: "h1"}
+    assert json.loads(annotations[protocol.ANN_APPROVED]) == {node: "h1"}
 
 
 # --- helm test: every agent Ready ----------------------------------------------------------------------

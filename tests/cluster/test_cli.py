@@ -20,6 +20,7 @@ import yaml
 from click.testing import CliRunner
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli import main as eventedpleg_main
 from eventedpleg.k8s import client as k8s_client
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
@@ -115,7 +116,7 @@ def product(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess
 def nodeconfig(cluster: LocalCluster) -> Iterator[str]:
     cluster.apply_crd(path=REPO / "crds", name=c.CRD_NAME)
     body = {
-        "apiVersion": f"{c.GROUP}/{c.VERSION}",
+        "apiVersion": f"{protocol.GROUP}/{c.VERSION}",
         "kind": "NodeConfig",
         "metadata": {"name": NAME},
         # drain.force: the pods of crowded_node have no controller, and only force lets a drain take them.

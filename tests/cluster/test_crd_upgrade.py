@@ -17,13 +17,14 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg_lab.localcluster.cluster import LocalCluster
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
 PREVIOUS = Path(__file__).parent / "fixtures" / "nodeconfig-crd-528f701.yaml"
-TEST_LABEL = f"{c.GROUP}/test"
+TEST_LABEL = f"{protocol.GROUP}/test"
 
 
 def _get(cluster: LocalCluster, *args: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.controller.executor import Executor
 from eventedpleg.core.rollout.actions import Drain
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
@@ -65,12 +65,12 @@ def drain_pass(cluster: LocalCluster, node_name: str, policy: DrainPolicy) -> tu
     action = Drain(
         node_name, node["metadata"]["resourceVersion"], "h1", "{}", include_control_plane=False,
         deadline_reached=False, drain=policy, was_unschedulable=False,
-        reason=annotations.get(c.ANN_REASON, ""),
+        reason=annotations.get(protocol.ANN_REASON, ""),
     )  # fmt: skip
     outcome = executor.apply(action, nodeconfig="cluster")
     assert outcome.applied, outcome
     after = kget(cluster, "node", node_name)["metadata"].get("annotations") or {}
-    return outcome.transition, after.get(c.ANN_REASON, "")
+    return outcome.transition, after.get(protocol.ANN_REASON, "")
 
 
 def test_orders_go_one_after_the_other_and_a_waitcompleted_pod_is_let_finish(cluster: LocalCluster) -> None:
@@ -117,7 +117,7 @@ def test_orders_go_one_after_the_other_and_a_waitcompleted_pod_is_let_finish(clu
     assert note == "evicting 1 pod(s) of order 10", note
     wait_for(lambda: not on_node(cluster, "db"), what="the db pod gone from the node")
     transition, _ = drain_pass(cluster, NODE, policy)
-    assert transition == c.NodeState.APPLYING
+    assert transition == protocol.NodeState.APPLYING
     (finished,) = on_node(cluster, "report")  # completed, never evicted: still there
     assert finished["metadata"]["uid"] == report["metadata"]["uid"]
 
@@ -163,4 +163,4 @@ def test_a_namespace_selector_places_pods_by_their_namespaces_labels(cluster: Lo
         lambda: not on_node(cluster, "web", OPS, OPS_NODE), what=f"{OPS}/{theirs['metadata']['name']} gone"
     )
     transition, _ = drain_pass(cluster, OPS_NODE, policy)
-    assert transition == c.NodeState.APPLYING
+    assert transition == protocol.NodeState.APPLYING

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.controller.executor import Executor
 from eventedpleg.core.rollout.actions import Drain
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
@@ -60,13 +60,13 @@ def test_force_delete_not_allowed_fails_the_node_and_deletes_nothing(cluster: Lo
     )  # fmt: skip
     outcome = executor.apply(drain, nodeconfig="cluster")
 
-    assert outcome.applied and outcome.transition == c.NodeState.FAILED, outcome
+    assert outcome.applied and outcome.transition == protocol.NodeState.FAILED, outcome
     after = kget(cluster, "node", NODE)
     annotations = after["metadata"]["annotations"]
-    assert annotations[c.ANN_STATE] == c.NodeState.FAILED
-    assert annotations[c.ANN_REASON].startswith("drain did not finish within 60s")
-    assert FORCE_DELETE_DISABLED in annotations[c.ANN_REASON]
-    assert "drain.allowForceDelete=true" in annotations[c.ANN_REASON]
+    assert annotations[protocol.ANN_STATE] == protocol.NodeState.FAILED
+    assert annotations[protocol.ANN_REASON].startswith("drain did not finish within 60s")
+    assert FORCE_DELETE_DISABLED in annotations[protocol.ANN_REASON]
+    assert "drain.allowForceDelete=true" in annotations[protocol.ANN_REASON]
     assert not after["spec"].get("unschedulable", False)  # given back, as for onTimeout: Fail
     (still,) = kget(cluster, "pods", "-n", NS)["items"]
     assert still["metadata"]["uid"] == pod["metadata"]["uid"]  # the pod was neither evicted nor deleted

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli.failures import EXIT_API, EXIT_OK, EXIT_USAGE
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION, FakeNode
 from eventedpleg_lab.localcluster.cluster import LocalCluster
@@ -32,24 +33,24 @@ pytestmark = pytest.mark.cluster
 
 OUR_TAINT = "example.com/rollout"  # a drain.taintBeforeCordon key
 USERS_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
-KARPENTER, CLUSTER_AUTOSCALER = c.AUTOSCALER_ANNOTATIONS
+KARPENTER, CLUSTER_AUTOSCALER = protocol.AUTOSCALER_ANNOTATIONS
 
 
 def _halted(state: str) -> dict[str, Any]:
     """What a halted rollout leaves on a node it cordoned and tainted."""
     return {
         "metadata": {
-            "labels": {c.LABEL_STATE: state},
+            "labels": {protocol.LABEL_STATE: state},
             "annotations": {
-                c.ANN_OWNER: "cluster",
-                c.ANN_STATE: state,
-                c.ANN_STATE_SINCE: "2026-01-01T00:00:00+00:00",
-                c.ANN_REASON: "halted: maxFailedNodes",
-                c.ANN_HOST_CHECK: "{}",
-                c.ANN_CORDONED_BY_US: "true",
-                c.ANN_TAINT: OUR_TAINT,
-                c.ANN_TAINTED_SINCE: "2026-01-01T00:00:00+00:00",
-                c.ANN_AUTOSCALER_HOLD: KARPENTER,
+                protocol.ANN_OWNER: "cluster",
+                protocol.ANN_STATE: state,
+                protocol.ANN_STATE_SINCE: "2026-01-01T00:00:00+00:00",
+                protocol.ANN_REASON: "halted: maxFailedNodes",
+                protocol.ANN_HOST_CHECK: "{}",
+                protocol.ANN_CORDONED_BY_US: "true",
+                protocol.ANN_TAINT: OUR_TAINT,
+                protocol.ANN_TAINTED_SINCE: "2026-01-01T00:00:00+00:00",
+                protocol.ANN_AUTOSCALER_HOLD: KARPENTER,
                 KARPENTER: "true",
                 CLUSTER_AUTOSCALER: "true",  # the user's: not in autoscaler-hold
                 "example.com/users": "keep",
@@ -64,8 +65,12 @@ def _halted(state: str) -> dict[str, Any]:
 
 USERS_CORDON = {
     "metadata": {
-        "labels": {c.LABEL_STATE: "Skipped"},
-        "annotations": {c.ANN_STATE: "Skipped", c.ANN_HOST_CHECK: "{}", c.ANN_OWNER: "cluster"},
+        "labels": {protocol.LABEL_STATE: "Skipped"},
+        "annotations": {
+            protocol.ANN_STATE: "Skipped",
+            protocol.ANN_HOST_CHECK: "{}",
+            protocol.ANN_OWNER: "cluster",
+        },
     },
     "spec": {"unschedulable": True},
 }
@@ -134,7 +139,7 @@ def test_release_nodes_gives_every_node_back_after_uninstall(release: Release) -
     # Without --force it refuses while a NodeConfig exists (with the person's rights: the hook's account
     # may not list NodeConfigs, and always runs with --force).
     nodeconfig = {
-        "apiVersion": f"{c.GROUP}/{c.VERSION}",
+        "apiVersion": f"{protocol.GROUP}/{c.VERSION}",
         "kind": c.KIND,
         "metadata": {"name": f"{release.prefix}-left"},
         "spec": {"eventedPleg": True, "nodeSelector": {"matchLabels": {"rn-test": "no-node"}}},
@@ -149,7 +154,7 @@ def test_release_nodes_gives_every_node_back_after_uninstall(release: Release) -
     assert dry.returncode == EXIT_OK, dry.stderr
     assert f"node {failed} (dry run): uncordon; remove taint {OUR_TAINT}" in dry.stdout
     assert f"node {users} (dry run): remove annotations" in dry.stdout
-    assert _node(release, failed)["metadata"]["annotations"][c.ANN_CORDONED_BY_US] == "true"
+    assert _node(release, failed)["metadata"]["annotations"][protocol.ANN_CORDONED_BY_US] == "true"
 
     # While installed, the node-keys policy refuses the hook's account: it admits the operator alone, so
     # the cleanup relies on the policy being gone (uninstall deletes it before post-delete hooks run).
@@ -169,8 +174,8 @@ def test_release_nodes_gives_every_node_back_after_uninstall(release: Release) -
         after = _node(release, name)
         meta, spec = after["metadata"], after["spec"]
         assert bool(spec.get("unschedulable")) is cordoned, name
-        assert not [k for k in meta.get("annotations", {}) if k.startswith(f"{c.GROUP}/")], meta
-        assert not [k for k in meta["labels"] if k.startswith(f"{c.GROUP}/")], meta["labels"]
+        assert not [k for k in meta.get("annotations", {}) if k.startswith(f"{protocol.GROUP}/")], meta
+        assert not [k for k in meta["labels"] if k.startswith(f"{protocol.GROUP}/")], meta["labels"]
     for name in (failed, draining):
         after = _node(release, name)
         annotations, taints = after["metadata"]["annotations"], after["spec"]["taints"]

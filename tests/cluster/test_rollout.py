@@ -21,6 +21,7 @@ import yaml
 from kubernetes import client
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core import hostcheck
 from eventedpleg_lab.demo.harness import chart_dir, http_status
 from eventedpleg_lab.kube.fakenodes import FakeNode
@@ -65,7 +66,7 @@ class Env:
         self.names.append(body["metadata"]["name"])
 
     def nc(self, name: str) -> dict[str, Any]:
-        return dict(plain(self.custom.get_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL, name)))
+        return dict(plain(self.custom.get_cluster_custom_object(protocol.GROUP, c.VERSION, c.PLURAL, name)))
 
     def condition(self, name: str, kind: str) -> dict[str, Any]:
         for cond in (self.nc(name).get("status") or {}).get("conditions", []):
@@ -80,13 +81,16 @@ class Env:
         result = {}
         for node in plain(self.core.list_node(label_selector=f"rollout-test={self.prefix}"))["items"]:
             ann = node["metadata"].get("annotations") or {}
-            result[node["metadata"]["name"]] = (ann.get(c.ANN_STATE), bool(node["spec"].get("unschedulable")))
+            result[node["metadata"]["name"]] = (
+                ann.get(protocol.ANN_STATE),
+                bool(node["spec"].get("unschedulable")),
+            )
         return result
 
     def state_labels(self) -> dict[str, str | None]:
         """Each node's eventedpleg.io/state label as `kubectl get nodes -L` shows it (None: no label)."""
         out = self.cluster.kubectl(
-            "get", "nodes", "-l", f"rollout-test={self.prefix}", "-L", c.LABEL_STATE, check=True
+            "get", "nodes", "-l", f"rollout-test={self.prefix}", "-L", protocol.LABEL_STATE, check=True
         ).stdout.splitlines()
         assert out[0].split()[-1] == "STATE", out[0]  # the -L column, headed by the key's last segment
         rows = [line.split() for line in out[1:]]
@@ -96,9 +100,9 @@ class Env:
         for name in self.names:
             try:
                 self.custom.patch_cluster_custom_object(
-                    c.GROUP, c.VERSION, c.PLURAL, name, {"metadata": {"finalizers": None}}
+                    protocol.GROUP, c.VERSION, c.PLURAL, name, {"metadata": {"finalizers": None}}
                 )
-                self.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL, name)
+                self.custom.delete_cluster_custom_object(protocol.GROUP, c.VERSION, c.PLURAL, name)
             except client.ApiException:
                 pass
         self.api.close()
@@ -145,7 +149,7 @@ def test_full_rollout_over_mixed_nodes(env: Env) -> None:
         assert state == ("Done" if name not in names[1:4] else None), name
         assert agents.applied.get(name, 0) <= 1, name
     crio = env.annotations(names[4])
-    assert crio[c.ANN_CURRENT] == status["renderedHash"]
+    assert crio[protocol.ANN_CURRENT] == status["renderedHash"]
     cm = plain(env.core.read_namespaced_config_map(c.CONFIGMAP_PREFIX + status["renderedHash"], NS))
     assert cm["immutable"] and "enable_pod_events = true" in cm["data"][c.CM_KEY_CRIO]
     table = env.cluster.kubectl("get", "nodeconfig", "full", check=True).stdout
@@ -283,7 +287,7 @@ def test_a_drain_that_could_never_finish_is_reported_and_its_node_never_cordoned
     assert [n["node"] for n in as_json if n["drain"]["neverFinishes"]] == [blocked]
     states = unpause_until_ready(env, "never", watch=blocked)
     assert states == {blocked: ("Skipped", False), free: ("Done", False)}
-    reason = env.annotations(blocked)[c.ANN_REASON]
+    reason = env.annotations(blocked)[protocol.ANN_REASON]
     assert reason.startswith("not cordoned: the drain could never finish: ") and "db-pdb" in reason
     events = node_events(env, blocked)
     assert "DrainBlocked" in events and "Draining" not in events and "Uncordoned" not in events
@@ -303,7 +307,7 @@ def test_on_blocked_wait_keeps_the_node_in_service_until_the_budget_is_relaxed(e
         )
         assert "waiting, not cordoned" in message and node in message
         assert env.node_states()[node] == (None, False)  # in service, not taken
-        assert "db-pdb" in env.annotations(node)[c.ANN_BLOCKED]
+        assert "db-pdb" in env.annotations(node)[protocol.ANN_BLOCKED]
         planned_again(env.api, op.port, node)
         assert node_events(env, node).count("DrainBlocked") == 1  # said once, looked at again and again
         env.cluster.kubectl(
@@ -319,7 +323,7 @@ def test_on_blocked_wait_keeps_the_node_in_service_until_the_budget_is_relaxed(e
         )
         wait_for(lambda: env.condition("waits", "Ready").get("status") == "True", what="Ready", timeout=90)
         assert env.node_states()[node] == ("Done", False), op.log()[-2000:]
-        assert c.ANN_BLOCKED not in env.annotations(node)
+        assert protocol.ANN_BLOCKED not in env.annotations(node)
 
 
 NODE_MAINTENANCE_CRD: dict[str, Any] = {
@@ -417,7 +421,7 @@ def test_post_node_delay_holds_the_next_node_and_says_until_when(env: Env) -> No
         )
         assert "(rollout.postNodeDelaySeconds: 20)" in message, message
         assert env.node_states()[second] == (None, False)
-        done_at = env.annotations(first)[c.ANN_STATE_SINCE]
+        done_at = env.annotations(first)[protocol.ANN_STATE_SINCE]
         wait_for(lambda: env.node_states()[second][0] is not None, what="the second node taken", timeout=60)
         started = time.time()
         assert started - datetime.fromisoformat(done_at).timestamp() >= 20
@@ -474,13 +478,13 @@ def test_taint_before_cordon_taints_waits_then_cordons_and_takes_only_its_own_ta
         wait_for(lambda: ours in taints(env, first), what="our taint on the first node", interval=0.1)
         tainted = time.time()
         assert env.node_states()[first] == (None, False), "tainted, not cordoned yet"
-        assert env.annotations(first)[c.ANN_TAINT] == ours["key"]
+        assert env.annotations(first)[protocol.ANN_TAINT] == ours["key"]
         wait_for(lambda: env.node_states()[first][1], what="the first node cordoned", interval=0.1)
         assert time.time() - tainted >= 4  # the 6 s, less the watch's and the poll's lag
         wait_for(lambda: env.condition("tainting", "Ready").get("status") == "True", what="Ready", timeout=90)
         assert taints(env, first) == [], op.log()[-2000:]  # ours went with the uncordon
         assert taints(env, second) == [theirs]  # someone else's with our key: kept as it was
-        assert c.ANN_TAINT not in env.annotations(second)
+        assert protocol.ANN_TAINT not in env.annotations(second)
         assert "Tainted" in node_events(env, first) and "Tainted" in node_events(env, second)
 
 
@@ -492,7 +496,7 @@ def test_a_node_its_agent_would_refuse_is_never_cordoned(env: Env) -> None:
     check = hostcheck.HostCheck(datetime.now(UTC), {"DropInOnly": why, "EditConfigFile": why})
     fine_check = hostcheck.HostCheck(datetime.now(UTC), {"DropInOnly": "", "EditConfigFile": ""})
     for node, value in ((refused, check), (fine, fine_check)):
-        env.core.patch_node(node, {"metadata": {"annotations": {c.ANN_HOST_CHECK: value.to_json()}}})
+        env.core.patch_node(node, {"metadata": {"annotations": {protocol.ANN_HOST_CHECK: value.to_json()}}})
     env.apply(nodeconfig("host", env.prefix, rollout={"paused": True, "canary": {"nodes": 0}}))
     looked = eventedpleg(env, "preflight", "--nodeconfig", "host", "-o", "wide")
     print(looked.stdout)  # what a user sees (pytest -s or -rA)
@@ -502,7 +506,7 @@ def test_a_node_its_agent_would_refuse_is_never_cordoned(env: Env) -> None:
     assert " ok " in next(line for line in looked.stdout.splitlines() if line.startswith(fine))
     states = unpause_until_ready(env, "host", watch=refused)
     assert states == {refused: ("Skipped", False), fine: ("Done", False)}
-    assert env.annotations(refused)[c.ANN_REASON].startswith(
+    assert env.annotations(refused)[protocol.ANN_REASON].startswith(
         f"not cordoned: {why} (the agent's host check at "
     )
     events = node_events(env, refused)
@@ -610,7 +614,7 @@ def test_pause_resume_and_flip_to_false(env: Env) -> None:
         off_hash = env.nc("flip")["status"]["renderedHash"]
         for name in names:
             ann = env.annotations(name)
-            assert ann[c.ANN_CURRENT] == off_hash
+            assert ann[protocol.ANN_CURRENT] == off_hash
         cm = plain(env.core.read_namespaced_config_map(c.CONFIGMAP_PREFIX + off_hash, NS))
         assert json.loads(cm["data"][c.CM_KEY_MANIFEST])["files"] == []  # turning off = our files removed
 
@@ -629,7 +633,11 @@ def test_delete_with_revert_waits_for_the_nodes(env: Env) -> None:
 
         wait_for(gone, what="NodeConfig finalized", timeout=120)
         for name in names:
-            ours = [k for k in env.annotations(name) if k.startswith(c.GROUP) and k != c.ANN_HOST_CHECK]
+            ours = [
+                k
+                for k in env.annotations(name)
+                if k.startswith(protocol.GROUP) and k != protocol.ANN_HOST_CHECK
+            ]
             assert not ours  # the agent's host check stays: it is about the host
             assert env.node_states()[name] == (None, False)
         assert env.state_labels() == dict.fromkeys(names)  # the label went with the annotation
@@ -659,7 +667,7 @@ def test_overlapping_nodeconfigs_the_later_one_reports_a_conflict(env: Env) -> N
         message = degraded["message"]
         assert message.count("'first'") == 1
         assert all(message.count(name) == 1 for name in names), message  # each node named once
-        owners = {env.annotations(n).get(c.ANN_OWNER) for n in env.node_states()}
+        owners = {env.annotations(n).get(protocol.ANN_OWNER) for n in env.node_states()}
         assert owners == {"first"}
         stalled = wait_for(
             lambda: env.condition("second", "Stalled").get("status") == "True", what="second Stalled"
@@ -914,10 +922,10 @@ def test_nodeconfigs_created_and_deleted_during_a_rollout(env: Env) -> None:
         run all the while, in worker threads, on the NodeConfigs of the moment."""
         for peer in peers:
             body = nodeconfig(peer, f"{env.prefix}-none")
-            env.custom.create_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL, body)
+            env.custom.create_cluster_custom_object(protocol.GROUP, c.VERSION, c.PLURAL, body)
             time.sleep(0.02)
         for peer in peers:
-            env.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL, peer)
+            env.custom.delete_cluster_custom_object(protocol.GROUP, c.VERSION, c.PLURAL, peer)
             churned.append(peer)
             time.sleep(0.02)
 
@@ -936,7 +944,7 @@ def test_nodeconfigs_created_and_deleted_during_a_rollout(env: Env) -> None:
         assert waited.returncode == 0, (waited.stderr, op.log()[-3000:])
 
         def peers_gone() -> bool:
-            listed = plain(env.custom.list_cluster_custom_object(c.GROUP, c.VERSION, c.PLURAL))
+            listed = plain(env.custom.list_cluster_custom_object(protocol.GROUP, c.VERSION, c.PLURAL))
             return not {item["metadata"]["name"] for item in listed["items"]} & set(peers)
 
         wait_for(peers_gone, what="every peer finalized by the operator", timeout=120)
@@ -994,7 +1002,7 @@ def test_autoscalers_leave_our_nodes_alone_and_the_users_values_stay(env: Env) -
     """Mid-rollout a node we hold carries karpenter.sh/do-not-disrupt and cluster-autoscaler's
     scale-down-disabled (written with our cordon, admitted by the chart's policy); after the rollout ours
     are gone and the value the user had set before is still there."""
-    karpenter, scale_down = c.AUTOSCALER_ANNOTATIONS
+    karpenter, scale_down = protocol.AUTOSCALER_ANNOTATIONS
     policy = operator_node_policy(env)
     env.cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1",
                         "items": policy}), check=True)  # fmt: skip
@@ -1015,7 +1023,7 @@ def test_autoscalers_leave_our_nodes_alone_and_the_users_values_stay(env: Env) -
             wait_for(lambda: env.node_states()[held] == ("Draining", True), what="held node draining")
             mid = env.annotations(held)
             assert mid[karpenter] == "true" and mid[scale_down] == "true", mid
-            assert mid[c.ANN_AUTOSCALER_HOLD] == karpenter  # ours to remove: only what we added
+            assert mid[protocol.ANN_AUTOSCALER_HOLD] == karpenter  # ours to remove: only what we added
             assert readme_node_state_table(env)[held][0] == "Draining"
             wait_for(lambda: env.node_states()[free] == ("Done", False), what="free node done")
             assert karpenter not in env.annotations(free) and scale_down not in env.annotations(free)
@@ -1028,7 +1036,7 @@ def test_autoscalers_leave_our_nodes_alone_and_the_users_values_stay(env: Env) -
             assert env.node_states()[held] == ("Done", False), op.log()[-2000:]
             table = readme_node_state_table(env)
             assert table[held][0] == "Done" and table[free][0] == "Done", table
-            assert karpenter not in after and c.ANN_AUTOSCALER_HOLD not in after, after
+            assert karpenter not in after and protocol.ANN_AUTOSCALER_HOLD not in after, after
             assert after[scale_down] == "true"  # the user's value, untouched
             assert "Forbidden" not in op.log() and "denied" not in op.log()
     finally:
@@ -1098,11 +1106,11 @@ def test_a_failed_node_is_retried_with_the_cli_once_the_cause_is_fixed(env: Env)
         assert refused.returncode == 2 and "is not in a failure of NodeConfig 'again'" in refused.stderr
         missing = eventedpleg(env, "retry", "again", "--node", "no-such-node")
         assert missing.returncode == 6 and "not found" in missing.stderr
-        first = env.annotations(bad)[c.ANN_STATE_SINCE]
+        first = env.annotations(bad)[protocol.ANN_STATE_SINCE]
         assert eventedpleg(env, "retry", "again").returncode == 0  # not fixed yet: it fails again
         wait_for(
             lambda: (
-                env.annotations(bad).get(c.ANN_STATE_SINCE) != first
+                env.annotations(bad).get(protocol.ANN_STATE_SINCE) != first
                 and env.node_states()[bad] == ("RolledBack", False)
             ),
             what="retried and rolled back again",
@@ -1120,7 +1128,7 @@ def test_a_failed_node_is_retried_with_the_cli_once_the_cause_is_fixed(env: Env)
         asked = eventedpleg(env, "retry", "again")
         assert asked.returncode == 0, asked.stderr
         assert f"retry requested for 1 node(s): {bad}" in asked.stdout
-        assert bad in json.loads(env.nc("again")["metadata"]["annotations"][c.ANN_RETRY])
+        assert bad in json.loads(env.nc("again")["metadata"]["annotations"][protocol.ANN_RETRY])
         wait_for(lambda: env.condition("again", "Ready").get("status") == "True", what="Ready", timeout=120)
         assert all(state == ("Done", False) for state in env.node_states().values()), op.log()[-2000:]
         assert env.condition("again", "Degraded")["status"] == "False"
@@ -1138,7 +1146,10 @@ def test_a_drain_timed_out_on_a_pdb_is_retried_automatically_after_its_back_off(
     with operator_running(env.cluster, NS, env.tmp) as op, ProtocolAgents(env.api, env.prefix):
         wait_for(lambda: env.node_states()[node] == ("Failed", False), what="given back Failed")
         ann = env.annotations(node)
-        assert ann[c.ANN_DRAIN_TIMEOUTS] == "1" and "automatic retry 1 of 1 in 10s" in ann[c.ANN_REASON]
+        assert (
+            ann[protocol.ANN_DRAIN_TIMEOUTS] == "1"
+            and "automatic retry 1 of 1 in 10s" in ann[protocol.ANN_REASON]
+        )
         assert env.condition("backoff", "Degraded")["status"] == "False"  # not a failure yet
         wait_for(
             lambda: "automatic retry pending" in env.condition("backoff", "Progressing")["message"],
@@ -1152,4 +1163,4 @@ def test_a_drain_timed_out_on_a_pdb_is_retried_automatically_after_its_back_off(
         client.PolicyV1Api(env.api).delete_namespaced_pod_disruption_budget("web-pdb", env.prefix)
         wait_for(lambda: env.condition("backoff", "Ready").get("status") == "True", what="Ready", timeout=90)
         assert env.node_states()[node] == ("Done", False), op.log()[-2000:]
-        assert c.ANN_DRAIN_TIMEOUTS not in env.annotations(node)
+        assert protocol.ANN_DRAIN_TIMEOUTS not in env.annotations(node)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.k8s.client import api_client
 from eventedpleg_lab.demo.simnodes import SimulatedAgents
 from eventedpleg_lab.kube.fakenodes import FakeNode
@@ -56,10 +57,10 @@ def test_real_agents_verify_and_one_node_rolls_back(env: Env) -> None:
     assert env.state_labels() == {name: state for name, (state, _) in states.items()}
     for name in (names[0], names[1], names[3]):
         assert states[name] == ("Done", False)
-        evidence = json.loads(env.annotations(name)[c.ANN_EVIDENCE])
+        evidence = json.loads(env.annotations(name)[protocol.ANN_EVIDENCE])
         assert evidence["result"] == "pass", evidence
-    assert "no steady-state CPU saving" in env.annotations(names[3])[c.ANN_EVIDENCE]  # 1.37
-    failed = json.loads(env.annotations(names[2])[c.ANN_EVIDENCE])
+    assert "no steady-state CPU saving" in env.annotations(names[3])[protocol.ANN_EVIDENCE]  # 1.37
+    failed = json.loads(env.annotations(names[2])[protocol.ANN_EVIDENCE])
     assert "rollback" in failed and "failure" in failed
     # The simulated hosts hold what the agents report: our files on Done nodes, none after the rollback.
     crio_dropin = agents.hosts[names[1]].path(f"/{c.CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}")

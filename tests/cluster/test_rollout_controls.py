@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg_lab.kube import workloads
 from eventedpleg_lab.kube.fakenodes import KWOK_TOLERATION
 from tests.cluster.rollout_harness import ProtocolAgents, nodeconfig, operator_running, plain, wait_for
@@ -56,7 +56,7 @@ def test_a_pod_that_asks_not_to_be_disrupted_keeps_its_node_uncordoned_and_is_na
 
         wait_for(ready, what="Ready", timeout=90)
         assert env.node_states() == {kept: ("Skipped", False), free: ("Done", False)}, op.log()[-2000:]
-    reason = env.annotations(kept)[c.ANN_REASON]
+    reason = env.annotations(kept)[protocol.ANN_REASON]
     assert reason.startswith("not cordoned: the drain could never finish: ")
     assert 'annotated karpenter.sh/do-not-disrupt: "true"' in reason
     assert "DrainBlocked" in node_events(env, kept)
@@ -92,8 +92,8 @@ def test_manual_approval_holds_each_node_in_service_until_approved_with_the_cli(
         assert f"node {first} approved for config {config} of NodeConfig manual" in approved.stdout
         wait_for(lambda: env.node_states()[first] == ("Done", False), what=f"{first} Done")
         assert env.node_states()[second] == (None, False)  # still waiting for its own approval
-        approvals = json.loads(env.nc("manual")["metadata"]["annotations"][c.ANN_APPROVED])
-        assert approvals == {first: config} and c.ANN_APPROVED not in env.annotations(first)
+        approvals = json.loads(env.nc("manual")["metadata"]["annotations"][protocol.ANN_APPROVED])
+        assert approvals == {first: config} and protocol.ANN_APPROVED not in env.annotations(first)
         missing = eventedpleg(env, "approve", "no-such-node", "--nodeconfig", "manual")
         assert missing.returncode == 6 and "not found" in missing.stderr
         assert eventedpleg(env, "approve", second, "--nodeconfig", "manual").returncode == 0

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core import hostcheck
 from eventedpleg.core.rollout.planner.taking import NO_AGENT
 from eventedpleg_lab.demo.harness import AGENT_NAMESPACE
@@ -63,9 +63,13 @@ def test_deleting_with_failed_skipped_and_agentless_nodes_finishes_with_every_no
     spec = {"maxUnavailable": 3, "maxFailedNodes": 1, "canary": {"nodes": 0}}
     with agents_for(env, {failed: "Failed"}):
         # The skipped node's agent says it would refuse the change (published over the stand-in's check).
-        wait_for(lambda: c.ANN_HOST_CHECK in env.annotations(skipped), what="the stand-in's host check")
+        wait_for(
+            lambda: protocol.ANN_HOST_CHECK in env.annotations(skipped), what="the stand-in's host check"
+        )
         refusal = hostcheck.HostCheck(datetime.now(UTC), {"DropInOnly": "test: refused"}, 3600.0)
-        env.core.patch_node(skipped, {"metadata": {"annotations": {c.ANN_HOST_CHECK: refusal.to_json()}}})
+        env.core.patch_node(
+            skipped, {"metadata": {"annotations": {protocol.ANN_HOST_CHECK: refusal.to_json()}}}
+        )
         env.apply(nodeconfig("h2", env.prefix, rollout=spec))
         with operator_running(env.cluster, NS, env.tmp) as op:
             wait_for(
@@ -89,7 +93,7 @@ def test_deleting_with_failed_skipped_and_agentless_nodes_finishes_with_every_no
             for node, (state, cordoned) in env.node_states().items():
                 assert not cordoned, (node, op.log()[-3000:])
                 assert state is None, node
-                assert c.ANN_OWNER not in env.annotations(node), node
+                assert protocol.ANN_OWNER not in env.annotations(node), node
             lines = op.log().splitlines()
             assert not [line for line in lines if "steps in flight" in line], lines[-40:]
             events = env.cluster.kubectl(

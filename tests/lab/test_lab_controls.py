@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core.compat import Level
 from eventedpleg.reasons import ConditionReason
 from eventedpleg_lab import periodic
@@ -119,7 +119,9 @@ def test_manual_approval_then_the_health_gate_then_done_with_the_pod_ready_again
 
 def _done(lab: Lab, node: str) -> bool:
     annotations = lab.nodes()[node]["metadata"].get("annotations", {})
-    return annotations.get(c.ANN_STATE) == c.NodeState.DONE.value and not chart.cordoned(lab, node)
+    return annotations.get(protocol.ANN_STATE) == protocol.NodeState.DONE.value and not chart.cordoned(
+        lab, node
+    )
 
 
 # --- steps, a do-not-disrupt pod and the health gate halting ------------------------------------------------

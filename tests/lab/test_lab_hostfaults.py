@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli.failures import EXIT_PARTIAL
 from eventedpleg.core import hostcheck
 from eventedpleg_lab import prometheus
@@ -66,7 +67,7 @@ def _restart_agent(lab: Lab, node: str, until: Callable[[hostcheck.HostCheck], b
     chart.kubectl_ok(lab, "delete", "pod", old, "-n", chart.AGENT_NAMESPACE, "--wait=false")
 
     def published() -> bool:
-        check = hostcheck.parse(_annotations(lab, node).get(c.ANN_HOST_CHECK))
+        check = hostcheck.parse(_annotations(lab, node).get(protocol.ANN_HOST_CHECK))
         new = [pod for pod in chart.agent_pods(lab, node) if pod != old]  # the next agent, Ready
         return check is not None and check.stopped is None and until(check) and bool(new)
 
@@ -79,7 +80,7 @@ def _refusing(path: str) -> Callable[[hostcheck.HostCheck], bool]:
 
 def _as_before(lab: Lab, node: str) -> Callable[[hostcheck.HostCheck], bool]:
     """A check that says what the node's check says now (before a fault is planted)."""
-    now = hostcheck.parse(_annotations(lab, node).get(c.ANN_HOST_CHECK))
+    now = hostcheck.parse(_annotations(lab, node).get(protocol.ANN_HOST_CHECK))
     assert now is not None and now.stopped is None, "no live agent on the node before the test"
     return lambda check: dict(check.refusals) == dict(now.refusals)
 
@@ -100,7 +101,7 @@ def _skipped_before_the_cordon(lab: Lab, node: str, *words: str) -> str:
     def skipped() -> str:
         cordoned.append(chart.cordoned(lab, node))
         entry = chart.node_status(lab, NAME, node)
-        return str(entry.get("reason", "")) if entry.get("state") == c.NodeState.SKIPPED.value else ""
+        return str(entry.get("reason", "")) if entry.get("state") == protocol.NodeState.SKIPPED.value else ""
 
     reason = chart.wait_for(f"{node} Skipped by its host check", skipped, timeout=120, interval=0.5)
     print(f"{node}: Skipped: {reason}")
@@ -175,22 +176,26 @@ def test_an_immutable_drop_in_directory_is_rolled_back_given_back_and_its_halted
     subprocess.run(["chattr", "+i", str(dropins)], check=True)
     try:
         _apply(installed, node)
-        ends = {c.NodeState.ROLLED_BACK.value, c.NodeState.FAILED.value, c.NodeState.DONE.value}
+        ends = {
+            protocol.NodeState.ROLLED_BACK.value,
+            protocol.NodeState.FAILED.value,
+            protocol.NodeState.DONE.value,
+        }
         end = chart.wait_for(
             "the agent's report",
-            lambda: ((s := _annotations(installed, node).get(c.ANN_STATE)) in ends and s) or "",
+            lambda: ((s := _annotations(installed, node).get(protocol.ANN_STATE)) in ends and s) or "",
             timeout=420,
         )
-        reason = _annotations(installed, node).get(c.ANN_REASON, "")
+        reason = _annotations(installed, node).get(protocol.ANN_REASON, "")
         print(f"{node}: {end}: {reason}")
-        assert end == c.NodeState.ROLLED_BACK.value, reason
+        assert end == protocol.NodeState.ROLLED_BACK.value, reason
         for word in ("write", KUBELET_DROPIN, "EPERM", "Operation not permitted", "immutable", "rolled back"):
             assert word in reason, (word, reason)
         chart.wait_for("the node given back", lambda: not chart.cordoned(installed, node), timeout=120)
         assert _tree(kubernetes) == before  # byte-identical: nothing half-written, nothing left behind
         log = chart.agent_log(installed, node)  # the agent tells the fault and the rollback in its own log
         print(f"--- the agent's log on {node}:\n{log}")
-        assert "Traceback" not in log and f"{c.NodeState.ROLLED_BACK.value}: " in log, log
+        assert "Traceback" not in log and f"{protocol.NodeState.ROLLED_BACK.value}: " in log, log
 
         def halted() -> dict[str, Any] | None:
             body = chart.get_json(installed, "nodeconfig", NAME)
@@ -220,8 +225,8 @@ def test_an_immutable_drop_in_directory_is_rolled_back_given_back_and_its_halted
         took = time.monotonic() - started
         print(f"deleting the halted NodeConfig took {took:.1f} s")
         assert not chart.cordoned(installed, node)
-        left = {k for k in _annotations(installed, node) if k.startswith(c.GROUP)}
-        assert left <= {c.ANN_HOST_CHECK}, left
+        left = {k for k in _annotations(installed, node) if k.startswith(protocol.GROUP)}
+        assert left <= {protocol.ANN_HOST_CHECK}, left
     finally:
         subprocess.run(["chattr", "-i", str(dropins)], check=True)
 
@@ -280,7 +285,7 @@ def test_a_node_without_an_agent_is_not_taken_and_the_rollout_goes_on(
         def other_done() -> dict[str, Any]:
             cordoned.append(chart.cordoned(installed, node))
             # status lists only the nodes with something to say: a Done node is read from its own marks
-            done = _annotations(installed, other).get(c.ANN_STATE) == c.NodeState.DONE.value
+            done = _annotations(installed, other).get(protocol.ANN_STATE) == protocol.NodeState.DONE.value
             return chart.node_status(installed, NAME, node) if done else {}
 
         try:
@@ -288,7 +293,10 @@ def test_a_node_without_an_agent_is_not_taken_and_the_rollout_goes_on(
         except Exception:
             print(chart.kubectl_ok(installed, "get", "nodeconfig", NAME, "-o", "yaml"))
             for name in (node, other):
-                print(name, {k: v for k, v in _annotations(installed, name).items() if k.startswith(c.GROUP)})
+                print(
+                    name,
+                    {k: v for k, v in _annotations(installed, name).items() if k.startswith(protocol.GROUP)},
+                )
             print(chart.kubectl_ok(installed, "get", "pods", "-A", "-o", "wide"))
             raise
         print(f"{node}: {entry.get('state')}: {entry.get('reason')}")
@@ -316,7 +324,7 @@ def test_a_node_without_an_agent_is_not_taken_and_the_rollout_goes_on(
         undo()
         chart.wait_for(
             f"a live agent on {node} again",
-            lambda: not hostcheck.absence(_annotations(installed, node).get(c.ANN_HOST_CHECK), _now()),
+            lambda: not hostcheck.absence(_annotations(installed, node).get(protocol.ANN_HOST_CHECK), _now()),
             timeout=180,
         )
 
@@ -372,26 +380,28 @@ def test_a_drop_in_directory_on_its_own_mount_is_written_or_refused_by_its_own_e
         # A new agent pod: its host root is mounted with the node's mounts as they are now.
         _restart_agent(installed, node, lambda check: True, "a host check by an agent that sees the mount")
         before = _dropins(installed, node)
-        assert c.ANN_STATE not in _annotations(installed, node)  # no report of an earlier test to be read
+        assert protocol.ANN_STATE not in _annotations(
+            installed, node
+        )  # no report of an earlier test to be read
         _apply(installed, node)
-        ends = {c.NodeState.SKIPPED.value, c.NodeState.ROLLED_BACK.value, c.NodeState.FAILED.value,
-                c.NodeState.DONE.value}  # fmt: skip
+        ends = {protocol.NodeState.SKIPPED.value, protocol.NodeState.ROLLED_BACK.value,
+                protocol.NodeState.FAILED.value, protocol.NodeState.DONE.value}  # fmt: skip
         end = chart.wait_for(
             "the agent's report",
-            lambda: ((s := _annotations(installed, node).get(c.ANN_STATE)) in ends and s) or "",
+            lambda: ((s := _annotations(installed, node).get(protocol.ANN_STATE)) in ends and s) or "",
             timeout=420,
         )
-        reason = _annotations(installed, node).get(c.ANN_REASON, "")
+        reason = _annotations(installed, node).get(protocol.ANN_REASON, "")
         print(f"{node}: {layout} drop-in directory: {end}: {reason}")
         assert "EXDEV" not in reason and "Traceback" not in chart.agent_log(installed, node)
         if layout == "writable":
-            assert end == c.NodeState.DONE.value, reason
+            assert end == protocol.NodeState.DONE.value, reason
             assert c.KUBELET_DROPIN_NAME in _dropins(installed, node)
             chart.wait_for("the node given back", lambda: not chart.cordoned(installed, node), timeout=120)
             chart.delete_nodeconfig(installed, name=NAME, timeout=300)  # onDelete: Revert takes it off
             assert c.KUBELET_DROPIN_NAME not in _dropins(installed, node)
         else:
-            assert end in (c.NodeState.SKIPPED.value, c.NodeState.ROLLED_BACK.value), reason
+            assert end in (protocol.NodeState.SKIPPED.value, protocol.NodeState.ROLLED_BACK.value), reason
             code = {"read-only": errno.EROFS, "full": errno.ENOSPC}[layout]
             for word in (KUBELET_DROPIN, errno.errorcode[code], os.strerror(code)):
                 assert word in reason, (word, reason)

@@ -33,6 +33,7 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core import compat
 from eventedpleg_lab.lab import chart, kubeadm, machine
 from eventedpleg_lab.lab.lab import Lab
@@ -189,8 +190,13 @@ def test_only_eventedpleg_true_brings_a_default_kubeadm_node_to_done(
     before_config = _sh(installed, node, f"sha256sum {CONFIG_YAML}")
     started = time.monotonic()
     annotations = _roll(installed, node, True)
-    _print(f"{node}: forward rollout, {time.monotonic() - started:.0f}s", annotations.get(c.ANN_REASON, ""))
-    assert annotations[c.ANN_STATE] == c.NodeState.DONE.value, annotations.get(c.ANN_REASON)
+    _print(
+        f"{node}: forward rollout, {time.monotonic() - started:.0f}s",
+        annotations.get(protocol.ANN_REASON, ""),
+    )
+    assert annotations[protocol.ANN_STATE] == protocol.NodeState.DONE.value, annotations.get(
+        protocol.ANN_REASON
+    )
     unit_dropin = _sh(installed, node, f"cat {UNIT_DROPIN}")
     _print(f"{node}: {UNIT_DROPIN}", unit_dropin)
     assert "--config-dir=/etc/kubernetes/kubelet.conf.d" in unit_dropin
@@ -210,7 +216,10 @@ def test_eventedpleg_false_leaves_the_kubeadm_node_byte_identical(
     node = _kubeadm_node(lab_specs, LabRuntime.CONTAINERD_22)
     assert node in PRISTINE, "test_kubeadm_nodes_are_laid_out_by_kubeadm records the node first"
     annotations = _roll(installed, node, False)
-    _print(f"{node}: eventedPleg false", f"{annotations.get(c.ANN_STATE)}: {annotations.get(c.ANN_REASON)}")
+    _print(
+        f"{node}: eventedPleg false",
+        f"{annotations.get(protocol.ANN_STATE)}: {annotations.get(protocol.ANN_REASON)}",
+    )
     after = snapshot(installed, node)
     differ = {k: (PRISTINE[node].get(k), after.get(k)) for k in PRISTINE[node].keys() | after.keys()
               if PRISTINE[node].get(k) != after.get(k)}  # fmt: skip
@@ -231,7 +240,9 @@ def test_kubeadm_upgrade_node_on_a_done_node(installed: Lab, lab_specs: tuple[No
     healthy (the gate lives in our drop-ins, which kubeadm does not write) or report drift."""
     node = _kubeadm_node(lab_specs, LabRuntime.CONTAINERD_22)
     annotations = _roll(installed, node, True)
-    assert annotations[c.ANN_STATE] == c.NodeState.DONE.value, annotations.get(c.ANN_REASON)
+    assert annotations[protocol.ANN_STATE] == protocol.NodeState.DONE.value, annotations.get(
+        protocol.ANN_REASON
+    )
     cm = chart.get_json(installed, "configmap", "kubelet-config", "-n", "kube-system")
     original = cm["data"]["kubelet"]
     changed = yaml.safe_load(original)
@@ -259,7 +270,7 @@ def test_kubeadm_upgrade_node_on_a_done_node(installed: Lab, lab_specs: tuple[No
         # Two after-Done checks (every 60 s) see the node after the rewrite and the restart.
         time.sleep(130)
         annotations = _annotations(installed, node)
-        state, reason = annotations.get(c.ANN_STATE), annotations.get(c.ANN_REASON, "")
+        state, reason = annotations.get(protocol.ANN_STATE), annotations.get(protocol.ANN_REASON, "")
         listed = chart.get_json(installed, "events", "-A", f"--field-selector=involvedObject.name={node}")
         # The product's events (the kubelet's own node events left out), in order.
         ours = sorted(
@@ -276,7 +287,7 @@ def test_kubeadm_upgrade_node_on_a_done_node(installed: Lab, lab_specs: tuple[No
         )
         # What the product does: the drop-ins are untouched by kubeadm, so the gate stays on and the
         # node stays Done without a word of drift.
-        assert state == c.NodeState.DONE.value, reason
+        assert state == protocol.NodeState.DONE.value, reason
         assert gates.get("EventedPLEG") is True
         assert "drift" not in reason.lower(), reason
         assert not {"Drift", "FallbackDetected"} & {e[1] for e in ours}, events
@@ -343,16 +354,18 @@ def test_containerd_17_with_allow_risky_is_done_and_measured(
     _print(f"{node}: containerRuntimeVersion", version)
     assert version.startswith("containerd://1.7.")
     annotations = _roll(installed, node, True, allow_risky=True)
-    assert annotations[c.ANN_STATE] == c.NodeState.DONE.value, annotations.get(c.ANN_REASON)
+    assert annotations[protocol.ANN_STATE] == protocol.NodeState.DONE.value, annotations.get(
+        protocol.ANN_REASON
+    )
     # Published one benefit window (30 s) after Done; waited for here so the next test's pods stay out of it.
     benefit: str = chart.wait_for(
-        f"{c.ANN_BENEFIT} on {node}",
-        lambda: str(_annotations(installed, node).get(c.ANN_BENEFIT, "")),
+        f"{protocol.ANN_BENEFIT} on {node}",
+        lambda: str(_annotations(installed, node).get(protocol.ANN_BENEFIT, "")),
         timeout=120,
     )
     assert json.loads(benefit)["enabled"] is True
-    _print(f"{node}: Done with allowRisky; {c.ANN_BENEFIT}", benefit)
-    _print(f"{node}: {c.ANN_EVIDENCE}", _annotations(installed, node).get(c.ANN_EVIDENCE, ""))
+    _print(f"{node}: Done with allowRisky; {protocol.ANN_BENEFIT}", benefit)
+    _print(f"{node}: {protocol.ANN_EVIDENCE}", _annotations(installed, node).get(protocol.ANN_EVIDENCE, ""))
 
 
 def test_containerd_17_second_event_subscriber(installed: Lab, lab_specs: tuple[NodeSpec, ...]) -> None:
@@ -361,7 +374,7 @@ def test_containerd_17_second_event_subscriber(installed: Lab, lab_specs: tuple[
     if node is None:
         pytest.skip("no containerd 1.7 node in this lab's node set")
     try:
-        assert _annotations(installed, node).get(c.ANN_STATE) == c.NodeState.DONE.value
+        assert _annotations(installed, node).get(protocol.ANN_STATE) == protocol.NodeState.DONE.value
         alone = _short_run(installed, node, "alone")
         _print(f"{node}: the kubelet alone: seconds until each pod is Succeeded", json.dumps(alone))
         # The agent looks for another event consumer at every after-Done check here (every 60 s, lab
@@ -369,7 +382,9 @@ def test_containerd_17_second_event_subscriber(installed: Lab, lab_specs: tuple[
         _short_run(installed, node, "alone-2", within=30.0)
         time.sleep(35)
         after_alone = _annotations(installed, node)
-        assert after_alone.get(c.ANN_STATE) == c.NodeState.DONE.value, after_alone.get(c.ANN_REASON)
+        assert after_alone.get(protocol.ANN_STATE) == protocol.NodeState.DONE.value, after_alone.get(
+            protocol.ANN_REASON
+        )
         init = installed.init_pid(node)
         assert init is not None
         events_log = installed.node_dir(node) / "crictl-events.log"
@@ -388,7 +403,10 @@ def test_containerd_17_second_event_subscriber(installed: Lab, lab_specs: tuple[
             # two goroutine dumps: rounds of short pods until it reports, or 4 min (four looks).
             annotations = _annotations(installed, node)
             deadline, rounds = time.monotonic() + 240, 0
-            while annotations.get(c.ANN_STATE) == c.NodeState.DONE.value and time.monotonic() < deadline:
+            while (
+                annotations.get(protocol.ANN_STATE) == protocol.NodeState.DONE.value
+                and time.monotonic() < deadline
+            ):
                 rounds += 1
                 _short_run(installed, node, f"more-{rounds}", within=15.0)
                 annotations = _annotations(installed, node)
@@ -410,16 +428,17 @@ def test_containerd_17_second_event_subscriber(installed: Lab, lab_specs: tuple[
             f"slowest {max(on_time_alone, default=None)} s\n"
             f"with a second subscriber: {SHORT_PODS - len(late)}/{SHORT_PODS} within 20 s; late: {late}\n"
             f"events the second subscriber received (each one the kubelet did not): {taken_events}\n"
-            f"the agent afterwards: {annotations.get(c.ANN_STATE)}: {annotations.get(c.ANN_REASON)}",
+            f"the agent afterwards: {annotations.get(protocol.ANN_STATE)}: "
+            f"{annotations.get(protocol.ANN_REASON)}",
         )
         assert len(on_time_alone) == SHORT_PODS and max(on_time_alone) < 20, alone
         # The matrix says Risky because a second subscriber takes events away from the kubelet: each event
         # `crictl events` printed is one the kubelet did not get (late pods follow, as many as the load
         # lets the kubelet's share miss an exit: printed above, not asserted).
         assert taken_events > 0, taken[-800:]
-        reason = str(annotations.get(c.ANN_REASON))
-        assert annotations.get(c.ANN_STATE) == c.NodeState.FAILED.value, (
-            annotations.get(c.ANN_STATE),
+        reason = str(annotations.get(protocol.ANN_REASON))
+        assert annotations.get(protocol.ANN_STATE) == protocol.NodeState.FAILED.value, (
+            annotations.get(protocol.ANN_STATE),
             reason,
         )
         assert reason.startswith("the kubelet misses container events: containerd had 2 open "), reason

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg_lab import release
 from eventedpleg_lab.lab import chart, installdoc
 from eventedpleg_lab.lab.lab import Lab
@@ -136,6 +137,6 @@ def test_the_readme_install_block_and_the_notes_run_as_pasted(
     assert RELEASE_NAME not in helm_ls.split(), helm_ls
     for name, node in lab.nodes().items():
         annotations = node["metadata"].get("annotations") or {}
-        assert c.ANN_HOST_CHECK not in annotations, name
-        assert c.LABEL_STATE not in (node["metadata"].get("labels") or {}), name
+        assert protocol.ANN_HOST_CHECK not in annotations, name
+        assert protocol.LABEL_STATE not in (node["metadata"].get("labels") or {}), name
         assert not node["spec"].get("unschedulable"), name

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg_lab.demo.harness import NAMESPACE
 from eventedpleg_lab.lab import chart
 from eventedpleg_lab.lab.lab import Lab, node_ready
@@ -68,12 +69,16 @@ def _annotations(lab: Lab, node: str) -> dict[str, Any]:
 
 
 def _state(lab: Lab, node: str) -> str | None:
-    return _annotations(lab, node).get(c.ANN_STATE)
+    return _annotations(lab, node).get(protocol.ANN_STATE)
 
 
 def _end(lab: Lab, node: str) -> str:
     """The node's state once the agent has ended its work: Done, Failed or RolledBack."""
-    ends = {c.NodeState.DONE.value, c.NodeState.FAILED.value, c.NodeState.ROLLED_BACK.value}
+    ends = {
+        protocol.NodeState.DONE.value,
+        protocol.NodeState.FAILED.value,
+        protocol.NodeState.ROLLED_BACK.value,
+    }
     return chart.wait_for("the node to end", lambda: ((state := _state(lab, node)) in ends and state) or "",
                           timeout=420)  # fmt: skip
 
@@ -89,7 +94,7 @@ def test_agent_pod_deleted_mid_apply_resumes_from_its_journal(installed: Lab, no
     _apply(installed, node)
     chart.wait_for(
         "the agent to have written and restarted (Verifying)",
-        lambda: _state(installed, node) == c.NodeState.VERIFYING.value,
+        lambda: _state(installed, node) == protocol.NodeState.VERIFYING.value,
         timeout=300,
         interval=0.5,
     )
@@ -100,8 +105,8 @@ def test_agent_pod_deleted_mid_apply_resumes_from_its_journal(installed: Lab, no
         "--wait=false")  # fmt: skip
     end = _end(installed, node)
     annotations = _annotations(installed, node)
-    assert end == c.NodeState.DONE.value, annotations.get(c.ANN_REASON)
-    assert annotations[c.ANN_CURRENT] == annotations[c.ANN_DESIRED]
+    assert end == protocol.NodeState.DONE.value, annotations.get(protocol.ANN_REASON)
+    assert annotations[protocol.ANN_CURRENT] == annotations[protocol.ANN_DESIRED]
     assert _agent_pod(installed, node) != first  # the DaemonSet's new pod finished the apply
     assert "EventedPLEG" in chart.on_node(installed, node, "cat", KUBELET_DROPIN)
 
@@ -115,8 +120,8 @@ def test_kubelet_that_will_not_start_is_rolled_back(installed: Lab, node: str) -
         _apply(installed, node, verify_seconds=60)
         end = _end(installed, node)
         annotations = _annotations(installed, node)
-        assert end == c.NodeState.ROLLED_BACK.value, annotations.get(c.ANN_REASON)
-        assert "kubelet" in annotations[c.ANN_REASON], annotations[c.ANN_REASON]
+        assert end == protocol.NodeState.ROLLED_BACK.value, annotations.get(protocol.ANN_REASON)
+        assert "kubelet" in annotations[protocol.ANN_REASON], annotations[protocol.ANN_REASON]
         assert chart.on_node(installed, node, "cat", KUBELET_DROPIN) == ""  # our file is gone again
         assert chart.on_node(installed, node, "systemctl", "is-active", "kubelet").strip() == "active"
         chart.wait_for("the node Ready again", lambda: node_ready(installed.nodes()[node]), timeout=120)
@@ -164,8 +169,8 @@ def test_the_leader_keeps_its_lease_and_finishes_its_own_node(
         stop.set()
         watcher.join(timeout=10)
     annotations = _annotations(installed, node)
-    assert end == c.NodeState.DONE.value, annotations.get(c.ANN_REASON)
-    assert annotations[c.ANN_CURRENT] == annotations[c.ANN_DESIRED]
+    assert end == protocol.NodeState.DONE.value, annotations.get(protocol.ANN_REASON)
+    assert annotations[protocol.ANN_CURRENT] == annotations[protocol.ANN_DESIRED]
     assert "EventedPLEG" in chart.on_node(installed, node, "cat", KUBELET_DROPIN)
     restarted = chart.on_node(installed, node, "systemctl", "show", "-P", "ActiveEnterTimestampMonotonic",
                               "kubelet").strip()  # fmt: skip

@@ -33,6 +33,7 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core import hostcheck
 from eventedpleg_lab import image, periodic, release
 from eventedpleg_lab.demo.harness import NAMESPACE, chart_dir
@@ -100,7 +101,8 @@ class Fault:
                 draining = sorted(
                     name
                     for name, node in self.lab.nodes().items()
-                    if node["metadata"].get("annotations", {}).get(c.ANN_STATE) == c.NodeState.DRAINING.value
+                    if node["metadata"].get("annotations", {}).get(protocol.ANN_STATE)
+                    == protocol.NodeState.DRAINING.value
                 )
                 with_web = _web_pod_nodes(self.lab) if draining else set()  # one LIST per sample
                 draining = [name for name in draining if name in with_web]
@@ -116,7 +118,7 @@ class Fault:
                 self.error = f"{type(error).__name__}: {error}"
                 return
             annotations = self.lab.nodes().get(self.node, {}).get("metadata", {}).get("annotations", {})
-            self.state_after = annotations.get(c.ANN_STATE)
+            self.state_after = annotations.get(protocol.ANN_STATE)
             return
 
 
@@ -200,14 +202,15 @@ def _in_progress_or_half_applied(lab: Lab) -> list[str]:
     found = []
     for name, node in lab.nodes().items():
         annotations = node["metadata"].get("annotations", {})
-        state = annotations.get(c.ANN_STATE)
+        state = annotations.get(protocol.ANN_STATE)
         if state in {"Draining", "Applying", "Verifying", "Failed"}:
             found.append(f"{name}: {state}")
-        if state == c.NodeState.DONE.value and annotations.get(c.ANN_CURRENT) != annotations.get(
-            c.ANN_DESIRED
-        ):
+        if state == protocol.NodeState.DONE.value and annotations.get(
+            protocol.ANN_CURRENT
+        ) != annotations.get(protocol.ANN_DESIRED):
             found.append(
-                f"{name}: Done with {annotations.get(c.ANN_CURRENT)} for {annotations.get(c.ANN_DESIRED)}"
+                f"{name}: Done with {annotations.get(protocol.ANN_CURRENT)} "
+                f"for {annotations.get(protocol.ANN_DESIRED)}"
             )
         if node["spec"].get("unschedulable"):
             found.append(f"{name}: cordoned")
@@ -233,7 +236,7 @@ def _assert_fault_mid_drain(fault: Fault) -> None:
     assert fault.done, (
         "no node was seen Draining with a web pod on it while the Lease was held: the fault never ran"
     )
-    assert fault.state_after == c.NodeState.DRAINING.value, (fault.node, fault.state_after, fault.done)
+    assert fault.state_after == protocol.NodeState.DRAINING.value, (fault.node, fault.state_after, fault.done)
 
 
 def _assert_lease_led_after(lab: Lab, fault: Fault) -> str:
@@ -283,7 +286,7 @@ def test_rollout_reaches_available_on_real_nodes(installed: Lab, lab_specs: tupl
     assert watch.min_ready >= chart.WORKLOAD_MIN_AVAILABLE, watch.min_ready
     after = chart.ready_workload_pods(installed)
     assert len(after) == chart.WORKLOAD_REPLICAS
-    done = {s.name for s in lab_specs if chart.expected_outcome(s).state == c.NodeState.DONE.value}
+    done = {s.name for s in lab_specs if chart.expected_outcome(s).state == protocol.NodeState.DONE.value}
     moved = {pod for pod, node in before.items() if node in done}
     assert moved and not moved & set(after), (before, after)
     # Nothing in a step, half-applied or cordoned: the drain the force-delete interrupted was finished.
@@ -296,13 +299,13 @@ def test_rollout_reaches_available_on_real_nodes(installed: Lab, lab_specs: tupl
     for spec in lab_specs:
         if spec.admin_pod_events_off:
             annotations = nodes[spec.name]["metadata"].get("annotations") or {}
-            host = hostcheck.parse(annotations.get(c.ANN_HOST_CHECK))
+            host = hostcheck.parse(annotations.get(protocol.ANN_HOST_CHECK))
             assert host is not None, annotations
             assert any("99-zz-site-policy.conf" in why for why in host.refusals.values()), host
             if chart.expected_outcome(spec).reason_has == "cri-o#9663":
-                assert c.ANN_REASON not in annotations, annotations
+                assert protocol.ANN_REASON not in annotations, annotations
                 continue
-            reason = annotations[c.ANN_REASON]
+            reason = annotations[protocol.ANN_REASON]
             assert reason.startswith("not cordoned: ") and "the agent's host check at" in reason, reason
     # The force-deleted leader's Lease went to another pod, which led to the end.
     # (The victim is the holder the fault itself read; the 1-s sampler may miss a holder that led for
@@ -385,7 +388,7 @@ def test_the_crio_node_runs_with_pod_events(installed: Lab, lab_specs: tuple[Nod
             continue
         assert "enable_pod_events = true" in dropin, spec.name
         assert "enable_pod_events = true" in running, spec.name  # the restarted daemon's own config
-        evidence = installed.nodes()[spec.name]["metadata"]["annotations"][c.ANN_EVIDENCE]
+        evidence = installed.nodes()[spec.name]["metadata"]["annotations"][protocol.ANN_EVIDENCE]
         assert "kubelet_evented_pleg_connection_success_count" in evidence, evidence
 
 
@@ -461,7 +464,7 @@ def test_in_place_keeps_every_container_and_every_endpoint_answering(
     pod UIDs and container IDs, restart counts unchanged) and each of the web Service's endpoints answers
     HTTP every 0.2 s throughout, asked from a node the rollout skips (there is no kube-proxy in the lab,
     so each endpoint is asked directly; the Service's EndpointSlice never loses a ready endpoint)."""
-    done = {s.name for s in lab_specs if chart.expected_outcome(s).state == c.NodeState.DONE.value}
+    done = {s.name for s in lab_specs if chart.expected_outcome(s).state == protocol.NodeState.DONE.value}
     prober_node = next(s.name for s in lab_specs if s.name not in done)
     chart.kubectl_ok(installed, "-n", chart.WORKLOAD_NAMESPACE, "expose", "deploy/web", "--port=8080")
     before = _web_pods(installed)
@@ -499,8 +502,11 @@ def test_in_place_keeps_every_container_and_every_endpoint_answering(
                 nodes = installed.nodes()
                 for name in done:
                     annotations = nodes[name]["metadata"]["annotations"]
-                    assert annotations[c.ANN_STATE] == c.NodeState.DONE.value, (name, annotations)
-                    assert annotations[c.ANN_REASON], name
+                    assert annotations[protocol.ANN_STATE] == protocol.NodeState.DONE.value, (
+                        name,
+                        annotations,
+                    )
+                    assert annotations[protocol.ANN_REASON], name
     finally:
         out, _ = prober.communicate("", timeout=30)
         chart.kubectl_ok(installed, "-n", chart.WORKLOAD_NAMESPACE, "delete", "service", "web")
@@ -537,7 +543,7 @@ def test_a_node_whose_drain_could_never_finish_is_reported_and_never_cordoned(
     """A Deployment on one node with a PodDisruptionBudget of maxUnavailable: 0: with the default
     drain.onBlocked (Skip) that node is reported by pod and PDB name and Skipped without a cordon; the
     other nodes are Done."""
-    done = [s.name for s in lab_specs if chart.expected_outcome(s).state == c.NodeState.DONE.value]
+    done = [s.name for s in lab_specs if chart.expected_outcome(s).state == protocol.NodeState.DONE.value]
     pinned = done[0]
     chart.kubectl_ok(installed, "apply", "-f", "-", stdin=_pinned_database(pinned))
     try:
@@ -583,13 +589,13 @@ def test_a_node_whose_drain_could_never_finish_is_reported_and_never_cordoned(
             body, _, _ = _rollout(installed, evented_pleg=True)
         assert chart.conditions(body).get("Available") == "True", body.get("status")
         annotations = installed.nodes()[pinned]["metadata"]["annotations"]
-        reason = annotations[c.ANN_REASON]
-        print(f"{pinned}: {annotations[c.ANN_STATE]}: {reason}")
-        assert annotations[c.ANN_STATE] == c.NodeState.SKIPPED.value, annotations
+        reason = annotations[protocol.ANN_REASON]
+        print(f"{pinned}: {annotations[protocol.ANN_STATE]}: {reason}")
+        assert annotations[protocol.ANN_STATE] == protocol.NodeState.SKIPPED.value, annotations
         assert reason.startswith("not cordoned") and f"{chart.WORKLOAD_NAMESPACE}/db" in reason, reason
         assert pinned not in cordoned, cordoned  # never taken, not even for a moment
         for name in done[1:]:
-            assert installed.nodes()[name]["metadata"]["annotations"][c.ANN_STATE] == "Done", name
+            assert installed.nodes()[name]["metadata"]["annotations"][protocol.ANN_STATE] == "Done", name
     finally:
         chart.kubectl_ok(installed, "-n", chart.WORKLOAD_NAMESPACE, "delete", "deploy/db", "pdb/db",
             "--wait=true", timeout=120)  # fmt: skip
@@ -610,13 +616,17 @@ class _UpgradeInAStep:
     upgraded: list[str] = field(default_factory=list)  # "node state: helm's first line", once
 
     def sample(self) -> None:
-        in_step = {c.NodeState.DRAINING.value, c.NodeState.APPLYING.value, c.NodeState.VERIFYING.value}
+        in_step = {
+            protocol.NodeState.DRAINING.value,
+            protocol.NodeState.APPLYING.value,
+            protocol.NodeState.VERIFYING.value,
+        }
         try:
             nodes = self.lab.nodes()
         except Exception:  # an API hiccup is not a sample
             return
         for name, node in nodes.items():
-            state = node["metadata"].get("annotations", {}).get(c.ANN_STATE, "-")
+            state = node["metadata"].get("annotations", {}).get(protocol.ANN_STATE, "-")
             seen = self.states.setdefault(name, [])
             if not seen or seen[-1] != state:
                 seen.append(state)
@@ -632,7 +642,7 @@ class _UpgradeInAStep:
         assert watch.min_ready >= chart.WORKLOAD_MIN_AVAILABLE, watch.min_ready
         assert _in_progress_or_half_applied(self.lab) == []
         for name, seq in self.states.items():  # the upgrade neither lost a node nor had one taken twice
-            assert seq.count(c.NodeState.DRAINING.value) <= 1, (name, seq)
+            assert seq.count(protocol.NodeState.DRAINING.value) <= 1, (name, seq)
 
 
 def _next_chart(directory: Path, version: str) -> Path:
@@ -779,16 +789,16 @@ def test_helm_upgrade_while_the_registry_is_unreachable_keeps_the_old_pods_and_t
     # Every node taken ended Done: read from the nodes now, not from the last 0.5 s sample, which a slow
     # kubectl on a busy machine may take before the agent's last write (seen: Verifying, then Available).
     final = {
-        name: node["metadata"].get("annotations", {}).get(c.ANN_STATE)
+        name: node["metadata"].get("annotations", {}).get(protocol.ANN_STATE)
         for name, node in installed.nodes().items()
     }
     for name, seq in states.items():
-        assert c.NodeState.DRAINING.value not in seq or final[name] == c.NodeState.DONE.value, (
+        assert protocol.NodeState.DRAINING.value not in seq or final[name] == protocol.NodeState.DONE.value, (
             name,
             seq,
             final,
         )
-    assert any(c.NodeState.DRAINING.value in seq for seq in states.values()), states
+    assert any(protocol.NodeState.DRAINING.value in seq for seq in states.values()), states
     # As many Ready pods of the old templates as before, in each namespace; none of the new ones Ready.
     for namespace in (NAMESPACE, chart.AGENT_NAMESPACE):
         was = [p for p in before if p["metadata"]["namespace"] == namespace]

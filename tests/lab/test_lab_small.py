@@ -32,6 +32,7 @@ import pytest
 import yaml
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.reasons import ConditionReason
 from eventedpleg_lab import periodic
 from eventedpleg_lab.demo.harness import NAMESPACE
@@ -102,7 +103,7 @@ def _operator_pods(lab: Lab) -> dict[str, tuple[str, str, int]]:
 
 def _state(lab: Lab, node: str) -> tuple[str, str]:
     annotations = lab.nodes()[node]["metadata"].get("annotations", {})
-    return str(annotations.get(c.ANN_STATE, "")), str(annotations.get(c.ANN_REASON, ""))
+    return str(annotations.get(protocol.ANN_STATE, "")), str(annotations.get(protocol.ANN_REASON, ""))
 
 
 def _cli(lab: Lab, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -144,7 +145,7 @@ def test_one_worker_a_budget_that_needs_another_node_is_named_before_any_cordon(
         chart.kubectl_ok(installed, "apply", "-f", "-", stdin=_example())
         chart.wait_for(
             "the node Skipped",
-            lambda: _state(installed, node)[0] == c.NodeState.SKIPPED.value,
+            lambda: _state(installed, node)[0] == protocol.NodeState.SKIPPED.value,
             timeout=180,
         )
     state, reason = _state(installed, node)
@@ -184,7 +185,7 @@ def test_the_default_nodeconfig_takes_every_worker_to_done_with_the_operator_whe
             assert retried.returncode == 0, retried.stderr
 
         def done() -> dict[str, Any] | None:
-            if any(_state(installed, n)[0] != c.NodeState.DONE.value for n in nodes):
+            if any(_state(installed, n)[0] != protocol.NodeState.DONE.value for n in nodes):
                 return None
             body = chart.settled(installed)
             return body if body and chart.conditions(body).get("Available") == "True" else None
@@ -193,7 +194,7 @@ def test_the_default_nodeconfig_takes_every_worker_to_done_with_the_operator_whe
     assert body is not None
     status = _cli(installed, "status", chart.NODECONFIG)
     print(status.stdout)
-    print(chart.kubectl_ok(installed, "get", "nodes", "-L", c.LABEL_STATE))
+    print(chart.kubectl_ok(installed, "get", "nodes", "-L", protocol.LABEL_STATE))
     print(chart.kubectl_ok(installed, "get", "nodeconfig", "-o", "wide"))
     for node in nodes:  # the agent tells its story in its own log, one line per step
         log = chart.agent_log(installed, node)
@@ -201,7 +202,7 @@ def test_the_default_nodeconfig_takes_every_worker_to_done_with_the_operator_whe
         assert "Done" in log and "Traceback" not in log, log
     for node in nodes:
         state, reason = _state(installed, node)
-        assert state == c.NodeState.DONE.value, (node, state, reason)
+        assert state == protocol.NodeState.DONE.value, (node, state, reason)
     longest = max(cordons.longest.values(), default=0.0)
     print(f"longest cordon: {longest:.1f} s ({cordons.longest})")
     assert set(cordons.longest) == set(nodes), cordons.longest  # every node was taken, and given back

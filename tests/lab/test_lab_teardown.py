@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg_lab.demo.harness import NAMESPACE
 from eventedpleg_lab.lab import chart, machine
 from eventedpleg_lab.lab.lab import Lab
@@ -25,15 +26,15 @@ def test_helm_uninstall_leaves_the_documented_state(installed: Lab) -> None:
     assert chart.get_json(installed, "pods", "-n", NAMESPACE)["items"] == []
     assert chart.get_json(installed, "crd", c.CRD_NAME)["metadata"]["name"] == c.CRD_NAME
     for name, node in installed.nodes().items():
-        ours = {k for k in node["metadata"].get("annotations", {}) if k.startswith(f"{c.GROUP}/")}
+        ours = {k for k in node["metadata"].get("annotations", {}) if k.startswith(f"{protocol.GROUP}/")}
         # Deleting the NodeConfig let go of every node. An agent stops after helm has begun removing its
         # permissions, so it may fail to take its host check off (README, Uninstall): that key alone may
         # stay, and the README's command removes it.
-        assert ours <= {c.ANN_HOST_CHECK}, (name, ours)
+        assert ours <= {protocol.ANN_HOST_CHECK}, (name, ours)
         assert not node["spec"].get("unschedulable"), name
-    chart.kubectl_ok(installed, "annotate", "nodes", "--all", f"{c.ANN_HOST_CHECK}-")
+    chart.kubectl_ok(installed, "annotate", "nodes", "--all", f"{protocol.ANN_HOST_CHECK}-")
     for name, node in installed.nodes().items():
-        ours = {k for k in node["metadata"].get("annotations", {}) if k.startswith(f"{c.GROUP}/")}
+        ours = {k for k in node["metadata"].get("annotations", {}) if k.startswith(f"{protocol.GROUP}/")}
         assert ours == set(), (name, ours)
 
 

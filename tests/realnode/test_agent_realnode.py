@@ -17,10 +17,11 @@ import time
 import pytest
 
 from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg.core.node.facts.verify import CONN_ERROR, CONN_SUCCESS, FEATURE_METRIC
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
 from eventedpleg_lab.realnode import rig as rn
@@ -51,7 +52,7 @@ def test_enable_on_136_with_containerd_22_is_done_with_real_evidence(node: rn.Re
     config_hash = rig.apply()
 
     assert rig.state == NodeState.DONE, rig.annotations
-    assert rig.annotations[c.ANN_CURRENT] == config_hash
+    assert rig.annotations[protocol.ANN_CURRENT] == config_hash
     assert _dropin(node)
     checks = _checks(rig.evidence())
     assert checks["gate"] == f'ok: {FEATURE_METRIC}{{name="EventedPLEG",stage="ALPHA"}} 1'
@@ -65,7 +66,7 @@ def test_enable_on_136_with_containerd_22_is_done_with_real_evidence(node: rn.Re
     assert (metrics.value(CONN_SUCCESS) or 0) >= 1
     assert (metrics.value(CONN_ERROR) or 0) == 0
     # Before/after figures (item 4): ~1 relist a second before, none in the window after.
-    benefit = json.loads(rig.annotations[c.ANN_BENEFIT])
+    benefit = json.loads(rig.annotations[protocol.ANN_BENEFIT])
     assert benefit["enabled"] is True
     assert benefit["before"]["relists"] >= 0.8 * benefit["before"]["windowSeconds"]
     assert benefit["after"]["relists"] == 0
@@ -83,7 +84,7 @@ def test_disable_removes_our_drop_in_and_relisting_is_back_to_one_second(
     off_hash = rig.apply(enabled=False)
 
     assert rig.state == NodeState.DONE, rig.annotations
-    assert rig.annotations[c.ANN_CURRENT] == off_hash
+    assert rig.annotations[protocol.ANN_CURRENT] == off_hash
     assert not _dropin(node)
     checks = _checks(rig.evidence())
     assert checks["gate"] == f'ok: {FEATURE_METRIC}{{name="EventedPLEG",stage="ALPHA"}} 0'
@@ -127,8 +128,8 @@ def test_137_is_done_on_the_narrowed_signals_and_says_there_is_no_cpu_saving(
     assert checks["relist"].startswith("info: ")
     assert "no steady-state CPU saving" in checks["relist"]
     assert "mean interval 1.0s" in checks["relist"]  # k8s#139262: the generic relist stays at 1 s
-    assert rig.annotations[c.ANN_REASON].startswith("Evented PLEG on (1.37")
-    benefit = json.loads(rig.annotations[c.ANN_BENEFIT])
+    assert rig.annotations[protocol.ANN_REASON].startswith("Evented PLEG on (1.37")
+    benefit = json.loads(rig.annotations[protocol.ANN_BENEFIT])
     assert "no steady-state CPU saving" in benefit["summary"]
     seen.metrics(parse_metrics(node.metrics()))
 
@@ -182,8 +183,8 @@ def test_containerd_restart_under_136_is_detected_as_fallback_and_healed(
     rig.check()
 
     assert rig.state == NodeState.DONE, rig.annotations
-    assert rig.annotations[c.ANN_CURRENT] == config_hash
-    assert rig.annotations[c.ANN_REASON].startswith("healed a silent fallback to generic PLEG")
+    assert rig.annotations[protocol.ANN_CURRENT] == config_hash
+    assert rig.annotations[protocol.ANN_REASON].startswith("healed a silent fallback to generic PLEG")
     assert "connection_error_count 5" in str(rig.evidence()["fallback"])
     assert rig.api.event_reasons(cfg.NODE_NAME)[-2:] == ["FallbackDetected", "FallbackHealed"]
     metrics = parse_metrics(node.metrics())  # a new kubelet: a new stream, no errors
@@ -203,7 +204,7 @@ def test_static_pods_are_refused_by_default_and_adopted_without_duplicates_when_
 
     rig.apply()
     assert rig.state == NodeState.SKIPPED, rig.annotations
-    assert "static pods" in rig.annotations[c.ANN_REASON]
+    assert "static pods" in rig.annotations[protocol.ANN_REASON]
     assert not _dropin(node)
 
     rig.apply(options=AgentOptions(allow_static_pods=True))

@@ -23,11 +23,10 @@ from eventedpleg import constants as c
 from eventedpleg.agent.agent import drive
 from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.agent.runner import GuardLoop
-from eventedpleg.constants import NodeState
 from eventedpleg.core import guardincidents as gi
 from eventedpleg.core.node.facts.guardsigns import line_time, refused_first
 from eventedpleg.core.node.phases.host import CommandResult
-from eventedpleg.protocol import Cause
+from eventedpleg.protocol import ANN_GUARD_INCIDENTS, Cause, NodeState
 from eventedpleg.reasons import EventReason
 from eventedpleg_lab.realnode import config as cfg
 from eventedpleg_lab.realnode import layout as lay
@@ -149,7 +148,7 @@ def test_guard_heals_a_wedge_on_136_and_takes_the_gate_off_after_the_second(
     condition = rig.api.conditions[NODE][gi.CONDITION_TYPE]
     assert (condition["status"], condition["reason"]) == ("True", gi.HealthReason.HEALTHY)
     assert metrics.guard_incidents.labels("wedge")._value.get() == 1
-    assert len(gi.parse(rig.annotations[c.ANN_GUARD_INCIDENTS])) == 1
+    assert len(gi.parse(rig.annotations[ANN_GUARD_INCIDENTS])) == 1
     assert rig.state == NodeState.DONE
 
     # Second incident in the window, the containers left in place: the gate comes off.

@@ -11,7 +11,7 @@ from typing import Any
 import lupa.lua51 as lua51  # the [test] extra; Lua 5.1 like Argo CD's gopher-lua
 import yaml
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.rollout import status
 from eventedpleg.models.nodeconfig import NodeConfigStatus
@@ -104,12 +104,12 @@ def test_every_eligible_node_skipped_for_a_host_fault_is_degraded_not_healthy() 
     world = World(fleet(1), spec())
     world.nodes["node-000"].annotations.update(
         {
-            c.ANN_OWNER: "cluster",
-            c.ANN_DESIRED: H_ON,
-            c.ANN_STATE: "Skipped",
-            c.ANN_STATE_SINCE: T0.isoformat(),
-            c.ANN_REASON: "read-only file system: fix it on the host",
-            c.ANN_EVIDENCE: Evidence(result="fault", changed="nothing").to_json(),
+            protocol.ANN_OWNER: "cluster",
+            protocol.ANN_DESIRED: H_ON,
+            protocol.ANN_STATE: "Skipped",
+            protocol.ANN_STATE_SINCE: T0.isoformat(),
+            protocol.ANN_REASON: "read-only file system: fix it on the host",
+            protocol.ANN_EVIDENCE: Evidence(result="fault", changed="nothing").to_json(),
         }
     )
     world.run()

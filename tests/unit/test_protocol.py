@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core.rollout import approval
 from eventedpleg.protocol import (
     ANN_APPROVED,
@@ -123,7 +123,7 @@ def test_each_side_writes_only_its_keys(world: World, seed: int, delete: bool) -
     for tick in range(150):
         if tick % 20 == 5 and world.spec.rollout.approval == "Manual":  # a person approves a node
             node = rng.choice(list(world.nodes.values()))
-            asked = node.annotations.get(c.ANN_AWAITING_APPROVAL, "")
+            asked = node.annotations.get(protocol.ANN_AWAITING_APPROVAL, "")
             world.approved = approval.approve(world.approved, node.name, asked) if asked else world.approved
         if tick == 100 and delete:
             world.deleting = True
@@ -148,8 +148,8 @@ def test_a_plain_rollout_and_its_release_use_every_key_of_both_sides() -> None:
         written[by] |= {key for key, value in changes.items() if value is not None}
     handoff = {key for key, writer in WRITERS.items() if writer is Writer.HANDOFF}
     assert handoff <= written[Writer.OPERATOR] and handoff <= written[Writer.AGENT]
-    assert {c.ANN_DESIRED, c.ANN_OWNER, c.ANN_CORDONED_BY_US} <= written[Writer.OPERATOR]
-    assert {c.ANN_CURRENT, c.ANN_EVIDENCE, ANN_HOST_CHECK} <= written[Writer.AGENT]
+    assert {protocol.ANN_DESIRED, protocol.ANN_OWNER, protocol.ANN_CORDONED_BY_US} <= written[Writer.OPERATOR]
+    assert {protocol.ANN_CURRENT, protocol.ANN_EVIDENCE, ANN_HOST_CHECK} <= written[Writer.AGENT]
 
 
 def test_every_time_the_product_writes_goes_through_format_time() -> None:

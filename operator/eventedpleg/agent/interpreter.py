@@ -24,7 +24,7 @@ from dataclasses import InitVar, dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.hostread import read_facts
 from eventedpleg.agent.metrics import AgentMetrics
@@ -127,8 +127,8 @@ class Interpreter:
         started = self.host.clock.now()
         extra = fields(
             node=self.node,
-            nodeconfig=node.annotations.get(c.ANN_OWNER, ""),
-            hash=node.annotations.get(c.ANN_DESIRED, ""),
+            nodeconfig=node.annotations.get(protocol.ANN_OWNER, ""),
+            hash=node.annotations.get(protocol.ANN_DESIRED, ""),
             phase=name,
         )
         last_report = ""
@@ -239,11 +239,13 @@ class Interpreter:
                     self.metrics.reported(effect.state, effect.evidence)
                 return patched
             case PublishBenefit(text):
-                return self._patch({c.ANN_BENEFIT: text}, node)
+                return self._patch({protocol.ANN_BENEFIT: text}, node)
             case PublishHostCheck(check):
                 # Unconditional, unlike Report: the key is the agent's alone and what the host allows
                 # does not depend on what the operator asks (desired-config, state).
-                written = self.api.patch_node_annotations(self.node, {c.ANN_HOST_CHECK: check.to_json()})
+                written = self.api.patch_node_annotations(
+                    self.node, {protocol.ANN_HOST_CHECK: check.to_json()}
+                )
                 return written is not None
             case PublishIncidents() | SetHealthCondition() | GuardCount():
                 return self._guard(effect)
@@ -289,7 +291,10 @@ class Interpreter:
         """The guard's writes (core.node.guardphase): its annotation, its condition, its metrics."""
         match effect:
             case PublishIncidents(text):
-                return self.api.patch_node_annotations(self.node, {c.ANN_GUARD_INCIDENTS: text}) is not None
+                return (
+                    self.api.patch_node_annotations(self.node, {protocol.ANN_GUARD_INCIDENTS: text})
+                    is not None
+                )
             case SetHealthCondition(healthy, reason, message):
                 now = self.host.clock.now()
                 condition = guardincidents.condition(healthy, reason, message[:MESSAGE_LIMIT], now)
@@ -338,7 +343,7 @@ class Interpreter:
 
     def _patch(self, changes: Mapping[str, str | None], node: AgentNode) -> bool:
         """Patch our annotations, only while desired-config is still what the phase acted on."""
-        require = {c.ANN_DESIRED: node.annotations.get(c.ANN_DESIRED, "")}
+        require = {protocol.ANN_DESIRED: node.annotations.get(protocol.ANN_DESIRED, "")}
         return self.api.patch_node_annotations(self.node, changes, require=require) is not None
 
 

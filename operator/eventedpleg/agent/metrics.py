@@ -6,9 +6,9 @@ from __future__ import annotations
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
 from eventedpleg import buildinfo
-from eventedpleg.constants import NodeState
 from eventedpleg.core import guardincidents
 from eventedpleg.core.evidence import Evidence
+from eventedpleg.protocol import NodeState
 
 # Evidence results that mean the change did not hold (core.evidence.Evidence.result); any other failing
 # report counts under its node state, so the label set stays small and known.

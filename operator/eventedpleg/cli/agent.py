@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.agent import health, hostlock, runner
 from eventedpleg.agent.agent import Agent, AgentSettings
 from eventedpleg.agent.linuxhost import LinuxHost
@@ -187,11 +187,11 @@ def withdraw_host_check(agent: Agent) -> None:
     logged, never raised (the operator then goes by the check's age)."""
     try:
         node = agent.api.get_node(agent.node)
-        last = node.annotations.get(c.ANN_HOST_CHECK) if node is not None else None
+        last = node.annotations.get(protocol.ANN_HOST_CHECK) if node is not None else None
         check = hostcheck.stopped(last, datetime.now(UTC))
-        agent.api.patch_node_annotations(agent.node, {c.ANN_HOST_CHECK: check.to_json()})
+        agent.api.patch_node_annotations(agent.node, {protocol.ANN_HOST_CHECK: check.to_json()})
     except Exception as exc:  # the API may be gone too: the node keeps its last check, dated
-        logging.getLogger(__name__).warning("could not mark %s stopped: %s", c.ANN_HOST_CHECK, exc)
+        logging.getLogger(__name__).warning("could not mark %s stopped: %s", protocol.ANN_HOST_CHECK, exc)
 
 
 @click.command(

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli.examples import examples
 from eventedpleg.cli.failures import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, fail, verbose_option
 from eventedpleg.cli.inspect import _nodeconfig
@@ -68,13 +68,13 @@ def approve_cmd(node: str, name: str, kube: Kube, verbose: bool) -> None:
                     "behind metadata.generation): try again in a few seconds",
                     EXIT_USAGE,
                 )
-            existing = approval.parse((body["metadata"].get("annotations") or {}).get(c.ANN_APPROVED))
+            existing = approval.parse((body["metadata"].get("annotations") or {}).get(protocol.ANN_APPROVED))
             if existing.get(node) != config:
                 try:
                     nodeconfigs.patch_annotations(
                         api,
                         name,
-                        {c.ANN_APPROVED: approval.encode(approval.approve(existing, node, config))},
+                        {protocol.ANN_APPROVED: approval.encode(approval.approve(existing, node, config))},
                         str(body["metadata"]["resourceVersion"]),
                     )
                 except Conflict:

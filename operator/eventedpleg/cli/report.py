@@ -10,7 +10,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from eventedpleg.constants import NodeState
 from eventedpleg.core import compat, hostcheck, runtimes
 from eventedpleg.core.rollout import podhealth
 from eventedpleg.core.rollout.agentpod import pod_node
@@ -25,7 +24,7 @@ from eventedpleg.core.rollout.nodeorder import order_key
 from eventedpleg.core.rollout.planner.taking import NO_AGENT, take_candidate
 from eventedpleg.core.rollout.snapshot import NodeView
 from eventedpleg.models.nodeconfig import HealthGate, KubeletConfigMode, OnDrainBlocked, RolloutOrder
-from eventedpleg.protocol import Cause, format_time
+from eventedpleg.protocol import Cause, NodeState, format_time
 
 MAX_REASON = 90
 

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli.examples import examples
 from eventedpleg.cli.failures import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, fail, verbose_option
 from eventedpleg.cli.inspect import _nodeconfig, _views
@@ -57,7 +57,7 @@ def retry_cmd(name: str, only: tuple[str, ...], kube: Kube, verbose: bool) -> No
                         EXIT_USAGE,
                     )
             annotations = body["metadata"].get("annotations") or {}
-            existing = retry.parse(annotations.get(c.ANN_RETRY))
+            existing = retry.parse(annotations.get(protocol.ANN_RETRY))
             asked = retry.request(views, name, existing, frozenset(only))
             fresh = sorted(n for n in asked if n not in existing or existing[n] != asked[n])
             if not fresh:
@@ -67,7 +67,10 @@ def retry_cmd(name: str, only: tuple[str, ...], kube: Kube, verbose: bool) -> No
                 sys.exit(EXIT_OK)
             try:
                 nodeconfigs.patch_annotations(
-                    api, name, {c.ANN_RETRY: retry.encode(asked)}, str(body["metadata"]["resourceVersion"])
+                    api,
+                    name,
+                    {protocol.ANN_RETRY: retry.encode(asked)},
+                    str(body["metadata"]["resourceVersion"]),
                 )
             except Conflict:
                 continue  # the NodeConfig moved on (a status write): read it again

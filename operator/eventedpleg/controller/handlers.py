@@ -16,18 +16,19 @@ from typing import Any
 import kopf
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.controller.engine import RolloutEngine
 from eventedpleg.k8s.client import in_cluster_server
 
-NODECONFIGS = (c.GROUP, c.VERSION, c.PLURAL)
+NODECONFIGS = (protocol.GROUP, c.VERSION, c.PLURAL)
 
 
 def configure(settings: kopf.OperatorSettings) -> None:
     """Our finalizer and annotation prefixes under eventedpleg.io; quiet kopf's own Events."""
     settings.persistence.finalizer = c.FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=c.GROUP)
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=protocol.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=c.GROUP, key="last-handled-configuration"
+        prefix=protocol.GROUP, key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300  # re-watch from the last resourceVersion, never a periodic LIST

@@ -23,10 +23,10 @@ from prometheus_client import (
 )
 
 from eventedpleg import buildinfo, probeserver
-from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout.planner import Summary
 from eventedpleg.core.rollout.snapshot import NodeView
 from eventedpleg.probeserver import TEXT, Reply
+from eventedpleg.protocol import NodeState
 
 
 class OperatorMetrics:

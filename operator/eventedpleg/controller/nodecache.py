@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout import agentpod
 from eventedpleg.core.rollout.actions import Cordon
 from eventedpleg.core.rollout.agentpod import AgentPod
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
+from eventedpleg.protocol import NodeState
 
 
 def _rv_number(value: str | int | None) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core.rollout import approval, retry
 from eventedpleg.core.rollout.snapshot import Peer
 from eventedpleg.k8s.events import ObjectRef
@@ -51,13 +52,13 @@ def view_of(body: Mapping[str, Any]) -> NodeConfigView:
     annotations = meta.get("annotations") or {}
     return NodeConfigView(
         name=name,
-        ref=ObjectRef(c.KIND, name, f"{c.GROUP}/{c.VERSION}", str(meta.get("uid", ""))),
+        ref=ObjectRef(c.KIND, name, f"{protocol.GROUP}/{c.VERSION}", str(meta.get("uid", ""))),
         generation=int(meta.get("generation", 0)),
         created=parse_time(str(meta.get("creationTimestamp", ""))) or datetime.min.replace(tzinfo=UTC),
         spec=_spec(body.get("spec") or {}),
         status=_status(body.get("status") or {}),
-        retry=retry.parse(annotations.get(c.ANN_RETRY)),
-        approved=approval.parse(annotations.get(c.ANN_APPROVED)),
+        retry=retry.parse(annotations.get(protocol.ANN_RETRY)),
+        approved=approval.parse(annotations.get(protocol.ANN_APPROVED)),
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 
 
 class Account(StrEnum):
@@ -49,7 +50,7 @@ class Call:
 OP, AGENT, PERSON = (Account.OPERATOR,), (Account.AGENT,), (Account.PERSON,)
 CLEANUP = (Account.CLEANUP,)
 BOTH = (Account.OPERATOR, Account.AGENT)
-NC, EPO = c.GROUP, "eventedpleg.k8s."
+NC, EPO = protocol.GROUP, "eventedpleg.k8s."
 
 CALLS: tuple[Call, ...] = (
     # NodeConfigs: kopf watches them and keeps its finalizer and progress annotations with merge patches;

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kubernetes import client
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core.render import RenderedConfig
 from eventedpleg.k8s.errors import ApiError, translated
 
@@ -16,7 +17,7 @@ def _create(api: client.ApiClient, namespace: str, rendered: RenderedConfig) -> 
             name=rendered.configmap_name,
             namespace=namespace,
             labels={c.CONFIGMAP_LABEL: "true", "app.kubernetes.io/part-of": "evented-pleg-operator"},
-            annotations={c.ANN_OWNER: rendered.owner},
+            annotations={protocol.ANN_OWNER: rendered.owner},
         ),
         data=rendered.configmap_data(),
         immutable=True,  # the hash names the content: it must never change under an agent

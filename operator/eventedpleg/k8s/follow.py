@@ -13,6 +13,7 @@ from typing import Any
 from kubernetes import client
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.k8s.client import PAGE
 from eventedpleg.k8s.informer import NodeInformer
 
@@ -69,7 +70,7 @@ def follow(api: client.ApiClient, name: str, stop: threading.Event, *, page: int
             on_nodeconfig,
             on_nodeconfig_listed,
             stop=stop,
-            path=f"/apis/{c.GROUP}/{c.VERSION}/{c.PLURAL}",
+            path=f"/apis/{protocol.GROUP}/{c.VERSION}/{c.PLURAL}",
             field_selector=f"metadata.name={name}",
         ),
     ]

@@ -17,8 +17,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from eventedpleg.constants import ConditionType, NodeState
-from eventedpleg.protocol import Cause
+from eventedpleg.constants import ConditionType
+from eventedpleg.protocol import Cause, NodeState
 
 # CEL rules go into the schema under this key; crdgen renames it to x-kubernetes-validations.
 CEL_KEY = "x-kubernetes-validations"

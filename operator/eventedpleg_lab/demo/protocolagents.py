@@ -18,13 +18,21 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-from eventedpleg import constants as c
 from eventedpleg.core import hostcheck
 from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action
 from eventedpleg.k8s import nodes
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.k8s.informer import NodeInformer
-from eventedpleg.protocol import format_time
+from eventedpleg.protocol import (
+    ANN_CURRENT,
+    ANN_DESIRED,
+    ANN_EVIDENCE,
+    ANN_HOST_CHECK,
+    ANN_REASON,
+    ANN_STATE,
+    ANN_STATE_SINCE,
+    format_time,
+)
 
 log = logging.getLogger(__name__)
 WRITE_ATTEMPTS = 8  # a report that fails (timeout, 5xx under load) is retried, as the real agent's is
@@ -74,7 +82,7 @@ class ProtocolAgents:
     def _see(self, node: dict[str, Any]) -> None:
         name = str(node["metadata"]["name"])
         ann = node["metadata"].get("annotations") or {}
-        desired = ann.get(c.ANN_DESIRED, "")
+        desired = ann.get(ANN_DESIRED, "")
         if next_action(ann) is not AgentAction.APPLY:  # the real agent's rule, re-apply requests included
             return
         with self._lock:
@@ -95,7 +103,7 @@ class ProtocolAgents:
         again when it is gone or stale."""
         name = str(node["metadata"]["name"])
         ann = node["metadata"].get("annotations") or {}
-        if not hostcheck.absence(ann.get(c.ANN_HOST_CHECK), datetime.now(UTC)):
+        if not hostcheck.absence(ann.get(ANN_HOST_CHECK), datetime.now(UTC)):
             return
         with self._lock:
             if name in self._checking:
@@ -104,7 +112,7 @@ class ProtocolAgents:
 
         def publish() -> None:
             check = hostcheck.HostCheck(datetime.now(UTC), {}, hostcheck.DEFAULT_EVERY)
-            self._report(name, {c.ANN_HOST_CHECK: check.to_json()})
+            self._report(name, {ANN_HOST_CHECK: check.to_json()})
             with self._lock:
                 self._checking.discard(name)
 
@@ -125,17 +133,17 @@ class ProtocolAgents:
         if verdict == "Silent":
             return  # stays scheduled: a silent agent never answers
         marks: dict[str, str | None] = {
-            c.ANN_STATE: verdict,
-            c.ANN_STATE_SINCE: format_time(datetime.now(UTC)),
-            c.ANN_EVIDENCE: json.dumps(
+            ANN_STATE: verdict,
+            ANN_STATE_SINCE: format_time(datetime.now(UTC)),
+            ANN_EVIDENCE: json.dumps(
                 {"result": "pass" if verdict == "Done" else "fail", "agent": "protocol"}
             ),
-            c.ANN_REASON: "verified"
+            ANN_REASON: "verified"
             if verdict == "Done"
             else "kubelet did not become healthy; previous files restored",
         }
         if verdict == "Done":
-            marks[c.ANN_CURRENT] = desired
+            marks[ANN_CURRENT] = desired
         written = self._report(name, marks)
         if written is None:
             with self._lock:

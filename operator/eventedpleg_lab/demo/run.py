@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli import report
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.k8s import nodeconfigs, nodes
@@ -31,7 +32,7 @@ from eventedpleg_lab.localcluster import build
 from eventedpleg_lab.localcluster.cluster import LocalCluster, default_mix
 
 DEMO_NODECONFIG: dict[str, Any] = {
-    "apiVersion": f"{c.GROUP}/{c.VERSION}",
+    "apiVersion": f"{protocol.GROUP}/{c.VERSION}",
     "kind": c.KIND,
     "metadata": {"name": "cluster"},
     "spec": {
@@ -127,7 +128,7 @@ def run(
             code, _ = watch(api, "cluster", options.timeout, started)
             verdict = "reached Available" if code == 0 else "did NOT reach Available"
             elapsed = time.monotonic() - started
-            for args in (("nodes", "-L", c.LABEL_STATE), ("nodeconfig", "cluster", "-o", "wide")):
+            for args in (("nodes", "-L", protocol.LABEL_STATE), ("nodeconfig", "cluster", "-o", "wide")):
                 shown = cluster.kubectl("get", *args).stdout.rstrip()
                 print(f"\n[demo] kubectl get {' '.join(args)}\n{shown}")
             print(f"\n[demo] NodeConfig 'cluster' {verdict} in {elapsed:.0f}s (including start-up)")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg_lab import image, release
 from eventedpleg_lab.demo.harness import NAMESPACE, chart_dir
 from eventedpleg_lab.kube import workloads
@@ -42,7 +43,7 @@ WORKLOAD_SELECTOR = workloads.label_selector(WORKLOAD_LABELS)
 WORKLOAD_STOP_SECONDS = 8
 # The operator's pods go only where the rollout will drain: the leader's own node is changed under it
 # (its drain leaves the operator's pods, which keep running through the node's restarts).
-OPERATOR_HOST_LABEL = f"lab.{c.GROUP}/operator-host"
+OPERATOR_HOST_LABEL = f"lab.{protocol.GROUP}/operator-host"
 # The agent's look for a second event consumer on the containerd 1.7 node (core.node.phases.eventconsumers) at
 # every after-Done check (60 s) rather than hourly, so the lab test sees it within minutes.
 EVENT_CONSUMER_CHECK_SECONDS = 60
@@ -146,7 +147,7 @@ def install(lab: Lab, specs: tuple[NodeSpec, ...], published: Published, *, time
     it from the registry; the chart installs the CRD) and wait until the operator and every agent pod are
     Ready. Returns helm's output."""
     for spec in specs:
-        if expected_outcome(spec).state == c.NodeState.DONE.value:
+        if expected_outcome(spec).state == protocol.NodeState.DONE.value:
             kubectl_ok(lab, "label", "node", spec.name, f"{OPERATOR_HOST_LABEL}=true", "--overwrite")
     out = helm(lab, "install", RELEASE, published.chart, f"--version={published.version}", "--plain-http",
          "-n", NAMESPACE, "--create-namespace",
@@ -327,7 +328,7 @@ def ready_workload_pods(lab: Lab) -> dict[str, str]:
 def nodeconfig(evented_pleg: bool = True, *, name: str = NODECONFIG) -> str:
     return json.dumps(
         {
-            "apiVersion": f"{c.GROUP}/{c.VERSION}",
+            "apiVersion": f"{protocol.GROUP}/{c.VERSION}",
             "kind": c.KIND,
             "metadata": {"name": name},
             "spec": {
@@ -384,14 +385,14 @@ def expected_outcome(spec: NodeSpec) -> Expected:
     check, and the node is never Done; every other node is Done (v1.37 too, with the note that it saves no
     steady-state CPU; a kubeadm node through the kubelet.service drop-in that adds --config-dir)."""
     if spec.runtime is LabRuntime.CONTAINERD_16:
-        return Expected(c.NodeState.SKIPPED.value, "GetContainerEvents")
+        return Expected(protocol.NodeState.SKIPPED.value, "GetContainerEvents")
     if spec.runtime is LabRuntime.CONTAINERD_17:
-        return Expected(c.NodeState.SKIPPED.value, "containerd#7318")
+        return Expected(protocol.NodeState.SKIPPED.value, "containerd#7318")
     if spec.runtime is LabRuntime.CRIO_134 and spec.kubelet == "1.36":
-        return Expected(c.NodeState.SKIPPED.value, "cri-o#9663")
+        return Expected(protocol.NodeState.SKIPPED.value, "cri-o#9663")
     if spec.admin_pod_events_off:
-        return Expected(c.NodeState.SKIPPED.value, "99-zz-site-policy.conf")
-    return Expected(c.NodeState.DONE.value, "")
+        return Expected(protocol.NodeState.SKIPPED.value, "99-zz-site-policy.conf")
+    return Expected(protocol.NodeState.DONE.value, "")
 
 
 def outcome_problems(
@@ -406,16 +407,16 @@ def outcome_problems(
     for spec in specs:
         want = expected_outcome(spec)
         annotations = nodes.get(spec.name, {}).get("metadata", {}).get("annotations", {})
-        state = annotations.get(c.ANN_STATE) or listed.get(spec.name, {}).get("state")
-        reason = annotations.get(c.ANN_REASON) or listed.get(spec.name, {}).get("reason", "")
-        label = nodes.get(spec.name, {}).get("metadata", {}).get("labels", {}).get(c.LABEL_STATE)
+        state = annotations.get(protocol.ANN_STATE) or listed.get(spec.name, {}).get("state")
+        reason = annotations.get(protocol.ANN_REASON) or listed.get(spec.name, {}).get("reason", "")
+        label = nodes.get(spec.name, {}).get("metadata", {}).get("labels", {}).get(protocol.LABEL_STATE)
         if state != want.state or want.reason_has not in reason:
             problems.append(f"{spec.name}: {state} ({reason[:160]}), expected {want.state} {want.reason_has}")
-        elif label != annotations.get(c.ANN_STATE):  # `kubectl get nodes -L eventedpleg.io/state`
-            problems.append(f"{spec.name}: label {c.LABEL_STATE}={label}, state annotation {state}")
-        elif spec.kubelet == "1.37" and "1.37" not in annotations.get(c.ANN_BENEFIT, ""):
+        elif label != annotations.get(protocol.ANN_STATE):  # `kubectl get nodes -L eventedpleg.io/state`
+            problems.append(f"{spec.name}: label {protocol.LABEL_STATE}={label}, state annotation {state}")
+        elif spec.kubelet == "1.37" and "1.37" not in annotations.get(protocol.ANN_BENEFIT, ""):
             problems.append(
-                f"{spec.name}: no kubelet 1.37 note in its benefit: {annotations.get(c.ANN_BENEFIT)}"
+                f"{spec.name}: no kubelet 1.37 note in its benefit: {annotations.get(protocol.ANN_BENEFIT)}"
             )
     return problems
 
@@ -428,10 +429,10 @@ def missing_benefits(lab: Lab, specs: tuple[NodeSpec, ...], *, timeout: float = 
     while True:
         nodes = lab.nodes()
         left = [
-            f"{s.name}: no {c.ANN_BENEFIT} {timeout:.0f}s after Available"
+            f"{s.name}: no {protocol.ANN_BENEFIT} {timeout:.0f}s after Available"
             for s in specs
-            if expected_outcome(s).state == c.NodeState.DONE.value
-            and c.ANN_BENEFIT not in nodes.get(s.name, {}).get("metadata", {}).get("annotations", {})
+            if expected_outcome(s).state == protocol.NodeState.DONE.value
+            and protocol.ANN_BENEFIT not in nodes.get(s.name, {}).get("metadata", {}).get("annotations", {})
         ]
         if not left or time.monotonic() > deadline:
             return left
@@ -507,7 +508,7 @@ def cluster_state(lab: Lab) -> str:
             lines.append(
                 f"node {name}: Ready={_ready(node['status'])}"
                 f"{' cordoned' if node['spec'].get('unschedulable') else ''}"
-                f" taints=[{taints}] {c.ANN_STATE}={annotations.get(c.ANN_STATE, '-')}"
+                f" taints=[{taints}] {protocol.ANN_STATE}={annotations.get(protocol.ANN_STATE, '-')}"
             )
         for pod in get_json(lab, "pods", "-A")["items"]:
             status, meta = pod.get("status", {}), pod["metadata"]

@@ -12,7 +12,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.k8s.client import api_client
 from eventedpleg_lab.demo.run import watch
 from eventedpleg_lab.lab import chart, nodes
@@ -48,7 +48,7 @@ def run(options: LabDemoOptions, log: Log = _stderr) -> int:
         )
         for problem in problems:
             print(f"[demo] unexpected: {problem}")
-        for args in (("nodes", "-L", c.LABEL_STATE), ("nodeconfig", chart.NODECONFIG, "-o", "wide")):
+        for args in (("nodes", "-L", protocol.LABEL_STATE), ("nodeconfig", chart.NODECONFIG, "-o", "wide")):
             print(f"\n[demo] kubectl get {' '.join(args)}\n{lab.kubectl('get', *args).stdout.rstrip()}")
         ok = code == 0 and not problems
         verdict = "reached Available, every node as expected" if ok else "did NOT reach the expected end"

@@ -8,7 +8,7 @@ import json
 import subprocess
 from dataclasses import dataclass, field
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.agent.agent import Agent, AgentSettings, drive
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
@@ -65,9 +65,9 @@ class AgentRig:
         self.api.annotate(
             NODE,
             {
-                c.ANN_AGENT_OPTIONS: (options or AgentOptions()).to_json(),
-                c.ANN_DESIRED: config_hash,
-                c.ANN_STATE: c.NodeState.APPLYING.value,
+                protocol.ANN_AGENT_OPTIONS: (options or AgentOptions()).to_json(),
+                protocol.ANN_DESIRED: config_hash,
+                protocol.ANN_STATE: protocol.NodeState.APPLYING.value,
             },
         )
         drive(self.agent.on_node(self.api.view(NODE)), self.host.clock.sleep)
@@ -82,10 +82,10 @@ class AgentRig:
 
     @property
     def state(self) -> str:
-        return self.annotations.get(c.ANN_STATE, "")
+        return self.annotations.get(protocol.ANN_STATE, "")
 
     def evidence(self) -> dict[str, object]:
-        doc = json.loads(self.annotations[c.ANN_EVIDENCE])
+        doc = json.loads(self.annotations[protocol.ANN_EVIDENCE])
         assert isinstance(doc, dict)
         return doc
 

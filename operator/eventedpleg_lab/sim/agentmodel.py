@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core import runtimes
 from eventedpleg.core.node.facts.hostplan import HostFacts, ManagedState
 from eventedpleg.core.node.facts.kubeletlog import scan
@@ -241,9 +241,9 @@ class ModelAgent:
                     runtime_source=" ".join(runtime.config_commands[0]) if runtime is not None else "",
                 )
             case Report():
-                return write(effect.annotations(now), node.annotations.get(c.ANN_DESIRED, ""))
+                return write(effect.annotations(now), node.annotations.get(protocol.ANN_DESIRED, ""))
             case PublishBenefit(text):
-                return write({c.ANN_BENEFIT: text}, node.annotations.get(c.ANN_DESIRED, ""))
+                return write({protocol.ANN_BENEFIT: text}, node.annotations.get(protocol.ANN_DESIRED, ""))
             case NodeEvent(reason):
                 emit(reason)
             case _:

@@ -14,8 +14,6 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
 from eventedpleg.core import hostcheck, render
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.node.phases import hostcheckphase
@@ -30,7 +28,24 @@ from eventedpleg.core.rollout.drain.survey import PodSurvey
 from eventedpleg.core.rollout.snapshot import NodeView, Peer, Target, node_view
 from eventedpleg.core.rollout.steps import AttemptDrain, Emit, Write
 from eventedpleg.models.nodeconfig import NodeConfigSpec
-from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS, Writer, format_time
+from eventedpleg.protocol import (
+    AGENT_PHASE,
+    ANN_AUTOSCALER_HOLD,
+    ANN_CORDONED_BY_US,
+    ANN_DESIRED,
+    ANN_HOST_CHECK,
+    ANN_REASON,
+    ANN_STATE,
+    ANN_STATE_SINCE,
+    ANN_TAINT,
+    ANN_TAINTED_SINCE,
+    AUTOSCALER_ANNOTATIONS,
+    AUTOSCALER_VALUE,
+    IN_PROGRESS,
+    NodeState,
+    Writer,
+    format_time,
+)
 from eventedpleg_lab.sim.agentmodel import ModelAgent, ModelHost
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -94,11 +109,11 @@ class SimNode:
         """The user's taints stay as they were; ours (drain.taintBeforeCordon) is on exactly while its mark
         says so, and only with the mark of the wait-then-cordon."""
         assert all(t in self.taints for t in self.user_taints), (self.name, self.taints)
-        ours = self.annotations.get(c.ANN_TAINT)
+        ours = self.annotations.get(ANN_TAINT)
         added = [t for t in self.taints if t not in self.user_taints]
         assert [t["key"] for t in added] == ([ours] if ours else []), (self.name, self.taints, ours)
         if ours:
-            assert c.ANN_TAINTED_SINCE in self.annotations, (self.name, self.annotations)
+            assert ANN_TAINTED_SINCE in self.annotations, (self.name, self.annotations)
 
     def check_autoscaler_hold(self) -> None:
         """While our cordon is on, every autoscaler key is set (ours "true", the user's as they were);
@@ -106,12 +121,12 @@ class SimNode:
         ann = self.annotations
         for key, value in self.user_autoscaler.items():
             assert ann.get(key) == value, (self.name, key, ann)
-        present = {k for k in c.AUTOSCALER_ANNOTATIONS if k in ann}
-        if ann.get(c.ANN_CORDONED_BY_US) == "true":
-            assert present == set(c.AUTOSCALER_ANNOTATIONS), (self.name, ann)
-            assert all(ann[k] == c.AUTOSCALER_VALUE for k in present - set(self.user_autoscaler)), ann
+        present = {k for k in AUTOSCALER_ANNOTATIONS if k in ann}
+        if ann.get(ANN_CORDONED_BY_US) == "true":
+            assert present == set(AUTOSCALER_ANNOTATIONS), (self.name, ann)
+            assert all(ann[k] == AUTOSCALER_VALUE for k in present - set(self.user_autoscaler)), ann
         else:
-            assert present == set(self.user_autoscaler) and c.ANN_AUTOSCALER_HOLD not in ann, (self.name, ann)
+            assert present == set(self.user_autoscaler) and ANN_AUTOSCALER_HOLD not in ann, (self.name, ann)
 
     def body(self) -> dict[str, Any]:
         created = {"creationTimestamp": self.created.isoformat()} if self.created else {}
@@ -155,12 +170,10 @@ class World:
 
     def __post_init__(self) -> None:
         for node in self.nodes.values():
-            node.user_autoscaler = {
-                k: v for k, v in node.annotations.items() if k in c.AUTOSCALER_ANNOTATIONS
-            }
+            node.user_autoscaler = {k: v for k, v in node.annotations.items() if k in AUTOSCALER_ANNOTATIONS}
             if not node.agent_absent:  # the agents ran before the NodeConfig came: part of the start
                 check = hostcheck.HostCheck(self.now, {}, hostcheckphase.REFRESH.total_seconds())
-                node.annotations.setdefault(c.ANN_HOST_CHECK, check.to_json())
+                node.annotations.setdefault(ANN_HOST_CHECK, check.to_json())
             node.user_taints = [dict(t) for t in node.taints]
 
     @property
@@ -204,13 +217,13 @@ class World:
     # -- the executor's effects: the product's step policy, answered by this model -------------------
 
     def _mark(self, node: SimNode, state: NodeState, reason: str = "") -> None:
-        node.annotations[c.ANN_STATE] = state.value
-        node.annotations[c.ANN_STATE_SINCE] = format_time(self.now)
-        node.annotations[c.ANN_REASON] = reason
+        node.annotations[ANN_STATE] = state.value
+        node.annotations[ANN_STATE_SINCE] = format_time(self.now)
+        node.annotations[ANN_REASON] = reason
 
     def _write(self, node: SimNode, write: Write, by: Writer = Writer.OPERATOR) -> None:
         self.writes.append((by, node.name, dict(write.annotations)))
-        if write.annotations.get(c.ANN_CORDONED_BY_US) == "true":
+        if write.annotations.get(ANN_CORDONED_BY_US) == "true":
             node.drains += 1
         for key, value in write.annotations.items():
             if value is None:
@@ -283,8 +296,8 @@ class World:
             if node.agent_dies_on_cordon and node.unschedulable and not node.agent_dead:
                 node.agent_dead = True
                 if node.agent_stops_cleanly:  # cli.agent.withdraw_host_check's write
-                    stopped = hostcheck.stopped(node.annotations.get(c.ANN_HOST_CHECK), self.now)
-                    self._write(node, Write({c.ANN_HOST_CHECK: stopped.to_json()}), Writer.AGENT)
+                    stopped = hostcheck.stopped(node.annotations.get(ANN_HOST_CHECK), self.now)
+                    self._write(node, Write({ANN_HOST_CHECK: stopped.to_json()}), Writer.AGENT)
             if node.agent_absent or node.agent_dead:
                 continue
             self._host_check(node)
@@ -305,15 +318,15 @@ class World:
     def _host_check(self, node: SimNode) -> None:
         """The agent's host check while it does not hold the node: nothing refused, published by the
         product's own rule for when a check is news (hostcheckphase.is_news)."""
-        if node.annotations.get(c.ANN_STATE) in AGENT_PHASE:
+        if node.annotations.get(ANN_STATE) in AGENT_PHASE:
             return
         check = hostcheck.HostCheck(self.now, {}, hostcheckphase.REFRESH.total_seconds())
-        if hostcheckphase.is_news(check, hostcheck.parse(node.annotations.get(c.ANN_HOST_CHECK))):
-            self._write(node, Write({c.ANN_HOST_CHECK: check.to_json()}), Writer.AGENT)
+        if hostcheckphase.is_news(check, hostcheck.parse(node.annotations.get(ANN_HOST_CHECK))):
+            self._write(node, Write({ANN_HOST_CHECK: check.to_json()}), Writer.AGENT)
 
     def _report(self, node: SimNode, changes: Mapping[str, str | None], desired: str) -> bool:
         """The agent's conditional patch: only while desired-config is what it acted on."""
-        if node.annotations.get(c.ANN_DESIRED, "") != desired:
+        if node.annotations.get(ANN_DESIRED, "") != desired:
             return False
         self._write(node, Write(changes), Writer.AGENT)
         return True
@@ -331,8 +344,8 @@ class World:
             held = [
                 n
                 for n in self.nodes.values()
-                if (n.annotations.get(c.ANN_CORDONED_BY_US) or n.annotations.get(c.ANN_TAINTED_SINCE))
-                and n.annotations.get(c.ANN_STATE) != "Failed"
+                if (n.annotations.get(ANN_CORDONED_BY_US) or n.annotations.get(ANN_TAINTED_SINCE))
+                and n.annotations.get(ANN_STATE) != "Failed"
             ]
             assert not held, result
         for action in result.actions:
@@ -361,7 +374,7 @@ class World:
         raise AssertionError(f"no convergence in {limit} ticks: {result.summary}")
 
     def _quiet(self) -> bool:
-        return all(n.annotations.get(c.ANN_STATE) not in IN_PROGRESS for n in self.nodes.values())
+        return all(n.annotations.get(ANN_STATE) not in IN_PROGRESS for n in self.nodes.values())
 
 
 def _ref(body: Mapping[str, Any]) -> drainpods.PodRef:

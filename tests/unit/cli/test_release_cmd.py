@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli import release_cmd
 from eventedpleg.cli.failures import EXIT_API
 from eventedpleg.core.rollout.releasenodes import release_node
@@ -55,17 +55,17 @@ REFUSED = Forbidden(403, "Forbidden", "only the eventedpleg operator may set, ch
 
 def test_a_refused_write_is_tried_again_with_backoff(api: Api) -> None:
     api.answers = iter([REFUSED, REFUSED, {}])
-    first = release_node(body("1", **{c.ANN_OWNER: "cluster"}))
-    api.now = body("1", **{c.ANN_OWNER: "cluster"})
+    first = release_node(body("1", **{protocol.ANN_OWNER: "cluster"}))
+    api.now = body("1", **{protocol.ANN_OWNER: "cluster"})
     done = release_cmd._release(object(), first, retry_seconds=60)
     assert done is not None and done.node == "node-1"
     assert len(api.patches) == 3 and api.sleeps == list(release_cmd.BACKOFF[:2])
-    assert api.patches[-1]["metadata"]["annotations"] == {c.ANN_OWNER: None}
+    assert api.patches[-1]["metadata"]["annotations"] == {protocol.ANN_OWNER: None}
 
 
 def test_a_write_refused_past_the_retry_time_fails(api: Api) -> None:
     api.answers = iter([REFUSED] * 3)
-    first = release_node(body("1", **{c.ANN_OWNER: "cluster"}))
+    first = release_node(body("1", **{protocol.ANN_OWNER: "cluster"}))
     with pytest.raises(SystemExit) as exit_:
         release_cmd._release(object(), first, retry_seconds=0)
     assert exit_.value.code == EXIT_API and len(api.patches) == 1
@@ -73,17 +73,17 @@ def test_a_write_refused_past_the_retry_time_fails(api: Api) -> None:
 
 def test_a_conflict_plans_again_on_the_node_as_it_is(api: Api) -> None:
     api.answers = iter([Conflict(409, "Conflict", "changed"), {}])
-    first = release_node(body("1", **{c.ANN_OWNER: "cluster"}))
-    api.now = body("2", **{c.ANN_OWNER: "cluster", c.ANN_REASON: "x"})
+    first = release_node(body("1", **{protocol.ANN_OWNER: "cluster"}))
+    api.now = body("2", **{protocol.ANN_OWNER: "cluster", protocol.ANN_REASON: "x"})
     done = release_cmd._release(object(), first, retry_seconds=60)
     assert done is not None and api.sleeps == []
     assert api.patches[-1]["metadata"]["resourceVersion"] == "2"
-    assert set(api.patches[-1]["metadata"]["annotations"]) == {c.ANN_OWNER, c.ANN_REASON}
+    assert set(api.patches[-1]["metadata"]["annotations"]) == {protocol.ANN_OWNER, protocol.ANN_REASON}
 
 
 def test_nothing_left_after_a_conflict_writes_nothing_more(api: Api) -> None:
     api.answers = iter([Conflict(409, "Conflict", "changed")])
-    first = release_node(body("1", **{c.ANN_OWNER: "cluster"}))
+    first = release_node(body("1", **{protocol.ANN_OWNER: "cluster"}))
     api.now = body("2")  # someone else cleaned it meanwhile
     assert release_cmd._release(object(), first, retry_seconds=60) is None
     assert len(api.patches) == 1

@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli.report import (
     agent_pod_text,
     benefit_text,
@@ -76,9 +76,11 @@ def test_status_shows_done_nodes_with_their_figures_and_failed_ones_with_their_r
             ],
         },
     }
-    ours = {c.ANN_OWNER: "cluster", c.ANN_CURRENT: HASH}
-    done = node_view(_node("n1", {**ours, c.ANN_STATE: "Done", c.ANN_BENEFIT: _figures()}))
-    failed = node_view(_node("n2", {**ours, c.ANN_STATE: "RolledBack", c.ANN_REASON: "stream FAIL"}))
+    ours = {protocol.ANN_OWNER: "cluster", protocol.ANN_CURRENT: HASH}
+    done = node_view(_node("n1", {**ours, protocol.ANN_STATE: "Done", protocol.ANN_BENEFIT: _figures()}))
+    failed = node_view(
+        _node("n2", {**ours, protocol.ANN_STATE: "RolledBack", protocol.ANN_REASON: "stream FAIL"})
+    )
 
     text = status_view(nodeconfig, [done, failed])
 
@@ -110,7 +112,7 @@ def test_preflight_names_the_drain_that_could_never_finish_and_counts_it_out() -
         "status": {"observedGeneration": 1, "expectedPods": 1, "desiredHealthy": 1},
     }
     refuses = hostcheck.HostCheck(datetime(2026, 11, 25, tzinfo=UTC), {"DropInOnly": "Unsupported: x"})
-    checked = {c.ANN_HOST_CHECK: refuses.to_json()}
+    checked = {protocol.ANN_HOST_CHECK: refuses.to_json()}
     nodes = [node_view(_node(n, checked if n == "e" else {})) for n in ("a", "b", "c", "d", "e")]
     policy, drain = compat.Policy(), DrainPolicy.of(DrainSpec())
     rows = {
@@ -139,7 +141,7 @@ def test_status_and_preflight_list_nodes_in_the_order_the_rollout_takes_them() -
     rank = "example.com/rank"
 
     def labelled(name: str, value: str, created: str) -> dict[str, Any]:
-        body = _node(name, {c.ANN_OWNER: "cluster", c.ANN_STATE: "Pending"})
+        body = _node(name, {protocol.ANN_OWNER: "cluster", protocol.ANN_STATE: "Pending"})
         body["metadata"]["labels"] = {rank: value}
         body["metadata"]["creationTimestamp"] = created
         return body
@@ -262,7 +264,7 @@ def test_agent_pod_text_gives_the_pods_own_reason() -> None:
 def test_preflight_and_status_name_a_node_without_a_live_agent() -> None:
     now = datetime(2026, 11, 25, tzinfo=UTC)
     live = hostcheck.HostCheck(now, {}).to_json()
-    nodes = [node_view(_node("a", {c.ANN_HOST_CHECK: live})), node_view(_node("b", {}))]
+    nodes = [node_view(_node("a", {protocol.ANN_HOST_CHECK: live})), node_view(_node("b", {}))]
     pods = [
         _agent_pod(
             "b", scheduled=False, conditions=[{"type": "PodScheduled", "message": "untolerated taint"}]

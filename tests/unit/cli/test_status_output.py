@@ -11,7 +11,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli import main
 from eventedpleg.cli.inspect import _status_text
 from eventedpleg.cli.kubeflags import Kube
@@ -47,17 +47,17 @@ def _node(name: str, annotations: dict[str, str], *, cordoned: bool = False) -> 
 
 
 def _views() -> list[Any]:
-    ours = {c.ANN_OWNER: "cluster"}
+    ours = {protocol.ANN_OWNER: "cluster"}
     return [
-        node_view(_node("n1", {**ours, c.ANN_STATE: "Done", c.ANN_CURRENT: HASH})),
+        node_view(_node("n1", {**ours, protocol.ANN_STATE: "Done", protocol.ANN_CURRENT: HASH})),
         node_view(
             _node(
                 "n2",
                 {
                     **ours,
-                    c.ANN_STATE: "Draining",
-                    c.ANN_REASON: "waiting   for 2 pods",
-                    c.ANN_STATE_SINCE: "2026-11-27T08:00:00+00:00",
+                    protocol.ANN_STATE: "Draining",
+                    protocol.ANN_REASON: "waiting   for 2 pods",
+                    protocol.ANN_STATE_SINCE: "2026-11-27T08:00:00+00:00",
                 },
                 cordoned=True,
             )
@@ -108,7 +108,16 @@ def test_yaml_is_the_same_document() -> None:
 def test_wide_adds_config_and_since_and_keeps_the_detail_whole() -> None:
     long_reason = "drain: " + "pod-x " * 40
     views = [
-        node_view(_node("n9", {c.ANN_OWNER: "cluster", c.ANN_STATE: "Failed", c.ANN_REASON: long_reason}))
+        node_view(
+            _node(
+                "n9",
+                {
+                    protocol.ANN_OWNER: "cluster",
+                    protocol.ANN_STATE: "Failed",
+                    protocol.ANN_REASON: long_reason,
+                },
+            )
+        )
     ]
     narrow = status_view(NODECONFIG, views)
     wide = status_view(NODECONFIG, views, wide=True)

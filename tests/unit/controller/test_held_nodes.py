@@ -11,8 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from prometheus_client import generate_latest
 
-from eventedpleg import __version__
-from eventedpleg import constants as c
+from eventedpleg import __version__, protocol
 from eventedpleg.cli import logformat
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.rollout.snapshot import NodeView, node_view
@@ -24,11 +23,11 @@ T0 = datetime(2026, 11, 27, 8, 0, tzinfo=UTC)
 def _view(
     name: str, *, owner: str = "cluster", cordoned: bool = True, since: datetime | None = None
 ) -> NodeView:
-    annotations = {c.ANN_OWNER: owner, c.ANN_STATE: "Draining"}
+    annotations = {protocol.ANN_OWNER: owner, protocol.ANN_STATE: "Draining"}
     if cordoned:
-        annotations[c.ANN_CORDONED_BY_US] = "true"
+        annotations[protocol.ANN_CORDONED_BY_US] = "true"
     if since is not None:
-        annotations[c.ANN_STATE_SINCE] = since.isoformat()
+        annotations[protocol.ANN_STATE_SINCE] = since.isoformat()
     return node_view(
         {
             "metadata": {"name": name, "annotations": annotations, "labels": {}},

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from eventedpleg.constants import NodeState
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg.core.rollout.planner import NodeNote, Summary, Tally
+from eventedpleg.protocol import NodeState
 
 
 def _summary(*failures: NodeNote) -> Summary:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from eventedpleg.constants import NodeState
 from eventedpleg.controller.nodecache import NodeCache, assumed_cordoned
 from eventedpleg.core.rollout.actions import Cordon
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.models.nodeconfig import DrainSpec
+from eventedpleg.protocol import NodeState
 
 
 def _node(name: str, rv: int, *, unschedulable: bool = False, ready: bool = True) -> dict[str, Any]:

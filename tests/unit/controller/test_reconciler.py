@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.controller import reconciler
 from eventedpleg.controller.engine import RolloutEngine
 from eventedpleg.controller.metrics import OperatorMetrics
@@ -35,7 +35,7 @@ def body(generation: int = 1, spec: dict[str, Any] | None = None) -> dict[str, A
             "generation": generation,
             "uid": "u1",
             "creationTimestamp": "2026-11-02T12:00:00Z",
-            "annotations": {c.ANN_RETRY: '{"node-000": "2026-11-02T12:30:00Z"}'},
+            "annotations": {protocol.ANN_RETRY: '{"node-000": "2026-11-02T12:30:00Z"}'},
         },
         "spec": spec if spec is not None else {"eventedPleg": True},
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action
 from eventedpleg.models.nodeconfig import NodeConfigSpec, OnFailure
@@ -71,5 +71,5 @@ def test_from_spec_carries_the_guard() -> None:
     ],
 )
 def test_next_action(state: str, desired: str, current: str, action: AgentAction) -> None:
-    annotations = {c.ANN_STATE: state, c.ANN_DESIRED: desired, c.ANN_CURRENT: current}
+    annotations = {protocol.ANN_STATE: state, protocol.ANN_DESIRED: desired, protocol.ANN_CURRENT: current}
     assert next_action({k: v for k, v in annotations.items() if v}) is action

@@ -30,7 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from eventedpleg import constants as c
 from eventedpleg.core import guardincidents as gi
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
@@ -62,7 +61,7 @@ from eventedpleg.core.node.phases.judge import node_version
 from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.node.phases.restart import KUBELET_UNIT, restart_services
 from eventedpleg.core.versions import Version
-from eventedpleg.protocol import format_time
+from eventedpleg.protocol import ANN_AGENT_OPTIONS, ANN_GUARD_INCIDENTS, format_time
 from eventedpleg.reasons import EventReason
 
 LOOKBACK = timedelta(seconds=60)  # the first look's reach (a wedge logs every 5 s while it lasts)
@@ -115,7 +114,7 @@ def guard(node: AgentNode, memory: GuardMemory, settings: AgentSettings, clock: 
 
 def _options(node: AgentNode) -> AgentOptions:
     try:
-        return AgentOptions.from_json(node.annotations.get(c.ANN_AGENT_OPTIONS))
+        return AgentOptions.from_json(node.annotations.get(ANN_AGENT_OPTIONS))
     except AgentOptionsError:
         return AgentOptions()
 
@@ -155,7 +154,7 @@ def _incident(
     """Say it, count it, keep it; then heal, or ask for the rollback. `kubelet`: its version and pid."""
     past = memory.incidents
     if past is None:
-        past = gi.parse(node.annotations.get(c.ANN_GUARD_INCIDENTS))
+        past = gi.parse(node.annotations.get(ANN_GUARD_INCIDENTS))
     new = gi.Incident(sign.at.replace(microsecond=0), sign.kind)  # as the annotation keeps it
     incidents = gi.within((*past, new), clock(), options.guard_window_seconds)
     yield from act(PublishIncidents(gi.to_json(incidents)))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eventedpleg.constants import NodeState
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.node.phases.effects import (
     Effect,
@@ -25,6 +24,7 @@ from eventedpleg.core.node.phases.effects import (
 )
 from eventedpleg.core.node.phases.host import CommandResult
 from eventedpleg.core.node.phases.hostfault import HostFault
+from eventedpleg.protocol import NodeState
 
 DAEMON_RELOAD = ("systemctl", "daemon-reload")
 # States that mean the change did not take (or was never tried): said as warnings.

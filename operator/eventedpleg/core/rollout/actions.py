@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eventedpleg.constants import Cause
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.taints import NO_TAINTS, NodeTaints
 from eventedpleg.core.rollout.snapshot import NodeView
+from eventedpleg.protocol import Cause
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Cordon:
     agent_options: str
     drain: DrainPolicy  # for the pod survey and the first drain attempt
     # Autoscaler keys the user set before (valid, like was_unschedulable, by the rv precondition): our
-    # cordon adds the others (constants.AUTOSCALER_ANNOTATIONS) and lists them in ANN_AUTOSCALER_HOLD.
+    # cordon adds the others (protocol.AUTOSCALER_ANNOTATIONS) and lists them in ANN_AUTOSCALER_HOLD.
     autoscaler_user: frozenset[str] = frozenset()
     blocked: str = ""  # what the node says now (onBlocked: Wait); the Event is only sent when it changes
     host_refusal: str = ""  # the node's agent would refuse this change (core.hostcheck): never cordon it

@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core.rollout import actions
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.core.rollout.steps.giveback import release_write
 from eventedpleg.core.rollout.steps.requests import Write
 
-PREFIX = f"{c.GROUP}/"
+PREFIX = f"{protocol.GROUP}/"
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,8 @@ def release_node(body: Mapping[str, Any]) -> NodeRelease | None:
     planned = release_write(actions.release(view, keep_current=False), keep_host_check=False)
     ours = {key for key in annotations if key.startswith(PREFIX)}
     drop: dict[str, str | None] = dict.fromkeys(sorted({*planned.annotations, *ours} & set(annotations)))
-    if c.LABEL_STATE in labels:
-        drop[c.ANN_STATE] = None  # nodes.node_patch removes the label with the annotation it mirrors
+    if protocol.LABEL_STATE in labels:
+        drop[protocol.ANN_STATE] = None  # nodes.node_patch removes the label with the annotation it mirrors
     unschedulable = planned.unschedulable
     if unschedulable is not None and unschedulable == view.unschedulable:
         unschedulable = None
@@ -55,8 +55,8 @@ def release_node(body: Mapping[str, Any]) -> NodeRelease | None:
         changes.append(f"remove taint {view.marks.taint}")
     if removed := [key for key in drop if key in annotations]:
         changes.append("remove annotations " + ", ".join(removed))
-    if c.LABEL_STATE in labels:
-        changes.append(f"remove label {c.LABEL_STATE}")
+    if protocol.LABEL_STATE in labels:
+        changes.append(f"remove label {protocol.LABEL_STATE}")
     if not changes:
         return None
     return NodeRelease(

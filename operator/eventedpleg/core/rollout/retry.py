@@ -18,9 +18,8 @@ import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout.snapshot import NodeView
-from eventedpleg.protocol import format_time, json_map, parse_time
+from eventedpleg.protocol import NodeState, format_time, json_map, parse_time
 
 RETRYABLE = frozenset({NodeState.FAILED, NodeState.ROLLED_BACK, NodeState.SKIPPED})
 

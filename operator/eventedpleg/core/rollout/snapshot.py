@@ -9,18 +9,18 @@ from functools import cached_property
 from typing import Any
 
 from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core.compat import NodeFacts
 from eventedpleg.core.rollout.agentpod import AgentPod
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint, taints_of
 from eventedpleg.models.nodeconfig import LabelSelector, NodeConfigSpec
-from eventedpleg.protocol import parse_time
+from eventedpleg.protocol import NodeState, parse_time
 
 
 @dataclass(frozen=True)
 class NodeMarks:
-    """Our annotations on a node (constants.ANN_*), parsed; unknown or missing values become defaults."""
+    """Our annotations on a node (protocol.ANN_*), parsed; unknown or missing values become defaults."""
 
     owner: str = ""
     desired: str = ""
@@ -36,7 +36,7 @@ class NodeMarks:
     autoscaler_hold: tuple[str, ...] = ()  # the autoscaler keys our cordon added (only known keys)
     drain_timeouts: int = 0  # drains of this node that timed out in a row
     blocked: str = ""  # why the node is left in service (spec.drain.onBlocked: Wait)
-    cause: c.Cause | None = None  # the kind of the operator's last state or `blocked` (ANN_CAUSE)
+    cause: protocol.Cause | None = None  # the kind of the operator's last state or `blocked` (ANN_CAUSE)
     host_check: str = ""  # the agent's pre-cordon verdict, raw (core.hostcheck parses it when needed)
     tainted_since: datetime | None = None  # chosen and tainted, waiting for its cordon (taintBeforeCordon)
     taint: str = ""  # the key of the taint we added ("" when none of ours is on)
@@ -49,33 +49,33 @@ class NodeMarks:
 
     @classmethod
     def parse(cls, annotations: Mapping[str, str]) -> NodeMarks:
-        raw_state = annotations.get(c.ANN_STATE, "")
+        raw_state = annotations.get(protocol.ANN_STATE, "")
         state = NodeState(raw_state) if raw_state in NodeState.__members__.values() else None
         return cls(
-            owner=annotations.get(c.ANN_OWNER, ""),
-            desired=annotations.get(c.ANN_DESIRED, ""),
-            current=annotations.get(c.ANN_CURRENT, ""),
+            owner=annotations.get(protocol.ANN_OWNER, ""),
+            desired=annotations.get(protocol.ANN_DESIRED, ""),
+            current=annotations.get(protocol.ANN_CURRENT, ""),
             state=state,
-            since=parse_time(annotations.get(c.ANN_STATE_SINCE)),
-            reason=annotations.get(c.ANN_REASON, ""),
-            evidence=annotations.get(c.ANN_EVIDENCE, ""),
-            cordoned_by_us=annotations.get(c.ANN_CORDONED_BY_US) == "true",
-            was_unschedulable=annotations.get(c.ANN_WAS_UNSCHEDULABLE) == "true",
-            agent_options=annotations.get(c.ANN_AGENT_OPTIONS, ""),
-            benefit=annotations.get(c.ANN_BENEFIT, ""),
-            autoscaler_hold=_hold_keys(annotations.get(c.ANN_AUTOSCALER_HOLD, "")),
-            drain_timeouts=_count(annotations.get(c.ANN_DRAIN_TIMEOUTS, "")),
-            blocked=annotations.get(c.ANN_BLOCKED, ""),
-            cause=_cause(annotations.get(c.ANN_CAUSE, "")),
-            host_check=annotations.get(c.ANN_HOST_CHECK, ""),
-            tainted_since=parse_time(annotations.get(c.ANN_TAINTED_SINCE)),
-            taint=annotations.get(c.ANN_TAINT, ""),
-            awaiting_approval=annotations.get(c.ANN_AWAITING_APPROVAL, ""),
+            since=parse_time(annotations.get(protocol.ANN_STATE_SINCE)),
+            reason=annotations.get(protocol.ANN_REASON, ""),
+            evidence=annotations.get(protocol.ANN_EVIDENCE, ""),
+            cordoned_by_us=annotations.get(protocol.ANN_CORDONED_BY_US) == "true",
+            was_unschedulable=annotations.get(protocol.ANN_WAS_UNSCHEDULABLE) == "true",
+            agent_options=annotations.get(protocol.ANN_AGENT_OPTIONS, ""),
+            benefit=annotations.get(protocol.ANN_BENEFIT, ""),
+            autoscaler_hold=_hold_keys(annotations.get(protocol.ANN_AUTOSCALER_HOLD, "")),
+            drain_timeouts=_count(annotations.get(protocol.ANN_DRAIN_TIMEOUTS, "")),
+            blocked=annotations.get(protocol.ANN_BLOCKED, ""),
+            cause=_cause(annotations.get(protocol.ANN_CAUSE, "")),
+            host_check=annotations.get(protocol.ANN_HOST_CHECK, ""),
+            tainted_since=parse_time(annotations.get(protocol.ANN_TAINTED_SINCE)),
+            taint=annotations.get(protocol.ANN_TAINT, ""),
+            awaiting_approval=annotations.get(protocol.ANN_AWAITING_APPROVAL, ""),
         )
 
 
-def _cause(text: str) -> c.Cause | None:
-    return c.Cause(text) if text in c.Cause.__members__.values() else None
+def _cause(text: str) -> protocol.Cause | None:
+    return protocol.Cause(text) if text in protocol.Cause.__members__.values() else None
 
 
 def _count(text: str) -> int:
@@ -85,7 +85,7 @@ def _count(text: str) -> int:
 def _hold_keys(text: str) -> tuple[str, ...]:
     """Only the autoscaler keys we know: a hand-edited value never makes us remove anything else."""
     named = {part.strip() for part in text.split(",")}
-    return tuple(key for key in c.AUTOSCALER_ANNOTATIONS if key in named)
+    return tuple(key for key in protocol.AUTOSCALER_ANNOTATIONS if key in named)
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def node_view(body: Mapping[str, Any]) -> NodeView:
         unschedulable=bool(spec.get("unschedulable", False)),
         marks=NodeMarks.parse(annotations),
         resource_version=str(meta.get("resourceVersion", "")),
-        autoscaler_present=frozenset(key for key in c.AUTOSCALER_ANNOTATIONS if key in annotations),
+        autoscaler_present=frozenset(key for key in protocol.AUTOSCALER_ANNOTATIONS if key in annotations),
         uid=str(meta.get("uid", "")),
         taints=taints,
     )

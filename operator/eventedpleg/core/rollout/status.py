@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from eventedpleg import constants as c
 from eventedpleg.constants import ConditionType
 from eventedpleg.core import evidence
 from eventedpleg.core.rollout.planner import NodeNote, OwnerConflict, Summary, skips
@@ -25,7 +24,7 @@ from eventedpleg.models.nodeconfig import (
     NodeConfigStatus,
     NodeStatus,
 )
-from eventedpleg.protocol import IN_PROGRESS
+from eventedpleg.protocol import ANN_OWNER, IN_PROGRESS
 from eventedpleg.reasons import ConditionReason
 
 MAX_MESSAGE_NODES = 5
@@ -74,7 +73,7 @@ def deleting_text(summary: Summary) -> str:
         return f"giving back: {_nodes_text(summary.attention)}"
     if not summary.finalized:
         owned = summary.tally.owned
-        return f"{owned} node(s) still marked {c.ANN_OWNER} to be reverted or given back"
+        return f"{owned} node(s) still marked {ANN_OWNER} to be reverted or given back"
     return ""
 
 

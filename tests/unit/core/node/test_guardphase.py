@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core import guardincidents as gi
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.node import guardphase
@@ -41,11 +41,11 @@ WEDGE = tuple(ln for ln in LINES if guardsigns.WEDGE_MATCH in ln)
 
 
 def node(options: AgentOptions | None = None, incidents: str = "") -> AgentNode:
-    annotations = {c.ANN_STATE: "Done", c.ANN_DESIRED: "h1", c.ANN_CURRENT: "h1"}
+    annotations = {protocol.ANN_STATE: "Done", protocol.ANN_DESIRED: "h1", protocol.ANN_CURRENT: "h1"}
     if options is not None:
-        annotations[c.ANN_AGENT_OPTIONS] = options.to_json()
+        annotations[protocol.ANN_AGENT_OPTIONS] = options.to_json()
     if incidents:
-        annotations[c.ANN_GUARD_INCIDENTS] = incidents
+        annotations[protocol.ANN_GUARD_INCIDENTS] = incidents
     return AgentNode(
         "n1", annotations=annotations, kubelet_version="v1.36.4", runtime_version="containerd://2.2.9"
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.core.hostcheck import GONE_GRACE
 from eventedpleg.core.rollout import planner
@@ -111,7 +111,7 @@ def test_a_crash_looping_agent_pod_keeps_its_node_from_being_taken_despite_a_fre
     )
     nodes["node-000"].agent_pod = _summary("node-000", ready=True)  # Ready again: taken like any other
     world.run()
-    assert nodes["node-000"].drains == 1 and nodes["node-000"].annotations[c.ANN_STATE] == "Done"
+    assert nodes["node-000"].drains == 1 and nodes["node-000"].annotations[protocol.ANN_STATE] == "Done"
 
 
 def test_no_pod_known_is_judged_by_the_host_check_alone() -> None:
@@ -133,7 +133,7 @@ def test_a_node_is_never_taken_while_its_agent_pod_is_not_ready_even_within_the_
 
 def _draining(world: World) -> None:
     world.tick()  # cordoned
-    assert world.nodes["node-000"].annotations[c.ANN_STATE] == "Draining"
+    assert world.nodes["node-000"].annotations[protocol.ANN_STATE] == "Draining"
 
 
 def test_a_draining_node_whose_agent_pod_goes_not_ready_is_given_back_after_the_grace() -> None:

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli.approve_cmd import approved_config
 from eventedpleg.cli.report import status_view
 from eventedpleg.core.rollout import approval, planner, status, window
@@ -32,14 +33,14 @@ def test_a_pod_that_asks_not_to_be_disrupted_keeps_its_node_uncordoned_and_is_na
     world = World(nodes, spec(drain={"onBlocked": on_blocked}, rollout={"maxFailedNodes": 2}))
     final = world.run()
     assert nodes["node-000"].drains == 0 and not nodes["node-000"].unschedulable
-    assert nodes["node-000"].annotations[c.ANN_STATE] == state
+    assert nodes["node-000"].annotations[protocol.ANN_STATE] == state
     note = {n.name: n.reason for n in final.summary.attention}["node-000"]
     assert (
         note
         == f"not cordoned: the drain could never finish: {KARPENTER_TEXT} (drain.onBlocked: {on_blocked})"
     )
     assert ("node-000", "DrainBlocked") in world.events
-    assert [nodes[n].annotations[c.ANN_STATE] for n in ("node-001", "node-002")] == ["Done", "Done"]
+    assert [nodes[n].annotations[protocol.ANN_STATE] for n in ("node-001", "node-002")] == ["Done", "Done"]
 
 
 def test_with_on_blocked_wait_the_node_waits_in_service_until_the_annotation_goes() -> None:
@@ -53,7 +54,7 @@ def test_with_on_blocked_wait_the_node_waits_in_service_until_the_annotation_goe
     assert 'default/cache-0 annotated cluster-autoscaler.kubernetes.io/safe-to-evict: "false"' in waiting
     nodes["node-000"].pods = [pod("cache-0")]  # the owner lets it go
     world.run()
-    assert nodes["node-000"].annotations[c.ANN_CURRENT] == H_ON and nodes["node-000"].drains == 1
+    assert nodes["node-000"].annotations[protocol.ANN_CURRENT] == H_ON and nodes["node-000"].drains == 1
 
 
 def test_a_granted_force_delete_never_deletes_a_pod_that_asked_not_to_be_disrupted() -> None:
@@ -61,7 +62,7 @@ def test_a_granted_force_delete_never_deletes_a_pod_that_asked_not_to_be_disrupt
     nodes["node-001"].pods = [pod("train-0", KARPENTER, namespace="ml")]
     world = World(nodes, spec(drain={"onTimeout": "ForceDelete", "timeoutSeconds": 5}))
     world.run()
-    assert nodes["node-001"].annotations[c.ANN_STATE] == "Skipped" and nodes["node-001"].drains == 0
+    assert nodes["node-001"].annotations[protocol.ANN_STATE] == "Skipped" and nodes["node-001"].drains == 0
     assert nodes["node-001"].pods[0]["metadata"]["annotations"] == KARPENTER
 
 
@@ -87,7 +88,7 @@ def test_no_node_running_such_a_pod_is_ever_cordoned_despite_crashes(
     if on_blocked == "Skip":  # the rest goes on: every other node Done, each blocked one Skipped, uncordoned
         world.run(drop=rng)
         for node, asks in zip(nodes.values(), marks, strict=True):
-            assert node.annotations[c.ANN_STATE] == ("Skipped" if asks else "Done"), node.name
+            assert node.annotations[protocol.ANN_STATE] == ("Skipped" if asks else "Done"), node.name
             assert not node.unschedulable and (node.drains == 0 or not asks)
 
 
@@ -164,7 +165,7 @@ def test_manual_approval_keeps_every_node_in_service_until_a_person_approves_it(
     for _ in range(60):
         world.tick()
     assert states(world) == {"node-000": None, "node-001": "Done", "node-002": None}
-    assert c.ANN_APPROVED not in nodes["node-001"].annotations  # on the NodeConfig, never on the Node
+    assert protocol.ANN_APPROVED not in nodes["node-001"].annotations  # on the NodeConfig, never on the Node
     approve(world, "node-000")
     approve(world, "node-002")
     final = world.run()
@@ -173,7 +174,7 @@ def test_manual_approval_keeps_every_node_in_service_until_a_person_approves_it(
 
 
 def states(world: World) -> dict[str, str | None]:
-    return {name: n.annotations.get(c.ANN_STATE) for name, n in world.nodes.items()}
+    return {name: n.annotations.get(protocol.ANN_STATE) for name, n in world.nodes.items()}
 
 
 def test_a_new_config_needs_a_new_approval_and_says_so_again() -> None:
@@ -182,15 +183,15 @@ def test_a_new_config_needs_a_new_approval_and_says_so_again() -> None:
     world.tick()
     approve(world, "node-000")
     world.run()
-    assert nodes["node-000"].annotations[c.ANN_CURRENT] == H_ON
+    assert nodes["node-000"].annotations[protocol.ANN_CURRENT] == H_ON
     world.spec = spec(eventedPleg=False, rollout={"approval": "Manual"})  # turning it off: another config
     for _ in range(10):
         world.tick()
-    assert nodes["node-000"].annotations[c.ANN_CURRENT] == H_ON and nodes["node-000"].drains == 1
+    assert nodes["node-000"].annotations[protocol.ANN_CURRENT] == H_ON and nodes["node-000"].drains == 1
     assert [e for e in world.events if e[1] == "AwaitingApproval"] == [("node-000", "AwaitingApproval")] * 2
     approve(world, "node-000", H_OFF)
     world.run()
-    assert nodes["node-000"].annotations[c.ANN_CURRENT] == H_OFF and nodes["node-000"].drains == 2
+    assert nodes["node-000"].annotations[protocol.ANN_CURRENT] == H_OFF and nodes["node-000"].drains == 2
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -206,9 +207,11 @@ def test_no_node_is_ever_cordoned_without_its_approval_despite_crashes(
     world.run(drop=random.Random(seed))
     for name, node in nodes.items():
         if name in world.approved:
-            assert node.annotations[c.ANN_STATE] == "Done", name
+            assert node.annotations[protocol.ANN_STATE] == "Done", name
         else:
-            assert node.drains == 0 and not node.unschedulable and c.ANN_STATE not in node.annotations, name
+            assert (
+                node.drains == 0 and not node.unschedulable and protocol.ANN_STATE not in node.annotations
+            ), name
     assert world.plan().summary.complete is (len([i for i in approved if i < size]) == size)
 
 
@@ -264,7 +267,7 @@ def test_steps_grow_the_batches_each_after_the_previous_one_is_done_and_soaked()
         (3, 20, "step 3 of 3 (rollout.steps[2]: 100%)"),
     ]
     world.run()
-    done_at = sorted(n.annotations[c.ANN_STATE_SINCE] for n in nodes.values())
+    done_at = sorted(n.annotations[protocol.ANN_STATE_SINCE] for n in nodes.values())
     # batches of 1, 1, 3, 10 and 5 (maxUnavailable 10 bounds the last step): each starts after the one
     # before is all Done and 30 s older
     batches = sorted(set(done_at))
@@ -290,10 +293,10 @@ def test_a_step_waits_for_its_soak_and_says_which_step() -> None:
         if "soaking" in waiting:
             break
     assert waiting.startswith("step 1 of 1 (rollout.steps[0]: 20%) (2 node(s) Done) soaking until "), waiting
-    assert sum(1 for n in nodes.values() if n.annotations.get(c.ANN_STATE) == "Done") == 2
-    assert sum(1 for n in nodes.values() if c.ANN_STATE in n.annotations) == 2  # no third node started
+    assert sum(1 for n in nodes.values() if n.annotations.get(protocol.ANN_STATE) == "Done") == 2
+    assert sum(1 for n in nodes.values() if protocol.ANN_STATE in n.annotations) == 2  # no third node started
     world.run()
-    assert all(n.annotations[c.ANN_STATE] == "Done" for n in nodes.values())
+    assert all(n.annotations[protocol.ANN_STATE] == "Done" for n in nodes.values())
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -313,13 +316,13 @@ def test_no_stage_starts_before_the_one_before_is_done_despite_crashes(
     rng = random.Random(seed)
     for _ in range(400):
         world.tick(drop=rng)
-        done = sum(1 for n in nodes.values() if n.annotations.get(c.ANN_STATE) == "Done")
-        taken = sum(1 for n in nodes.values() if c.ANN_STATE in n.annotations or n.unschedulable)
+        done = sum(1 for n in nodes.values() if n.annotations.get(protocol.ANN_STATE) == "Done")
+        taken = sum(1 for n in nodes.values() if protocol.ANN_STATE in n.annotations or n.unschedulable)
         # the nodes taken never go past the first stage not Done yet
         limit = next((b for b in bounds if done < b), size)
         assert taken <= limit, (done, taken, bounds)
     world.run(drop=rng)
-    assert all(n.annotations[c.ANN_STATE] == "Done" for n in nodes.values())
+    assert all(n.annotations[protocol.ANN_STATE] == "Done" for n in nodes.values())
 
 
 # --- rollout.windows: several maintenance windows ------------------------------------------------------
@@ -366,8 +369,8 @@ def test_strict_in_place_skips_and_names_a_node_it_cannot_do_in_place_never_drai
     final = world.run()
     assert {n.name: n.drains for n in nodes.values()} == {"node-000": 0, "node-001": 0, "node-002": 0}
     assert not any(n.unschedulable for n in nodes.values())
-    assert [nodes[n].annotations[c.ANN_STATE] for n in nodes] == ["Done", "Done", "Skipped"]
-    reason = nodes["node-002"].annotations[c.ANN_REASON]
+    assert [nodes[n].annotations[protocol.ANN_STATE] for n in nodes] == ["Done", "Done", "Skipped"]
+    reason = nodes["node-002"].annotations[protocol.ANN_REASON]
     assert reason.startswith("not cordoned: drain.mode is InPlace, not safe on this node: ")
     assert reason.endswith("(drain.inPlace.onIneligible: Skip)") and "Risky" in reason
     assert ("node-002", "NotInPlace") in world.events and final.summary.counts.skipped == 1
@@ -378,7 +381,7 @@ def test_strict_in_place_skips_and_names_a_node_it_cannot_do_in_place_never_drai
     fallback.run()
     assert (
         fallback.nodes["node-000"].drains == 1
-        and fallback.nodes["node-000"].annotations[c.ANN_STATE] == "Done"
+        and fallback.nodes["node-000"].annotations[protocol.ANN_STATE] == "Done"
     )
 
 
@@ -389,8 +392,8 @@ def test_strict_in_place_skips_a_node_whose_static_pods_are_included() -> None:
     )
     world.run()
     node = nodes["node-000"]
-    assert node.drains == 0 and not node.unschedulable and node.annotations[c.ANN_STATE] == "Skipped"
-    assert "static pods" in node.annotations[c.ANN_REASON]
+    assert node.drains == 0 and not node.unschedulable and node.annotations[protocol.ANN_STATE] == "Skipped"
+    assert "static pods" in node.annotations[protocol.ANN_REASON]
 
 
 def test_approvals_parse_and_keep_only_the_present_config() -> None:

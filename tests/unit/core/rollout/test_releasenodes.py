@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core.rollout.drain.taints import Taint
 from eventedpleg.core.rollout.releasenodes import release_node
 from eventedpleg.k8s.nodes import node_patch
 
 OUR_TAINT = "eventedpleg.io/evented-pleg"
-KARPENTER, CA = c.AUTOSCALER_ANNOTATIONS
+KARPENTER, CA = protocol.AUTOSCALER_ANNOTATIONS
 
 
 def node(
@@ -39,22 +40,22 @@ def halted() -> dict[str, Any]:
     cluster-autoscaler one the user's, Failed with the state label, the agent's host check on it."""
     return node(
         {
-            c.ANN_OWNER: "cluster",
-            c.ANN_STATE: "Failed",
-            c.ANN_STATE_SINCE: "2026-11-28T10:00:00+00:00",
-            c.ANN_REASON: "verification failed",
-            c.ANN_CORDONED_BY_US: "true",
-            c.ANN_WAS_UNSCHEDULABLE: "false",
-            c.ANN_AUTOSCALER_HOLD: KARPENTER,
+            protocol.ANN_OWNER: "cluster",
+            protocol.ANN_STATE: "Failed",
+            protocol.ANN_STATE_SINCE: "2026-11-28T10:00:00+00:00",
+            protocol.ANN_REASON: "verification failed",
+            protocol.ANN_CORDONED_BY_US: "true",
+            protocol.ANN_WAS_UNSCHEDULABLE: "false",
+            protocol.ANN_AUTOSCALER_HOLD: KARPENTER,
             KARPENTER: "true",
             CA: "true",
-            c.ANN_TAINT: OUR_TAINT,
-            c.ANN_TAINTED_SINCE: "2026-11-28T09:59:00+00:00",
-            c.ANN_HOST_CHECK: '{"stopped": true}',
-            c.ANN_CURRENT: "abc",
+            protocol.ANN_TAINT: OUR_TAINT,
+            protocol.ANN_TAINTED_SINCE: "2026-11-28T09:59:00+00:00",
+            protocol.ANN_HOST_CHECK: '{"stopped": true}',
+            protocol.ANN_CURRENT: "abc",
             "example.com/keep": "yes",
         },
-        {c.LABEL_STATE: "Failed", "kubernetes.io/hostname": "node-1", c.LABEL_SKIP: "true"},
+        {protocol.LABEL_STATE: "Failed", "kubernetes.io/hostname": "node-1", c.LABEL_SKIP: "true"},
         unschedulable=True,
         taints=[
             {"key": OUR_TAINT, "effect": "PreferNoSchedule"},
@@ -81,13 +82,17 @@ def test_the_patch_removes_the_state_label_and_no_other() -> None:
     release = release_node(halted())
     assert release is not None
     body = node_patch(annotations=release.write.annotations, resource_version=release.resource_version)
-    assert body["metadata"]["labels"] == {c.LABEL_STATE: None}  # the user's skip label stays
+    assert body["metadata"]["labels"] == {protocol.LABEL_STATE: None}  # the user's skip label stays
     assert body["metadata"]["resourceVersion"] == "42"
 
 
 def test_a_cordon_from_before_us_stays() -> None:
     body = node(
-        {c.ANN_STATE: "Failed", c.ANN_CORDONED_BY_US: "true", c.ANN_WAS_UNSCHEDULABLE: "true"},
+        {
+            protocol.ANN_STATE: "Failed",
+            protocol.ANN_CORDONED_BY_US: "true",
+            protocol.ANN_WAS_UNSCHEDULABLE: "true",
+        },
         unschedulable=True,
     )
     release = release_node(body)
@@ -97,22 +102,22 @@ def test_a_cordon_from_before_us_stays() -> None:
 
 
 def test_a_cordon_we_did_not_make_stays() -> None:
-    release = release_node(node({c.ANN_HOST_CHECK: "{}"}, unschedulable=True))
+    release = release_node(node({protocol.ANN_HOST_CHECK: "{}"}, unschedulable=True))
     assert release is not None and release.write.unschedulable is None
-    assert dict(release.write.annotations) == {c.ANN_HOST_CHECK: None}
+    assert dict(release.write.annotations) == {protocol.ANN_HOST_CHECK: None}
 
 
 def test_a_taint_with_our_key_that_we_did_not_add_stays() -> None:
     taints = [{"key": OUR_TAINT, "effect": "PreferNoSchedule"}]
-    release = release_node(node({c.ANN_STATE: "Done"}, taints=taints))
+    release = release_node(node({protocol.ANN_STATE: "Done"}, taints=taints))
     assert release is not None and release.write.taints is None
 
 
 def test_a_stray_state_label_goes_through_its_annotation() -> None:
-    release = release_node(node(labels={c.LABEL_STATE: "Done"}))
+    release = release_node(node(labels={protocol.LABEL_STATE: "Done"}))
     assert release is not None
-    assert dict(release.write.annotations) == {c.ANN_STATE: None}
-    assert release.changes == (f"remove label {c.LABEL_STATE}",)
+    assert dict(release.write.annotations) == {protocol.ANN_STATE: None}
+    assert release.changes == (f"remove label {protocol.LABEL_STATE}",)
 
 
 def test_an_unknown_key_of_ours_goes_too() -> None:

@@ -6,14 +6,15 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
-from eventedpleg import constants as c
-from eventedpleg.constants import ConditionType, NodeState
+from eventedpleg import protocol
+from eventedpleg.constants import ConditionType
 from eventedpleg.core.rollout import retry, status
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.take import RETRY_WAITS
 from eventedpleg.core.rollout.planner.taking import BLOCKED
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.models.nodeconfig import DrainSpec
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim.rolloutworld import EXHAUSTED, H_ON, T0, World, fleet, spec
 
 
@@ -28,15 +29,15 @@ def test_a_rolled_back_node_is_retried_once_the_cause_is_fixed_and_the_halt_lift
     nodes["node-000"].agent_fails = True
     world = World(nodes, spec())
     halted = world.run()
-    assert halted.summary.halted and nodes["node-000"].annotations[c.ANN_STATE] == "RolledBack"
-    assert nodes["node-001"].annotations.get(c.ANN_STATE) is None  # nothing else started
+    assert halted.summary.halted and nodes["node-000"].annotations[protocol.ANN_STATE] == "RolledBack"
+    assert nodes["node-001"].annotations.get(protocol.ANN_STATE) is None  # nothing else started
 
     nodes["node-000"].agent_fails = False  # the cause is fixed
     ask(world)
     assert set(world.retry) == {"node-000"}
     final = world.run()
     assert final.summary.complete and not final.summary.halted and final.summary.counts.failed == 0
-    assert all(n.annotations[c.ANN_STATE] == "Done" for n in nodes.values())
+    assert all(n.annotations[protocol.ANN_STATE] == "Done" for n in nodes.values())
     assert nodes["node-000"].drains == 2  # taken once more, only because it was asked
 
 
@@ -63,13 +64,13 @@ def test_a_failed_node_we_left_cordoned_is_given_back_then_taken_again_despite_c
         )
         world.run()
         failed = nodes["node-001"].annotations
-        assert failed[c.ANN_STATE] == "Failed" and failed[c.ANN_CORDONED_BY_US] == "true"
+        assert failed[protocol.ANN_STATE] == "Failed" and failed[protocol.ANN_CORDONED_BY_US] == "true"
         nodes["node-001"].agent_silent = False
         ask(world, "node-001")
         final = world.run(drop=random.Random(seed))
-        assert final.summary.complete and nodes["node-001"].annotations[c.ANN_STATE] == "Done", seed
+        assert final.summary.complete and nodes["node-001"].annotations[protocol.ANN_STATE] == "Done", seed
         assert nodes["node-001"].unschedulable  # the administrator's cordon is still there
-        assert c.ANN_CORDONED_BY_US not in nodes["node-001"].annotations
+        assert protocol.ANN_CORDONED_BY_US not in nodes["node-001"].annotations
 
 
 def test_only_the_named_nodes_and_stale_entries_are_dropped() -> None:
@@ -98,10 +99,13 @@ def test_a_drain_blocked_for_a_while_is_retried_after_its_back_off_and_completes
     nodes = fleet(2)
     nodes["node-000"].drain_blocked_until = T0 + timedelta(seconds=200)  # the PDB allows it later
     world = World(nodes, spec(drain={"timeoutSeconds": 60, "retries": 2, "retryBackoffSeconds": 100}))
-    while nodes["node-000"].annotations.get(c.ANN_STATE) != "Failed":
+    while nodes["node-000"].annotations.get(protocol.ANN_STATE) != "Failed":
         world.tick()
     failed = nodes["node-000"].annotations
-    assert failed[c.ANN_DRAIN_TIMEOUTS] == "1" and "automatic retry 1 of 2 in 100s" in failed[c.ANN_REASON]
+    assert (
+        failed[protocol.ANN_DRAIN_TIMEOUTS] == "1"
+        and "automatic retry 1 of 2 in 100s" in failed[protocol.ANN_REASON]
+    )
     assert not nodes["node-000"].unschedulable  # given back while it waits
     summary = world.plan().summary
     assert not summary.halted and summary.counts.failed == 0 and not summary.complete
@@ -114,8 +118,8 @@ def test_a_drain_blocked_for_a_while_is_retried_after_its_back_off_and_completes
         and "automatic retry pending: node-000: drain did not finish" in progressing.message
     )
     final = world.run()
-    assert final.summary.complete and nodes["node-000"].annotations[c.ANN_STATE] == "Done"
-    assert c.ANN_DRAIN_TIMEOUTS not in nodes["node-000"].annotations  # cleared once a drain finished
+    assert final.summary.complete and nodes["node-000"].annotations[protocol.ANN_STATE] == "Done"
+    assert protocol.ANN_DRAIN_TIMEOUTS not in nodes["node-000"].annotations  # cleared once a drain finished
     assert nodes["node-000"].drains >= 2 and ("node-000", "DrainTimeout") in world.events
 
 
@@ -126,8 +130,8 @@ def test_automatic_retries_are_bounded_then_the_node_counts_as_failed() -> None:
     world = World(nodes, spec(drain={"timeoutSeconds": 30, "retries": 2, "retryBackoffSeconds": 10}))
     final = world.run()
     node = nodes["node-000"]
-    assert node.drains == 3 and node.annotations[c.ANN_DRAIN_TIMEOUTS] == "3"  # first try + 2 retries
-    assert "automatic retry" not in node.annotations[c.ANN_REASON]
+    assert node.drains == 3 and node.annotations[protocol.ANN_DRAIN_TIMEOUTS] == "3"  # first try + 2 retries
+    assert "automatic retry" not in node.annotations[protocol.ANN_REASON]
     assert final.summary.halted and final.summary.counts.failed == 1
     assert [e for e in world.events if e == ("node-000", "DrainTimeout")] == [
         ("node-000", "DrainTimeout")
@@ -157,7 +161,7 @@ def test_a_retry_waits_in_service_while_the_budget_that_timed_out_the_drain_stil
     )  # Progressing names the budget it waits for
     world.run()  # the budget allows at 1 h: taken again as usual
     assert nodes["node-000"].drains == 2
-    assert all(n.annotations[c.ANN_CURRENT] == H_ON for n in nodes.values())
+    assert all(n.annotations[protocol.ANN_CURRENT] == H_ON for n in nodes.values())
 
 
 def test_no_automatic_retry_when_retries_is_zero() -> None:
@@ -170,9 +174,9 @@ def test_no_automatic_retry_when_retries_is_zero() -> None:
 
 def test_every_state_a_retry_cannot_take_says_what_ends_it() -> None:
     for state in [*NodeState, None]:
-        annotations = {c.ANN_OWNER: "cluster"}
+        annotations = {protocol.ANN_OWNER: "cluster"}
         if state is not None:
-            annotations |= {c.ANN_STATE: state.value, c.ANN_STATE_SINCE: T0.isoformat()}
+            annotations |= {protocol.ANN_STATE: state.value, protocol.ANN_STATE_SINCE: T0.isoformat()}
         view = node_view({"metadata": {"name": "n", "annotations": annotations}})
         if retry.retryable(view, "cluster"):
             assert state in retry.RETRYABLE

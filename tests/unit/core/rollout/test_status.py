@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.rollout import status
 from eventedpleg.core.rollout.snapshot import Peer
@@ -368,12 +368,12 @@ def host_fault(world: World, name: str, result: str = "fault") -> None:
     """The node as its agent's Skipped report leaves it: a host fault (or refusal) before any write."""
     world.nodes[name].annotations.update(
         {
-            c.ANN_OWNER: "cluster",
-            c.ANN_DESIRED: H_ON,
-            c.ANN_STATE: "Skipped",
-            c.ANN_STATE_SINCE: T0.isoformat(),
-            c.ANN_REASON: "EROFS writing the drop-in: fix it on the host",
-            c.ANN_EVIDENCE: Evidence(result=result, changed="nothing").to_json(),
+            protocol.ANN_OWNER: "cluster",
+            protocol.ANN_DESIRED: H_ON,
+            protocol.ANN_STATE: "Skipped",
+            protocol.ANN_STATE_SINCE: T0.isoformat(),
+            protocol.ANN_REASON: "EROFS writing the drop-in: fix it on the host",
+            protocol.ANN_EVIDENCE: Evidence(result=result, changed="nothing").to_json(),
         }
     )
 
@@ -409,7 +409,7 @@ def test_a_node_skipped_by_the_operator_is_counted_by_its_typed_cause() -> None:
     nodes["node-000"].drain_never_until = T0 + timedelta(days=1)
     world = World(nodes, spec())  # onBlocked: Skip
     world.run()
-    assert world.nodes["node-000"].annotations[c.ANN_CAUSE] == "DrainBlocked"
+    assert world.nodes["node-000"].annotations[protocol.ANN_CAUSE] == "DrainBlocked"
     assert conds(world)["Available"] == (
         "True",
         "AllNodesUpdated",
@@ -441,7 +441,7 @@ def test_every_remaining_node_blocked_for_good_under_on_blocked_wait_is_stalled_
     world = World(nodes, spec(drain={"onBlocked": "Wait"}, rollout={"maxUnavailable": 3}))
     for _ in range(30):
         world.tick()
-    assert world.nodes["node-000"].annotations[c.ANN_STATE] == "Done"
+    assert world.nodes["node-000"].annotations[protocol.ANN_STATE] == "Done"
     got = conds(world)
     assert got["Stalled"][:2] == ("True", "NodesBlocked")
     assert got["Progressing"][:2] == ("False", "NodesBlocked")

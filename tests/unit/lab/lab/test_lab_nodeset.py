@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core import compat
 from eventedpleg_lab.lab import assets, chart, kubeadm
 from eventedpleg_lab.lab import nodefiles as nf
@@ -58,10 +58,10 @@ def test_the_lab_expects_of_each_default_node_what_the_matrix_says() -> None:
         levels[spec.name] = found.level
         want = chart.expected_outcome(spec)
         if found.level is compat.Level.SUPPORTED:  # taken; only the agent's host check may refuse it
-            assert want.state in (c.NodeState.DONE.value, c.NodeState.SKIPPED.value), spec.name
-            assert (want.state == c.NodeState.SKIPPED.value) is spec.admin_pod_events_off, spec.name
+            assert want.state in (protocol.NodeState.DONE.value, protocol.NodeState.SKIPPED.value), spec.name
+            assert (want.state == protocol.NodeState.SKIPPED.value) is spec.admin_pod_events_off, spec.name
         else:  # skipped from the Node object, with the matrix's reason
-            assert want.state == c.NodeState.SKIPPED.value, spec.name
+            assert want.state == protocol.NodeState.SKIPPED.value, spec.name
             assert want.reason_has in found.summary, (spec.name, found.summary)
     assert levels["lab-crio"] is compat.Level.SUPPORTED
     assert levels["lab-crio-off"] is compat.Level.RISKY

@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.node.phases.effects import NodeEvent, Phase, Report, act
 from eventedpleg.core.node.phases.nodeapi import AgentNode, holds_node
+from eventedpleg.protocol import NodeState
 from eventedpleg.reasons import EventReason
 
 
@@ -34,9 +34,9 @@ class AgentAction(StrEnum):
 
 
 def next_action(annotations: Mapping[str, str]) -> AgentAction:
-    state = annotations.get(c.ANN_STATE, "")
-    desired = annotations.get(c.ANN_DESIRED, "")
-    current = annotations.get(c.ANN_CURRENT, "")
+    state = annotations.get(protocol.ANN_STATE, "")
+    desired = annotations.get(protocol.ANN_DESIRED, "")
+    current = annotations.get(protocol.ANN_CURRENT, "")
     if not desired:
         return AgentAction.IDLE
     if state == NodeState.APPLYING.value:

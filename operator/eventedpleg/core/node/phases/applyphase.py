@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
 from eventedpleg.core import render, runtimes
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
@@ -59,7 +58,7 @@ from eventedpleg.core.node.phases.transaction import FileCopy, Transaction, sha2
 from eventedpleg.core.node.phases.verifyloop import measure, reading_now, verify
 from eventedpleg.core.versions import Version
 from eventedpleg.models.nodeconfig import OnFailure
-from eventedpleg.protocol import Cause
+from eventedpleg.protocol import ANN_AGENT_OPTIONS, ANN_DESIRED, ANN_OWNER, Cause, NodeState
 from eventedpleg.reasons import EventReason
 
 # A host fault before the first write: by policy the node is Skipped (like a refusal: the host is not fit,
@@ -170,7 +169,7 @@ def _after(attempt: Attempt, result: VerifyResult, settings: AgentSettings, cloc
 def _host_fault(fault: HostFault, node: AgentNode) -> Phase[None]:
     """A host effect failed before anything was changed: skip the node, naming the path or command, the
     errno in words and the fix."""
-    line = fault.line(retry_hint(node.name, node.annotations.get(c.ANN_OWNER, "")))
+    line = fault.line(retry_hint(node.name, node.annotations.get(ANN_OWNER, "")))
     reason = f"{line}; nothing was changed on the node"
     evidence = Evidence(result="fault", error=fault.line(), fix=fault.fix, changed="nothing")
     yield from act(Report(HOST_FAULT_STATE, reason, evidence))
@@ -199,9 +198,9 @@ def _request(
     node: AgentNode, settings: AgentSettings
 ) -> Phase[tuple[AgentOptions, render.RenderedConfig] | None]:
     """agent-options and the hash-named ConfigMap, re-validated; rejects (touching nothing) when bad."""
-    desired = node.annotations[c.ANN_DESIRED]
+    desired = node.annotations[ANN_DESIRED]
     try:
-        options = AgentOptions.from_json(node.annotations.get(c.ANN_AGENT_OPTIONS))
+        options = AgentOptions.from_json(node.annotations.get(ANN_AGENT_OPTIONS))
     except AgentOptionsError as exc:
         yield from _reject(str(exc))
         return None
@@ -233,7 +232,7 @@ def _recover(node: AgentNode, desired: str) -> Phase[tuple[Transaction | None, T
     # An apply that was interrupted or halted: put the node back exactly as it was first.
     fault = yield from ask_maybe(RestoreFiles(txn), HostFault)
     if fault is not None:
-        retry = retry_hint(node.name, node.annotations.get(c.ANN_OWNER, ""))
+        retry = retry_hint(node.name, node.annotations.get(ANN_OWNER, ""))
         reason = f"restoring the files of an earlier apply failed: {fault.line(retry)}; needs a human"
         evidence = Evidence(result="fault", error=fault.line(), fix=fault.fix, changed="an earlier apply")
         yield from act(Report(NodeState.FAILED, reason, evidence))
@@ -336,7 +335,7 @@ def _fail(
     plan = attempt.plan
     evidence = _with_warnings(Evidence(failure=failure.evidence()), plan)
     why = cause or f"verification failed: {failure.reason}"
-    retry = retry_hint(attempt.node.name, attempt.node.annotations.get(c.ANN_OWNER, ""))
+    retry = retry_hint(attempt.node.name, attempt.node.annotations.get(ANN_OWNER, ""))
     if attempt.options.on_failure is OnFailure.HALT:
         reason = f"{why}; node left as it failed (onFailure: Halt)"
         yield from _halt(reason, evidence, EventReason.VERIFICATION_FAILED)

@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core import runtimes
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
@@ -42,6 +41,7 @@ from eventedpleg.core.node.phases.restart import KUBELET_UNIT, journal, restart_
 from eventedpleg.core.node.phases.transaction import sha256
 from eventedpleg.core.node.phases.verifyloop import verify
 from eventedpleg.core.versions import Version, VersionError, parse_runtime
+from eventedpleg.protocol import NodeState
 from eventedpleg.reasons import EventReason
 
 
@@ -134,7 +134,7 @@ def after_done(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clo
 
 
 def _look(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clock: Now) -> Phase[DoneMemory]:
-    desired = node.annotations[c.ANN_DESIRED]
+    desired = node.annotations[protocol.ANN_DESIRED]
     managed = yield from ask(ReadApplied(), ManagedState)
     drift = yield from _drift(managed, desired)
     if drift:
@@ -161,7 +161,7 @@ def _look(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clock: N
     if why is None:
         return (yield from _event_consumers(node, version, memory, settings, clock))
     try:
-        options = AgentOptions.from_json(node.annotations.get(c.ANN_AGENT_OPTIONS))
+        options = AgentOptions.from_json(node.annotations.get(protocol.ANN_AGENT_OPTIONS))
     except AgentOptionsError:
         options = AgentOptions()
     heals = tuple(t for t in memory.heals if clock() - t < timedelta(hours=1))

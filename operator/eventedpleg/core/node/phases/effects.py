@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.hostcheck import HostCheck
 from eventedpleg.core.node.facts.hostplan import FileChange, HostFacts, ManagedState
@@ -25,7 +23,15 @@ from eventedpleg.core.node.phases.host import CommandResult, HttpResult, Journal
 from eventedpleg.core.node.phases.hostfault import Faulted, HostFault
 from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
 from eventedpleg.core.runtimes import RuntimeProfile
-from eventedpleg.protocol import format_time
+from eventedpleg.protocol import (
+    ANN_CURRENT,
+    ANN_EVIDENCE,
+    ANN_REASON,
+    ANN_STATE,
+    ANN_STATE_SINCE,
+    NodeState,
+    format_time,
+)
 from eventedpleg.reasons import EventReason
 
 REASON_LIMIT = 1024
@@ -123,16 +129,16 @@ class Report:
         """The annotation changes (None removes one), written at `now`."""
         reason = self.reason if len(self.reason) <= REASON_LIMIT else self.reason[: REASON_LIMIT - 1] + "…"
         changes: dict[str, str | None] = {
-            c.ANN_STATE: self.state.value,
-            c.ANN_REASON: reason,
-            c.ANN_STATE_SINCE: format_time(now),
+            ANN_STATE: self.state.value,
+            ANN_REASON: reason,
+            ANN_STATE_SINCE: format_time(now),
         }
         if self.evidence is not None:
-            changes[c.ANN_EVIDENCE] = self.evidence.to_json()
+            changes[ANN_EVIDENCE] = self.evidence.to_json()
         if self.current is not None:
-            changes[c.ANN_CURRENT] = self.current
+            changes[ANN_CURRENT] = self.current
         elif self.forget_current:
-            changes[c.ANN_CURRENT] = None
+            changes[ANN_CURRENT] = None
         return changes
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core import hostcheck, render
 from eventedpleg.core.hostcheck import HostCheck
 from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal
@@ -50,7 +50,7 @@ def look(node: AgentNode, clock: Now) -> Phase[HostCheck]:
         previous = yield from ask(ReadApplied(), ManagedState)
     except Faulted as exc:
         return HostCheck(clock(), {mode.value: exc.fault.line() for mode in KubeletConfigMode})
-    owner = node.annotations.get(c.ANN_OWNER) or OWNER
+    owner = node.annotations.get(protocol.ANN_OWNER) or OWNER
     refusals: dict[str, str] = {}
     for mode in KubeletConfigMode:
         rendered = render.render(enabled=True, owner=owner, kubelet_config_mode=mode.value)
@@ -87,6 +87,6 @@ def is_news(check: HostCheck, published: HostCheck | None) -> bool:
 def host_check(node: AgentNode, clock: Now) -> Phase[HostCheck]:
     """Look, and publish the verdict on our Node when it is news (`node` as read just before)."""
     check = yield from look(node, clock)
-    if is_news(check, hostcheck.parse(node.annotations.get(c.ANN_HOST_CHECK))):
+    if is_news(check, hostcheck.parse(node.annotations.get(protocol.ANN_HOST_CHECK))):
         yield from act(PublishHostCheck(check))
     return check

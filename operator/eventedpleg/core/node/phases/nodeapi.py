@@ -10,8 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from eventedpleg import constants as c
-from eventedpleg.protocol import AGENT_PHASE
+from eventedpleg.protocol import AGENT_PHASE, ANN_STATE
 from eventedpleg.reasons import EventReason
 
 
@@ -32,7 +31,7 @@ class AgentNode:
 
 def holds_node(annotations: Mapping[str, str]) -> bool:
     """An apply of the agent's has the node (Applying, Verifying): nothing else of the agent's may run."""
-    return annotations.get(c.ANN_STATE, "") in AGENT_PHASE
+    return annotations.get(ANN_STATE, "") in AGENT_PHASE
 
 
 class AgentApi(Protocol):

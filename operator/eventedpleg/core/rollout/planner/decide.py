@@ -8,7 +8,6 @@ decision they make."""
 
 from __future__ import annotations
 
-from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout import actions, retry
 from eventedpleg.core.rollout.actions import SetAgentOptions
 from eventedpleg.core.rollout.planner import skips
@@ -20,7 +19,7 @@ from eventedpleg.core.rollout.planner.summary import HeldNode, OwnerConflict
 from eventedpleg.core.rollout.planner.taking import drain_retry, offer
 from eventedpleg.core.rollout.planner.tally import Count
 from eventedpleg.core.rollout.snapshot import NodeView, Target
-from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS
+from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS, NodeState
 
 
 def decide(node: NodeView, inputs: Inputs, selection: Selection) -> NodeDecision:

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-from eventedpleg.constants import Cause, NodeState
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.rollout import agentpod
@@ -17,6 +16,7 @@ from eventedpleg.core.rollout.actions import Action
 from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, OwnerConflict
 from eventedpleg.core.rollout.planner.tally import Count, Tally, tally_of
 from eventedpleg.core.rollout.snapshot import NodeMarks, NodeView, Target
+from eventedpleg.protocol import Cause, NodeState
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout import window
 from eventedpleg.core.rollout.actions import Action
 from eventedpleg.core.rollout.planner import healthgate
@@ -25,7 +24,7 @@ from eventedpleg.core.rollout.planner.summary import (
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeView, Target
 from eventedpleg.models.nodeconfig import OnNoAgent, Rollout
-from eventedpleg.protocol import Cause
+from eventedpleg.protocol import Cause, NodeState
 
 MAX_ATTENTION = 50
 ALERT_RECHECK = timedelta(seconds=15)  # how often a rollout held by alerts asks Prometheus again

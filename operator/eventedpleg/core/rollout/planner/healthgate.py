@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from eventedpleg.constants import Cause
 from eventedpleg.core.rollout.actions import Action, MarkFailed
 from eventedpleg.core.rollout.snapshot import NodeView, Target
+from eventedpleg.protocol import Cause
 
 # The first words of the reason of a node the after-check marks Failed, for people; the planner counts it
 # `unhealthy` by its cause, WorkloadNotReady (Decider.failure).

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from eventedpleg.constants import NodeState
 from eventedpleg.core import hostcheck
 from eventedpleg.core.rollout import actions
 from eventedpleg.core.rollout.actions import Action, Drain, MarkFailed
@@ -14,7 +13,7 @@ from eventedpleg.core.rollout.planner.decider import Decider
 from eventedpleg.core.rollout.planner.taking import before_cordon
 from eventedpleg.core.rollout.planner.tally import Count
 from eventedpleg.core.rollout.snapshot import NodeView, Target
-from eventedpleg.protocol import format_time
+from eventedpleg.protocol import NodeState, format_time
 
 # The agent gets the verification timeout plus this much for restarts and reporting before we give up.
 AGENT_GRACE = timedelta(seconds=120)

@@ -5,7 +5,6 @@ for a human."""
 
 from __future__ import annotations
 
-from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout import actions
 from eventedpleg.core.rollout.planner import skips
 from eventedpleg.core.rollout.planner.decider import LEFT, Decider
@@ -13,7 +12,7 @@ from eventedpleg.core.rollout.planner.inflight import step
 from eventedpleg.core.rollout.planner.taking import before_cordon, offer
 from eventedpleg.core.rollout.planner.tally import Count
 from eventedpleg.core.rollout.snapshot import NodeView
-from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS
+from eventedpleg.protocol import AGENT_PHASE, IN_PROGRESS, NodeState
 
 # A deletion gives back nodes in these states as they are: nothing it could do would be known to work.
 FAILED_STATES = frozenset({NodeState.FAILED, NodeState.ROLLED_BACK})

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from eventedpleg.constants import Cause
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.rollout.planner.tally import Count, Tally
 from eventedpleg.core.rollout.snapshot import NodeMarks
+from eventedpleg.protocol import Cause
 
 
 class SkippedFor(StrEnum):

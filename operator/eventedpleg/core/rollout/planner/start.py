@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout.actions import Action
 from eventedpleg.core.rollout.planner import healthgate
 from eventedpleg.core.rollout.planner.decider import Inputs
@@ -17,7 +16,7 @@ from eventedpleg.core.rollout.planner.taking import BLOCKED, cordon
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeView
 from eventedpleg.models.nodeconfig import Rollout
-from eventedpleg.protocol import format_time
+from eventedpleg.protocol import NodeState, format_time
 
 Candidate = tuple[NodeView, str]  # a node that may start, and the hash it should get
 

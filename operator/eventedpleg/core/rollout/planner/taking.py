@@ -4,7 +4,6 @@ person approved it), taken again after a drain timeout's back-off, or cordoned a
 
 from __future__ import annotations
 
-from eventedpleg.constants import Cause, NodeState
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import actions
 from eventedpleg.core.rollout.actions import AskApproval, Uncordon, approval_text
@@ -14,7 +13,7 @@ from eventedpleg.core.rollout.planner.decider import LEFT, Decider
 from eventedpleg.core.rollout.planner.tally import Count
 from eventedpleg.core.rollout.snapshot import NodeView, Target
 from eventedpleg.models.nodeconfig import Approval
-from eventedpleg.protocol import format_time
+from eventedpleg.protocol import Cause, NodeState, format_time
 
 # Status notes of a node not taken because its agent shows no sign of life start with this.
 NO_AGENT = "not cordoned, no live agent: "

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core.rollout.actions import AskApproval, SetAgentOptions, approval_text
 from eventedpleg.core.rollout.steps.marks import state_marks
 from eventedpleg.core.rollout.steps.requests import Answer, Clock, Emit, Marks, Request, Step, StepEnd, Write
+from eventedpleg.protocol import NodeState
 from eventedpleg.reasons import EventReason
 
 
 def ask_approval(action: AskApproval) -> Step:
     """The node waits, in service, for a person (spec.rollout.approval: Manual): said once per config."""
-    yield Write({c.ANN_AWAITING_APPROVAL: action.hash})
+    yield Write({protocol.ANN_AWAITING_APPROVAL: action.hash})
     yield Emit("Normal", EventReason.AWAITING_APPROVAL, approval_text(action.node, action.hash))
     return StepEnd()
 
@@ -23,9 +23,9 @@ def ask_approval(action: AskApproval) -> Step:
 def apply_request(node_hash: str, options: str, clock: Clock) -> Marks:
     """The marks that ask the agent to apply `node_hash`."""
     return {
-        c.ANN_DESIRED: node_hash,
-        c.ANN_AGENT_OPTIONS: options,
-        c.ANN_DRAIN_TIMEOUTS: None,  # drained: a later timeout starts counting again
+        protocol.ANN_DESIRED: node_hash,
+        protocol.ANN_AGENT_OPTIONS: options,
+        protocol.ANN_DRAIN_TIMEOUTS: None,  # drained: a later timeout starts counting again
         **state_marks(NodeState.APPLYING, "drained; waiting for the agent", clock),
     }
 
@@ -39,5 +39,5 @@ def request_apply(
 
 
 def set_agent_options(action: SetAgentOptions) -> Step:
-    yield Write({c.ANN_AGENT_OPTIONS: action.agent_options})
+    yield Write({protocol.ANN_AGENT_OPTIONS: action.agent_options})
     return StepEnd()

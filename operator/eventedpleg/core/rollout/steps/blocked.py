@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint
 from eventedpleg.core.rollout.steps.marks import state_marks, untaint
 from eventedpleg.core.rollout.steps.requests import Answer, Clock, Emit, Marks, Request, StepEnd, Write
 from eventedpleg.models.nodeconfig import OnDrainBlocked
+from eventedpleg.protocol import NodeState
 from eventedpleg.reasons import EventReason
 
 MAX_NAMED_STATIC_PODS = 3
@@ -34,8 +34,8 @@ def skip_static_pods(
     yield Write(
         {
             **marks,
-            c.ANN_DESIRED: node_hash,
-            **state_marks(NodeState.SKIPPED, reason, clock, c.Cause.STATIC_PODS),
+            protocol.ANN_DESIRED: node_hash,
+            **state_marks(NodeState.SKIPPED, reason, clock, protocol.Cause.STATIC_PODS),
         },
         unschedulable,
         taints,
@@ -65,8 +65,12 @@ def drain_blocked(
     marks = {**marks, **untaint(taints)}
     if policy is OnDrainBlocked.WAIT:  # in service, as if never taken: taken once the blocker is gone
         if taken or never != was_blocked or taints.marked:  # the Event once per blocker, not per look
-            gone: Marks = {c.ANN_STATE: None, c.ANN_STATE_SINCE: None, c.ANN_REASON: None} if taken else {}
-            blocked = {c.ANN_BLOCKED: never, c.ANN_CAUSE: c.Cause.DRAIN_BLOCKED.value}
+            gone: Marks = (
+                {protocol.ANN_STATE: None, protocol.ANN_STATE_SINCE: None, protocol.ANN_REASON: None}
+                if taken
+                else {}
+            )
+            blocked = {protocol.ANN_BLOCKED: never, protocol.ANN_CAUSE: protocol.Cause.DRAIN_BLOCKED.value}
             yield Write({**marks, **gone, **blocked}, unschedulable, off)
             yield Emit(
                 "Warning", EventReason.DRAIN_BLOCKED, f"{given}, waiting (drain.onBlocked: Wait): {never}"
@@ -77,9 +81,9 @@ def drain_blocked(
     yield Write(
         {
             **marks,
-            c.ANN_DESIRED: node_hash,
-            c.ANN_BLOCKED: None,
-            **state_marks(state, reason, clock, c.Cause.DRAIN_BLOCKED),
+            protocol.ANN_DESIRED: node_hash,
+            protocol.ANN_BLOCKED: None,
+            **state_marks(state, reason, clock, protocol.Cause.DRAIN_BLOCKED),
         },
         unschedulable,
         off,

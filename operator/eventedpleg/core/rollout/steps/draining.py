@@ -3,8 +3,7 @@ spec.drain.onTimeout says. Pure."""
 
 from __future__ import annotations
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core.rollout.actions import Drain
 from eventedpleg.core.rollout.drain.pods import NEEDS_ATTENTION
 from eventedpleg.core.rollout.drain.take import FORCE_DELETE_DISABLED, forced_at_timeout, never_finishes
@@ -23,6 +22,7 @@ from eventedpleg.core.rollout.steps.requests import (
     as_mirror_pods,
 )
 from eventedpleg.models.nodeconfig import OnDrainTimeout
+from eventedpleg.protocol import NodeState
 from eventedpleg.reasons import EventReason
 
 
@@ -34,7 +34,7 @@ def drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
         reason = (
             "uncordoned by someone else while we drained it: not changed; `eventedpleg retry` takes it again"
         )
-        marks = {**give_back(action.autoscaler_hold, action.taints), c.ANN_DESIRED: action.hash}
+        marks = {**give_back(action.autoscaler_hold, action.taints), protocol.ANN_DESIRED: action.hash}
         yield Write(
             {**marks, **state_marks(NodeState.FAILED, reason, clock)}, taints=action.taints.without_ours()
         )
@@ -85,23 +85,23 @@ def drain(action: Drain, clock: Clock, allow_force_delete: bool) -> Step:
         timeouts: dict[str, str | None] = {}
         if state is NodeState.FAILED and not force_asked:  # a missing grant does not clear by itself
             count = action.drain_timeouts + 1
-            timeouts[c.ANN_DRAIN_TIMEOUTS] = str(count)
+            timeouts[protocol.ANN_DRAIN_TIMEOUTS] = str(count)
             if policy.retried(count):  # what clears by itself (a PDB) gets another chance
                 wait = policy.backoff(count)
                 reason += f"; automatic retry {count} of {policy.retries} in {int(wait.total_seconds())}s"
         # Give the node back: a timed-out drain must never leave our cordon behind.
         marks = {
-            c.ANN_DESIRED: action.hash,
+            protocol.ANN_DESIRED: action.hash,
             **give_back(action.autoscaler_hold, action.taints),
             **timeouts,
-            **state_marks(state, reason, clock, c.Cause.DRAIN_TIMEOUT),
+            **state_marks(state, reason, clock, protocol.Cause.DRAIN_TIMEOUT),
         }
         yield Write(marks, action.was_unschedulable, action.taints.without_ours())
         yield Emit("Warning", EventReason.DRAIN_TIMEOUT, reason)
         return StepEnd(state)
     if result.waiting != action.reason:
         # Name what blocks the drain on the node (and so in status); written only when it changes.
-        yield Write({c.ANN_REASON: result.waiting})
+        yield Write({protocol.ANN_REASON: result.waiting})
         if result.blockers & NEEDS_ATTENTION:
             yield Emit("Warning", EventReason.DRAIN_BLOCKED, result.waiting)
     return StepEnd(drain_retry=True)

@@ -3,18 +3,18 @@ or released by its NodeConfig. Pure."""
 
 from __future__ import annotations
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core.rollout.actions import MarkFailed, Release, Uncordon
 from eventedpleg.core.rollout.steps.marks import give_back, state_marks
 from eventedpleg.core.rollout.steps.requests import Clock, Emit, Marks, Step, StepEnd, Write
+from eventedpleg.protocol import NodeState
 from eventedpleg.reasons import EventReason
 
 
 def uncordon(action: Uncordon) -> Step:
     gone: Marks = {}
     if action.agent_gone:  # nothing was asked of the agent: the node waits in service for it
-        gone = {c.ANN_STATE: None, c.ANN_STATE_SINCE: None, c.ANN_REASON: None}
+        gone = {protocol.ANN_STATE: None, protocol.ANN_STATE_SINCE: None, protocol.ANN_REASON: None}
     yield Write(
         {**give_back(action.autoscaler_hold, action.taints), **gone},
         action.was_unschedulable,
@@ -43,10 +43,10 @@ def release_write(action: Release, *, keep_host_check: bool = True) -> Write:
     """The one write that lets go of a node. The agent's host check stays by default: it is about the
     host, not about this NodeConfig, and the next NodeConfig to select the node needs it before it may
     take the node (`eventedpleg release-nodes`, with no operator left, drops it too)."""
-    kept = {c.ANN_CURRENT} if action.keep_current else set()
+    kept = {protocol.ANN_CURRENT} if action.keep_current else set()
     if keep_host_check:
-        kept.add(c.ANN_HOST_CHECK)
-    drop: dict[str, str | None] = {key: None for key in c.NODE_ANNOTATIONS if key not in kept}
+        kept.add(protocol.ANN_HOST_CHECK)
+    drop: dict[str, str | None] = {key: None for key in protocol.NODE_ANNOTATIONS if key not in kept}
     drop.update(dict.fromkeys(action.autoscaler_hold))
     unschedulable = action.was_unschedulable if action.uncordon else None
     return Write(drop, unschedulable, action.taints.without_ours())

@@ -3,22 +3,21 @@ holds, and what giving a node back drops. Pure."""
 
 from __future__ import annotations
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core.rollout.drain.taints import NodeTaints
 from eventedpleg.core.rollout.steps.requests import Clock, Marks
-from eventedpleg.protocol import format_time
+from eventedpleg.protocol import NodeState, format_time
 
 
 def state_marks(
-    state: NodeState, reason: str, clock: Clock, cause: c.Cause | None = None
+    state: NodeState, reason: str, clock: Clock, cause: protocol.Cause | None = None
 ) -> dict[str, str | None]:
     """A state the operator writes, with the kind of its reason (ANN_CAUSE; removed when it has none)."""
     return {
-        c.ANN_STATE: state.value,
-        c.ANN_STATE_SINCE: format_time(clock()),
-        c.ANN_REASON: reason,
-        c.ANN_CAUSE: None if cause is None else cause.value,
+        protocol.ANN_STATE: state.value,
+        protocol.ANN_STATE_SINCE: format_time(clock()),
+        protocol.ANN_REASON: reason,
+        protocol.ANN_CAUSE: None if cause is None else cause.value,
     }
 
 
@@ -26,9 +25,9 @@ def autoscaler_hold(user: frozenset[str]) -> tuple[tuple[str, ...], dict[str, st
     """The autoscaler keys our cordon adds (every known one the user did not set) and the marks that add
     them, in the cordon's own patch: a node is never cordoned by us without them, and never holds them
     without our cordon (no write is added, and no crash can split the two)."""
-    hold = tuple(key for key in c.AUTOSCALER_ANNOTATIONS if key not in user)
-    marks: dict[str, str | None] = dict.fromkeys(hold, c.AUTOSCALER_VALUE)
-    marks[c.ANN_AUTOSCALER_HOLD] = ",".join(hold) if hold else None
+    hold = tuple(key for key in protocol.AUTOSCALER_ANNOTATIONS if key not in user)
+    marks: dict[str, str | None] = dict.fromkeys(hold, protocol.AUTOSCALER_VALUE)
+    marks[protocol.ANN_AUTOSCALER_HOLD] = ",".join(hold) if hold else None
     return hold, marks
 
 
@@ -36,8 +35,8 @@ def give_back(hold: tuple[str, ...], taints: NodeTaints) -> dict[str, str | None
     """Drop our cordon mark, exactly the autoscaler keys our cordon added (the user's stay) and our taint's
     marks (the Write takes the taint itself off: `taints.without_ours()`)."""
     return {
-        c.ANN_CORDONED_BY_US: None,
-        c.ANN_AUTOSCALER_HOLD: None,
+        protocol.ANN_CORDONED_BY_US: None,
+        protocol.ANN_AUTOSCALER_HOLD: None,
         **dict.fromkeys(hold),
         **untaint(taints),
     }
@@ -45,4 +44,4 @@ def give_back(hold: tuple[str, ...], taints: NodeTaints) -> dict[str, str | None
 
 def untaint(taints: NodeTaints) -> Marks:
     """The marks of our taint (drain.taintBeforeCordon) removed, when there are any."""
-    return {c.ANN_TAINTED_SINCE: None, c.ANN_TAINT: None} if taints.marked else {}
+    return {protocol.ANN_TAINTED_SINCE: None, protocol.ANN_TAINT: None} if taints.marked else {}

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout.drain.pods import DrainResult
 from eventedpleg.core.rollout.drain.survey import PodSurvey
 from eventedpleg.core.rollout.drain.taints import Taint
+from eventedpleg.protocol import NodeState
 from eventedpleg.reasons import EventReason
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
 from eventedpleg.core.rollout.actions import Cordon
 from eventedpleg.core.rollout.drain.survey import PodSurvey
 from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint
@@ -38,7 +36,20 @@ from eventedpleg.core.rollout.steps.requests import (
     as_mirror_pods,
     as_survey,
 )
-from eventedpleg.protocol import format_time
+from eventedpleg.protocol import (
+    ANN_BLOCKED,
+    ANN_CAUSE,
+    ANN_CORDONED_BY_US,
+    ANN_DESIRED,
+    ANN_OWNER,
+    ANN_REASON,
+    ANN_TAINT,
+    ANN_TAINTED_SINCE,
+    ANN_WAS_UNSCHEDULABLE,
+    Cause,
+    NodeState,
+    format_time,
+)
 from eventedpleg.reasons import EventReason
 
 
@@ -64,13 +75,13 @@ def cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
                     f"not cordoned: {verdict.why}",
                     EventReason.UNSUPPORTED,
                     clock,
-                    c.Cause.HOST_REFUSED,
+                    Cause.HOST_REFUSED,
                 )
             )
         case TakeKind.SKIP if verdict.cause is SkipCause.NOT_IN_PLACE:
             return (yield from _not_in_place(action, verdict.why, clock))
         case TakeKind.SKIP:
-            ours = {c.ANN_OWNER: action.owner, **untaint(taints)}
+            ours = {ANN_OWNER: action.owner, **untaint(taints)}
             return (
                 yield from skip_static_pods(
                     action.hash,
@@ -92,7 +103,7 @@ def cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
                     verdict.why,
                     clock,
                     node_hash=action.hash,
-                    marks={c.ANN_OWNER: action.owner},
+                    marks={ANN_OWNER: action.owner},
                     taken=False,
                     unschedulable=None,
                     taints=taints,
@@ -125,12 +136,12 @@ def _cordon_marks(action: Cordon, clock: Clock) -> Marks:
     """The marks of taking the node: ours, whether it was cordoned before, cordoned by us, the autoscaler
     keys our cordon adds (`autoscaler_hold`), Draining."""
     _, hold_marks = autoscaler_hold(action.autoscaler_user)
-    blocked: Marks = {c.ANN_BLOCKED: None} if action.blocked else {}  # no longer waiting
+    blocked: Marks = {ANN_BLOCKED: None} if action.blocked else {}  # no longer waiting
     return {
         **blocked,
-        c.ANN_OWNER: action.owner,
-        c.ANN_WAS_UNSCHEDULABLE: str(action.was_unschedulable).lower(),
-        c.ANN_CORDONED_BY_US: "true",
+        ANN_OWNER: action.owner,
+        ANN_WAS_UNSCHEDULABLE: str(action.was_unschedulable).lower(),
+        ANN_CORDONED_BY_US: "true",
         **hold_marks,
         **state_marks(NodeState.DRAINING, "evicting pods", clock),
     }
@@ -194,7 +205,7 @@ def _take(action: Cordon, verdict: TakeVerdict, survey: PodSurvey, clock: Clock,
                 taints=taints,
             )
         )
-    yield Write({c.ANN_REASON: result.waiting})
+    yield Write({ANN_REASON: result.waiting})
     yield Emit("Normal", EventReason.DRAINING, f"cordoned; {result.waiting} (PodDisruptionBudgets respected)")
     return StepEnd(NodeState.DRAINING, drain_retry=True)
 
@@ -204,12 +215,12 @@ def _taint(action: Cordon, taint: Taint, clock: Clock) -> Step:
     (the planner wakes then). A taint with that key already on the node is someone else's: it is kept
     and never marked ours, so it is never removed; the node waits all the same."""
     added = action.taints.with_taint(taint)
-    blocked: Marks = {c.ANN_BLOCKED: None} if action.blocked else {}  # no longer waiting
+    blocked: Marks = {ANN_BLOCKED: None} if action.blocked else {}  # no longer waiting
     marks: Marks = {
         **blocked,
-        c.ANN_OWNER: action.owner,
-        c.ANN_TAINTED_SINCE: format_time(clock()),
-        c.ANN_TAINT: taint.key if added is not None else None,
+        ANN_OWNER: action.owner,
+        ANN_TAINTED_SINCE: format_time(clock()),
+        ANN_TAINT: taint.key if added is not None else None,
     }
     yield Write(marks, taints=added)
     then = f"cordoned in {action.drain.taint_seconds}s (drain.taintBeforeCordon)"
@@ -228,15 +239,15 @@ def _in_place(action: Cordon, clock: Clock) -> Step:
     """spec.drain.mode: InPlace on a node where that is safe: the apply request alone, no cordon, no
     eviction; the pods stay and keep running through the runtime and kubelet restarts."""
     what = "in place, not cordoned or drained (drain.mode: InPlace)"
-    blocked: Marks = {c.ANN_BLOCKED: None} if action.blocked else {}
+    blocked: Marks = {ANN_BLOCKED: None} if action.blocked else {}
     taints = action.taints  # ours, should the mode have changed after a taint
     yield Write(
         {
             **blocked,
             **untaint(taints),
-            c.ANN_OWNER: action.owner,
+            ANN_OWNER: action.owner,
             **apply_request(action.hash, action.agent_options, clock),
-            c.ANN_REASON: f"{what}; waiting for the agent",
+            ANN_REASON: f"{what}; waiting for the agent",
         },
         taints=taints.without_ours() if taints.marked else None,
     )
@@ -251,15 +262,15 @@ def _not_in_place(action: Cordon, why: str, clock: Clock) -> Step:
         f"not cordoned: drain.mode is InPlace, not safe on this node: {why} "
         "(drain.inPlace.onIneligible: Skip)"
     )
-    return (yield from _skipped(action, reason, EventReason.NOT_IN_PLACE, clock, c.Cause.NOT_IN_PLACE))
+    return (yield from _skipped(action, reason, EventReason.NOT_IN_PLACE, clock, Cause.NOT_IN_PLACE))
 
 
-def _skipped(action: Cordon, reason: str, event: EventReason, clock: Clock, cause: c.Cause) -> Step:
+def _skipped(action: Cordon, reason: str, event: EventReason, clock: Clock, cause: Cause) -> Step:
     """Skipped before the cordon: owned and named, our taint (if any) off again, one Warning."""
     yield Write(
         {
-            c.ANN_OWNER: action.owner,
-            c.ANN_DESIRED: action.hash,
+            ANN_OWNER: action.owner,
+            ANN_DESIRED: action.hash,
             **untaint(action.taints),
             **state_marks(NodeState.SKIPPED, reason, clock, cause),
         },
@@ -276,7 +287,7 @@ def _held(
     service (our taint off), looked at again; said once per cause, not once per look."""
     if holding != was_blocked or taints.marked:
         yield Write(
-            {c.ANN_OWNER: owner, c.ANN_BLOCKED: holding, c.ANN_CAUSE: None, **untaint(taints)},
+            {ANN_OWNER: owner, ANN_BLOCKED: holding, ANN_CAUSE: None, **untaint(taints)},
             taints=taints.without_ours(),
         )
         yield Emit("Normal", EventReason.NODE_HELD, f"not cordoned, waiting: {holding}")

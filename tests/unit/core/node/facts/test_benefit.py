@@ -8,8 +8,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core.node.facts import benefit
 from eventedpleg.core.node.facts.benefit import Reading
 from eventedpleg.core.node.facts.promtext import parse_metrics
@@ -17,6 +16,7 @@ from eventedpleg.core.node.phases import servicephase
 from eventedpleg.core.node.phases.agentsettings import AgentSettings
 from eventedpleg.core.node.phases.effects import Scrape
 from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.protocol import NodeState
 
 FIXTURE = Path(__file__).parents[4] / "realnode" / "fixtures" / "kubelet-metrics-v1.36.4.txt"
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -71,7 +71,7 @@ METRICS = parse_metrics(
 
 
 def _node(*, cordoned: bool = False, state: str = "") -> AgentNode:
-    return AgentNode("n1", unschedulable=cordoned, annotations={c.ANN_STATE: state} if state else {})
+    return AgentNode("n1", unschedulable=cordoned, annotations={protocol.ANN_STATE: state} if state else {})
 
 
 def _sample(node: AgentNode, kept: tuple[Reading, ...], at: float) -> tuple[tuple[Reading, ...], bool]:

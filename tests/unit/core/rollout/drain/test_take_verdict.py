@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli import report
 from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import steps
@@ -144,17 +144,20 @@ def node_bodies(draw: st.DrawFn) -> dict[str, Any]:
     annotations: dict[str, str] = {}
     if draw(st.booleans()):
         refusals = {"DropInOnly": draw(st.sampled_from(["", "no kubelet --config-dir"]))}
-        annotations[c.ANN_HOST_CHECK] = hostcheck.HostCheck(NOW, refusals).to_json()
+        annotations[protocol.ANN_HOST_CHECK] = hostcheck.HostCheck(NOW, refusals).to_json()
     taints = []
     if draw(st.booleans()):  # our taint went on a while ago (drain.taintBeforeCordon)
-        annotations |= {c.ANN_TAINT: TAINT_KEY, c.ANN_TAINTED_SINCE: NOW.isoformat(timespec="seconds")}
+        annotations |= {
+            protocol.ANN_TAINT: TAINT_KEY,
+            protocol.ANN_TAINTED_SINCE: NOW.isoformat(timespec="seconds"),
+        }
         taints = [{"key": TAINT_KEY, "effect": "PreferNoSchedule"}]
     if draw(st.booleans()):  # its drain timed out; the automatic retry is due (drain.retries)
         annotations |= {
-            c.ANN_OWNER: "cluster",
-            c.ANN_STATE: "Failed",
-            c.ANN_STATE_SINCE: NOW.isoformat(timespec="seconds"),
-            c.ANN_DRAIN_TIMEOUTS: "1",
+            protocol.ANN_OWNER: "cluster",
+            protocol.ANN_STATE: "Failed",
+            protocol.ANN_STATE_SINCE: NOW.isoformat(timespec="seconds"),
+            protocol.ANN_DRAIN_TIMEOUTS: "1",
         }
     labels = {"node-role.kubernetes.io/control-plane": ""} if draw(st.booleans()) else {}
     runtime = draw(st.sampled_from(["containerd://2.2.9", "containerd://1.7.35"]))  # Supported, Risky
@@ -330,7 +333,7 @@ def test_the_verdict_names_what_preflight_used_to_miss() -> None:
     )
     assert row.take == TakeVerdict(TakeKind.IN_PLACE)
     refuses = hostcheck.HostCheck(NOW, {"DropInOnly": "no kubelet --config-dir"}).to_json()
-    checked = node_view(_body("b", {c.ANN_HOST_CHECK: refuses}))
+    checked = node_view(_body("b", {protocol.ANN_HOST_CHECK: refuses}))
     (off,) = report.preflight_rows([checked], policy, [], [], target.drain, now=NOW, turning_on=False)
     (on,) = report.preflight_rows([checked], policy, [], [], target.drain, now=NOW)
     assert (off.take.kind, off.refusal) == (TakeKind.TAKE, "")  # taking our files off is never refused

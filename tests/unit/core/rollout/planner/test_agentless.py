@@ -9,7 +9,7 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.constants import ConditionType
 from eventedpleg.core import hostcheck
 from eventedpleg.core.rollout import planner, status
@@ -43,20 +43,21 @@ def test_a_node_without_an_agent_is_never_cordoned_named_and_the_rest_go_on() ->
     world = World(nodes, spec())
     final = world.run()
     assert nodes["node-001"].drains == 0 and not nodes["node-001"].unschedulable
-    assert c.ANN_STATE not in nodes["node-001"].annotations
+    assert protocol.ANN_STATE not in nodes["node-001"].annotations
     for name in ("node-000", "node-002"):
         assert (
-            nodes[name].annotations[c.ANN_CURRENT] == H_ON and nodes[name].annotations[c.ANN_STATE] == "Done"
+            nodes[name].annotations[protocol.ANN_CURRENT] == H_ON
+            and nodes[name].annotations[protocol.ANN_STATE] == "Done"
         )
     reason = notes(final)["node-001"]
     assert reason.startswith(NO_AGENT) and "no host check from the eventedpleg agent" in reason
     # what code branches on is the typed cause, in status as on the note
     causes = {n.name: n.cause for n in final.summary.attention}
-    assert causes["node-001"] is c.Cause.NO_AGENT
+    assert causes["node-001"] is protocol.Cause.NO_AGENT
     written = status.build_status(
         final.summary, enabled=True, deleting=False, generation=1, previous=[], now=T0
     )
-    assert {n.name: n.cause for n in written.node_statuses}["node-001"] is c.Cause.NO_AGENT
+    assert {n.name: n.cause for n in written.node_statuses}["node-001"] is protocol.Cause.NO_AGENT
     assert written.model_dump(by_alias=True, mode="json")["nodeStatuses"][0]["cause"] == "NoAgent"
     assert not final.summary.complete  # it still waits for its agent
     assert "1 node(s) wait, not cordoned, for a live eventedpleg agent: node-001" in final.summary.waiting
@@ -66,7 +67,7 @@ def test_a_node_without_an_agent_is_never_cordoned_named_and_the_rest_go_on() ->
     # Its agent starts: it is taken like any other.
     nodes["node-001"].agent_absent = False
     final = world.run()
-    assert nodes["node-001"].annotations[c.ANN_CURRENT] == H_ON and final.summary.complete
+    assert nodes["node-001"].annotations[protocol.ANN_CURRENT] == H_ON and final.summary.complete
 
 
 def test_on_no_agent_hold_starts_no_further_node() -> None:
@@ -98,7 +99,7 @@ def test_an_agent_that_dies_after_the_cordon_gets_its_node_given_back_unchanged(
     nodes["node-000"].drain_blocked_until = T0 + timedelta(days=1)  # still draining when the check goes
     world = World(nodes, spec(drain={"timeoutSeconds": 0}))
     world.tick()
-    assert nodes["node-000"].unschedulable and nodes["node-000"].annotations[c.ANN_STATE] == "Draining"
+    assert nodes["node-000"].unschedulable and nodes["node-000"].annotations[protocol.ANN_STATE] == "Draining"
     fresh_until = T0 + timedelta(seconds=hostcheck.FRESH_PERIODS * 3600)
     world.now = fresh_until  # still fresh: still ours
     assert not [a for a in world.plan().actions if isinstance(a, Uncordon) and a.node == "node-000"]
@@ -107,8 +108,8 @@ def test_an_agent_that_dies_after_the_cordon_gets_its_node_given_back_unchanged(
     assert isinstance(back, Uncordon) and "publishing periods" in back.agent_gone
     world.apply(back)
     node = nodes["node-000"]
-    assert not node.unschedulable and c.ANN_CORDONED_BY_US not in node.annotations
-    assert c.ANN_STATE not in node.annotations and node.annotations.get(c.ANN_DESIRED) is None
+    assert not node.unschedulable and protocol.ANN_CORDONED_BY_US not in node.annotations
+    assert protocol.ANN_STATE not in node.annotations and node.annotations.get(protocol.ANN_DESIRED) is None
     assert ("node-000", "AgentGone") in world.events
     assert notes(world.plan())["node-000"].startswith(NO_AGENT)
 
@@ -137,7 +138,7 @@ def test_an_agent_that_stops_cleanly_after_the_cordon_gets_a_grace_then_its_node
     world = World(nodes, spec(drain={"timeoutSeconds": 0}))
     world.tick()
     world.agents()  # the agent stops and marks its check
-    assert nodes["node-000"].annotations[c.ANN_STATE] == "Draining"
+    assert nodes["node-000"].annotations[protocol.ANN_STATE] == "Draining"
     plan = world.plan()
     assert not [a for a in plan.actions if a.node == "node-000"]  # paused, not given back, not drained
     assert notes(plan)["node-000"].startswith(
@@ -165,7 +166,7 @@ def test_an_agent_replaced_mid_drain_keeps_its_node_taken_once() -> None:
     nodes["node-000"].agent_dead = False
     final = world.run()
     assert final.summary.complete
-    assert nodes["node-000"].drains == 1 and nodes["node-000"].annotations[c.ANN_CURRENT] == H_ON
+    assert nodes["node-000"].drains == 1 and nodes["node-000"].annotations[protocol.ANN_CURRENT] == H_ON
     assert ("node-000", "AgentGone") not in world.events
 
 
@@ -174,7 +175,9 @@ def test_a_skipped_node_is_always_given_back() -> None:
     nodes["node-000"].mirror_pods = ("kube-system/etcd-node-000",)  # appears after the survey: taken
     world = World(nodes, spec())
     final = world.run()
-    assert nodes["node-000"].annotations[c.ANN_STATE] == "Skipped" and not nodes["node-000"].unschedulable
+    assert (
+        nodes["node-000"].annotations[protocol.ANN_STATE] == "Skipped" and not nodes["node-000"].unschedulable
+    )
     assert final.summary.complete
 
 
@@ -187,8 +190,8 @@ def failed_halted_skipped_and_agentless() -> World:
     nodes["node-002"].agent_absent = True
     world = World(nodes, spec(verification={"timeoutSeconds": 10}, rollout={"maxUnavailable": 2}))
     final = world.run(limit=1000)
-    assert nodes["node-000"].annotations[c.ANN_STATE] == "Failed" and nodes["node-000"].unschedulable
-    assert nodes["node-001"].annotations[c.ANN_STATE] == "Skipped"
+    assert nodes["node-000"].annotations[protocol.ANN_STATE] == "Failed" and nodes["node-000"].unschedulable
+    assert nodes["node-001"].annotations[protocol.ANN_STATE] == "Skipped"
     assert final.summary.halted
     return world
 
@@ -208,7 +211,9 @@ def test_deleting_with_failed_halted_skipped_and_agentless_nodes_finishes_with_e
     assert status.deleting_text(final.summary) == ""
     for node in world.nodes.values():
         assert not node.unschedulable, node
-        assert c.ANN_OWNER not in node.annotations and c.ANN_CORDONED_BY_US not in node.annotations, node
+        assert (
+            protocol.ANN_OWNER not in node.annotations and protocol.ANN_CORDONED_BY_US not in node.annotations
+        ), node
     assert ("node-000", "ReleasedAsIs") in world.events
 
 
@@ -266,4 +271,4 @@ def test_any_deletion_finishes_and_gives_back_every_node(kinds: list[str], on_de
     assert final.summary.finalized, final.summary
     for node in world.nodes.values():
         assert not node.unschedulable, node
-        assert c.ANN_OWNER not in node.annotations, node
+        assert protocol.ANN_OWNER not in node.annotations, node

@@ -7,26 +7,35 @@ eventedpleg.io/cause of its own."""
 
 from __future__ import annotations
 
-from eventedpleg import constants as c
-from eventedpleg.constants import Cause, NodeState
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.rollout import status
 from eventedpleg.core.rollout.planner.decider import failure_cause
 from eventedpleg.core.rollout.snapshot import NodeMarks
-from eventedpleg.protocol import format_time
+from eventedpleg.protocol import (
+    ANN_CAUSE,
+    ANN_CURRENT,
+    ANN_EVIDENCE,
+    ANN_OWNER,
+    ANN_REASON,
+    ANN_STATE,
+    ANN_STATE_SINCE,
+    Cause,
+    NodeState,
+    format_time,
+)
 from eventedpleg_lab.sim.rolloutworld import World, fleet, spec
 
 REASON = "rolled back to generic PLEG: 2 PLEG incidents within 86400s (spec.guard)"
 
 
 def states(world: World) -> dict[str, str | None]:
-    return {name: n.annotations.get(c.ANN_STATE) for name, n in world.nodes.items()}
+    return {name: n.annotations.get(ANN_STATE) for name, n in world.nodes.items()}
 
 
 def until_done(world: World, name: str, limit: int = 200) -> None:
     node = world.nodes[name]
     for _ in range(limit):
-        if node.annotations.get(c.ANN_STATE) == "Done" and not node.unschedulable:
+        if node.annotations.get(ANN_STATE) == "Done" and not node.unschedulable:
             return
         world.tick()
     raise AssertionError(f"{name} not Done: {states(world)}")
@@ -35,17 +44,17 @@ def until_done(world: World, name: str, limit: int = 200) -> None:
 def guard_rolls_back(world: World, name: str, *, typed: bool = True) -> None:
     """The agent's report after its second incident: the node, Done and in service, is RolledBack."""
     node = world.nodes[name]
-    assert node.annotations[c.ANN_STATE] == "Done" and not node.unschedulable
+    assert node.annotations[ANN_STATE] == "Done" and not node.unschedulable
     node.annotations.update(
         {
-            c.ANN_STATE: NodeState.ROLLED_BACK.value,
-            c.ANN_STATE_SINCE: format_time(world.now),
-            c.ANN_REASON: REASON,
+            ANN_STATE: NodeState.ROLLED_BACK.value,
+            ANN_STATE_SINCE: format_time(world.now),
+            ANN_REASON: REASON,
         }
     )
     result = Cause.GUARD_ROLLBACK.value if typed else "fail"
-    node.annotations[c.ANN_EVIDENCE] = Evidence(result=result, reason="2 incidents: wedge, wedge").to_json()
-    node.annotations.pop(c.ANN_CURRENT, None)
+    node.annotations[ANN_EVIDENCE] = Evidence(result=result, reason="2 incidents: wedge, wedge").to_json()
+    node.annotations.pop(ANN_CURRENT, None)
     node.rv += 1
 
 
@@ -68,7 +77,7 @@ def test_a_guard_rollback_after_done_halts_the_rollout_naming_the_guard_and_the_
         world.tick()
     assert {name: n.drains for name, n in nodes.items()} == taken  # nothing new starts
     assert nodes["node-000"].drains == 1  # not rolled out again by itself
-    assert nodes["node-000"].annotations[c.ANN_STATE] == "RolledBack"
+    assert nodes["node-000"].annotations[ANN_STATE] == "RolledBack"
     built = status.build_status(
         summary, enabled=True, deleting=False, generation=1, previous=[], now=world.now
     )
@@ -111,9 +120,9 @@ def test_the_guard_is_named_by_the_typed_cause_never_by_the_reason_text() -> Non
 
 def test_a_failures_typed_cause_is_the_agents_evidence_result_else_the_operators() -> None:
     def marks(cause: str = "", result: str | None = None) -> NodeMarks:
-        annotations = {c.ANN_CAUSE: cause} if cause else {}
+        annotations = {ANN_CAUSE: cause} if cause else {}
         if result is not None:
-            annotations[c.ANN_EVIDENCE] = Evidence(result=result).to_json()
+            annotations[ANN_EVIDENCE] = Evidence(result=result).to_json()
         return NodeMarks.parse(annotations)
 
     assert failure_cause(marks(result="GuardRollback")) is Cause.GUARD_ROLLBACK
@@ -136,7 +145,7 @@ def test_turning_the_guard_off_takes_kubelet_136_nodes_back_unless_risky_is_allo
     assert {name: n.drains for name, n in nodes.items()} == {"node-000": 1, "node-001": 1}
     world.spec = spec(guard={"enabled": False})
     final = world.run().summary
-    assert nodes["node-000"].drains == 2 and c.ANN_OWNER not in nodes["node-000"].annotations  # given back
+    assert nodes["node-000"].drains == 2 and ANN_OWNER not in nodes["node-000"].annotations  # given back
     assert nodes["node-001"].drains == 1 and states(world)["node-001"] == "Done"
     skipped = {n.name: n.reason for n in final.attention}
     assert "spec.guard.enabled: true" in skipped["node-000"] and "allowRisky" in skipped["node-000"]

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.cli import report
 from eventedpleg.cli.report import status_view
 from eventedpleg.controller.metrics import OperatorMetrics
@@ -37,14 +37,14 @@ GATE = {"podSelector": {"matchLabels": {"app": "api"}}, "afterSeconds": 30}
 
 
 def states(world: World) -> dict[str, str | None]:
-    return {name: n.annotations.get(c.ANN_STATE) for name, n in world.nodes.items()}
+    return {name: n.annotations.get(protocol.ANN_STATE) for name, n in world.nodes.items()}
 
 
 def until_done(world: World, name: str, limit: int = 200) -> None:
     """Tick until `name` is Done and given back."""
     node = world.nodes[name]
     for _ in range(limit):
-        if node.annotations.get(c.ANN_STATE) == "Done" and not node.unschedulable:
+        if node.annotations.get(protocol.ANN_STATE) == "Done" and not node.unschedulable:
             return
         world.tick()
     raise AssertionError(f"{name} not Done: {states(world)}")
@@ -92,8 +92,10 @@ def test_pods_not_ready_after_afterseconds_fail_the_node_name_the_pods_and_halt_
     nodes["node-000"].workload = {"web/api-0": False, "web/api-1": True, "web/api-2": False}  # not back
     final = world.run()
     node = nodes["node-000"]
-    assert node.annotations[c.ANN_STATE] == "Failed" and not node.unschedulable  # left as it is, in service
-    reason = node.annotations[c.ANN_REASON]
+    assert (
+        node.annotations[protocol.ANN_STATE] == "Failed" and not node.unschedulable
+    )  # left as it is, in service
+    reason = node.annotations[protocol.ANN_REASON]
     assert reason.startswith(healthgate.UNHEALTHY)
     assert "30s after it was Done, pods not Ready (rollout.healthGate): web/api-0, web/api-2" in reason
     assert ("node-000", "NodeFailed") in world.events
@@ -137,7 +139,7 @@ def test_a_pod_failing_long_after_the_check_fails_no_node() -> None:
     world.now += timedelta(hours=1)
     nodes["node-000"].workload = {"web/api-0": False}
     final = world.run()
-    assert final.summary.complete and nodes["node-000"].annotations[c.ANN_STATE] == "Done"
+    assert final.summary.complete and nodes["node-000"].annotations[protocol.ANN_STATE] == "Done"
 
 
 def test_retry_takes_a_node_failed_by_the_gate_again_once_its_pods_are_ready() -> None:
@@ -197,7 +199,7 @@ def test_no_node_with_a_pod_not_ready_is_ever_cordoned_despite_crashes(
                 assert node.drains == 0 and not node.unschedulable, node.name
     final = world.run(drop=rng)
     for node, bad in zip(nodes.values(), unready, strict=True):
-        assert node.annotations.get(c.ANN_STATE) == (None if bad else "Done"), node.name
+        assert node.annotations.get(protocol.ANN_STATE) == (None if bad else "Done"), node.name
     assert final.summary.complete is not any(unready) and not final.summary.halted
 
 
@@ -352,7 +354,7 @@ def test_the_reconciler_reads_the_gates_pods_only_for_the_nodes_the_last_pass_na
     engine.steps.submit = lambda actions, state: submitted.append(actions)  # type: ignore[method-assign]
     check = hostcheck.HostCheck(T0, {}, hostcheckphase.REFRESH.total_seconds()).to_json()
     for name in ("node-000", "node-001"):  # each with a live agent
-        engine.nodes.observe("ADDED", SimNode(name, annotations={c.ANN_HOST_CHECK: check}).body())
+        engine.nodes.observe("ADDED", SimNode(name, annotations={protocol.ANN_HOST_CHECK: check}).body())
     rollout: dict[str, Any] = {"canary": {"nodes": 0}}
     if gated:
         rollout["healthGate"] = GATE

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.constants import ConditionType
 from eventedpleg.core import hostcheck
 from eventedpleg.core.rollout import planner, status
@@ -23,19 +24,23 @@ from tests.unit.core.rollout.drain.drawn import DRAIN_RULES, NAMESPACES, node_po
 
 
 def states(world: World) -> dict[str, str | None]:
-    return {name: n.annotations.get(c.ANN_STATE) for name, n in world.nodes.items()}
+    return {name: n.annotations.get(protocol.ANN_STATE) for name, n in world.nodes.items()}
 
 
 def protocol_keys(node: SimNode) -> dict[str, str]:
     """The node's protocol annotations but the agent's host check (which a release leaves)."""
-    return {k: v for k, v in node.annotations.items() if k.startswith(c.GROUP) and k != c.ANN_HOST_CHECK}
+    return {
+        k: v
+        for k, v in node.annotations.items()
+        if k.startswith(protocol.GROUP) and k != protocol.ANN_HOST_CHECK
+    }
 
 
 def assert_converged_on(world: World, want: str) -> None:
     for node in world.nodes.values():
-        assert node.annotations.get(c.ANN_CURRENT) == want, node
-        assert node.annotations.get(c.ANN_STATE) == "Done", node
-        assert c.ANN_CORDONED_BY_US not in node.annotations, node
+        assert node.annotations.get(protocol.ANN_CURRENT) == want, node
+        assert node.annotations.get(protocol.ANN_STATE) == "Done", node
+        assert protocol.ANN_CORDONED_BY_US not in node.annotations, node
 
 
 def test_full_rollout_one_at_a_time() -> None:
@@ -65,7 +70,7 @@ def test_zone_then_name_order() -> None:
     first = [a.node for a in world.plan().actions]
     assert first == ["node-001"]
     world.run()
-    order = sorted(world.nodes.values(), key=lambda n: n.annotations[c.ANN_STATE_SINCE])
+    order = sorted(world.nodes.values(), key=lambda n: n.annotations[protocol.ANN_STATE_SINCE])
     assert [n.name for n in order] == ["node-001", "node-003", "node-000", "node-002"]
 
 
@@ -195,7 +200,7 @@ def test_unsupported_and_risky_nodes_are_skipped_with_reasons() -> None:
     notes = {n.name: n.reason for n in final.summary.attention}
     assert "unrecognized feature gate" in notes["node-000"]
     assert "allowRisky" in notes["node-001"]
-    assert c.ANN_STATE not in nodes["node-000"].annotations
+    assert protocol.ANN_STATE not in nodes["node-000"].annotations
     assert final.summary.counts.skipped == 2
     assert final.summary.complete
 
@@ -209,8 +214,8 @@ def test_skip_label_is_respected() -> None:
     nodes["node-000"].labels[c.LABEL_SKIP] = "true"
     world = World(nodes, spec())
     world.run()
-    assert c.ANN_STATE not in nodes["node-000"].annotations
-    assert nodes["node-001"].annotations[c.ANN_CURRENT] == H_ON
+    assert protocol.ANN_STATE not in nodes["node-000"].annotations
+    assert nodes["node-001"].annotations[protocol.ANN_CURRENT] == H_ON
 
 
 def test_node_selector() -> None:
@@ -218,7 +223,7 @@ def test_node_selector() -> None:
     nodes["node-001"].labels["pool"] = "evented"
     world = World(nodes, spec(nodeSelector={"matchLabels": {"pool": "evented"}}))
     final = world.run()
-    assert [n for n in nodes.values() if c.ANN_CURRENT in n.annotations] == [nodes["node-001"]]
+    assert [n for n in nodes.values() if protocol.ANN_CURRENT in n.annotations] == [nodes["node-001"]]
     assert final.summary.counts.total == 1
 
 
@@ -245,9 +250,9 @@ def test_failed_node_is_rolled_back_uncordoned_and_halts() -> None:
     final = world.run()
     assert final.summary.halted
     assert "halted after 1 failed node" in final.summary.waiting
-    assert nodes["node-001"].annotations[c.ANN_STATE] == "RolledBack"
+    assert nodes["node-001"].annotations[protocol.ANN_STATE] == "RolledBack"
     assert not nodes["node-001"].unschedulable  # healthy after rollback: given back
-    assert c.ANN_STATE not in nodes["node-002"].annotations  # nothing new started after the failure
+    assert protocol.ANN_STATE not in nodes["node-002"].annotations  # nothing new started after the failure
     assert [f.name for f in final.summary.failures] == ["node-001"]
 
 
@@ -266,8 +271,8 @@ def test_silent_agent_marks_failed_and_keeps_the_node_cordoned() -> None:
     nodes["node-000"].agent_silent = True
     world = World(nodes, spec(verification={"timeoutSeconds": 10}))
     final = world.run(limit=400)
-    assert nodes["node-000"].annotations[c.ANN_STATE] == "Failed"
-    reason = nodes["node-000"].annotations[c.ANN_REASON]
+    assert nodes["node-000"].annotations[protocol.ANN_STATE] == "Failed"
+    reason = nodes["node-000"].annotations[protocol.ANN_REASON]
     # Unknown whether files changed: it stays cordoned, and the reason says what was seen and what to run.
     assert "no report from the agent within 130s of Applying" in reason
     assert "host check is fresh" in reason and "eventedpleg retry node-000" in reason
@@ -325,7 +330,7 @@ def test_on_blocked_wait_holds_the_rollout_with_the_node_in_service_until_the_bu
     assert [e for e in world.events if e == ("node-000", "DrainBlocked")] == [("node-000", "DrainBlocked")]
     world.run()  # the budget is changed at 10 min: the node is taken and the rollout completes
     assert_converged_on(world, H_ON)
-    assert c.ANN_BLOCKED not in nodes["node-000"].annotations
+    assert protocol.ANN_BLOCKED not in nodes["node-000"].annotations
 
 
 def test_drain_timeout_skip_skips_the_node_and_goes_on() -> None:
@@ -333,8 +338,8 @@ def test_drain_timeout_skip_skips_the_node_and_goes_on() -> None:
     nodes["node-000"].drain_blocked_until = T0 + timedelta(days=1)
     world = World(nodes, spec(drain={"timeoutSeconds": 20, "onTimeout": "Skip"}))
     final = world.run()
-    assert nodes["node-000"].annotations[c.ANN_STATE] == "Skipped"
-    assert nodes["node-000"].annotations[c.ANN_CAUSE] == "DrainTimeout"
+    assert nodes["node-000"].annotations[protocol.ANN_STATE] == "Skipped"
+    assert nodes["node-000"].annotations[protocol.ANN_CAUSE] == "DrainTimeout"
     assert not nodes["node-000"].unschedulable  # a timed-out drain never leaves our cordon behind
     assert final.summary.counts.updated == 2
     assert not final.summary.halted
@@ -345,7 +350,7 @@ def test_drain_timeout_fail_without_retries_halts() -> None:
     nodes["node-000"].drain_blocked_until = T0 + timedelta(days=1)
     world = World(nodes, spec(drain={"timeoutSeconds": 20, "onTimeout": "Fail", "retries": 0}))
     final = world.run()
-    assert nodes["node-000"].annotations[c.ANN_STATE] == "Failed"
+    assert nodes["node-000"].annotations[protocol.ANN_STATE] == "Failed"
     assert not nodes["node-000"].unschedulable
     assert final.summary.halted
 
@@ -365,7 +370,7 @@ def test_drain_timeout_force_delete_not_granted_fails_the_node_and_gives_it_back
     world.allow_force_delete = False
     world.run()
     assert states(world)["node-000"] == "Failed"
-    assert "drain.allowForceDelete=true" in world.nodes["node-000"].annotations[c.ANN_REASON]
+    assert "drain.allowForceDelete=true" in world.nodes["node-000"].annotations[protocol.ANN_REASON]
     assert not world.nodes["node-000"].unschedulable  # a timed-out drain never keeps our cordon
 
 
@@ -401,10 +406,13 @@ def test_flip_to_false_mid_rollout_converges_to_off() -> None:
     world.run()
     for name, node in world.nodes.items():
         if name in ("node-000", "node-001"):
-            assert node.annotations[c.ANN_CURRENT] == H_OFF  # our drop-ins removed again
+            assert node.annotations[protocol.ANN_CURRENT] == H_OFF  # our drop-ins removed again
         else:
-            assert c.ANN_CURRENT not in node.annotations or node.annotations[c.ANN_CURRENT] == H_OFF
-        assert c.ANN_CORDONED_BY_US not in node.annotations
+            assert (
+                protocol.ANN_CURRENT not in node.annotations
+                or node.annotations[protocol.ANN_CURRENT] == H_OFF
+            )
+        assert protocol.ANN_CORDONED_BY_US not in node.annotations
         assert not node.unschedulable
 
 
@@ -432,8 +440,10 @@ def test_delete_with_keep_releases_without_draining() -> None:
     world.deleting = True
     final = world.run()
     assert final.summary.finalized
-    assert protocol_keys(world.nodes["node-000"]) == {c.ANN_CURRENT: H_ON}  # files stay, marked as ours
-    assert world.nodes["node-001"].annotations.get(c.ANN_CURRENT) is None
+    assert protocol_keys(world.nodes["node-000"]) == {
+        protocol.ANN_CURRENT: H_ON
+    }  # files stay, marked as ours
+    assert world.nodes["node-001"].annotations.get(protocol.ANN_CURRENT) is None
     assert not any(n.unschedulable for n in world.nodes.values())
 
 
@@ -467,8 +477,10 @@ def test_a_failed_canary_halts_whatever_max_failed_nodes_says(max_failed: int) -
     final = world.run()
     assert final.summary.halted and final.summary.canary_failed
     assert "a canary node failed" in final.summary.waiting
-    assert nodes["node-000"].annotations[c.ANN_STATE] == "RolledBack"
-    assert not any(c.ANN_STATE in nodes[f"node-00{i}"].annotations for i in range(1, 5))  # none started
+    assert nodes["node-000"].annotations[protocol.ANN_STATE] == "RolledBack"
+    assert not any(
+        protocol.ANN_STATE in nodes[f"node-00{i}"].annotations for i in range(1, 5)
+    )  # none started
 
 
 def test_after_the_canaries_passed_max_failed_nodes_applies_again() -> None:
@@ -503,7 +515,7 @@ def test_deselected_node_gets_our_files_removed_then_released() -> None:
     world.run()
     assert not protocol_keys(nodes["node-000"])
     assert nodes["node-000"].drains == 2
-    assert nodes["node-001"].annotations[c.ANN_CURRENT] == H_ON
+    assert nodes["node-001"].annotations[protocol.ANN_CURRENT] == H_ON
 
 
 def test_new_nodes_joining_later_are_rolled() -> None:
@@ -518,7 +530,7 @@ def test_new_nodes_joining_later_are_rolled() -> None:
 def test_agent_options_change_needs_no_drain() -> None:
     world = World(fleet(1), spec())
     world.run()
-    world.nodes["node-000"].annotations[c.ANN_AGENT_OPTIONS] = '{"o":0}'
+    world.nodes["node-000"].annotations[protocol.ANN_AGENT_OPTIONS] = '{"o":0}'
     world.nodes["node-000"].rv += 1
     (action,) = world.plan().actions
     assert action.__class__.__name__ == "SetAgentOptions"
@@ -529,7 +541,7 @@ def test_agent_options_change_needs_no_drain() -> None:
 def test_spec_change_produces_a_new_rollout_but_done_nodes_are_never_drained_twice_for_one_hash() -> None:
     world = World(fleet(3), spec())
     world.run()
-    assert all(n.drains == 1 and n.annotations[c.ANN_CURRENT] == H_ON for n in world.nodes.values())
+    assert all(n.drains == 1 and n.annotations[protocol.ANN_CURRENT] == H_ON for n in world.nodes.values())
     # A spec change that renders the same drop-ins (same hash) starts nothing.
     world.spec = spec(rollout={"maxUnavailable": 2})
     for _ in range(5):
@@ -539,7 +551,7 @@ def test_spec_change_produces_a_new_rollout_but_done_nodes_are_never_drained_twi
     world.spec = spec(eventedPleg=False)
     assert world.plan().actions != ()
     world.run()
-    assert all(n.drains == 2 and n.annotations[c.ANN_CURRENT] == H_OFF for n in world.nodes.values())
+    assert all(n.drains == 2 and n.annotations[protocol.ANN_CURRENT] == H_OFF for n in world.nodes.values())
     # ...and then no node is touched again for that hash.
     for _ in range(5):
         assert world.plan().actions == ()
@@ -557,7 +569,7 @@ def test_mark_failed_is_only_for_the_agent_phase() -> None:
 
 # --- properties -----------------------------------------------------------------------------------
 
-KARPENTER, SCALE_DOWN = c.AUTOSCALER_ANNOTATIONS
+KARPENTER, SCALE_DOWN = protocol.AUTOSCALER_ANNOTATIONS
 KUBELETS = ["v1.34.2", "v1.36.4", "v1.37.2", "v1.25.0", "v1.30.1"]
 RUNTIMES = ["containerd://2.1.4", "containerd://1.7.13", "cri-o://1.34.1", "containerd://1.6.20"]
 
@@ -631,7 +643,11 @@ def perturb(world: World, rng: random.Random, tick: int, *, chance: float, churn
 
 def end_state(world: World) -> dict[str, tuple[str | None, str | None, bool]]:
     return {
-        name: (n.annotations.get(c.ANN_CURRENT), n.annotations.get(c.ANN_STATE), n.unschedulable)
+        name: (
+            n.annotations.get(protocol.ANN_CURRENT),
+            n.annotations.get(protocol.ANN_STATE),
+            n.unschedulable,
+        )
         for name, n in world.nodes.items()
     }
 
@@ -659,13 +675,15 @@ def test_random_clusters_converge_within_budget_despite_crashes(world: World, se
             assert final.summary.complete, final.summary
     else:  # someone else's cordon: never taken
         for name in originally_cordoned:
-            assert world.nodes[name].drains == 0 and c.ANN_STATE not in world.nodes[name].annotations, name
+            assert (
+                world.nodes[name].drains == 0 and protocol.ANN_STATE not in world.nodes[name].annotations
+            ), name
     for name, node in world.nodes.items():
         assert node.unschedulable == (name in originally_cordoned), name  # nobody left cordoned by us
         assert node.drains <= 1, name  # no Done node is drained again
-        if node.annotations.get(c.ANN_STATE) is not None:
-            assert node.annotations[c.ANN_STATE] == "Done"
-            assert node.annotations[c.ANN_CURRENT] == H_ON
+        if node.annotations.get(protocol.ANN_STATE) is not None:
+            assert node.annotations[protocol.ANN_STATE] == "Done"
+            assert node.annotations[protocol.ANN_CURRENT] == H_ON
 
 
 def test_every_interrupted_prefix_replans_to_the_same_end_state() -> None:
@@ -760,7 +778,7 @@ def test_incremental_planning_never_changes_a_plan(world: World, seed: int) -> N
             node.agent_fails = True
         elif roll < 0.45:
             node.agent_absent = True
-            node.annotations.pop(c.ANN_HOST_CHECK, None)
+            node.annotations.pop(protocol.ANN_HOST_CHECK, None)
         elif roll < 0.5:
             node.agent_dies_on_cordon = True
     drain = {
@@ -820,7 +838,9 @@ def test_post_node_delay_spaces_each_start_after_the_last_node_done() -> None:
         if result.summary.complete:
             break
     assert_converged_on(world, H_ON)
-    done = {n: datetime.fromisoformat(node.annotations[c.ANN_STATE_SINCE]) for n, node in nodes.items()}
+    done = {
+        n: datetime.fromisoformat(node.annotations[protocol.ANN_STATE_SINCE]) for n, node in nodes.items()
+    }
     order = sorted(taken, key=taken.__getitem__)
     assert order == ["node-000", "node-001", "node-002"]
     for before, after in itertools.pairwise(order):
@@ -845,7 +865,7 @@ def test_the_agents_host_check_skips_a_node_before_any_cordon_in_the_mode_it_ref
 ) -> None:
     nodes = fleet(2)
     check = hostcheck.HostCheck(T0, {"DropInOnly": "Unsupported: no --config-dir", "EditConfigFile": ""})
-    nodes["node-000"].annotations[c.ANN_HOST_CHECK] = check.to_json()
+    nodes["node-000"].annotations[protocol.ANN_HOST_CHECK] = check.to_json()
     world = World(nodes, spec(kubeletConfig=mode))
     for _ in range(300):
         world.tick()
@@ -854,7 +874,7 @@ def test_the_agents_host_check_skips_a_node_before_any_cordon_in_the_mode_it_ref
     world.run()
     if skipped:
         assert states(world) == {"node-000": "Skipped", "node-001": "Done"}
-        reason = nodes["node-000"].annotations[c.ANN_REASON]
+        reason = nodes["node-000"].annotations[protocol.ANN_REASON]
         at = T0.isoformat(timespec="seconds")
         assert reason == f"not cordoned: Unsupported: no --config-dir (the agent's host check at {at})"
     else:
@@ -863,7 +883,7 @@ def test_the_agents_host_check_skips_a_node_before_any_cordon_in_the_mode_it_ref
 
 def test_the_host_check_never_holds_taking_our_files_off() -> None:
     nodes = fleet(1)
-    nodes["node-000"].annotations[c.ANN_HOST_CHECK] = hostcheck.HostCheck(
+    nodes["node-000"].annotations[protocol.ANN_HOST_CHECK] = hostcheck.HostCheck(
         T0, {"DropInOnly": "Unsupported: x"}
     ).to_json()
     world = World(nodes, spec(eventedPleg=False))
@@ -917,7 +937,7 @@ def test_taint_then_cordon_after_the_seconds_then_the_taint_goes_with_the_uncord
     assert not our_taint(nodes["node-001"])  # the next node waits for the budget, untainted
     world.run()
     assert_converged_on(world, H_ON)
-    assert not any(our_taint(n) or n.annotations.get(c.ANN_TAINTED_SINCE) for n in nodes.values())
+    assert not any(our_taint(n) or n.annotations.get(protocol.ANN_TAINTED_SINCE) for n in nodes.values())
     assert sum(reason == "Tainted" for _, reason in world.events) == 2
 
 
@@ -969,7 +989,7 @@ def test_a_tainted_node_with_our_drop_ins_to_remove_is_still_cordoned_after_its_
         world.deleting = True
     world.run()
     for node in nodes.values():
-        assert node.annotations.get(c.ANN_CURRENT) in (None, H_OFF) and not our_taint(node)
+        assert node.annotations.get(protocol.ANN_CURRENT) in (None, H_OFF) and not our_taint(node)
     assert sum(reason == "Tainted" for _, reason in world.events) == 4  # two rollouts, once per node each
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eventedpleg import constants as c
+from eventedpleg import protocol
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.rollout.planner import skips
 from eventedpleg.core.rollout.planner.skips import SkippedFor
@@ -11,19 +11,19 @@ from eventedpleg.core.rollout.snapshot import NodeMarks
 
 
 def marks(cause: str = "", result: str | None = None, reason: str = "") -> NodeMarks:
-    annotations = {c.ANN_STATE: "Skipped", c.ANN_REASON: reason}
+    annotations = {protocol.ANN_STATE: "Skipped", protocol.ANN_REASON: reason}
     if cause:
-        annotations[c.ANN_CAUSE] = cause
+        annotations[protocol.ANN_CAUSE] = cause
     if result is not None:
-        annotations[c.ANN_EVIDENCE] = Evidence(result=result).to_json()
+        annotations[protocol.ANN_EVIDENCE] = Evidence(result=result).to_json()
     return NodeMarks.parse(annotations)
 
 
 def test_every_operator_cause_maps_to_a_skip_cause_and_the_agents_evidence_says_its_own() -> None:
     # A failed node's cause (the health gate's, the guard's rollback) is no reason to skip it.
-    failing = {c.Cause.WORKLOAD_NOT_READY, c.Cause.GUARD_ROLLBACK}
+    failing = {protocol.Cause.WORKLOAD_NOT_READY, protocol.Cause.GUARD_ROLLBACK}
     assert {skips.skip_cause(marks(cause.value)) for cause in failing} == {None}
-    skipping = set(c.Cause) - failing
+    skipping = set(protocol.Cause) - failing
     assert {skips.skip_cause(marks(cause.value)) for cause in skipping} == {
         SkippedFor.DRAIN_BLOCKED,
         SkippedFor.DRAIN_TIMEOUT,

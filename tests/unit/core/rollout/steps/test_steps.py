@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from eventedpleg import constants as c
-from eventedpleg.constants import NodeState
+from eventedpleg import protocol
 from eventedpleg.core.rollout import steps
 from eventedpleg.core.rollout.actions import Action, Cordon, Drain, MarkFailed, Release, Uncordon
 from eventedpleg.core.rollout.drain import pods as drainpods
@@ -30,6 +29,7 @@ from eventedpleg.core.rollout.steps import (
     Write,
 )
 from eventedpleg.models.nodeconfig import DrainSpec, LabelSelector, OnDrainBlocked, OnDrainTimeout
+from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim.rolloutworld import T0, World, fleet, spec
 
 
@@ -122,12 +122,15 @@ def events(requests: list[steps.Request]) -> list[tuple[str, str]]:
 def test_a_node_with_nothing_to_evict_is_cordoned_and_asked_to_apply_in_one_write() -> None:
     requests, end = run(cordon())
     (write,) = writes(requests)
-    assert write.unschedulable is True and write.annotations[c.ANN_CORDONED_BY_US] == "true"
+    assert write.unschedulable is True and write.annotations[protocol.ANN_CORDONED_BY_US] == "true"
     assert (
-        write.annotations[c.ANN_OWNER] == "cluster" and write.annotations[c.ANN_WAS_UNSCHEDULABLE] == "false"
+        write.annotations[protocol.ANN_OWNER] == "cluster"
+        and write.annotations[protocol.ANN_WAS_UNSCHEDULABLE] == "false"
     )
-    assert write.annotations[c.ANN_STATE] == "Applying" and write.annotations[c.ANN_DESIRED] == "h"
-    assert write.annotations[c.ANN_AGENT_OPTIONS] == "{}"
+    assert (
+        write.annotations[protocol.ANN_STATE] == "Applying" and write.annotations[protocol.ANN_DESIRED] == "h"
+    )
+    assert write.annotations[protocol.ANN_AGENT_OPTIONS] == "{}"
     # kubectl drain's list after the cordon still happens, after the write
     assert isinstance(requests[0], SurveyPods) and isinstance(requests[2], AttemptDrain)
     assert events(requests) == []  # nothing was evicted; the agent's "Applying" Event says the rest
@@ -138,7 +141,7 @@ def test_a_pod_bound_before_the_scheduler_saw_the_cordon_is_evicted_and_named() 
     late = DrainResult(False, "evicting 1 pod(s)", frozenset())
     requests, end = run(cordon(), drain=late)
     (write,) = writes(requests)
-    assert write.annotations[c.ANN_STATE] == "Applying"
+    assert write.annotations[protocol.ANN_STATE] == "Applying"
     assert AttemptDrain() in requests
     assert events(requests) == [("Warning", "PodsBoundDuringCordon")]
     assert end == StepEnd(NodeState.APPLYING)
@@ -149,18 +152,24 @@ def test_a_node_with_pods_is_cordoned_first_then_drained_then_asked_to_apply() -
     requests, end = run(cordon(), pods_to_evict=True)
     first, second = writes(requests)
     assert first.unschedulable is True
-    assert first.annotations[c.ANN_STATE] == "Draining" and first.annotations[c.ANN_CORDONED_BY_US] == "true"
-    assert c.ANN_DESIRED not in first.annotations
+    assert (
+        first.annotations[protocol.ANN_STATE] == "Draining"
+        and first.annotations[protocol.ANN_CORDONED_BY_US] == "true"
+    )
+    assert protocol.ANN_DESIRED not in first.annotations
     assert requests.index(first) < requests.index(AttemptDrain())
-    assert second.annotations[c.ANN_STATE] == "Applying" and second.annotations[c.ANN_DESIRED] == "h"
+    assert (
+        second.annotations[protocol.ANN_STATE] == "Applying"
+        and second.annotations[protocol.ANN_DESIRED] == "h"
+    )
     assert events(requests) == [("Normal", "Drained")]
     assert end == StepEnd(NodeState.APPLYING)
 
     blocked = DrainResult(False, "PDB blocks eviction", frozenset({Blocker.EVICTION_REFUSED}))
     requests, end = run(cordon(), pods_to_evict=True, drain=blocked)
     first, second = writes(requests)
-    assert first.annotations[c.ANN_STATE] == "Draining" and second.annotations == {
-        c.ANN_REASON: "PDB blocks eviction"
+    assert first.annotations[protocol.ANN_STATE] == "Draining" and second.annotations == {
+        protocol.ANN_REASON: "PDB blocks eviction"
     }
     assert end == StepEnd(NodeState.DRAINING, drain_retry=True)
 
@@ -168,9 +177,12 @@ def test_a_node_with_pods_is_cordoned_first_then_drained_then_asked_to_apply() -
 def test_static_pods_mark_the_node_skipped_without_a_cordon_unless_opted_in() -> None:
     requests, end = run(cordon(), mirror=("kube-system/etcd-n",))
     (skip,) = writes(requests)
-    assert skip.unschedulable is None and c.ANN_CORDONED_BY_US not in skip.annotations
-    assert skip.annotations[c.ANN_OWNER] == "cluster" and skip.annotations[c.ANN_STATE] == "Skipped"
-    assert "kube-system/etcd-n" in str(skip.annotations[c.ANN_REASON])
+    assert skip.unschedulable is None and protocol.ANN_CORDONED_BY_US not in skip.annotations
+    assert (
+        skip.annotations[protocol.ANN_OWNER] == "cluster"
+        and skip.annotations[protocol.ANN_STATE] == "Skipped"
+    )
+    assert "kube-system/etcd-n" in str(skip.annotations[protocol.ANN_REASON])
     assert events(requests) == [("Warning", "Skipped")] and end.transition == "Skipped"
     assert not [r for r in requests if isinstance(r, AttemptDrain)]  # nothing evicted
 
@@ -191,7 +203,7 @@ def test_blockers_decide_the_warning_by_kind_not_by_text() -> None:
     )
     assert pdb.waiting == "evicting 1 pod(s); eviction of ns/web refused: Cannot evict pod"
     requests, end = run(drain(), drain=pdb)
-    assert writes(requests)[0].annotations == {c.ANN_REASON: pdb.waiting}
+    assert writes(requests)[0].annotations == {protocol.ANN_REASON: pdb.waiting}
     assert events(requests) == [("Warning", "DrainBlocked")] and end == StepEnd(drain_retry=True)
 
     # An API error on a pod whose name says "refused" is not a PDB: no Warning (the old text match warned).
@@ -215,8 +227,8 @@ def test_drain_timeout_gives_the_node_back(on_timeout: OnDrainTimeout, state: st
     blocked = DrainResult(False, "PDB blocks eviction", frozenset({Blocker.EVICTION_REFUSED}))
     requests, end = run(drain(deadline_reached=True, policy={"on_timeout": on_timeout}), drain=blocked)
     (write,) = writes(requests)
-    assert write.unschedulable is False and write.annotations[c.ANN_STATE] == state
-    assert write.annotations[c.ANN_REASON] == "drain did not finish within 60s: PDB blocks eviction"
+    assert write.unschedulable is False and write.annotations[protocol.ANN_STATE] == state
+    assert write.annotations[protocol.ANN_REASON] == "drain did not finish within 60s: PDB blocks eviction"
     assert events(requests) == [("Warning", "DrainTimeout")] and end.transition == state
 
 
@@ -231,22 +243,25 @@ def test_drain_timeout_force_delete_not_granted_fails_and_gives_the_node_back() 
     requests, end = run(timed_out, drain=stuck, allow_force_delete=False)
     assert AttemptDrain(force_delete=False) in requests and end.transition == "Failed"
     (write,) = writes(requests)
-    assert FORCE_DELETE_DISABLED in str(write.annotations[c.ANN_REASON])
+    assert FORCE_DELETE_DISABLED in str(write.annotations[protocol.ANN_REASON])
     assert write.unschedulable is False  # the node is given back, not kept cordoned
     assert events(requests) == [("Warning", "DrainTimeout")]
     # a missing grant does not clear by itself: no automatic retry is counted or promised
     retried = run(
         replace(timed_out, drain=replace(timed_out.drain, retries=2)), drain=stuck, allow_force_delete=False
     )[0]
-    assert c.ANN_DRAIN_TIMEOUTS not in writes(retried)[0].annotations
-    assert "automatic retry" not in str(writes(retried)[0].annotations[c.ANN_REASON])
+    assert protocol.ANN_DRAIN_TIMEOUTS not in writes(retried)[0].annotations
+    assert "automatic retry" not in str(writes(retried)[0].annotations[protocol.ANN_REASON])
 
 
 def test_release_removes_every_protocol_key_but_current_when_kept_and_the_host_check() -> None:
     requests, _ = run(Release("n", "1", keep_current=True, uncordon=False, was_unschedulable=False))
     (write,) = writes(requests)
     # The host check is the agent's word about the host: the next NodeConfig needs it to take the node.
-    assert set(write.annotations) == set(c.NODE_ANNOTATIONS) - {c.ANN_CURRENT, c.ANN_HOST_CHECK}
+    assert set(write.annotations) == set(protocol.NODE_ANNOTATIONS) - {
+        protocol.ANN_CURRENT,
+        protocol.ANN_HOST_CHECK,
+    }
     assert write.unschedulable is None
     assert events(requests) == [("Normal", "Released")]
 
@@ -264,7 +279,12 @@ def test_uncordon_for_a_gone_agent_gives_the_node_back_without_a_state() -> None
     requests, end = run(Uncordon("n", "1", was_unschedulable=False, agent_gone="no host check"))
     (write,) = writes(requests)
     assert write.unschedulable is False
-    for key in (c.ANN_STATE, c.ANN_STATE_SINCE, c.ANN_REASON, c.ANN_CORDONED_BY_US):
+    for key in (
+        protocol.ANN_STATE,
+        protocol.ANN_STATE_SINCE,
+        protocol.ANN_REASON,
+        protocol.ANN_CORDONED_BY_US,
+    ):
         assert key in write.annotations and write.annotations[key] is None, key
     assert events(requests) == [("Warning", "AgentGone")]
     assert end.transition is None
@@ -272,7 +292,7 @@ def test_uncordon_for_a_gone_agent_gives_the_node_back_without_a_state() -> None
 
 def test_mark_failed() -> None:
     requests, end = run(MarkFailed("n", "1", "agent silent"))
-    assert writes(requests)[0].annotations[c.ANN_STATE] == "Failed" and end.transition == "Failed"
+    assert writes(requests)[0].annotations[protocol.ANN_STATE] == "Failed" and end.transition == "Failed"
 
 
 def test_a_static_pod_node_is_skipped_in_one_write_and_never_cordoned() -> None:
@@ -284,11 +304,15 @@ def test_a_static_pod_node_is_skipped_in_one_write_and_never_cordoned() -> None:
     assert isinstance(action, Cordon)
     assert world.apply(action, writes=1)
     skipped = nodes["node-000"]
-    assert skipped.annotations[c.ANN_STATE] == "Skipped" and skipped.rv == 2 and not skipped.unschedulable
+    assert (
+        skipped.annotations[protocol.ANN_STATE] == "Skipped" and skipped.rv == 2 and not skipped.unschedulable
+    )
     world.run()
-    assert skipped.annotations[c.ANN_STATE] == "Skipped" and not skipped.unschedulable
-    assert skipped.drains == 0 and c.ANN_CURRENT not in skipped.annotations  # never cordoned nor applied
-    assert nodes["node-001"].annotations[c.ANN_STATE] == "Done"
+    assert skipped.annotations[protocol.ANN_STATE] == "Skipped" and not skipped.unschedulable
+    assert (
+        skipped.drains == 0 and protocol.ANN_CURRENT not in skipped.annotations
+    )  # never cordoned nor applied
+    assert nodes["node-001"].annotations[protocol.ANN_STATE] == "Done"
     assert ("node-000", "Skipped") in world.events
 
 
@@ -302,20 +326,20 @@ def test_a_static_pod_node_left_draining_is_given_back_and_never_applied() -> No
     world.apply(action, writes=0)  # the node as the cordon write left it, static pods found after
     nodes["node-000"].annotations.update(
         {
-            c.ANN_OWNER: "cluster",
-            c.ANN_WAS_UNSCHEDULABLE: "false",
-            c.ANN_CORDONED_BY_US: "true",
-            c.ANN_STATE: "Draining",
-            c.ANN_STATE_SINCE: T0.isoformat(),
+            protocol.ANN_OWNER: "cluster",
+            protocol.ANN_WAS_UNSCHEDULABLE: "false",
+            protocol.ANN_CORDONED_BY_US: "true",
+            protocol.ANN_STATE: "Draining",
+            protocol.ANN_STATE_SINCE: T0.isoformat(),
         }
     )
     nodes["node-000"].unschedulable = True
     world.run()
     skipped = nodes["node-000"]
-    assert skipped.annotations[c.ANN_STATE] == "Skipped" and not skipped.unschedulable
-    assert c.ANN_CORDONED_BY_US not in skipped.annotations
-    assert c.ANN_CURRENT not in skipped.annotations  # the agent was never asked
-    assert nodes["node-001"].annotations[c.ANN_STATE] == "Done"
+    assert skipped.annotations[protocol.ANN_STATE] == "Skipped" and not skipped.unschedulable
+    assert protocol.ANN_CORDONED_BY_US not in skipped.annotations
+    assert protocol.ANN_CURRENT not in skipped.annotations  # the agent was never asked
+    assert nodes["node-001"].annotations[protocol.ANN_STATE] == "Done"
     assert ("node-000", "Skipped") in world.events
 
 
@@ -326,35 +350,37 @@ def test_crashes_between_writes_of_any_step_still_converge() -> None:
         world = World(nodes, spec(rollout={"maxUnavailable": 2, "canary": {"nodes": 0}}))
         final = world.run(drop=random.Random(seed))
         assert final.summary.complete, seed
-        assert all(n.annotations[c.ANN_STATE] == "Done" and not n.unschedulable for n in nodes.values())
+        assert all(
+            n.annotations[protocol.ANN_STATE] == "Done" and not n.unschedulable for n in nodes.values()
+        )
         assert all(n.drains == 1 for n in nodes.values()), seed
 
 
 # --- autoscalers: ours from our cordon until we give the node back -------------------------------------
 
-KARPENTER, SCALE_DOWN = c.AUTOSCALER_ANNOTATIONS
+KARPENTER, SCALE_DOWN = protocol.AUTOSCALER_ANNOTATIONS
 
 
 def test_the_cordon_patch_adds_the_autoscaler_keys_the_user_did_not_set() -> None:
     first = writes(run(cordon())[0])[0]
     assert first.unschedulable is True
     assert first.annotations[KARPENTER] == first.annotations[SCALE_DOWN] == "true"
-    assert first.annotations[c.ANN_AUTOSCALER_HOLD] == f"{KARPENTER},{SCALE_DOWN}"
+    assert first.annotations[protocol.ANN_AUTOSCALER_HOLD] == f"{KARPENTER},{SCALE_DOWN}"
 
     kept = writes(run(cordon(autoscaler_user=frozenset({SCALE_DOWN})))[0])[0]
     assert kept.annotations[KARPENTER] == "true" and SCALE_DOWN not in kept.annotations
-    assert kept.annotations[c.ANN_AUTOSCALER_HOLD] == KARPENTER
+    assert kept.annotations[protocol.ANN_AUTOSCALER_HOLD] == KARPENTER
 
-    both = writes(run(cordon(autoscaler_user=frozenset(c.AUTOSCALER_ANNOTATIONS)))[0])[0]
-    assert not set(c.AUTOSCALER_ANNOTATIONS) & set(both.annotations)
-    assert both.annotations[c.ANN_AUTOSCALER_HOLD] is None  # nothing of ours to remove later
+    both = writes(run(cordon(autoscaler_user=frozenset(protocol.AUTOSCALER_ANNOTATIONS)))[0])[0]
+    assert not set(protocol.AUTOSCALER_ANNOTATIONS) & set(both.annotations)
+    assert both.annotations[protocol.ANN_AUTOSCALER_HOLD] is None  # nothing of ours to remove later
 
 
 HELD = (KARPENTER,)  # our cordon added only this one; the user set SCALE_DOWN
 
 
 def give_back_write(requests: list[steps.Request]) -> Write:
-    (write,) = [w for w in writes(requests) if c.ANN_CORDONED_BY_US in w.annotations]
+    (write,) = [w for w in writes(requests) if protocol.ANN_CORDONED_BY_US in w.annotations]
     return write
 
 
@@ -372,8 +398,8 @@ def test_giving_the_node_back_removes_exactly_our_autoscaler_keys_in_the_same_pa
     stuck = DrainResult(False, "PDB blocks eviction", frozenset({Blocker.EVICTION_REFUSED}))
     write = give_back_write(run(action, drain=stuck)[0])
     assert write.unschedulable is not None or isinstance(action, Release)
-    assert write.annotations[c.ANN_CORDONED_BY_US] is None
-    assert write.annotations[KARPENTER] is None and write.annotations[c.ANN_AUTOSCALER_HOLD] is None
+    assert write.annotations[protocol.ANN_CORDONED_BY_US] is None
+    assert write.annotations[KARPENTER] is None and write.annotations[protocol.ANN_AUTOSCALER_HOLD] is None
     assert SCALE_DOWN not in write.annotations  # the user's value stays
 
 
@@ -420,14 +446,14 @@ def test_autoscaler_hold_through_a_rollout_with_crashes_between_writes() -> None
                 break
         assert world.plan().summary.complete and held_mid_rollout, seed
         for node in nodes.values():
-            assert c.ANN_AUTOSCALER_HOLD not in node.annotations
+            assert protocol.ANN_AUTOSCALER_HOLD not in node.annotations
         assert nodes["node-000"].annotations[KARPENTER] == "false"
         assert (
             SCALE_DOWN not in nodes["node-000"].annotations and KARPENTER not in nodes["node-001"].annotations
         )
-    assert NodeMarks.parse({c.ANN_AUTOSCALER_HOLD: f"example.com/other,{SCALE_DOWN}"}).autoscaler_hold == (
-        SCALE_DOWN,
-    )
+    assert NodeMarks.parse(
+        {protocol.ANN_AUTOSCALER_HOLD: f"example.com/other,{SCALE_DOWN}"}
+    ).autoscaler_hold == (SCALE_DOWN,)
 
 
 def test_the_released_event_says_what_became_of_the_cordon() -> None:
@@ -457,9 +483,9 @@ def test_a_drain_that_could_never_finish_is_found_before_the_cordon(
     requests, end = run(cordon(drain=replace(POLICY, on_blocked=policy)), pods_to_evict=True, never=NEVER)
     assert [type(r) for r in requests] == [SurveyPods, Write, Emit]  # no cordon, no eviction
     (write,) = writes(requests)
-    assert write.unschedulable is None and c.ANN_CORDONED_BY_US not in write.annotations
-    assert write.annotations[c.ANN_STATE] == state and write.annotations[c.ANN_DESIRED] == "h"
-    assert write.annotations[c.ANN_REASON] == (
+    assert write.unschedulable is None and protocol.ANN_CORDONED_BY_US not in write.annotations
+    assert write.annotations[protocol.ANN_STATE] == state and write.annotations[protocol.ANN_DESIRED] == "h"
+    assert write.annotations[protocol.ANN_REASON] == (
         f"not cordoned: the drain could never finish: {NEVER} (drain.onBlocked: {policy})"
     )
     assert events(requests) == [("Warning", "DrainBlocked")] and end == StepEnd(NodeState(state))
@@ -469,7 +495,11 @@ def test_on_blocked_wait_leaves_the_node_in_service_and_says_so_once() -> None:
     wait = replace(POLICY, on_blocked=OnDrainBlocked.WAIT)
     requests, end = run(cordon(drain=wait), pods_to_evict=True, never=NEVER)
     (write,) = writes(requests)
-    never = {c.ANN_OWNER: "cluster", c.ANN_BLOCKED: NEVER, c.ANN_CAUSE: c.Cause.DRAIN_BLOCKED}
+    never = {
+        protocol.ANN_OWNER: "cluster",
+        protocol.ANN_BLOCKED: NEVER,
+        protocol.ANN_CAUSE: protocol.Cause.DRAIN_BLOCKED,
+    }
     assert write.annotations == never and write.unschedulable is None
     assert events(requests) == [("Warning", "DrainBlocked")] and end == StepEnd(drain_retry=True)
     # looked at again with the same blocker: nothing written, no second Event, looked at again later
@@ -477,7 +507,9 @@ def test_on_blocked_wait_leaves_the_node_in_service_and_says_so_once() -> None:
     assert again == [SurveyPods()] and end == StepEnd(drain_retry=True)
     # the blocker is gone: the node is taken, and the cordon's own write clears the mark
     taken, end = run(cordon(drain=wait, blocked=NEVER), pods_to_evict=True)
-    assert writes(taken)[0].unschedulable is True and writes(taken)[0].annotations[c.ANN_BLOCKED] is None
+    assert (
+        writes(taken)[0].unschedulable is True and writes(taken)[0].annotations[protocol.ANN_BLOCKED] is None
+    )
     assert end.transition == "Applying"
 
 
@@ -486,25 +518,25 @@ def test_a_blocker_found_after_the_cordon_gives_the_node_back_at_once_not_at_the
     requests, end = run(cordon(), pods_to_evict=True, drain=NEVER_RESULT)
     cordoned, back = writes(requests)
     assert cordoned.unschedulable is True
-    assert back.unschedulable is False and back.annotations[c.ANN_CORDONED_BY_US] is None
-    assert back.annotations[c.ANN_STATE] == "Skipped" and end == StepEnd(NodeState.SKIPPED)
-    assert "given back: the drain could never finish" in str(back.annotations[c.ANN_REASON])
+    assert back.unschedulable is False and back.annotations[protocol.ANN_CORDONED_BY_US] is None
+    assert back.annotations[protocol.ANN_STATE] == "Skipped" and end == StepEnd(NodeState.SKIPPED)
+    assert "given back: the drain could never finish" in str(back.annotations[protocol.ANN_REASON])
     # a later attempt, long before the deadline (a budget tightened mid-drain)
     requests, end = run(drain(deadline_reached=False), drain=NEVER_RESULT)
     (back,) = writes(requests)
-    assert back.unschedulable is False and back.annotations[c.ANN_STATE] == "Skipped"
+    assert back.unschedulable is False and back.annotations[protocol.ANN_STATE] == "Skipped"
     assert events(requests) == [("Warning", "DrainBlocked")]
     # Wait: given back as if never taken, so that it is taken again once the blocker is gone
     requests, end = run(drain(policy={"on_blocked": OnDrainBlocked.WAIT}), drain=NEVER_RESULT)
     (back,) = writes(requests)
-    assert back.unschedulable is False and back.annotations[c.ANN_STATE] is None
-    assert back.annotations[c.ANN_BLOCKED] == NEVER and end == StepEnd(drain_retry=True)
+    assert back.unschedulable is False and back.annotations[protocol.ANN_STATE] is None
+    assert back.annotations[protocol.ANN_BLOCKED] == NEVER and end == StepEnd(drain_retry=True)
 
 
 def test_a_refused_eviction_that_may_clear_by_itself_still_waits_for_the_timeout() -> None:
     refused = DrainResult(False, "eviction refused", frozenset({Blocker.EVICTION_REFUSED}))
     requests, end = run(drain(deadline_reached=False, reason="x"), drain=refused)
-    assert [w.annotations for w in writes(requests)] == [{c.ANN_REASON: "eviction refused"}]
+    assert [w.annotations for w in writes(requests)] == [{protocol.ANN_REASON: "eviction refused"}]
     assert end == StepEnd(drain_retry=True)
 
 
@@ -534,7 +566,7 @@ def test_with_force_delete_granted_no_drain_is_blocked_for_good() -> None:
     # not granted in this installation: the blocker stands, the node is never cordoned
     requests, end = run(cordon(drain=forced), pods_to_evict=True, never=NEVER, allow_force_delete=False)
     assert end == StepEnd(NodeState.SKIPPED) and writes(requests)[0].unschedulable is None
-    assert str(writes(requests)[0].annotations[c.ANN_REASON]).endswith(FORCE_DELETE_DISABLED)
+    assert str(writes(requests)[0].annotations[protocol.ANN_REASON]).endswith(FORCE_DELETE_DISABLED)
     # at its deadline a drain is decided by onTimeout, as before: a blocker does not change that
     requests, end = run(
         drain(deadline_reached=True, policy={"on_timeout": OnDrainTimeout.FORCE_DELETE}),
@@ -561,16 +593,23 @@ def test_a_node_held_by_a_blocking_pod_or_another_owner_is_not_taken_and_said_on
     answers = Holding((), (), False, DrainResult(True), holding=text)
     steps.run(steps.step(cordon(), clock=lambda: T0, nodeconfig="c"), answers)
     (write,) = writes(answers.requests)
-    held = {c.ANN_OWNER: "cluster", c.ANN_BLOCKED: text, c.ANN_CAUSE: None}  # for now: no kind that lasts
+    held = {
+        protocol.ANN_OWNER: "cluster",
+        protocol.ANN_BLOCKED: text,
+        protocol.ANN_CAUSE: None,
+    }  # for now: no kind that lasts
     assert write.unschedulable is None and write.annotations == held
 
 
 def test_a_node_uncordoned_by_someone_else_mid_drain_is_never_handed_to_the_agent() -> None:
     requests, end = run(drain(cordoned=False), drain=DrainResult(True))
     (write,) = writes(requests)
-    assert AttemptDrain() not in requests and c.ANN_AGENT_OPTIONS not in write.annotations
+    assert AttemptDrain() not in requests and protocol.ANN_AGENT_OPTIONS not in write.annotations
     assert write.unschedulable is None  # their uncordon stands
-    assert write.annotations[c.ANN_CORDONED_BY_US] is None and write.annotations[c.ANN_STATE] == "Failed"
+    assert (
+        write.annotations[protocol.ANN_CORDONED_BY_US] is None
+        and write.annotations[protocol.ANN_STATE] == "Failed"
+    )
     assert events(requests) == [("Warning", "UncordonedByOthers")] and end == StepEnd(NodeState.FAILED)
 
 
@@ -599,7 +638,9 @@ def test_a_node_its_agent_would_refuse_is_skipped_without_a_look_or_a_cordon() -
     requests, end = run(cordon(host_refusal=refusal), pods_to_evict=True)
     assert [type(r) for r in requests] == [Write, Emit] and end == StepEnd(NodeState.SKIPPED)
     (write,) = writes(requests)
-    assert write.unschedulable is None and write.annotations[c.ANN_REASON] == f"not cordoned: {refusal}"
+    assert (
+        write.unschedulable is None and write.annotations[protocol.ANN_REASON] == f"not cordoned: {refusal}"
+    )
     assert events(requests) == [("Warning", "Unsupported")]
 
 
@@ -610,10 +651,12 @@ def test_in_place_asks_the_agent_without_a_cordon_or_an_eviction() -> None:
     assert write.unschedulable is None  # spec.unschedulable is not touched
     marks = write.annotations
     assert (
-        marks[c.ANN_STATE] == "Applying" and marks[c.ANN_DESIRED] == "h" and marks[c.ANN_OWNER] == "cluster"
+        marks[protocol.ANN_STATE] == "Applying"
+        and marks[protocol.ANN_DESIRED] == "h"
+        and marks[protocol.ANN_OWNER] == "cluster"
     )
-    assert c.ANN_CORDONED_BY_US not in marks and c.ANN_WAS_UNSCHEDULABLE not in marks
-    assert (marks[c.ANN_REASON] or "").startswith("in place, not cordoned or drained")
+    assert protocol.ANN_CORDONED_BY_US not in marks and protocol.ANN_WAS_UNSCHEDULABLE not in marks
+    assert (marks[protocol.ANN_REASON] or "").startswith("in place, not cordoned or drained")
     assert AttemptDrain() not in requests
     assert events(requests) == [("Normal", "InPlace")]
     assert end == StepEnd(NodeState.APPLYING)
@@ -623,7 +666,7 @@ def test_in_place_asked_but_unsafe_on_the_node_drains_it_first_and_says_why() ->
     why = "only Supported nodes are updated in place; this one is Risky: containerd 1.7"
     requests, end = run(cordon(drained_because=why), pods_to_evict=True)
     first, _ = writes(requests)
-    assert first.unschedulable is True and first.annotations[c.ANN_STATE] == "Draining"
+    assert first.unschedulable is True and first.annotations[protocol.ANN_STATE] == "Draining"
     assert events(requests) == [("Normal", "NotInPlace"), ("Normal", "Drained")]
     assert why in next(r.message for r in requests if isinstance(r, Emit) and r.reason == "NotInPlace")
     assert end == StepEnd(NodeState.APPLYING)
@@ -634,7 +677,7 @@ def test_in_place_on_a_node_whose_static_pods_appeared_since_drains_it_when_they
         cordon(in_place=True, include_control_plane=True), survey_mirror=("kube-system/etcd-n",)
     )
     (write,) = writes(requests)
-    assert write.unschedulable is True and write.annotations[c.ANN_CORDONED_BY_US] == "true"
+    assert write.unschedulable is True and write.annotations[protocol.ANN_CORDONED_BY_US] == "true"
     assert ("Normal", "NotInPlace") in events(requests)
 
 
@@ -650,8 +693,8 @@ def test_the_node_chosen_is_tainted_not_cordoned_and_keeps_the_taints_of_others(
     requests, end = run(cordon(drain=TAINTING, taints=NodeTaints((GPU,))), pods_to_evict=True)
     (write,) = writes(requests)
     assert write.taints == (GPU, OURS) and write.unschedulable is None
-    assert write.annotations[c.ANN_TAINT] == OURS.key
-    assert write.annotations[c.ANN_TAINTED_SINCE] == T0.isoformat(timespec="seconds")
+    assert write.annotations[protocol.ANN_TAINT] == OURS.key
+    assert write.annotations[protocol.ANN_TAINTED_SINCE] == T0.isoformat(timespec="seconds")
     assert events(requests) == [("Normal", "Tainted")]
     assert end == StepEnd()  # not in progress yet: the planner cordons it once the 30 s are over
 
@@ -660,7 +703,7 @@ def test_after_the_wait_the_cordon_keeps_our_taint_on() -> None:
     requests, end = run(cordon(drain=TAINTING, taints=TAINTED), pods_to_evict=True)
     take = writes(requests)[0]
     assert take.unschedulable is True and take.taints is None  # the taint stays while the node is ours
-    assert c.ANN_TAINT not in take.annotations
+    assert protocol.ANN_TAINT not in take.annotations
     assert end.transition is NodeState.APPLYING
 
 
@@ -669,11 +712,11 @@ def test_a_taint_with_our_key_set_before_us_is_kept_and_never_marked_ours() -> N
     requests, _ = run(cordon(drain=TAINTING, taints=NodeTaints((theirs,))), pods_to_evict=True)
     (write,) = writes(requests)
     assert write.taints is None  # the list is not touched
-    assert write.annotations[c.ANN_TAINT] is None and c.ANN_TAINTED_SINCE in write.annotations
+    assert write.annotations[protocol.ANN_TAINT] is None and protocol.ANN_TAINTED_SINCE in write.annotations
     # given back later: their taint stays (nothing of ours to take off)
     back = NodeTaints((theirs,), ours="", since=T0)
     (give,) = writes(run(Uncordon("n", "1", was_unschedulable=False, taints=back))[0])
-    assert give.taints is None and give.annotations[c.ANN_TAINTED_SINCE] is None
+    assert give.taints is None and give.annotations[protocol.ANN_TAINTED_SINCE] is None
 
 
 @pytest.mark.parametrize(
@@ -690,7 +733,10 @@ def test_every_give_back_takes_our_taint_off_and_only_ours(action: Action) -> No
     stuck = DrainResult(False, "PDB blocks eviction", frozenset({Blocker.EVICTION_REFUSED}))
     (write,) = [w for w in writes(run(action, drain=stuck)[0]) if w.taints is not None]
     assert write.taints == (GPU,)
-    assert write.annotations[c.ANN_TAINT] is None and write.annotations[c.ANN_TAINTED_SINCE] is None
+    assert (
+        write.annotations[protocol.ANN_TAINT] is None
+        and write.annotations[protocol.ANN_TAINTED_SINCE] is None
+    )
 
 
 @pytest.mark.parametrize("why", ["host refusal", "static pods", "never", "holding"])
@@ -711,7 +757,10 @@ def test_a_node_not_taken_after_its_wait_loses_our_taint(why: str) -> None:
         requests, _ = run(action, mirror=mirror, never=NEVER if why == "never" else "")
     (write,) = writes(requests)
     assert write.taints == (GPU,) and write.unschedulable is None  # never cordoned
-    assert write.annotations[c.ANN_TAINT] is None and write.annotations[c.ANN_TAINTED_SINCE] is None
+    assert (
+        write.annotations[protocol.ANN_TAINT] is None
+        and write.annotations[protocol.ANN_TAINTED_SINCE] is None
+    )
 
 
 def test_in_place_puts_no_taint_on_and_takes_ours_off() -> None:
@@ -719,11 +768,13 @@ def test_in_place_puts_no_taint_on_and_takes_ours_off() -> None:
     during its wait) goes in the same write as the apply request."""
     requests, _ = run(cordon(in_place=True, drain=TAINTING, taints=NodeTaints((GPU,))), pods_to_evict=True)
     (write,) = writes(requests)
-    assert write.taints is None and write.annotations[c.ANN_STATE] == "Applying"
+    assert write.taints is None and write.annotations[protocol.ANN_STATE] == "Applying"
     requests, _ = run(cordon(in_place=True, drain=TAINTING, taints=TAINTED), pods_to_evict=True)
     (write,) = writes(requests)
     assert write.taints == (GPU,) and write.unschedulable is None
-    assert write.annotations[c.ANN_TAINT] is None and write.annotations[c.ANN_STATE] == "Applying"
+    assert (
+        write.annotations[protocol.ANN_TAINT] is None and write.annotations[protocol.ANN_STATE] == "Applying"
+    )
 
 
 KEPT = 'ml/train-0 annotated karpenter.sh/do-not-disrupt: "true"'
@@ -745,7 +796,7 @@ def test_a_pod_that_asks_not_to_be_disrupted_blocks_even_a_granted_force_delete(
     )
     assert [type(r) for r in requests] == [SurveyPods, Write, Emit] and end == StepEnd(NodeState.SKIPPED)
     (write,) = writes(requests)
-    assert write.unschedulable is None and KEPT in str(write.annotations[c.ANN_REASON])
+    assert write.unschedulable is None and KEPT in str(write.annotations[protocol.ANN_REASON])
     # a forced delete at the deadline leaves such a pod: the node is given back, never held cordoned
     requests, end = run(
         drain(deadline_reached=True, policy={"on_timeout": OnDrainTimeout.FORCE_DELETE}),
@@ -754,7 +805,7 @@ def test_a_pod_that_asks_not_to_be_disrupted_blocks_even_a_granted_force_delete(
     )
     assert AttemptDrain(force_delete=True) in requests  # deleted what it could
     (back,) = writes(requests)
-    assert back.unschedulable is False and back.annotations[c.ANN_CORDONED_BY_US] is None
+    assert back.unschedulable is False and back.annotations[protocol.ANN_CORDONED_BY_US] is None
     assert end == StepEnd(NodeState.SKIPPED) and events(requests) == [("Warning", "DrainBlocked")]
 
 
@@ -762,6 +813,10 @@ def test_a_pod_that_asks_not_to_be_disrupted_waits_in_service_with_on_blocked_wa
     wait = replace(POLICY, on_blocked=OnDrainBlocked.WAIT)
     requests, end = run(cordon(drain=wait), pods_to_evict=True, never=KEPT, protected=KEPT)
     (write,) = writes(requests)
-    kept = {c.ANN_OWNER: "cluster", c.ANN_BLOCKED: KEPT, c.ANN_CAUSE: c.Cause.DRAIN_BLOCKED}
+    kept = {
+        protocol.ANN_OWNER: "cluster",
+        protocol.ANN_BLOCKED: KEPT,
+        protocol.ANN_CAUSE: protocol.Cause.DRAIN_BLOCKED,
+    }
     assert write.annotations == kept and write.unschedulable is None
     assert end == StepEnd(drain_retry=True)

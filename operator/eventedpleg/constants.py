@@ -1,92 +1,30 @@
-"""Every name the product shares with the cluster: API group, annotation and label keys, node states.
+"""The names the product shares with the cluster beside the node protocol: the NodeConfig CRD's names, its
+finalizer, labels, the rendered ConfigMaps, the files on the host, condition types.
 
 One module so that the operator, the agent, the chart and the tests cannot drift apart (MCO keeps the same
-list in pkg/daemon/constants/constants.go). The node protocol's names (annotation keys, NodeState) are
-defined in eventedpleg.protocol, with the protocol itself, and reached from here too. The reasons of Events
-and conditions are in eventedpleg.reasons.
+list in pkg/daemon/constants/constants.go). The node protocol's names (the API group, annotation keys, the
+state label, NodeState, Cause) live in eventedpleg.protocol only, with the protocol itself; this module
+does not re-export them. The reasons of Events and conditions are in eventedpleg.reasons.
 """
 
 from enum import StrEnum
 from typing import Final
 
-from eventedpleg.protocol import (
-    ANN_AGENT_OPTIONS,
-    ANN_APPROVED,
-    ANN_AUTOSCALER_HOLD,
-    ANN_AWAITING_APPROVAL,
-    ANN_BENEFIT,
-    ANN_BLOCKED,
-    ANN_CAUSE,
-    ANN_CORDONED_BY_US,
-    ANN_CURRENT,
-    ANN_DESIRED,
-    ANN_DRAIN_TIMEOUTS,
-    ANN_EVIDENCE,
-    ANN_GUARD_INCIDENTS,
-    ANN_HOST_CHECK,
-    ANN_OWNER,
-    ANN_REASON,
-    ANN_RETRY,
-    ANN_STATE,
-    ANN_STATE_SINCE,
-    ANN_TAINT,
-    ANN_TAINTED_SINCE,
-    ANN_WAS_UNSCHEDULABLE,
-    AUTOSCALER_ANNOTATIONS,
-    AUTOSCALER_VALUE,
-    GROUP,
-    LABEL_STATE,
-    NODE_ANNOTATIONS,
-    Cause,
-    NodeState,
-)
-
-# Re-exported: the protocol's names are defined in eventedpleg.protocol and reached as `constants as c` too.
-__all__ = [
-    "ANN_AGENT_OPTIONS",
-    "ANN_APPROVED",
-    "ANN_AUTOSCALER_HOLD",
-    "ANN_AWAITING_APPROVAL",
-    "ANN_BENEFIT",
-    "ANN_BLOCKED",
-    "ANN_CAUSE",
-    "ANN_CORDONED_BY_US",
-    "ANN_CURRENT",
-    "ANN_DESIRED",
-    "ANN_DRAIN_TIMEOUTS",
-    "ANN_EVIDENCE",
-    "ANN_GUARD_INCIDENTS",
-    "ANN_HOST_CHECK",
-    "ANN_OWNER",
-    "ANN_REASON",
-    "ANN_RETRY",
-    "ANN_STATE",
-    "ANN_STATE_SINCE",
-    "ANN_TAINT",
-    "ANN_TAINTED_SINCE",
-    "ANN_WAS_UNSCHEDULABLE",
-    "AUTOSCALER_ANNOTATIONS",
-    "AUTOSCALER_VALUE",
-    "GROUP",
-    "LABEL_STATE",
-    "NODE_ANNOTATIONS",
-    "Cause",
-    "NodeState",
-]
+from eventedpleg import protocol
 
 VERSION: Final = "v1alpha1"
 KIND: Final = "NodeConfig"
 PLURAL: Final = "nodeconfigs"
 SINGULAR: Final = "nodeconfig"
 SHORT_NAMES: Final = ("nc", "epc")
-CRD_NAME: Final = f"{PLURAL}.{GROUP}"
+CRD_NAME: Final = f"{PLURAL}.{protocol.GROUP}"
 
-FINALIZER: Final = f"{GROUP}/revert-on-delete"
+FINALIZER: Final = f"{protocol.GROUP}/revert-on-delete"
 # The leader-election Lease, in the operator's namespace; `kubectl get lease` shows which replica leads.
 LEASE_NAME: Final = "eventedpleg-operator"
 
 # A node labelled with this (any value but "false") is never touched; status lists it as Skipped.
-LABEL_SKIP: Final = f"{GROUP}/skip"
+LABEL_SKIP: Final = f"{protocol.GROUP}/skip"
 # Nodes carrying this label opt in to being managed although they run static pods / the control plane.
 LABEL_CONTROL_PLANE: Final = "node-role.kubernetes.io/control-plane"
 LABEL_MASTER_LEGACY: Final = "node-role.kubernetes.io/master"
@@ -94,7 +32,7 @@ LABEL_ZONE: Final = "topology.kubernetes.io/zone"
 
 # Rendered drop-ins live in an immutable ConfigMap named by their hash, in the operator's namespace.
 CONFIGMAP_PREFIX: Final = "eventedpleg-rendered-"
-CONFIGMAP_LABEL: Final = f"{GROUP}/rendered"
+CONFIGMAP_LABEL: Final = f"{protocol.GROUP}/rendered"
 CM_KEY_KUBELET: Final = "kubelet.conf"
 CM_KEY_CRIO: Final = "crio.conf"
 CM_KEY_MANIFEST: Final = "manifest.json"

@@ -1,8 +1,8 @@
 """The node protocol: how the operator and each node's agent talk, through annotations on the Node.
 
 Request/acknowledge, as MCO's desiredConfig/currentConfig. The keys, the node states, the sets of states the
-code branches on, the time stamps and who writes which key (WRITERS) are defined here and nowhere else
-(eventedpleg.constants re-exports the keys and NodeState, so `constants as c` reaches every shared name).
+code branches on, the time stamps and who writes which key (WRITERS) are defined here and nowhere else, and
+reached from here only (eventedpleg.constants has the product's other shared names, not these).
 
 The operator's steps are planned by core.rollout.planner and written by core.rollout.steps (through
 controller.executor); the agent's rule for acting is core.node.phases.agentdecide and what it writes is

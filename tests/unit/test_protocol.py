@@ -4,6 +4,7 @@ phases on model hosts) with random NodeConfig options, agent failures, crashes a
 
 from __future__ import annotations
 
+import ast
 import random
 from datetime import timedelta
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventedpleg import protocol
+from eventedpleg import constants, protocol
 from eventedpleg.core.rollout import approval
 from eventedpleg.protocol import (
     ANN_APPROVED,
@@ -165,3 +166,24 @@ def test_every_time_the_product_writes_goes_through_format_time() -> None:
         if "isoformat(timespec" in line
     ]
     assert found == [], "write times with protocol.format_time: " + ", ".join(found)
+
+
+def _defined_in(path: Path) -> set[str]:
+    """The public names a module defines itself (not the ones it imports)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {name for name in names if not name.startswith("_")}
+
+
+def test_the_protocol_names_are_reached_from_the_protocol_only() -> None:
+    """eventedpleg.constants exposes none of the protocol's names (keys, NodeState, GROUP, ...): a user of
+    one imports eventedpleg.protocol, so there is one way to reach each name."""
+    defined = _defined_in(Path(protocol.__file__))
+    assert {"ANN_STATE", "LABEL_STATE", "NodeState", "GROUP", "WRITERS"} <= defined
+    assert sorted(defined & set(vars(constants))) == []

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from eventedpleg.core.rollout.leaderelection import ElectionTimings
+from eventedpleg.core.leaderelection import ElectionTimings
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.lease import LeaseConfig, LeaseLock
 from eventedpleg_lab.demo.harness import NAMESPACE, install_operator

@@ -28,7 +28,7 @@ import yaml
 from kubernetes import client
 
 from eventedpleg import constants as c
-from eventedpleg.core.rollout.leaderelection import ElectionTimings
+from eventedpleg.core.leaderelection import ElectionTimings
 from eventedpleg.k8s.client import api_client
 from eventedpleg.k8s.lease import LeaseConfig, LeaseLock
 from eventedpleg_lab.kube.fakenodes import FakeNode

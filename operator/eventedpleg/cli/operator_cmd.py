@@ -12,7 +12,7 @@ from eventedpleg.cli.failures import verbose_option
 from eventedpleg.cli.logformat import log_format_option
 from eventedpleg.controller import main as controller
 from eventedpleg.controller.probes import Thresholds
-from eventedpleg.core.rollout.leaderelection import ElectionConfigError, ElectionTimings
+from eventedpleg.core.leaderelection import ElectionConfigError, ElectionTimings
 
 
 @click.command(

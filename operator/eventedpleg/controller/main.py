@@ -33,7 +33,7 @@ from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.probes import INFORMER, Thresholds, liveness
 from eventedpleg.controller.wiring import always, build_engine
 from eventedpleg.core.health import Heartbeats
-from eventedpleg.core.rollout.leaderelection import ElectionTimings
+from eventedpleg.core.leaderelection import ElectionTimings
 from eventedpleg.k8s.client import api_client, get_json
 from eventedpleg.k8s.events import EventRecorder
 from eventedpleg.k8s.informer import NodeInformer

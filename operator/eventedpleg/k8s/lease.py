@@ -1,4 +1,4 @@
-"""Leader election on a coordination.k8s.io Lease with client-go's rules (core.rollout.leaderelection).
+"""Leader election on a coordination.k8s.io Lease with client-go's rules (core.leaderelection).
 
 Exactly one operator replica acts; the others wait. Expiry is judged by when this replica last saw the
 record change (its own monotonic clock), never by the holder's renewTime; the leader counts itself
@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 
 from kubernetes import client
 
-from eventedpleg.core.rollout import leaderelection as le
-from eventedpleg.core.rollout.leaderelection import (
+from eventedpleg.core import leaderelection as le
+from eventedpleg.core.leaderelection import (
     ElectionTimings,
     LeaseDecision,
     LeaseObservation,

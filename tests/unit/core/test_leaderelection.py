@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from eventedpleg.core.rollout import leaderelection as le
-from eventedpleg.core.rollout.leaderelection import (
+from eventedpleg.core import leaderelection as le
+from eventedpleg.core.leaderelection import (
     ElectionConfigError,
     ElectionTimings,
     LeaseDecision,

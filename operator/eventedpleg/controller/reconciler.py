@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from eventedpleg import alertsource
 from eventedpleg.controller.configstate import ConfigState, ConfigStates
 from eventedpleg.controller.metrics import OperatorMetrics
 from eventedpleg.controller.nodecache import NodeCache
@@ -25,7 +26,7 @@ from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.rollout import planner, status
 from eventedpleg.core.rollout.drain.rules import reads_namespaces
 from eventedpleg.core.rollout.snapshot import Peer, Target
-from eventedpleg.k8s import configmaps, nodeconfigs, prometheus, workloads
+from eventedpleg.k8s import configmaps, nodeconfigs, workloads
 from eventedpleg.k8s.errors import ApiError
 from eventedpleg.logfields import fields
 from eventedpleg.models.nodeconfig import HealthGate, NodeConfigSpec
@@ -52,7 +53,7 @@ class Reconciler:
     publisher: StatusPublisher
     clock: Callable[[], datetime]
     states: ConfigStates  # what is kept per NodeConfig between passes
-    alerts: Callable[[str, str], str] = prometheus.holding  # (url, pattern) -> why the alert gate holds
+    alerts: Callable[[str, str], str] = alertsource.holding  # (url, pattern) -> why the alert gate holds
     # (api, gate, nodes) -> the gate's pods not Ready on those nodes (spec.rollout.healthGate)
     pods: Callable[[Any, HealthGate, Sequence[str]], Mapping[str, tuple[str, ...]]] = workloads.not_ready
     list_namespaces: bool = True  # RBAC grants `namespaces list` (chart value drain.listNamespaces)

@@ -1,5 +1,6 @@
-"""Ask a Prometheus-compatible API which alerts fire (spec.rollout.alertGate). urllib3: the library the
-Kubernetes client's REST layer already runs on, so no second HTTP stack."""
+"""The alert gate's adapter: asks a Prometheus-compatible API which alerts fire (spec.rollout.alertGate).
+Not a Kubernetes adapter, so not in eventedpleg.k8s; the decision over the answer is core.rollout.alerts.
+urllib3: the library the Kubernetes client's REST layer already runs on, so no second HTTP stack."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ planner and the agent read the annotation), and the chart's admission policies l
 agent change this one label, to the value of the state annotation of the same write, and no other.
 
 Live agent: the agent publishes its host check (about the host, not about a NodeConfig) whenever it does not
-hold the node, and marks it stopped on a clean exit (cli.agent.withdraw_host_check). The operator cordons a
+hold the node, and marks it stopped on a clean exit (agent.main.withdraw_host_check). The operator cordons a
 node only while that check is fresh (core.hostcheck.absence: younger than FRESH_PERIODS of the publishing
 period the check states), and gives a node it took back, unchanged, when the check goes stale before the
 agent was asked to apply, or GONE_GRACE after its agent marked the check stopped.

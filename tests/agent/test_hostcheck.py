@@ -15,7 +15,7 @@ import pytest
 from eventedpleg import protocol
 from eventedpleg.agent import runner
 from eventedpleg.agent.agent import Work, drive
-from eventedpleg.cli.agent import withdraw_host_check
+from eventedpleg.agent.main import withdraw_host_check
 from eventedpleg.core import hostcheck
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.hostcheck import HostCheck

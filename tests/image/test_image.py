@@ -272,7 +272,7 @@ def test_wheel_has_the_entrypoints_templates_and_crd(wheel: Path) -> None:
         entry_points = zf.read(f"{dist}/entry_points.txt").decode()
         assert re.search(r"^\[console_scripts\]\neventedpleg = eventedpleg\.cli:main$", entry_points, re.M)
         for module in ("cli/__init__.py", "cli/operator_cmd.py", "cli/agent.py", "controller/main.py",
-                       "agent/linuxhost.py", "py.typed"):  # fmt: skip
+                       "agent/main.py", "agent/linuxhost.py", "py.typed"):  # fmt: skip
             assert f"eventedpleg/{module}" in names, module
         templates = {p.name for p in (REPO / "templates").glob("*.j2")}
         assert templates and {n.removeprefix("eventedpleg/templates/") for n in names

@@ -1,1 +1,2 @@
-"""The node agent (the DaemonSet): its loop, and the interpreter that performs the phases' effects."""
+"""The node agent (the DaemonSet): its composition root (main), its loop, and the interpreter that performs
+the phases' effects."""

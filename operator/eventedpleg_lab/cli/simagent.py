@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from eventedpleg.agent.linuxhost import RealClock
-from eventedpleg.cli.agent import AgentProcess, agent_command_options, run_agent
+from eventedpleg.agent.main import AgentProcess, run
+from eventedpleg.cli.agent import agent_command_options
 from eventedpleg.cli.examples import examples
 from eventedpleg_lab.sim.host import SimHost
 from eventedpleg_lab.sim.profiles import PROFILES
@@ -35,4 +36,4 @@ from eventedpleg_lab.sim.profiles import PROFILES
 @agent_command_options
 def sim_agent(process: AgentProcess, profile: str, host_root: Path) -> None:
     """Run the node agent against a simulated host of PROFILE laid out under --host-root."""
-    run_agent(process, SimHost(host_root, PROFILES[profile], RealClock()))
+    run(process, SimHost(host_root, PROFILES[profile], RealClock()))

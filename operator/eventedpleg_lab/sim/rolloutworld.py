@@ -295,7 +295,7 @@ class World:
         for node in self.nodes.values():
             if node.agent_dies_on_cordon and node.unschedulable and not node.agent_dead:
                 node.agent_dead = True
-                if node.agent_stops_cleanly:  # cli.agent.withdraw_host_check's write
+                if node.agent_stops_cleanly:  # agent.main.withdraw_host_check's write
                     stopped = hostcheck.stopped(node.annotations.get(ANN_HOST_CHECK), self.now)
                     self._write(node, Write({ANN_HOST_CHECK: stopped.to_json()}), Writer.AGENT)
             if node.agent_absent or node.agent_dead:

@@ -77,7 +77,9 @@ def _run(cmds: list[str], cwd: Path, env: dict[str, str]) -> list[installdoc.Ran
         print(f"$ {one.command}  # rc {one.rc}\n{one.stdout[-3000:]}")
     print(done.stderr[-4000:])
     expected = [(cmd, EXPECTED_RC.get(cmd.split("  #")[0].strip(), 0)) for cmd in cmds]
-    assert [(one.command, one.rc) for one in ran] == expected, done.stderr[-2000:]
+    wrong = [f"$ {one.command}  # rc {one.rc}, expected {rc}\n{one.stdout[-1500:]}"
+             for one, (_, rc) in zip(ran, expected, strict=False) if one.rc != rc]  # fmt: skip
+    assert [(one.command, one.rc) for one in ran] == expected, "\n".join([*wrong, done.stderr[-1500:]])
     return ran
 
 
@@ -86,9 +88,11 @@ def uninstalled_after(lab: Lab) -> Iterator[None]:
     """Whatever the test's end, the lab is left without the product, as the tests after it expect (they
     install their own release; one per cluster): a failure here must not turn into their setup errors."""
     yield
-    if RELEASE_NAME in chart.helm(lab, "list", "-A", "-q").split():
-        lab.kubectl("delete", "nodeconfigs", "--all", "--timeout=600s")
-        chart.helm(lab, "uninstall", RELEASE_NAME, "-n", RELEASE_NS, "--wait", timeout=600)
+    # --all: a release whose uninstall failed half-way is "uninstalling", which a plain `helm list` hides.
+    if RELEASE_NAME in chart.helm(lab, "list", "-A", "-q", "--all").split():
+        # Deleting a NodeConfig reverts its Done nodes first (minutes): kubectl's wait is the bound.
+        lab.kubectl("delete", "nodeconfigs", "--all", "--timeout=600s", timeout=660)
+        chart.helm(lab, "uninstall", RELEASE_NAME, "-n", RELEASE_NS, "--wait", "--timeout=300s", timeout=360)
 
 
 # One rollout of the example (its canary soaks 300 s) and one revert of the lab's nodes.

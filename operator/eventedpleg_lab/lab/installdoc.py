@@ -93,16 +93,18 @@ def notes_commands(rendered_notes: str) -> list[str]:
 def script(cmds: Sequence[str], marker: str) -> str:
     """A bash script running `cmds` in order as a pasted block runs: each command whatever the exit code of
     the one before (a shell does not stop at one, and some report with theirs, as `eventedpleg preflight`
-    does), each announced on stdout by `marker` and its index, its exit code after it (`split_output`)."""
+    does), each announced on stdout by `marker` and its index, its exit code after it (`split_output`).
+    Each command's stderr joins its stdout, as on a terminal, so a failing command's report is its own."""
     lines = ["set -uo pipefail"]
     for i, cmd in enumerate(cmds):
-        lines += [f"echo '{marker} {i}'", cmd, f'echo "{marker} rc $?"']
+        lines += [f"echo '{marker} {i}'", "{", cmd, "} 2>&1", f'echo "{marker} rc $?"']
     return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
 class Ran:
-    """One command of a `script` run: what it printed on stdout and its exit code (None: it never ended)."""
+    """One command of a `script` run: what it printed (stdout and stderr) and its exit code (None: it never
+    ended)."""
 
     command: str
     stdout: str

@@ -64,13 +64,21 @@ def test_notes_commands_in_order() -> None:
 
 def test_the_script_runs_on_after_a_failure_and_splits_by_command(tmp_path: Path) -> None:
     marker = "@@ install-step"
-    cmds = ["echo one", "(exit 3)", "printf 'two\\nthree\\n'"]
+    cmds = [
+        "echo one",
+        "echo why >&2; (exit 3)  # a trailing comment",
+        "cd sub && printf 'two\\nthree\\n'",
+        "basename $PWD",
+    ]
+    (tmp_path / "sub").mkdir()
     text = installdoc.script(cmds, marker)
     done = subprocess.run(["bash", "-c", text], capture_output=True, text=True, check=False, cwd=tmp_path)
+    # Each command's stderr is in its own output; a `cd` holds for the commands after it, as when pasted.
     assert installdoc.split_output(done.stdout, marker, cmds) == [
         installdoc.Ran("echo one", "one\n", 0),
-        installdoc.Ran("(exit 3)", "", 3),
+        installdoc.Ran(cmds[1], "why\n", 3),
         installdoc.Ran(cmds[2], "two\nthree\n", 0),
+        installdoc.Ran(cmds[3], "sub\n", 0),
     ]
     # A command that never ended (the run was cut off) has no exit code.
     cut = f"{marker} 0\npartial output\n"

@@ -6,7 +6,7 @@ reached from here only (eventedpleg.constants has the product's other shared nam
 
 The operator's steps are planned by core.rollout.planner and written by core.rollout.steps (through
 controller.executor); the agent's rule for acting is core.node.phases.agentdecide and what it writes is
-core.node.phases.effects (Report, PublishBenefit, PublishHostCheck). Every operator write is conditional on
+core.node.blocks.effects (Report, PublishBenefit, PublishHostCheck). Every operator write is conditional on
 the resourceVersion it planned on; every agent write but its host check is conditional on desired-config
 being unchanged.
 

@@ -14,7 +14,7 @@ from eventedpleg import protocol
 from eventedpleg.agent.agent import Agent, AgentSettings, drive
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
-from eventedpleg.core.node.phases.effects import Effect
+from eventedpleg.core.node.blocks.effects import Effect
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim.clock import FakeClock
@@ -37,7 +37,7 @@ class Rig:
 
     @property
     def trace(self) -> list[Effect]:
-        """Every effect the agent performed so far (core.node.phases.effects)."""
+        """Every effect the agent performed so far (core.node.blocks.effects)."""
         assert self.agent.trace is not None
         return self.agent.trace
 

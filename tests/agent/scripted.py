@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from eventedpleg.core.node.phases.effects import Effect, EffectAnswer, NodeEvent, Phase, Report, Wait
+from eventedpleg.core.node.blocks.effects import Effect, EffectAnswer, NodeEvent, Phase, Report, Wait
 
 
 class ScriptedHost:

@@ -15,7 +15,7 @@ from eventedpleg import probeserver
 from eventedpleg.agent import health, runner
 from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.core.health import Heartbeats
-from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
 from eventedpleg_lab.sim.fakeapi import FakeApi
 from eventedpleg_lab.sim.profiles import PROFILES
 from tests.agent.conftest import RigFactory

@@ -12,8 +12,8 @@ from eventedpleg import constants as c
 from eventedpleg import protocol
 from eventedpleg.agent.hostfiles import TEMP_PREFIX
 from eventedpleg.core import render
+from eventedpleg.core.node.blocks.host import KubeletEndpoint
 from eventedpleg.core.node.facts.promtext import parse_metrics
-from eventedpleg.core.node.phases.host import KubeletEndpoint
 from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from eventedpleg_lab.sim.kubelet import Stream

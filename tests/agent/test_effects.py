@@ -1,4 +1,4 @@
-"""The agent's phases as the effects they yield (core.node.phases.effects): on simulated hosts through the
+"""The agent's phases as the effects they yield (core.node.blocks.effects): on simulated hosts through the
 agent's own interpreter, and driven directly with scripted answers (no host at all)."""
 
 from __future__ import annotations
@@ -8,12 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 from eventedpleg import protocol
 from eventedpleg.core.agentoptions import AgentOptions
-from eventedpleg.core.node.facts.hostplan import ManagedState
-from eventedpleg.core.node.facts.promtext import parse_metrics
-from eventedpleg.core.node.facts.verify import Expectation, Outcome
-from eventedpleg.core.node.phases import donephase
-from eventedpleg.core.node.phases.agentsettings import AgentSettings
-from eventedpleg.core.node.phases.effects import (
+from eventedpleg.core.node.blocks.agentsettings import AgentSettings
+from eventedpleg.core.node.blocks.effects import (
     Effect,
     EffectAnswer,
     FindKubelet,
@@ -29,9 +25,13 @@ from eventedpleg.core.node.phases.effects import (
     Wait,
     is_act,
 )
-from eventedpleg.core.node.phases.host import CommandResult, HttpResult, KubeletProcess
-from eventedpleg.core.node.phases.nodeapi import AgentNode
-from eventedpleg.core.node.phases.verifyloop import verify
+from eventedpleg.core.node.blocks.host import CommandResult, HttpResult, KubeletProcess
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
+from eventedpleg.core.node.blocks.verifyloop import verify
+from eventedpleg.core.node.facts.hostplan import ManagedState
+from eventedpleg.core.node.facts.promtext import parse_metrics
+from eventedpleg.core.node.facts.verify import Expectation, Outcome
+from eventedpleg.core.node.phases import donephase
 from eventedpleg.core.versions import parse_version
 from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles

@@ -1,4 +1,4 @@
-"""core.node.phases.eventconsumers: a second consumer of containerd 1.7's event stream, found in goroutine
+"""core.node.blocks.eventconsumers: a second consumer of containerd 1.7's event stream, found in goroutine
 dumps.
 
 The dump fixture is real: containerd v1.7.35 on the lab's kubeadm node after SIGUSR1, with two `crictl events`
@@ -16,12 +16,9 @@ from pathlib import Path
 import pytest
 
 from eventedpleg import protocol
-from eventedpleg.core.node.facts.hostplan import ManagedState
-from eventedpleg.core.node.facts.promtext import parse_metrics
-from eventedpleg.core.node.facts.verify import CONN_LATENCY_COUNT
-from eventedpleg.core.node.phases import donephase, eventconsumers
-from eventedpleg.core.node.phases.agentsettings import AgentSettings
-from eventedpleg.core.node.phases.effects import (
+from eventedpleg.core.node.blocks import eventconsumers
+from eventedpleg.core.node.blocks.agentsettings import AgentSettings
+from eventedpleg.core.node.blocks.effects import (
     Effect,
     EffectAnswer,
     FindKubelet,
@@ -33,8 +30,12 @@ from eventedpleg.core.node.phases.effects import (
     Scrape,
     Wait,
 )
-from eventedpleg.core.node.phases.host import CommandResult, KubeletProcess
-from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.blocks.host import CommandResult, KubeletProcess
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
+from eventedpleg.core.node.facts.hostplan import ManagedState
+from eventedpleg.core.node.facts.promtext import parse_metrics
+from eventedpleg.core.node.facts.verify import CONN_LATENCY_COUNT
+from eventedpleg.core.node.phases import donephase
 from eventedpleg.core.versions import parse_runtime, parse_version
 from eventedpleg.protocol import NodeState
 from tests.agent.scripted import ScriptedHost

@@ -15,8 +15,8 @@ from eventedpleg import constants as c
 from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.statestore import StateStore
 from eventedpleg.core.agentoptions import AgentOptions
+from eventedpleg.core.node.blocks.transaction import FileCopy, Transaction
 from eventedpleg.core.node.facts.hostplan import ManagedState
-from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
 from eventedpleg.models.nodeconfig import KubeletConfigMode, OnFailure
 from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles

@@ -30,7 +30,7 @@ from eventedpleg import protocol
 from eventedpleg.agent.agent import Agent, AgentSettings, drive
 from eventedpleg.agent.hostfiles import MAX_LIST_DEPTH, MAX_LIST_ENTRIES, MAX_READ, TEMP_PREFIX
 from eventedpleg.core import hostcheck
-from eventedpleg.core.node.phases.effects import Report
+from eventedpleg.core.node.blocks.effects import Report
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles

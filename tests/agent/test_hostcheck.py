@@ -19,7 +19,7 @@ from eventedpleg.agent.main import withdraw_host_check
 from eventedpleg.core import hostcheck
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.hostcheck import HostCheck
-from eventedpleg.core.node.phases.effects import PublishHostCheck, ReadHost, Report, is_act
+from eventedpleg.core.node.blocks.effects import PublishHostCheck, ReadHost, Report, is_act
 from eventedpleg.core.node.phases.hostcheckphase import REFRESH
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 from eventedpleg.protocol import NodeState

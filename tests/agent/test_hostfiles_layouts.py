@@ -22,7 +22,7 @@ from eventedpleg.agent.hostfiles import (
     TEMP_SUFFIX,
     HostFiles,
 )
-from eventedpleg.core.node.phases.hostfault import fault
+from eventedpleg.core.node.blocks.hostfault import fault
 
 DIR = "/etc/kubernetes/kubelet.conf.d"
 DROPIN = f"{DIR}/99-eventedpleg.conf"

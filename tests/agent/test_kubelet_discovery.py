@@ -17,8 +17,8 @@ from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.hostread import read_facts
 from eventedpleg.agent.linuxhost import LinuxHost
 from eventedpleg.core import render
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
 from eventedpleg.core.node.facts.hostplan import ManagedState, Refusal, decide
-from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg_lab.realnode.host import RigHost
 from eventedpleg_lab.realnode.rig import RealNode
 

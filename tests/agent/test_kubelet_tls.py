@@ -30,10 +30,10 @@ from eventedpleg.agent.linuxhost import (
     LinuxHost,
     kubelet_serving_trust,
 )
-from eventedpleg.core.node.phases.effects import Scrape
-from eventedpleg.core.node.phases.host import KubeletEndpoint
-from eventedpleg.core.node.phases.hostfault import HostFault
-from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.blocks.effects import Scrape
+from eventedpleg.core.node.blocks.host import KubeletEndpoint
+from eventedpleg.core.node.blocks.hostfault import HostFault
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
 from eventedpleg_lab.sim.fakeapi import FakeApi
 
 NODE_A = AgentNode(

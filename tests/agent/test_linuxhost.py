@@ -7,7 +7,7 @@ from pathlib import Path
 from eventedpleg import constants as c
 from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.linuxhost import LinuxHost, parse_followed
-from eventedpleg.core.node.phases.host import JournalChunk
+from eventedpleg.core.node.blocks.host import JournalChunk
 from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import RigFactory

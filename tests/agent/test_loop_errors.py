@@ -9,8 +9,8 @@ import pytest
 from eventedpleg import constants as c
 from eventedpleg import protocol
 from eventedpleg.agent import runner
-from eventedpleg.core.node.phases.effects import Report
-from eventedpleg.core.node.phases.host import KubeletProcess
+from eventedpleg.core.node.blocks.effects import Report
+from eventedpleg.core.node.blocks.host import KubeletProcess
 from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NODE, Rig, RigFactory

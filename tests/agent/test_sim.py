@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from eventedpleg.core.node.blocks.host import KubeletEndpoint
 from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
-from eventedpleg.core.node.phases.host import KubeletEndpoint
 from eventedpleg_lab.sim import profiles, systemd
 from eventedpleg_lab.sim.clock import EPOCH, FakeClock
 from eventedpleg_lab.sim.host import SimHost

@@ -17,7 +17,7 @@ containerd 1.7 (Risky: one event subscriber, containerd#7318): with allowRisky t
 benefit measured; short pods with the kubelet alone leave it Done; then `crictl events` is left running on
 the node and short pods are started: the test prints how many of their containers' events the second
 subscriber took and how long the kubelet took to see those pods finish, and the agent must report the node
-Failed (core.node.phases.eventconsumers) with an EventsMissed Warning on the Node.
+Failed (core.node.blocks.eventconsumers) with an EventsMissed Warning on the Node.
 
 Each test uses its own NodeConfig and deletes it (onDelete: Revert), so later modules start from clean
 nodes. The tests run in order."""
@@ -398,7 +398,7 @@ def test_containerd_17_second_event_subscriber(installed: Lab, lab_specs: tuple[
             time.sleep(3)
             assert subscriber.poll() is None, events_log.read_text()[-800:]
             shared = _short_run(installed, node, "shared", within=90.0)
-            # The agent's look (core.node.phases.eventconsumers) needs the kubelet to receive events between
+            # The agent's look (core.node.blocks.eventconsumers) needs the kubelet to receive events between
             # its
             # two goroutine dumps: rounds of short pods until it reports, or 4 min (four looks).
             annotations = _annotations(installed, node)

@@ -24,8 +24,8 @@ from eventedpleg.agent.agent import drive
 from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.agent.runner import GuardLoop
 from eventedpleg.core import guardincidents as gi
+from eventedpleg.core.node.blocks.host import CommandResult
 from eventedpleg.core.node.facts.guardsigns import line_time, refused_first
-from eventedpleg.core.node.phases.host import CommandResult
 from eventedpleg.protocol import ANN_GUARD_INCIDENTS, Cause, NodeState
 from eventedpleg.reasons import EventReason
 from eventedpleg_lab.realnode import config as cfg

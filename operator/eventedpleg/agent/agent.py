@@ -2,7 +2,7 @@
 
 What it does is decided by pure phases that yield effects: readings of the kubelet while its Node serves
 (core.node.phases.servicephase), apply (core.node.phases.applyphase, with the restart of
-core.node.phases.restart and the verify loop of core.node.phases.verifyloop) when its Node asks for it, the
+core.node.blocks.restart and the verify loop of core.node.blocks.verifyloop) when its Node asks for it, the
 after-Done check (core.node.phases.donephase) every check interval, and the host check
 (core.node.phases.hostcheckphase) at start and every host check interval while no apply holds the node.
 core.node.phases.agentdecide says when it applies and when it watches; agent.interpreter performs the
@@ -19,13 +19,13 @@ from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.interpreter import Interpreter, Work, drive
 from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.core.node import guardphase
+from eventedpleg.core.node.blocks.agentsettings import AgentSettings
+from eventedpleg.core.node.blocks.effects import Effect
+from eventedpleg.core.node.blocks.host import Host
+from eventedpleg.core.node.blocks.nodeapi import AgentApi, AgentNode, holds_node
 from eventedpleg.core.node.facts.benefit import Reading
 from eventedpleg.core.node.phases import applyphase, donephase, hostcheckphase, servicephase
 from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action, unexpected
-from eventedpleg.core.node.phases.agentsettings import AgentSettings
-from eventedpleg.core.node.phases.effects import Effect
-from eventedpleg.core.node.phases.host import Host
-from eventedpleg.core.node.phases.nodeapi import AgentApi, AgentNode, holds_node
 
 __all__ = ["Agent", "AgentSettings", "Work", "drive"]
 

@@ -52,7 +52,7 @@ import stat
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from eventedpleg.core.node.phases.transaction import FileCopy
+from eventedpleg.core.node.blocks.transaction import FileCopy
 
 TEMP_PREFIX = ".eventedpleg-"
 TEMP_SUFFIX = ".tmp"

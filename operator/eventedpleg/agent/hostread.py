@@ -15,6 +15,8 @@ from pathlib import PurePosixPath
 
 from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.core import runtimes
+from eventedpleg.core.node.blocks.host import Host
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
 from eventedpleg.core.node.facts import embedded, hostplan, platform
 from eventedpleg.core.node.facts.kubeletflags import (
     UNIT_DROPIN_DIRS,
@@ -25,8 +27,6 @@ from eventedpleg.core.node.facts.kubeletflags import (
     parse_units,
     unit_environment,
 )
-from eventedpleg.core.node.phases.host import Host
-from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.versions import (
     RuntimeVersion,
     Version,

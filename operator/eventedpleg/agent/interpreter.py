@@ -1,11 +1,11 @@
-"""Perform the agent's effects (core.node.phases.effects) on one host and against the API: the only place
+"""Perform the agent's effects (core.node.blocks.effects) on one host and against the API: the only place
 where
 the agent's phases touch anything. The same interpreter runs on the real host (agent.linuxhost) and, in
 tests, on a simulated one (eventedpleg_lab.sim).
 
 Every host effect is contained here: an OSError (by its errno), a command that is missing or timed out, a
 subprocess error, or a kubelet port answering with another node's certificate (agent.observe) becomes a
-HostFault answer (core.node.phases.hostfault) naming the operation, the host path or command, the errno
+HostFault answer (core.node.blocks.hostfault) naming the operation, the host path or command, the errno
 (or the mismatch) in words and the fix, so a phase ends in a report and never in a traceback.
 API effects are not contained: the loop (agent.runner) retries an API that fails.
 
@@ -32,8 +32,7 @@ from eventedpleg.agent.observe import UNTRUSTED_FIX, Observer, UntrustedKubeletE
 from eventedpleg.agent.statestore import StateStore
 from eventedpleg.core import guardincidents
 from eventedpleg.core.node import narration
-from eventedpleg.core.node.facts.hostplan import FileChange
-from eventedpleg.core.node.phases.effects import (
+from eventedpleg.core.node.blocks.effects import (
     Backup,
     DropConfigBaseline,
     Effect,
@@ -68,10 +67,11 @@ from eventedpleg.core.node.phases.effects import (
     Wait,
     WriteFiles,
 )
-from eventedpleg.core.node.phases.host import CommandResult, Host, KubeletEndpoint
-from eventedpleg.core.node.phases.hostfault import HostFault, fault
-from eventedpleg.core.node.phases.nodeapi import AgentApi, AgentNode
-from eventedpleg.core.node.phases.transaction import Transaction
+from eventedpleg.core.node.blocks.host import CommandResult, Host, KubeletEndpoint
+from eventedpleg.core.node.blocks.hostfault import HostFault, fault
+from eventedpleg.core.node.blocks.nodeapi import AgentApi, AgentNode
+from eventedpleg.core.node.blocks.transaction import Transaction
+from eventedpleg.core.node.facts.hostplan import FileChange
 from eventedpleg.logfields import fields
 
 log = logging.getLogger(__name__)

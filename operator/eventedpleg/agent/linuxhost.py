@@ -33,9 +33,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from eventedpleg.agent.hostfiles import HostFiles
-from eventedpleg.core.node.facts import servingcert
-from eventedpleg.core.node.facts.kubeletflags import parse_cmdline, parse_environ
-from eventedpleg.core.node.phases.host import (
+from eventedpleg.core.node.blocks.host import (
     CommandResult,
     HostClock,
     HttpResult,
@@ -43,7 +41,9 @@ from eventedpleg.core.node.phases.host import (
     KubeletEndpoint,
     KubeletProcess,
 )
-from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
+from eventedpleg.core.node.facts import servingcert
+from eventedpleg.core.node.facts.kubeletflags import parse_cmdline, parse_environ
 
 NodeLookup = Callable[[], AgentNode | None]  # this node's Node, read fresh
 

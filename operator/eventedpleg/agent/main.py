@@ -25,8 +25,8 @@ from eventedpleg.agent.linuxhost import LinuxHost
 from eventedpleg.agent.metrics import AgentMetrics
 from eventedpleg.core import hostcheck
 from eventedpleg.core.health import Heartbeats
-from eventedpleg.core.node.phases.host import Host
-from eventedpleg.core.node.phases.nodeapi import AgentApi
+from eventedpleg.core.node.blocks.host import Host
+from eventedpleg.core.node.blocks.nodeapi import AgentApi
 from eventedpleg.k8s.agentapi import KubeAgentApi
 from eventedpleg.k8s.client import api_client
 

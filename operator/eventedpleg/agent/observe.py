@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from eventedpleg.core.node.blocks.host import Host, KubeletEndpoint
+from eventedpleg.core.node.blocks.nodeapi import AgentApi
 from eventedpleg.core.node.facts import crioconfig, kubeletlog
 from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
 from eventedpleg.core.node.facts.verify import Observation
-from eventedpleg.core.node.phases.host import Host, KubeletEndpoint
-from eventedpleg.core.node.phases.nodeapi import AgentApi
 from eventedpleg.core.runtimes import RuntimeProfile
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from typing import Any
 
 from eventedpleg import constants as c
 from eventedpleg.agent.hostfiles import HostFiles
+from eventedpleg.core.node.blocks.transaction import FileCopy, Transaction, sha256
 from eventedpleg.core.node.facts.hostplan import ConfigEdit, ManagedState
-from eventedpleg.core.node.phases.transaction import FileCopy, Transaction, sha256
 
 APPLIED = "applied.json"
 CONFIG_BASELINE = "config-baseline"  # the kubelet --config before our first edit (EditConfigFile)

@@ -56,7 +56,7 @@ class Row:
     reason: str
     source: str
     one_event_consumer: bool = (
-        False  # each container event goes to one consumer only (core.node.phases.eventconsumers)
+        False  # each container event goes to one consumer only (core.node.blocks.eventconsumers)
     )
     # Known bugs that do not change the level but an administrator should know of (preflight notes).
     advisories: tuple[str, ...] = ()

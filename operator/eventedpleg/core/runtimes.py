@@ -60,7 +60,7 @@ class RuntimeProfile:
     # Seen in --container-runtime-endpoint when containerRuntimeVersion does not parse (a runtime whose
     # drop-in must not be missed); "" for none.
     endpoint_marker: str
-    # The agent can count the open event streams (a goroutine dump, core.node.phases.eventconsumers) when the
+    # The agent can count the open event streams (a goroutine dump, core.node.blocks.eventconsumers) when the
     # matrix says each event goes to one subscriber only.
     counts_subscribers: bool
     note: str  # what a node of this kind gets written, for preflight and inspect (compat.RenderTargets)

@@ -1,4 +1,4 @@
-"""The agent's API calls (eventedpleg.core.node.phases.nodeapi.AgentApi) with the kubernetes client.
+"""The agent's API calls (eventedpleg.core.node.blocks.nodeapi.AgentApi) with the kubernetes client.
 
 Only what the agent's RBAC allows: get/watch/patch its own Node (watch with fieldSelector
 metadata.name=NODE), patch its nodes/status (the EventedPLEGHealthy condition), get ConfigMaps in the
@@ -17,7 +17,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
 from eventedpleg.k8s import configmaps, nodes
 from eventedpleg.k8s.errors import Conflict, NotFound, Unreachable, from_api_exception
 from eventedpleg.k8s.events import EventRecorder, node_ref

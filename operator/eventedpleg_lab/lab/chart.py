@@ -44,7 +44,7 @@ WORKLOAD_STOP_SECONDS = 8
 # The operator's pods go only where the rollout will drain: the leader's own node is changed under it
 # (its drain leaves the operator's pods, which keep running through the node's restarts).
 OPERATOR_HOST_LABEL = f"lab.{protocol.GROUP}/operator-host"
-# The agent's look for a second event consumer on the containerd 1.7 node (core.node.phases.eventconsumers) at
+# The agent's look for a second event consumer on the containerd 1.7 node (core.node.blocks.eventconsumers) at
 # every after-Done check (60 s) rather than hourly, so the lab test sees it within minutes.
 EVENT_CONSUMER_CHECK_SECONDS = 60
 

@@ -1,4 +1,4 @@
-"""`eventedpleg.core.node.phases.host.Host` for the rig: the production LinuxHost, with our supervisor as the
+"""`eventedpleg.core.node.blocks.host.Host` for the rig: the production LinuxHost, with our supervisor as the
 service
 manager and the kubelet's log file as its journal.
 
@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from eventedpleg.agent.linuxhost import LinuxHost, RealClock
-from eventedpleg.core.node.phases.host import (
+from eventedpleg.core.node.blocks.host import (
     CommandResult,
     HostClock,
     HttpResult,

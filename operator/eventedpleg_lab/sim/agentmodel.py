@@ -12,14 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 from eventedpleg import protocol
 from eventedpleg.core import runtimes
-from eventedpleg.core.node.facts.hostplan import HostFacts, ManagedState
-from eventedpleg.core.node.facts.kubeletlog import scan
-from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
-from eventedpleg.core.node.facts.verify import Observation
-from eventedpleg.core.node.phases import applyphase
-from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action
-from eventedpleg.core.node.phases.agentsettings import AgentSettings
-from eventedpleg.core.node.phases.effects import (
+from eventedpleg.core.node.blocks.agentsettings import AgentSettings
+from eventedpleg.core.node.blocks.effects import (
     Backup,
     DropConfigBaseline,
     Effect,
@@ -47,9 +41,15 @@ from eventedpleg.core.node.phases.effects import (
     Wait,
     WriteFiles,
 )
-from eventedpleg.core.node.phases.host import CommandResult, HttpResult
-from eventedpleg.core.node.phases.nodeapi import AgentNode
-from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
+from eventedpleg.core.node.blocks.host import CommandResult, HttpResult
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
+from eventedpleg.core.node.blocks.transaction import FileCopy, Transaction
+from eventedpleg.core.node.facts.hostplan import HostFacts, ManagedState
+from eventedpleg.core.node.facts.kubeletlog import scan
+from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
+from eventedpleg.core.node.facts.verify import Observation
+from eventedpleg.core.node.phases import applyphase
+from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action
 from eventedpleg.core.versions import parse_runtime, parse_version
 
 NAMESPACE = "evented-pleg-system"

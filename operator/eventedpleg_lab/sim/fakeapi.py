@@ -1,4 +1,4 @@
-"""An in-memory stand-in for the API side of the agent (eventedpleg.core.node.phases.nodeapi.AgentApi).
+"""An in-memory stand-in for the API side of the agent (eventedpleg.core.node.blocks.nodeapi.AgentApi).
 
 The Node's Ready condition follows the simulated host's kubelet, as the node lifecycle would.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
 
 
 @dataclass

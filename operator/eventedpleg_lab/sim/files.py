@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from eventedpleg.agent.hostfiles import HostFiles
-from eventedpleg.core.node.phases.transaction import FileCopy
+from eventedpleg.core.node.blocks.transaction import FileCopy
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A simulated node host: real files under a temp root, simulated systemd, kubelet, runtime and journal.
 
-It implements `eventedpleg.core.node.phases.host.Host`, so the real agent runs against it unchanged. It is
+It implements `eventedpleg.core.node.blocks.host.Host`, so the real agent runs against it unchanged. It is
 cheap: no
 threads, no processes; the kubelet and runtime advance when they are looked at, by the injected clock.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
 
-from eventedpleg.core.node.phases.host import (
+from eventedpleg.core.node.blocks.host import (
     CommandResult,
     HostClock,
     HttpResult,

@@ -16,8 +16,8 @@ from typing import Any
 
 from eventedpleg.core import hostcheck, render
 from eventedpleg.core.agentoptions import AgentOptions
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
 from eventedpleg.core.node.phases import hostcheckphase
-from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.rollout import planner, steps
 from eventedpleg.core.rollout.actions import Action, Cordon
 from eventedpleg.core.rollout.agentpod import AgentPod

@@ -18,12 +18,12 @@ from eventedpleg import constants as c
 from eventedpleg.agent.hostread import runtime_of
 from eventedpleg.agent.observe import Observer
 from eventedpleg.core import compat, render, runtimes
+from eventedpleg.core.node.blocks import eventconsumers
+from eventedpleg.core.node.blocks.host import CommandResult, Host
+from eventedpleg.core.node.blocks.nodeapi import AgentApi, AgentNode
 from eventedpleg.core.node.facts import crioconfig
 from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal, decide
 from eventedpleg.core.node.facts.verify import Expectation, Observation, Outcome, evaluate
-from eventedpleg.core.node.phases import eventconsumers
-from eventedpleg.core.node.phases.host import CommandResult, Host
-from eventedpleg.core.node.phases.nodeapi import AgentApi, AgentNode
 from eventedpleg.core.runtimes import CONTAINERD, CRIO, DropIn, RuntimeProfile
 from eventedpleg.core.versions import RuntimeKind, parse_runtime, parse_version
 
@@ -73,7 +73,7 @@ def test_containerd_profile_matches_section_2() -> None:
     assert "with no configuration switch: events are always generated" in RUNTIMES_DOC
     assert CONTAINERD.dropin is None and not CONTAINERD.restart_on_dropin_change
     assert not CONTAINERD.reads_back_config and CONTAINERD.unit == "containerd"
-    # §7: "so the agent looks at containerd (`core/node/phases/eventconsumers.py`)"
+    # §7: "so the agent looks at containerd (`core/node/blocks/eventconsumers.py`)"
     assert "so the agent looks at containerd" in MEASURED_DOC and CONTAINERD.counts_subscribers
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from eventedpleg.core.node.phases.effects import Report
+from eventedpleg.core.node.blocks.effects import Report
 from eventedpleg.k8s.nodes import node_patch
 from eventedpleg.protocol import (
     ANN_DESIRED,

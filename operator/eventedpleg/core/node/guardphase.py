@@ -1,6 +1,6 @@
 """The guard: a cheap look at a Done node with the gate on every few seconds (AgentSettings.
 guard_interval_seconds) for the gate's own failures after the rollout (core.node.facts.guardsigns), and what
-follows one. A phase that yields effects (core.node.phases.effects). Pure.
+follows one. A phase that yields effects (core.node.blocks.effects). Pure.
 
 An incident: a warning Event on the Node, the Node condition EventedPLEGHealthy False
 (core.guardincidents), the incident kept in the Node's eventedpleg.io/guard-incidents and counted
@@ -33,13 +33,8 @@ from datetime import datetime, timedelta
 from eventedpleg.core import guardincidents as gi
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
-from eventedpleg.core.node.facts import guardsigns
-from eventedpleg.core.node.facts.guardsigns import Sign, Streak
-from eventedpleg.core.node.facts.hostplan import ManagedState
-from eventedpleg.core.node.facts.promtext import Metrics
-from eventedpleg.core.node.facts.verify import Check, Outcome, VerifyResult
-from eventedpleg.core.node.phases.agentsettings import AgentSettings
-from eventedpleg.core.node.phases.effects import (
+from eventedpleg.core.node.blocks.agentsettings import AgentSettings
+from eventedpleg.core.node.blocks.effects import (
     FindKubelet,
     FollowJournal,
     GuardCount,
@@ -55,11 +50,16 @@ from eventedpleg.core.node.phases.effects import (
     ask,
     ask_maybe,
 )
-from eventedpleg.core.node.phases.host import JournalChunk, KubeletProcess
-from eventedpleg.core.node.phases.hostfault import Faulted
-from eventedpleg.core.node.phases.judge import node_version
-from eventedpleg.core.node.phases.nodeapi import AgentNode
-from eventedpleg.core.node.phases.restart import KUBELET_UNIT, restart_services
+from eventedpleg.core.node.blocks.host import JournalChunk, KubeletProcess
+from eventedpleg.core.node.blocks.hostfault import Faulted
+from eventedpleg.core.node.blocks.judge import node_version
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
+from eventedpleg.core.node.blocks.restart import KUBELET_UNIT, restart_services
+from eventedpleg.core.node.facts import guardsigns
+from eventedpleg.core.node.facts.guardsigns import Sign, Streak
+from eventedpleg.core.node.facts.hostplan import ManagedState
+from eventedpleg.core.node.facts.promtext import Metrics
+from eventedpleg.core.node.facts.verify import Check, Outcome, VerifyResult
 from eventedpleg.core.versions import Version
 from eventedpleg.protocol import ANN_AGENT_OPTIONS, ANN_GUARD_INCIDENTS, format_time
 from eventedpleg.reasons import EventReason

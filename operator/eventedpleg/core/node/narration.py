@@ -1,4 +1,4 @@
-"""What the agent says in its log about one performed effect (core.node.phases.effects): a short line per
+"""What the agent says in its log about one performed effect (core.node.blocks.effects): a short line per
 step it took on its node, read from the effect and its answer as data. Pure.
 
 The interpreter (agent.interpreter) calls `narrate` after each effect and logs the lines. Only what changed
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from eventedpleg.core.evidence import Evidence
-from eventedpleg.core.node.phases.effects import (
+from eventedpleg.core.node.blocks.effects import (
     Effect,
     EffectAnswer,
     NodeEvent,
@@ -22,8 +22,8 @@ from eventedpleg.core.node.phases.effects import (
     Run,
     WriteFiles,
 )
-from eventedpleg.core.node.phases.host import CommandResult
-from eventedpleg.core.node.phases.hostfault import HostFault
+from eventedpleg.core.node.blocks.host import CommandResult
+from eventedpleg.core.node.blocks.hostfault import HostFault
 from eventedpleg.protocol import NodeState
 
 DAEMON_RELOAD = ("systemctl", "daemon-reload")

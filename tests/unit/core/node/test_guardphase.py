@@ -11,12 +11,8 @@ from eventedpleg import protocol
 from eventedpleg.core import guardincidents as gi
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.node import guardphase
-from eventedpleg.core.node.facts import guardsigns
-from eventedpleg.core.node.facts.hostplan import ManagedState
-from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
-from eventedpleg.core.node.guardphase import GuardMemory
-from eventedpleg.core.node.phases.agentsettings import AgentSettings
-from eventedpleg.core.node.phases.effects import (
+from eventedpleg.core.node.blocks.agentsettings import AgentSettings
+from eventedpleg.core.node.blocks.effects import (
     Effect,
     EffectAnswer,
     FindKubelet,
@@ -29,8 +25,12 @@ from eventedpleg.core.node.phases.effects import (
     Scrape,
     SetHealthCondition,
 )
-from eventedpleg.core.node.phases.host import CommandResult, JournalChunk, KubeletProcess
-from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.blocks.host import CommandResult, JournalChunk, KubeletProcess
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
+from eventedpleg.core.node.facts import guardsigns
+from eventedpleg.core.node.facts.hostplan import ManagedState
+from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
+from eventedpleg.core.node.guardphase import GuardMemory
 from eventedpleg.reasons import EventReason
 from tests.agent.scripted import ScriptedHost
 from tests.unit.core.node.facts.test_guardsigns import LINES, LOST

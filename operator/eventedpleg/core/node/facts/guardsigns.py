@@ -5,7 +5,7 @@ Read at k8s.io/kubernetes v1.36.4 (`pkg/kubelet`; docs/compatibility.md "kubelet
 - **The wedge**, earliest and certain: the journal line `"Skipping pod synchronization" err="EventedPLEG is
   not healthy: ..."` (`kubelet.go:2646`), logged the moment `syncLoop` meets the full channel and every
   0.1 s doubling to 5 s after. It is followed from a cursor, filtered by the journal itself
-  (core.node.phases.effects.FollowJournal), so a look costs what was logged since the last one.
+  (core.node.blocks.effects.FollowJournal), so a look costs what was logged since the last one.
 - **The wedge from /metrics** (kubelet <= 1.36) when the journal says nothing (no journald, a log that
   rotated): discards (`kubelet_pleg_discard_events`, `pleg/generic.go:395-400`, `pleg/evented.go:323-331`) and
   `kubelet_pleg_last_seen_seconds` stale on two looks in a row (wedged, only the generic check passes and

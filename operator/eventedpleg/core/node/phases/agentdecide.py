@@ -11,7 +11,7 @@ The rule, in order:
   version does not know): IDLE -- it is the operator's turn, or a human's.
 
 Apart from that rule, the host check (core.node.phases.hostcheckphase) runs whenever the agent does not hold
-the node (core.node.phases.nodeapi.holds_node).
+the node (core.node.blocks.nodeapi.holds_node).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from enum import StrEnum
 
 from eventedpleg import protocol
 from eventedpleg.core.evidence import Evidence
-from eventedpleg.core.node.phases.effects import NodeEvent, Phase, Report, act
-from eventedpleg.core.node.phases.nodeapi import AgentNode, holds_node
+from eventedpleg.core.node.blocks.effects import NodeEvent, Phase, Report, act
+from eventedpleg.core.node.blocks.nodeapi import AgentNode, holds_node
 from eventedpleg.protocol import NodeState
 from eventedpleg.reasons import EventReason
 

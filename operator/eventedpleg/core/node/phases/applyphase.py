@@ -1,4 +1,4 @@
-"""Apply one desired-config on our node, as a phase that yields effects (core.node.phases.effects). Pure.
+"""Apply one desired-config on our node, as a phase that yields effects (core.node.blocks.effects). Pure.
 
 Read the hash-named ConfigMap (re-validated) -> read the host -> decide (or refuse, touching nothing) ->
 record exact backups -> write atomically -> restart the runtime, THEN the kubelet (k8s#129827) -> Verifying
@@ -20,13 +20,8 @@ from eventedpleg import constants as c
 from eventedpleg.core import render, runtimes
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
-from eventedpleg.core.node.facts import benefit
-from eventedpleg.core.node.facts.benefit import MeasuredWindow, Reading
-from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal
-from eventedpleg.core.node.facts.promtext import Metrics
-from eventedpleg.core.node.facts.verify import Expectation, Outcome, VerifyResult, gate_metric
-from eventedpleg.core.node.phases.agentsettings import AgentSettings
-from eventedpleg.core.node.phases.effects import (
+from eventedpleg.core.node.blocks.agentsettings import AgentSettings
+from eventedpleg.core.node.blocks.effects import (
     Backup,
     DropConfigBaseline,
     EndTransaction,
@@ -50,12 +45,17 @@ from eventedpleg.core.node.phases.effects import (
     ask,
     ask_maybe,
 )
-from eventedpleg.core.node.phases.hostfault import Faulted, HostFault, retry_hint
-from eventedpleg.core.node.phases.judge import judge, kubelet_version
-from eventedpleg.core.node.phases.nodeapi import AgentNode
-from eventedpleg.core.node.phases.restart import Restarted, failed, restart_services
-from eventedpleg.core.node.phases.transaction import FileCopy, Transaction, sha256
-from eventedpleg.core.node.phases.verifyloop import measure, reading_now, verify
+from eventedpleg.core.node.blocks.hostfault import Faulted, HostFault, retry_hint
+from eventedpleg.core.node.blocks.judge import judge, kubelet_version
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
+from eventedpleg.core.node.blocks.restart import Restarted, failed, restart_services
+from eventedpleg.core.node.blocks.transaction import FileCopy, Transaction, sha256
+from eventedpleg.core.node.blocks.verifyloop import measure, reading_now, verify
+from eventedpleg.core.node.facts import benefit
+from eventedpleg.core.node.facts.benefit import MeasuredWindow, Reading
+from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal
+from eventedpleg.core.node.facts.promtext import Metrics
+from eventedpleg.core.node.facts.verify import Expectation, Outcome, VerifyResult, gate_metric
 from eventedpleg.core.versions import Version
 from eventedpleg.models.nodeconfig import OnFailure
 from eventedpleg.protocol import ANN_AGENT_OPTIONS, ANN_DESIRED, ANN_OWNER, Cause, NodeState
@@ -86,7 +86,7 @@ def apply(
     """Request, recover, plan (or refuse), begin, change, verify, then commit (and measure after) or fail.
     `readings`: the kubelet's counters kept while the node served (core.node.phases.servicephase).
 
-    A host effect that fails (core.node.phases.hostfault) before the first write skips the node, changing
+    A host effect that fails (core.node.blocks.hostfault) before the first write skips the node, changing
     nothing; one that fails after it restores the backups (RolledBack, or Failed)."""
     try:
         attempt = yield from _prepare(node, settings, clock, readings)
@@ -331,7 +331,7 @@ def _fail(
     cause: str | None = None,
 ) -> Phase[None]:
     """Roll back (or halt) after a failed verification, or after `cause`: a host fault once the change had
-    begun (its one line, core.node.phases.hostfault)."""
+    begun (its one line, core.node.blocks.hostfault)."""
     plan = attempt.plan
     evidence = _with_warnings(Evidence(failure=failure.evidence()), plan)
     why = cause or f"verification failed: {failure.reason}"

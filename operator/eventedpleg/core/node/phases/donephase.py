@@ -1,8 +1,8 @@
 """After Done, every check interval: drift (our files changed or removed, the gate off in the running
 kubelet) and silent fallback to generic PLEG (k8s#129827), healed by a kubelet restart when agent-options
 allow and the hourly heal budget is not spent; on containerd 1.7, now and then, a second consumer of the
-runtime's event stream (core.node.phases.eventconsumers). A phase that yields effects
-(core.node.phases.effects). Pure.
+runtime's event stream (core.node.blocks.eventconsumers). A phase that yields effects
+(core.node.blocks.effects). Pure.
 """
 
 from __future__ import annotations
@@ -14,13 +14,9 @@ from eventedpleg import protocol
 from eventedpleg.core import runtimes
 from eventedpleg.core.agentoptions import AgentOptions, AgentOptionsError
 from eventedpleg.core.evidence import Evidence
-from eventedpleg.core.node.facts import kubeletconfig, kubeletlog
-from eventedpleg.core.node.facts.hostplan import ManagedState
-from eventedpleg.core.node.facts.promtext import Metrics
-from eventedpleg.core.node.facts.verify import Expectation, Outcome, fallen_back, gate_metric
-from eventedpleg.core.node.phases import eventconsumers
-from eventedpleg.core.node.phases.agentsettings import AgentSettings
-from eventedpleg.core.node.phases.effects import (
+from eventedpleg.core.node.blocks import eventconsumers
+from eventedpleg.core.node.blocks.agentsettings import AgentSettings
+from eventedpleg.core.node.blocks.effects import (
     FindKubelet,
     NodeEvent,
     Now,
@@ -33,13 +29,17 @@ from eventedpleg.core.node.phases.effects import (
     ask,
     ask_maybe,
 )
-from eventedpleg.core.node.phases.host import KubeletProcess
-from eventedpleg.core.node.phases.hostfault import Faulted
-from eventedpleg.core.node.phases.judge import node_version
-from eventedpleg.core.node.phases.nodeapi import AgentNode
-from eventedpleg.core.node.phases.restart import KUBELET_UNIT, journal, restart_services
-from eventedpleg.core.node.phases.transaction import sha256
-from eventedpleg.core.node.phases.verifyloop import verify
+from eventedpleg.core.node.blocks.host import KubeletProcess
+from eventedpleg.core.node.blocks.hostfault import Faulted
+from eventedpleg.core.node.blocks.judge import node_version
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
+from eventedpleg.core.node.blocks.restart import KUBELET_UNIT, journal, restart_services
+from eventedpleg.core.node.blocks.transaction import sha256
+from eventedpleg.core.node.blocks.verifyloop import verify
+from eventedpleg.core.node.facts import kubeletconfig, kubeletlog
+from eventedpleg.core.node.facts.hostplan import ManagedState
+from eventedpleg.core.node.facts.promtext import Metrics
+from eventedpleg.core.node.facts.verify import Expectation, Outcome, fallen_back, gate_metric
 from eventedpleg.core.versions import Version, VersionError, parse_runtime
 from eventedpleg.protocol import NodeState
 from eventedpleg.reasons import EventReason

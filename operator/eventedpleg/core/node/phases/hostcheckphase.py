@@ -1,9 +1,9 @@
 """The host check before any node is taken: for each kubeletConfig mode, the refusal the agent would report
 if asked now to turn Evented PLEG on, published as the `eventedpleg.io/host-check` annotation (core.hostcheck)
-for the operator to read before the cordon. A phase that yields effects (core.node.phases.effects). Pure.
+for the operator to read before the cordon. A phase that yields effects (core.node.blocks.effects). Pure.
 
 It looks as the apply phase looks (ReadHost(True), ReadApplied()), judges with its own judge
-(core.node.phases.judge) and reads the backups the apply would take first (Backup), but changes nothing on
+(core.node.blocks.judge) and reads the backups the apply would take first (Backup), but changes nothing on
 the host: no files, no restarts, no transaction. The one
 write is the annotation, and only when it would say something new.
 """
@@ -15,8 +15,7 @@ from datetime import timedelta
 from eventedpleg import protocol
 from eventedpleg.core import hostcheck, render
 from eventedpleg.core.hostcheck import HostCheck
-from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal
-from eventedpleg.core.node.phases.effects import (
+from eventedpleg.core.node.blocks.effects import (
     Backup,
     Now,
     Phase,
@@ -26,9 +25,10 @@ from eventedpleg.core.node.phases.effects import (
     act,
     ask,
 )
-from eventedpleg.core.node.phases.hostfault import Faulted
-from eventedpleg.core.node.phases.judge import judge
-from eventedpleg.core.node.phases.nodeapi import AgentNode
+from eventedpleg.core.node.blocks.hostfault import Faulted
+from eventedpleg.core.node.blocks.judge import judge
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
+from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal
 from eventedpleg.models.nodeconfig import KubeletConfigMode
 
 # A verdict that has not changed is written again this often, so that its time (which the operator's Skipped

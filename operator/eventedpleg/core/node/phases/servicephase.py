@@ -1,5 +1,5 @@
 """Readings of the kubelet's counters while its node still serves, for the "before" benefit window
-(core.node.facts.benefit). A phase that yields effects (core.node.phases.effects). Pure.
+(core.node.facts.benefit). A phase that yields effects (core.node.blocks.effects). Pure.
 
 The agent takes one when it starts, then every check interval while its Node is schedulable and no apply
 holds it, and one more when it first sees the Node cordoned. The window before the change then ends when
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from eventedpleg.core.node.blocks.agentsettings import AgentSettings
+from eventedpleg.core.node.blocks.effects import Now, Phase, Scrape, ask_maybe
+from eventedpleg.core.node.blocks.hostfault import Faulted
+from eventedpleg.core.node.blocks.nodeapi import AgentNode, holds_node
 from eventedpleg.core.node.facts import benefit
 from eventedpleg.core.node.facts.benefit import Reading
 from eventedpleg.core.node.facts.promtext import Metrics
-from eventedpleg.core.node.phases.agentsettings import AgentSettings
-from eventedpleg.core.node.phases.effects import Now, Phase, Scrape, ask_maybe
-from eventedpleg.core.node.phases.hostfault import Faulted
-from eventedpleg.core.node.phases.nodeapi import AgentNode, holds_node
 
 
 def due(node: AgentNode, readings: Sequence[Reading], settings: AgentSettings, clock: Now) -> bool:

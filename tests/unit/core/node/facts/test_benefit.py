@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from eventedpleg import protocol
+from eventedpleg.core.node.blocks.agentsettings import AgentSettings
+from eventedpleg.core.node.blocks.effects import Scrape
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
 from eventedpleg.core.node.facts import benefit
 from eventedpleg.core.node.facts.benefit import Reading
 from eventedpleg.core.node.facts.promtext import parse_metrics
 from eventedpleg.core.node.phases import servicephase
-from eventedpleg.core.node.phases.agentsettings import AgentSettings
-from eventedpleg.core.node.phases.effects import Scrape
-from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.protocol import NodeState
 
 FIXTURE = Path(__file__).parents[4] / "realnode" / "fixtures" / "kubelet-metrics-v1.36.4.txt"

@@ -1,5 +1,5 @@
 """Restart the services after a change to their files: the runtime (when its config changed), THEN the
-kubelet. Pure: a phase that yields effects (core.node.phases.effects), shared by the apply, its rollback and
+kubelet. Pure: it yields effects (core.node.blocks.effects), shared by the apply, its rollback and
 the after-Done heal; the clock is injected.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from eventedpleg.core.node.blocks.effects import Now, Phase, ReadJournal, Restart, Run, Wait, act, ask
+from eventedpleg.core.node.blocks.host import CommandResult
 from eventedpleg.core.node.facts.verify import Check, Outcome, VerifyResult
-from eventedpleg.core.node.phases.effects import Now, Phase, ReadJournal, Restart, Run, Wait, act, ask
-from eventedpleg.core.node.phases.host import CommandResult
 from eventedpleg.core.versions import Version
 
 KUBELET_UNIT = "kubelet"

@@ -28,7 +28,7 @@ class AgentSettings:
     host_check_interval_seconds: float = 300.0
     max_heals_per_hour: int = 3
     # After Done on containerd 1.7 with kubelet <= 1.36, look this often for a second consumer of the
-    # runtime's event stream (core.node.phases.eventconsumers; 0 = never). Each look makes containerd dump its
+    # runtime's event stream (core.node.blocks.eventconsumers; 0 = never). Each look makes containerd dump its
     # goroutine stacks into its log, so not on every check; the first look is at the first check after Done.
     event_consumer_check_seconds: float = 3600.0
     # How long one look waits for the kubelet to receive the events it needs to judge by.

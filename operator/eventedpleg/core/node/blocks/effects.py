@@ -1,8 +1,9 @@
 """What the agent asks of its host and of the API, as data. Pure.
 
-The agent's phases (applyphase, verifyloop, donephase) are generators: they yield these, receive each
-answer, and return how they ended. eventedpleg.agent.interpreter performs them against a host (the real
-one, or a simulated one in tests); a test may answer them itself. Each class says what it is answered with.
+The agent's phases (applyphase, donephase, ...) and the blocks they share (restart, verifyloop) are
+generators: they yield these, receive each answer, and return how they ended. eventedpleg.agent.interpreter
+performs them against a host (the real one, or a simulated one in tests); a test may answer them itself. Each
+class says what it is answered with.
 
 Acts change something or take time; looks only read. A phase's acts are what it did to the node.
 """
@@ -16,12 +17,12 @@ from typing import TypeVar
 
 from eventedpleg.core.evidence import Evidence
 from eventedpleg.core.hostcheck import HostCheck
+from eventedpleg.core.node.blocks.host import CommandResult, HttpResult, JournalChunk, KubeletProcess
+from eventedpleg.core.node.blocks.hostfault import Faulted, HostFault
+from eventedpleg.core.node.blocks.transaction import FileCopy, Transaction
 from eventedpleg.core.node.facts.hostplan import FileChange, HostFacts, ManagedState
 from eventedpleg.core.node.facts.promtext import Metrics
 from eventedpleg.core.node.facts.verify import Observation
-from eventedpleg.core.node.phases.host import CommandResult, HttpResult, JournalChunk, KubeletProcess
-from eventedpleg.core.node.phases.hostfault import Faulted, HostFault
-from eventedpleg.core.node.phases.transaction import FileCopy, Transaction
 from eventedpleg.core.runtimes import RuntimeProfile
 from eventedpleg.protocol import (
     ANN_CURRENT,
@@ -322,7 +323,7 @@ Look = (
 Effect = Act | Look | Observe | FindKubelet
 ACTS = Act.__args__
 EffectAnswer = (
-    HostFault  # any host effect may be answered with what failed (core.node.phases.hostfault)
+    HostFault  # any host effect may be answered with what failed (core.node.blocks.hostfault)
     | CommandResult
     | HttpResult
     | Metrics

@@ -1,6 +1,6 @@
-"""Watch the restarted kubelet (core.node.phases.restart) until verification decides (core.node.facts.verify),
-and read its counters for the benefit windows (core.node.facts.benefit). Pure: these phases yield effects
-(core.node.phases.effects) and read the time from an injected clock.
+"""Watch the restarted kubelet (core.node.blocks.restart) until verification decides (core.node.facts.verify),
+and read its counters for the benefit windows (core.node.facts.benefit). Pure: these yield effects
+(core.node.blocks.effects) and read the time from an injected clock.
 """
 
 from __future__ import annotations
@@ -8,18 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from eventedpleg.core.node.facts import benefit, kubeletlog
-from eventedpleg.core.node.facts.promtext import Metrics
-from eventedpleg.core.node.facts.verify import (
-    Check,
-    Expectation,
-    Observation,
-    Outcome,
-    VerifyResult,
-    evaluate,
-)
-from eventedpleg.core.node.phases.agentsettings import AgentSettings
-from eventedpleg.core.node.phases.effects import (
+from eventedpleg.core.node.blocks.agentsettings import AgentSettings
+from eventedpleg.core.node.blocks.effects import (
     Healthz,
     Now,
     Observe,
@@ -31,8 +21,18 @@ from eventedpleg.core.node.phases.effects import (
     ask,
     ask_maybe,
 )
-from eventedpleg.core.node.phases.host import CommandResult, HttpResult
-from eventedpleg.core.node.phases.restart import KUBELET_UNIT, journal
+from eventedpleg.core.node.blocks.host import CommandResult, HttpResult
+from eventedpleg.core.node.blocks.restart import KUBELET_UNIT, journal
+from eventedpleg.core.node.facts import benefit, kubeletlog
+from eventedpleg.core.node.facts.promtext import Metrics
+from eventedpleg.core.node.facts.verify import (
+    Check,
+    Expectation,
+    Observation,
+    Outcome,
+    VerifyResult,
+    evaluate,
+)
 from eventedpleg.core.versions import Version
 
 

@@ -1,4 +1,4 @@
-"""A host effect that failed (core.node.phases.effects), as data. Pure.
+"""A host effect that failed (core.node.blocks.effects), as data. Pure.
 
 The interpreter answers an effect whose file work or command failed with a `HostFault` instead of raising:
 what it was doing, on which path or command, the errno by name and in words (errno.errorcode,

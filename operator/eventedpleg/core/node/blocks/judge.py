@@ -7,8 +7,8 @@ this, so the host check's verdict is the one an apply would reach.
 from __future__ import annotations
 
 from eventedpleg.core import render
+from eventedpleg.core.node.blocks.nodeapi import AgentNode
 from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal, decide
-from eventedpleg.core.node.phases.nodeapi import AgentNode
 from eventedpleg.core.versions import Version, VersionError, parse_version
 
 

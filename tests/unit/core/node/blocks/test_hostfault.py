@@ -1,4 +1,4 @@
-"""HostFault (core.node.phases.hostfault): one line naming what, where, the errno in words and the fix."""
+"""HostFault (core.node.blocks.hostfault): one line naming what, where, the errno in words and the fix."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import errno
 
 import pytest
 
-from eventedpleg.core.node.phases.effects import ReadFile, ask
-from eventedpleg.core.node.phases.hostfault import Faulted, HostFault, fault, retry_hint
+from eventedpleg.core.node.blocks.effects import ReadFile, ask
+from eventedpleg.core.node.blocks.hostfault import Faulted, HostFault, fault, retry_hint
 
 
 def test_a_fault_is_one_line_with_the_errno_by_name_and_in_words_and_the_fix() -> None:

@@ -1,5 +1,5 @@
-"""Another consumer of containerd 1.7's container-event stream, which starves the kubelet. Pure: a phase that
-yields effects (core.node.phases.effects).
+"""Another consumer of containerd 1.7's container-event stream, which starves the kubelet. Pure: it yields
+effects (core.node.blocks.effects).
 
 containerd 1.7 hands each container event to ONE open `GetContainerEvents` stream: every stream's server
 goroutine ranges over the same channel (pkg/cri/server/container_events.go, "TODO containerd#7318: replace
@@ -29,10 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from eventedpleg.core import compat, runtimes
-from eventedpleg.core.node.facts.promtext import Metrics
-from eventedpleg.core.node.facts.verify import CONN_LATENCY_COUNT
-from eventedpleg.core.node.phases.agentsettings import AgentSettings
-from eventedpleg.core.node.phases.effects import (
+from eventedpleg.core.node.blocks.agentsettings import AgentSettings
+from eventedpleg.core.node.blocks.effects import (
     Now,
     Phase,
     ReadJournal,
@@ -43,7 +41,9 @@ from eventedpleg.core.node.phases.effects import (
     ask,
     ask_maybe,
 )
-from eventedpleg.core.node.phases.host import CommandResult
+from eventedpleg.core.node.blocks.host import CommandResult
+from eventedpleg.core.node.facts.promtext import Metrics
+from eventedpleg.core.node.facts.verify import CONN_LATENCY_COUNT
 from eventedpleg.core.versions import RuntimeVersion, Version
 
 UNIT = runtimes.CONTAINERD.unit  # the dump below is containerd's (the only profile that counts_subscribers)

@@ -52,7 +52,7 @@ class EventReason(StrEnum):
     FALLBACK_DETECTED = "FallbackDetected"  # after Done: the kubelet fell back to generic PLEG (k8s#129827)
     FALLBACK_HEALED = "FallbackHealed"  # ...and a kubelet restart healed it
     FALLBACK_NOT_HEALED = "FallbackNotHealed"
-    # The agent's guard (core.node.guardphase): the kubelet <= 1.36 stopped syncing pods (a full
+    # The agent's guard (core.node.phases.guardphase): the kubelet <= 1.36 stopped syncing pods (a full
     # PLEG channel), lost its event stream without falling back, or lost a live pod's status; healed by a
     # kubelet restart, or not; a node that kept failing taken back to generic PLEG.
     PLEG_WEDGED = "PLEGWedged"

@@ -15,7 +15,7 @@ from eventedpleg.protocol import ANN_CURRENT, ANN_GUARD_INCIDENTS, Cause, NodeSt
 from eventedpleg.reasons import EventReason
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import NODE, Rig, RigFactory
-from tests.unit.core.node.test_guardphase import WEDGE
+from tests.unit.core.node.phases.test_guardphase import WEDGE
 
 KUBELET_DROPIN = f"{profiles.CONFIG_DIR}/{c.KUBELET_DROPIN_NAME}"
 CRIO_DROPIN = f"/{c.CRIO_DROPIN_DIR}/{c.CRIO_DROPIN_NAME}"

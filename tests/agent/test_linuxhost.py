@@ -11,7 +11,7 @@ from eventedpleg.core.node.blocks.host import JournalChunk
 from eventedpleg.protocol import NodeState
 from eventedpleg_lab.sim import profiles
 from tests.agent.conftest import RigFactory
-from tests.unit.core.node.test_guardphase import WEDGE
+from tests.unit.core.node.phases.test_guardphase import WEDGE
 
 
 def test_linux_host_runs_commands_in_pid_1_namespaces() -> None:

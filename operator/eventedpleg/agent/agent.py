@@ -18,13 +18,12 @@ from datetime import datetime
 from eventedpleg.agent.hostfiles import HostFiles
 from eventedpleg.agent.interpreter import Interpreter, Work, drive
 from eventedpleg.agent.metrics import AgentMetrics
-from eventedpleg.core.node import guardphase
 from eventedpleg.core.node.blocks.agentsettings import AgentSettings
 from eventedpleg.core.node.blocks.effects import Effect
 from eventedpleg.core.node.blocks.host import Host
 from eventedpleg.core.node.blocks.nodeapi import AgentApi, AgentNode, holds_node
 from eventedpleg.core.node.facts.benefit import Reading
-from eventedpleg.core.node.phases import applyphase, donephase, hostcheckphase, servicephase
+from eventedpleg.core.node.phases import applyphase, donephase, guardphase, hostcheckphase, servicephase
 from eventedpleg.core.node.phases.agentdecide import AgentAction, next_action, unexpected
 
 __all__ = ["Agent", "AgentSettings", "Work", "drive"]
@@ -79,7 +78,7 @@ class Agent:
         self.done = yield from self.interpreter.run(phase, node, "after_done")
 
     def guard(self) -> Work[None]:
-        """The guard's look at a Done node (run every guard_interval_seconds, core.node.guardphase),
+        """The guard's look at a Done node (run every guard_interval_seconds, core.node.phases.guardphase),
         on the Node as the loop last saw it; a rollback it asks for runs through the apply's own steps
         (applyphase.take_back) on a fresh read."""
         node = self.seen

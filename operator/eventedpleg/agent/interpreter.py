@@ -288,7 +288,7 @@ class Interpreter:
         return None
 
     def _guard(self, effect: PublishIncidents | SetHealthCondition | GuardCount) -> EffectAnswer:
-        """The guard's writes (core.node.guardphase): its annotation, its condition, its metrics."""
+        """The guard's writes (core.node.phases.guardphase): its annotation, its condition, its metrics."""
         match effect:
             case PublishIncidents(text):
                 return (

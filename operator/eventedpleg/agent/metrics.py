@@ -38,7 +38,7 @@ class AgentMetrics:
         # that appears at 1 has no earlier sample to increase from).
         for reason in (*FAILING_RESULTS, *(state.value for state in FAILING_STATES), LOOP_ERROR):
             self.failures.labels(reason)
-        # The guard (core.node.guardphase); the alert on these is the guard's (prometheusrule).
+        # The guard (core.node.phases.guardphase); the alert on these is the guard's (prometheusrule).
         self.guard_incidents = Counter(
             "eventedpleg_agent_guard_incidents_total",
             "Incidents the guard met on a Done node, by kind (wedge: the kubelet stopped syncing pods; "

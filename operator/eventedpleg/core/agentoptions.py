@@ -32,7 +32,7 @@ class AgentOptions(BaseModel):
     # docs/compatibility.md §5 guardrail 2), so the agent refuses a node with static pod manifests
     # unless true.
     allow_static_pods: bool = False
-    # The guard (core.node.guardphase): on a Done node, heal a wedged kubelet by restarting it, and
+    # The guard (core.node.phases.guardphase): on a Done node, heal a wedged kubelet by restarting it, and
     # take the gate off once `guard_incidents` incidents fell within `guard_window_seconds`. Off: it only
     # detects and says so (Event, Node condition, metric).
     guard: bool = True

@@ -446,7 +446,7 @@ def _record_applied(attempt: Attempt) -> Phase[None]:
 def take_back(
     node: AgentNode, settings: AgentSettings, clock: Now, *, why: str, evidence: Evidence
 ) -> Phase[bool]:
-    """The guard's rollback of a Done node that keeps failing (core.node.guardphase): the apply of the
+    """The guard's rollback of a Done node that keeps failing (core.node.phases.guardphase): the apply of the
     turned-off config, in place, through the same steps (backups, write, restart, verify generic PLEG,
     record), except that the runtime's setting stays and so only the kubelet restarts. RolledBack with
     `evidence` and the typed cause (protocol.Cause.GUARD_ROLLBACK as the evidence's result); a refusal or

@@ -1,4 +1,4 @@
-"""core.node.guardphase: incidents, the heal and its proof, the rollback threshold and window, and the
+"""core.node.phases.guardphase: incidents, the heal and its proof, the rollback threshold and window, and the
 guard off -- the kubelet's answers scripted, the time injected (tests.agent.scripted)."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from typing import TypeVar
 from eventedpleg import protocol
 from eventedpleg.core import guardincidents as gi
 from eventedpleg.core.agentoptions import AgentOptions
-from eventedpleg.core.node import guardphase
 from eventedpleg.core.node.blocks.agentsettings import AgentSettings
 from eventedpleg.core.node.blocks.effects import (
     Effect,
@@ -30,7 +29,8 @@ from eventedpleg.core.node.blocks.nodeapi import AgentNode
 from eventedpleg.core.node.facts import guardsigns
 from eventedpleg.core.node.facts.hostplan import ManagedState
 from eventedpleg.core.node.facts.promtext import Metrics, parse_metrics
-from eventedpleg.core.node.guardphase import GuardMemory
+from eventedpleg.core.node.phases import guardphase
+from eventedpleg.core.node.phases.guardphase import GuardMemory
 from eventedpleg.reasons import EventReason
 from tests.agent.scripted import ScriptedHost
 from tests.unit.core.node.facts.test_guardsigns import LINES, LOST

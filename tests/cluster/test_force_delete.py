@@ -13,7 +13,7 @@ from eventedpleg import protocol
 from eventedpleg.controller.executor import Executor
 from eventedpleg.core.rollout.actions import Drain
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
-from eventedpleg.core.rollout.drain.take import FORCE_DELETE_DISABLED
+from eventedpleg.core.rollout.drain.takeverdict import FORCE_DELETE_DISABLED
 from eventedpleg.k8s.events import EventRecorder
 from eventedpleg.models.nodeconfig import DrainSpec, OnDrainTimeout
 from eventedpleg_lab.kube.fakenodes import FakeNode

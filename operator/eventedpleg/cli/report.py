@@ -19,7 +19,7 @@ from eventedpleg.core.rollout.drain.placement import Destination, destination_of
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.rules import NO_NAMESPACES, NamespaceLabels
 from eventedpleg.core.rollout.drain.survey import survey
-from eventedpleg.core.rollout.drain.take import SkipCause, TakeKind, TakeVerdict, classify
+from eventedpleg.core.rollout.drain.takeverdict import SkipCause, TakeKind, TakeVerdict, classify
 from eventedpleg.core.rollout.nodeorder import order_key
 from eventedpleg.core.rollout.planner.taking import NO_AGENT, take_candidate
 from eventedpleg.core.rollout.snapshot import NodeView
@@ -92,7 +92,7 @@ class PreflightRow:
     node: NodeView
     verdict: compat.Verdict
     evict: int  # pods its drain would evict (every order of drain.rules)
-    take: TakeVerdict  # what the Cordon step would do with it now (core.rollout.drain.take)
+    take: TakeVerdict  # what the Cordon step would do with it now (core.rollout.drain.takeverdict)
     host: hostcheck.HostCheck | None  # its agent's own check (None: no agent has said yet)
     refusal: str  # what that check says the agent would refuse in this kubeletConfig mode ("" if fine)
     no_agent: str = ""  # why the node shows no live agent, with its agent pod's own word ("" when live)
@@ -131,7 +131,7 @@ def preflight_rows(
     cluster: Sequence[NodeView] | None = None,
 ) -> list[PreflightRow]:
     """Each node's verdict, and what the operator's Cordon step would do with it now: the same
-    classification (core.rollout.drain.take) over the same survey of its pods (static pods, pods no
+    classification (core.rollout.drain.takeverdict) over the same survey of its pods (static pods, pods no
     PodDisruptionBudget or drain option lets go, drain.blockingPodSelector, `maintenance`: other
     maintenance owners' claims by node), in the order the rollout takes the nodes (`order`:
     spec.rollout.order). `turning_on`: eventedPleg is on (only then may an agent refuse);

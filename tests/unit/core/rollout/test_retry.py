@@ -10,7 +10,7 @@ from eventedpleg import protocol
 from eventedpleg.constants import ConditionType
 from eventedpleg.core.rollout import retry, status
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
-from eventedpleg.core.rollout.drain.take import RETRY_WAITS
+from eventedpleg.core.rollout.drain.takeverdict import RETRY_WAITS
 from eventedpleg.core.rollout.planner.taking import BLOCKED
 from eventedpleg.core.rollout.snapshot import node_view
 from eventedpleg.models.nodeconfig import DrainSpec

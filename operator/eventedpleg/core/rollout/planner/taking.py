@@ -8,7 +8,7 @@ from eventedpleg.core import compat, hostcheck
 from eventedpleg.core.rollout import actions
 from eventedpleg.core.rollout.actions import AskApproval, Uncordon, approval_text
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
-from eventedpleg.core.rollout.drain.take import NodeToTake
+from eventedpleg.core.rollout.drain.takeverdict import NodeToTake
 from eventedpleg.core.rollout.planner.decider import LEFT, Decider
 from eventedpleg.core.rollout.planner.tally import Count
 from eventedpleg.core.rollout.snapshot import NodeView, Target
@@ -155,7 +155,7 @@ def take_candidate(
     refusal_mode: str,
     allow_force_delete: bool = False,
 ) -> NodeToTake:
-    """What the Cordon step's take classification (drain.take) reads of `node`: the planner's Cordon
+    """What the Cordon step's take classification (drain.takeverdict) reads of `node`: the planner's Cordon
     carries it, preflight classifies with it, so both judge a node alike. `refusal_mode`: the
     kubeletConfig mode the agent's host check is read for ("" when nothing is turned on)."""
     in_place, drained_because = _in_place(node, drain, policy)

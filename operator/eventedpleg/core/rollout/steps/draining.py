@@ -6,7 +6,11 @@ from __future__ import annotations
 from eventedpleg import protocol
 from eventedpleg.core.rollout.actions import Drain
 from eventedpleg.core.rollout.drain.pods import NEEDS_ATTENTION
-from eventedpleg.core.rollout.drain.take import FORCE_DELETE_DISABLED, forced_at_timeout, never_finishes
+from eventedpleg.core.rollout.drain.takeverdict import (
+    FORCE_DELETE_DISABLED,
+    forced_at_timeout,
+    never_finishes,
+)
 from eventedpleg.core.rollout.steps.agent import request_apply
 from eventedpleg.core.rollout.steps.blocked import drain_blocked, skip_static_pods
 from eventedpleg.core.rollout.steps.marks import give_back, state_marks

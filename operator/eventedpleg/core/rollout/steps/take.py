@@ -1,5 +1,5 @@
 """Taking a node (the Cordon step): cordoned and drained, tainted first, changed in place, held, or not
-taken at all, as drain.take's verdict says. Pure."""
+taken at all, as the take verdict (drain.takeverdict) says. Pure."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Generator
 from eventedpleg.core.rollout.actions import Cordon
 from eventedpleg.core.rollout.drain.survey import PodSurvey
 from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint
-from eventedpleg.core.rollout.drain.take import (
+from eventedpleg.core.rollout.drain.takeverdict import (
     NodeToTake,
     SkipCause,
     TakeKind,
@@ -56,9 +56,9 @@ from eventedpleg.reasons import EventReason
 def cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
     """Take the node in kubectl drain's order (cordon, list, evict), then the first drain attempt.
 
-    Whether it is taken, and how, is drain.take's verdict (the one preflight shows); what is known
-    without asking the API is decided before the pods are looked at. A node running static pods is
-    marked Skipped without being cordoned at all, and so is a node whose agent said it would refuse the
+    Whether it is taken, and how, is the take verdict (drain.takeverdict, the one preflight shows); what
+    is known without asking the API is decided before the pods are looked at. A node running static pods
+    is marked Skipped without being cordoned at all, and so is a node whose agent said it would refuse the
     change."""
     taints = action.taints  # ours comes off again on every way out before the cordon
     node = _node_to_take(action, allow_force_delete)
@@ -119,7 +119,7 @@ def cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
 
 
 def _node_to_take(action: Cordon, allow_force_delete: bool) -> NodeToTake:
-    """What the take classification (drain.take) reads of the Cordon action."""
+    """What the take classification (drain.takeverdict) reads of the Cordon action."""
     return NodeToTake(
         action.drain,
         action.include_control_plane,

@@ -21,7 +21,7 @@ from eventedpleg.core.rollout.drain.budgets import Elsewhere
 from eventedpleg.core.rollout.drain.placement import destination_of
 from eventedpleg.core.rollout.drain.pods import DrainResult
 from eventedpleg.core.rollout.drain.survey import PodSurvey, survey
-from eventedpleg.core.rollout.drain.take import RETRY_WAITS, SkipCause, TakeKind, TakeVerdict
+from eventedpleg.core.rollout.drain.takeverdict import RETRY_WAITS, SkipCause, TakeKind, TakeVerdict
 from eventedpleg.core.rollout.planner.taking import cordon
 from eventedpleg.core.rollout.snapshot import Target, node_view
 from eventedpleg.core.rollout.steps import AttemptDrain, Emit, Request, Write

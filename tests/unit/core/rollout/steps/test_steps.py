@@ -18,7 +18,7 @@ from eventedpleg.core.rollout.drain.pods import Blocker, DrainResult, EvictionPr
 from eventedpleg.core.rollout.drain.policy import DrainPolicy
 from eventedpleg.core.rollout.drain.survey import PodSurvey
 from eventedpleg.core.rollout.drain.taints import NodeTaints, Taint
-from eventedpleg.core.rollout.drain.take import FORCE_DELETE_DISABLED
+from eventedpleg.core.rollout.drain.takeverdict import FORCE_DELETE_DISABLED
 from eventedpleg.core.rollout.snapshot import NodeMarks
 from eventedpleg.core.rollout.steps import (
     AttemptDrain,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 # What a thread was doing, by a frame on its stack (the first that matches wins).
 PARTS = (
-    ("node steps", "_step (eventedpleg/controller/steps.py"),
+    ("node steps", "_step (eventedpleg/controller/steprunner.py"),
     ("Events", "_emit (eventedpleg/k8s/events.py"),
     ("node informer", "run (eventedpleg/k8s/informer.py"),
     ("planning passes", "reconcile_once"),

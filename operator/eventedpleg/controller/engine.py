@@ -3,7 +3,7 @@ the per-NodeConfig loop that runs one pass after another. Built, with its parts,
 
 The parts, each with one job: `nodecache.NodeCache` (the nodes, which have a step in flight),
 `nodeconfigstore.NodeConfigStore` (the NodeConfigs, and the immutable inputs of each pass),
-`reconciler.Reconciler` (one pass: render, plan, submit, status), `steps.StepRunner` (the step pools),
+`reconciler.Reconciler` (one pass: render, plan, submit, status), `steprunner.StepRunner` (the step pools),
 `publisher.StatusPublisher` (status writes, Events, metrics), `configstate.ConfigStates` (what is
 kept per NodeConfig between passes, dropped when it goes), `wakeups.WakeUps` (the loops' wake-ups).
 
@@ -29,7 +29,7 @@ from eventedpleg.controller.configstate import ConfigStates
 from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.controller.nodeconfigstore import NodeConfigStore
 from eventedpleg.controller.reconciler import Reconciler
-from eventedpleg.controller.steps import STEP_THREADS, StepRunner
+from eventedpleg.controller.steprunner import STEP_THREADS, StepRunner
 from eventedpleg.controller.wakeups import WakeUps
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.logfields import fields

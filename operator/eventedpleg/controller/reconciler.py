@@ -20,7 +20,7 @@ from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.controller.nodeconfigstore import PassInputs
 from eventedpleg.controller.nodeconfigview import InvalidSpec, NodeConfigView, view_of
 from eventedpleg.controller.publisher import STATUS_INTERVAL, StatusPublisher
-from eventedpleg.controller.steps import StepRunner
+from eventedpleg.controller.steprunner import StepRunner
 from eventedpleg.core import render
 from eventedpleg.core.agentoptions import AgentOptions
 from eventedpleg.core.rollout import planner, status

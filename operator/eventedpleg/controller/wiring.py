@@ -15,7 +15,7 @@ from eventedpleg.controller.nodecache import NodeCache
 from eventedpleg.controller.nodeconfigstore import NodeConfigStore
 from eventedpleg.controller.publisher import StatusPublisher
 from eventedpleg.controller.reconciler import Reconciler
-from eventedpleg.controller.steps import StepRunner
+from eventedpleg.controller.steprunner import StepRunner
 from eventedpleg.controller.wakeups import WakeUps
 from eventedpleg.core.health import Heartbeats
 from eventedpleg.k8s import workloads

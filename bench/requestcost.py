@@ -214,7 +214,7 @@ def watch_event_ms(
 
     def on_event(kind: str, body: dict[str, Any]) -> None:
         seen[0] += 1
-        cache.observe(kind, body)
+        cache.apply_event(kind, body)
 
     watcher: Any = api_client(str(cluster.kubeconfig))  # as the operator watches
     informer = NodeInformer(watcher, on_event=on_event, on_synced=lambda names: None)

@@ -58,12 +58,12 @@ class RolloutEngine:
 
     def node_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """From the node informer's thread."""
-        if self.nodes.observe(event_type, body) and self.nodes_synced.is_set():
+        if self.nodes.apply_event(event_type, body) and self.nodes_synced.is_set():
             self.wakeups.wake_from_thread()
 
     def agent_pod_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """From the agent pod informer's thread: a node whose agent pod changed is planned again."""
-        if self.nodes.observe_pod(event_type, body) and self.nodes_synced.is_set():
+        if self.nodes.apply_pod_event(event_type, body) and self.nodes_synced.is_set():
             self.wakeups.wake_from_thread()
 
     def agent_pods_listed(self, names: set[str]) -> None:
@@ -79,7 +79,7 @@ class RolloutEngine:
 
     def nodeconfig_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """On the event loop (kopf's event handler)."""
-        name = self.nodeconfigs.observe(event_type, body)
+        name = self.nodeconfigs.apply_event(event_type, body)
         if event_type == "DELETED":  # after its last pass: the finalizer went with the last one
             self.states.close(name)
         self.wakeups.wake_all()  # peers matter for overlap detection

@@ -69,7 +69,9 @@ class NodeCache:
         for names in self.dirty.values():
             names.add(name)
 
-    def observe(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
+    def apply_event(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
+        """A node's watch event; True when a node's view changed. While a step holds the node, the newest
+        event waits for the step's end (`settle`)."""
         name = str((body.get("metadata") or {}).get("name", ""))
         with self.lock:
             if name in self.held and event_type != "DELETED":
@@ -77,7 +79,7 @@ class NodeCache:
                 return False
             return self._apply(name, event_type, body)
 
-    def observe_pod(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
+    def apply_pod_event(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
         """An agent pod's watch event; True when a node's view changed (its agent pod's summary)."""
         meta = body.get("metadata") or {}
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"

@@ -31,7 +31,7 @@ class NodeConfigStore:
     views: dict[str, NodeConfigView] = field(default_factory=dict)
     peers: dict[str, Peer] = field(default_factory=dict)  # NodeConfigs with a valid spec
 
-    def observe(self, event_type: str | None, body: Mapping[str, Any]) -> str:
+    def apply_event(self, event_type: str | None, body: Mapping[str, Any]) -> str:
         """Take a watch event; returns the NodeConfig's name."""
         name = str(body["metadata"]["name"])
         if event_type == "DELETED":

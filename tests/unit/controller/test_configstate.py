@@ -37,7 +37,7 @@ def engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[RolloutEngine]:
     monkeypatch.setattr(nodeconfigs, "patch_status", lambda api, name, body: writes.append("status"))
     engine = build_engine(None, "ns", Recorder(), OperatorMetrics())
     engine.steps.submit = lambda *args: None  # type: ignore[method-assign]  # no step runs: no API
-    engine.nodes.observe("ADDED", SimNode("node-000").body())
+    engine.nodes.apply_event("ADDED", SimNode("node-000").body())
     engine.nodeconfig_event("ADDED", BODY)
     yield engine
     engine.steps.pool.shutdown()
@@ -78,7 +78,7 @@ def test_a_pass_running_when_its_nodeconfig_goes_brings_nothing_back(engine: Rol
         engine.nodeconfig_event("DELETED", BODY)
 
     engine.steps.submit = deleted_meanwhile  # type: ignore[method-assign,assignment]
-    engine.nodes.observe("ADDED", SimNode("node-001").body())
+    engine.nodes.apply_event("ADDED", SimNode("node-001").body())
     engine.reconciler.reconcile_once(PassInputs("cluster", view_of(BODY), ()))  # publishes after the delete
     state.drain_retried()  # a step that ends after the delete
     assert state.changes() is None  # a later pass on it plans nothing and ends its loop

@@ -21,13 +21,13 @@ def body(name: str, selector: Any = None, created: str = "2026-11-23T10:00:00Z")
 def test_a_pass_keeps_the_peers_it_was_given_while_nodeconfigs_come_and_go() -> None:
     store = NodeConfigStore()
     for i in range(50):
-        store.observe("ADDED", body(f"peer-{i:02d}", {"matchLabels": {"pool": str(i)}}))
-    store.observe("ADDED", body("cluster"))
+        store.apply_event("ADDED", body(f"peer-{i:02d}", {"matchLabels": {"pool": str(i)}}))
+    store.apply_event("ADDED", body("cluster"))
 
     inputs = store.inputs("cluster")
     for i in range(50):
-        store.observe("DELETED", body(f"peer-{i:02d}"))
-    store.observe("ADDED", body("late"))
+        store.apply_event("DELETED", body(f"peer-{i:02d}"))
+    store.apply_event("ADDED", body("late"))
 
     assert isinstance(inputs.peers, tuple)
     assert [peer.name for peer in inputs.peers] == [f"peer-{i:02d}" for i in range(50)]
@@ -39,10 +39,10 @@ def test_a_pass_keeps_the_peers_it_was_given_while_nodeconfigs_come_and_go() -> 
 
 def test_an_invalid_nodeconfig_is_no_peer_and_a_fixed_one_is() -> None:
     store = NodeConfigStore()
-    store.observe("ADDED", body("cluster"))
-    store.observe("ADDED", body("broken", {"matchLabels": "not a map"}))
+    store.apply_event("ADDED", body("cluster"))
+    store.apply_event("ADDED", body("broken", {"matchLabels": "not a map"}))
     assert store.inputs("cluster").peers == ()
-    store.observe("MODIFIED", body("broken", {"matchLabels": {"pool": "a"}}))
+    store.apply_event("MODIFIED", body("broken", {"matchLabels": {"pool": "a"}}))
     (peer,) = store.inputs("cluster").peers
     assert peer.name == "broken" and peer.selector.match_labels == {"pool": "a"}
 

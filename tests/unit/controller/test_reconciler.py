@@ -54,7 +54,7 @@ def statuses(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 def engine(statuses: list[dict[str, Any]]) -> Iterator[RolloutEngine]:
     engine = build_engine(None, "ns", Recorder(), OperatorMetrics(), clock=lambda: CLOCK)
     engine.steps.submit = lambda *args: None  # type: ignore[method-assign]  # no step runs: no API
-    engine.nodes.observe("ADDED", SimNode("node-000").body())
+    engine.nodes.apply_event("ADDED", SimNode("node-000").body())
     yield engine
     engine.steps.pool.shutdown()
     engine.steps.giveback_pool.shutdown()

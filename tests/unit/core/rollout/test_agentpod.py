@@ -191,23 +191,23 @@ def test_a_pass_memo_plans_a_node_again_when_its_pods_grace_ends() -> None:
 def test_the_node_cache_puts_each_nodes_agent_pod_on_its_view() -> None:
     cache = NodeCache()
     node = {"metadata": {"name": "n1", "resourceVersion": "3"}, "status": {}}
-    assert cache.observe("ADDED", node)
+    assert cache.apply_event("ADDED", node)
     cache.changes("loop")  # a reader from now on
-    assert cache.observe_pod("ADDED", _pod("n1"))
+    assert cache.apply_pod_event("ADDED", _pod("n1"))
     (view,) = cache.snapshot()
     assert view.agent_pod == _summary("n1")
     assert set((cache.changes("loop")[1] or {}).keys()) == {"n1"}
-    assert not cache.observe_pod("MODIFIED", _pod("n1"))  # the same summary: no change
-    assert cache.observe_pod("MODIFIED", _pod("n1", ready=True))
+    assert not cache.apply_pod_event("MODIFIED", _pod("n1"))  # the same summary: no change
+    assert cache.apply_pod_event("MODIFIED", _pod("n1", ready=True))
     assert cache.snapshot()[0].agent_pod == _summary("n1", ready=True)
     # A node event keeps the pod; a pod for a node not seen yet waits for it.
-    assert cache.observe("MODIFIED", {**node, "metadata": {"name": "n1", "resourceVersion": "4"}})
+    assert cache.apply_event("MODIFIED", {**node, "metadata": {"name": "n1", "resourceVersion": "4"}})
     assert cache.snapshot()[0].agent_pod == _summary("n1", ready=True)
-    assert not cache.observe_pod("ADDED", _pod("n2", name="y"))
-    assert cache.observe("ADDED", {"metadata": {"name": "n2", "resourceVersion": "5"}, "status": {}})
+    assert not cache.apply_pod_event("ADDED", _pod("n2", name="y"))
+    assert cache.apply_event("ADDED", {"metadata": {"name": "n2", "resourceVersion": "5"}, "status": {}})
     assert {v.name: v.agent_pod for v in cache.snapshot()}["n2"] == _summary("n2", name="y")
-    assert cache.observe_pod("DELETED", _pod("n1", ready=True))
+    assert cache.apply_pod_event("DELETED", _pod("n1", ready=True))
     assert cache.snapshot()[0].agent_pod is None
     assert cache.retain_pods({"x"})  # y is gone (its DELETED fell in a watch gap)
     assert all(v.agent_pod is None for v in cache.snapshot())
-    assert not cache.observe_pod("ADDED", _pod("n1", owner="ReplicaSet"))  # not an agent pod
+    assert not cache.apply_pod_event("ADDED", _pod("n1", owner="ReplicaSet"))  # not an agent pod

@@ -354,7 +354,7 @@ def test_the_reconciler_reads_the_gates_pods_only_for_the_nodes_the_last_pass_na
     engine.steps.submit = lambda actions, state: submitted.append(actions)  # type: ignore[method-assign]
     check = hostcheck.HostCheck(T0, {}, hostcheckphase.REFRESH.total_seconds()).to_json()
     for name in ("node-000", "node-001"):  # each with a live agent
-        engine.nodes.observe("ADDED", SimNode(name, annotations={protocol.ANN_HOST_CHECK: check}).body())
+        engine.nodes.apply_event("ADDED", SimNode(name, annotations={protocol.ANN_HOST_CHECK: check}).body())
     rollout: dict[str, Any] = {"canary": {"nodes": 0}}
     if gated:
         rollout["healthGate"] = GATE

@@ -41,22 +41,22 @@ class ConfigState:
         with self.lock:
             return None if self.closed else self.nodes.changes(self.name)
 
-    def observe(self, summary: Summary, conditions: dict[str, bool], failures: int) -> None:
+    def record_pass(self, summary: Summary, conditions: dict[str, bool], failures: int) -> None:
         """The pass's gauges, and `failures` new node failures counted."""
         with self.lock:
             if self.closed:
                 return
-            self.metrics.observe(self.name, summary, conditions)
+            self.metrics.record_pass(self.name, summary, conditions)
             if failures:
                 self.metrics.failures.labels(self.name).inc(failures)
 
-    def observe_held(
+    def record_held(
         self, views: list[NodeView], changed: dict[str, NodeView | None] | None, now: datetime
     ) -> None:
         """The nodes this NodeConfig holds cordoned, for eventedpleg_held_node_seconds."""
         with self.lock:
             if not self.closed:
-                self.metrics.observe_held(self.name, views, changed, now)
+                self.metrics.record_held(self.name, views, changed, now)
 
     def drain_retried(self) -> None:
         with self.lock:

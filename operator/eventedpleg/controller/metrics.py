@@ -94,7 +94,8 @@ class OperatorMetrics:
         self.ready = threading.Event()
         self.live = live  # /healthz (controller/probes.py)
 
-    def observe(self, nodeconfig: str, summary: Summary, conditions: dict[str, bool]) -> None:
+    def record_pass(self, nodeconfig: str, summary: Summary, conditions: dict[str, bool]) -> None:
+        """A pass's gauges: the nodes by bucket, the conditions, the failed nodes still cordoned."""
         for bucket, value in summary.counts:  # every published counter (planner/tally.py), by name
             self.nodes.labels(nodeconfig, bucket).set(value)
         for kind, ok in conditions.items():
@@ -102,7 +103,7 @@ class OperatorMetrics:
         stuck = [n for n in summary.failures if n.state == NodeState.FAILED and n.unschedulable]
         self.failed_cordoned.labels(nodeconfig).set(len(stuck))
 
-    def observe_held(
+    def record_held(
         self,
         nodeconfig: str,
         views: Iterable[NodeView],

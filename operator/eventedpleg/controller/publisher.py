@@ -71,7 +71,7 @@ class StatusPublisher:
                 reason = NODE_FAILURE_EVENTS[note.state]
                 self.recorder.emit(ref, "Warning", reason, f"{note.name}: {note.reason}")
         conditions = {cond.type.value: cond.status is ConditionStatus.TRUE for cond in new.conditions}
-        state.observe(summary, conditions, failures)
+        state.record_pass(summary, conditions, failures)
         if new == last:
             return False  # already written; the watch will catch the cached body up
         flipped = {c.type: c.status for c in new.conditions} != before

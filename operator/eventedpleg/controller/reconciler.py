@@ -162,7 +162,7 @@ class Reconciler:
                 return None, None
             views, changed = seen
             result = planner.plan(views, target, now, state.memo, changed)
-        state.observe_held(views, changed, now)
+        state.record_held(views, changed, now)
         state.health_watch = result.summary.health_watch
         self.steps.submit(result.actions, state)
         new_status = status.build_status(

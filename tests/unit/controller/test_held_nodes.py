@@ -50,28 +50,28 @@ def test_held_is_the_longest_cordon_of_ours_from_the_earlier_of_state_since_and_
         _view("theirs", owner="other", since=T0 - timedelta(hours=5)),
         _view("uncordoned", cordoned=False, since=T0 - timedelta(hours=5)),
     ]
-    metrics.observe_held("cluster", views, None, T0)
+    metrics.record_held("cluster", views, None, T0)
     assert _held(metrics) == 30 * 60
 
     # b moves on to a new state: its since is later now, but it has been held since we first saw it.
     later = T0 + timedelta(minutes=5)
-    metrics.observe_held("cluster", [], {"b": _view("b", since=later)}, later)
+    metrics.record_held("cluster", [], {"b": _view("b", since=later)}, later)
     assert _held(metrics) == 35 * 60
 
     # b uncordoned, a deleted: only what changed is looked at, and nothing is held any more.
-    metrics.observe_held("cluster", [], {"b": _view("b", cordoned=False), "a": None}, later)
+    metrics.record_held("cluster", [], {"b": _view("b", cordoned=False), "a": None}, later)
     assert _held(metrics) == 0
 
     # A node first seen cordoned without a state-since counts from then.
-    metrics.observe_held("cluster", [], {"c": _view("c")}, later)
-    metrics.observe_held("cluster", [], {}, later + timedelta(seconds=90))
+    metrics.record_held("cluster", [], {"c": _view("c")}, later)
+    metrics.record_held("cluster", [], {}, later + timedelta(seconds=90))
     assert _held(metrics) == 90
 
 
 def test_a_full_pass_forgets_nodes_no_longer_there_and_forget_drops_the_series() -> None:
     metrics = OperatorMetrics()
-    metrics.observe_held("cluster", [_view("a", since=T0 - timedelta(minutes=1))], None, T0)
-    metrics.observe_held("cluster", [], None, T0)
+    metrics.record_held("cluster", [_view("a", since=T0 - timedelta(minutes=1))], None, T0)
+    metrics.record_held("cluster", [], None, T0)
     assert _held(metrics) == 0
     metrics.forget("cluster")
     assert (

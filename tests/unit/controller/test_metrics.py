@@ -30,7 +30,7 @@ def test_forget_drops_every_series_of_a_deleted_nodeconfig() -> None:
     metrics = OperatorMetrics()
     failed = NodeNote("n1", NodeState.FAILED, "verify failed", unschedulable=True)
     for name in ("gone", "kept"):
-        metrics.observe(name, _summary(failed), {"Degraded": True, "Available": False})
+        metrics.record_pass(name, _summary(failed), {"Degraded": True, "Available": False})
         metrics.failures.labels(name).inc()
         metrics.drain_retries.labels(name).inc()
     before = _series(metrics, "gone")
@@ -53,9 +53,9 @@ def test_failed_and_cordoned_nodes_are_counted() -> None:
         NodeNote("b", NodeState.FAILED, "drain timed out", unschedulable=False),  # given back
         NodeNote("c", NodeState.ROLLED_BACK, "verify failed", unschedulable=True),  # not Failed
     )
-    metrics.observe("cluster", _summary(*notes), {})
+    metrics.record_pass("cluster", _summary(*notes), {})
     exported = parse_metrics(generate_latest(metrics.registry).decode())
     assert exported.find("eventedpleg_failed_cordoned_nodes", nodeconfig="cluster")[0].value == 1
-    metrics.observe("cluster", _summary(), {})
+    metrics.record_pass("cluster", _summary(), {})
     exported = parse_metrics(generate_latest(metrics.registry).decode())
     assert exported.find("eventedpleg_failed_cordoned_nodes", nodeconfig="cluster")[0].value == 0

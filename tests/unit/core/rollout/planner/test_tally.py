@@ -57,7 +57,7 @@ def test_status_and_metrics_take_every_published_counter_by_name() -> None:
     assert new.nodes.model_dump() == published
 
     metrics = OperatorMetrics()
-    metrics.observe("cluster", summary, {})
+    metrics.record_pass("cluster", summary, {})
     exported = parse_metrics(generate_latest(metrics.registry).decode())
     buckets = {s.label("bucket"): s.value for s in exported.find("eventedpleg_nodes", nodeconfig="cluster")}
     assert buckets == published

@@ -44,43 +44,34 @@ class AgentProcess:
     context: str | None = None
 
 
-def run_linux(
-    process: AgentProcess,
-    host_root: Path,
-    *,
-    health_port: int = 0,
-    health_stale_seconds: float = 180.0,
-    metrics_port: int = 0,
-    metrics_host: str = health.METRICS_HOST,
-) -> None:
+@dataclass(frozen=True)
+class Listeners:
+    """The agent's two listeners (agent.health): /healthz from the loop's heartbeat on the loopback at
+    `health_port`, /metrics on `metrics_host`:`metrics_port`; a port of 0 serves nothing."""
+
+    health_port: int = 0
+    health_stale_seconds: float = 180.0
+    metrics_port: int = 0
+    metrics_host: str = health.METRICS_HOST
+
+
+def run_linux(process: AgentProcess, host_root: Path, listeners: Listeners = Listeners()) -> None:
     """`run` on the real host whose / is mounted at `host_root` (commands through `nsenter -t 1` unless it is
     /); the host reads its Node's addresses through the agent's API."""
     host = LinuxHost(host_root, nsenter=host_root.resolve() != Path("/"))
-    run(
-        process,
-        host,
-        health_port=health_port,
-        health_stale_seconds=health_stale_seconds,
-        metrics_port=metrics_port,
-        metrics_host=metrics_host,
-        on_api=lambda api: host.identify_node(lambda: api.get_node(process.node)),
-    )
+    run(process, host, listeners, on_api=lambda api: host.identify_node(lambda: api.get_node(process.node)))
 
 
 def run(
     process: AgentProcess,
     host: Host,
+    listeners: Listeners = Listeners(),
     *,
-    health_port: int = 0,
-    health_stale_seconds: float = 180.0,
-    metrics_port: int = 0,
-    metrics_host: str = health.METRICS_HOST,
     on_api: Callable[[AgentApi], None] | None = None,
 ) -> None:
     """Run the agent on `host` until SIGTERM/SIGINT (or one pass with `once`), once no other agent holds the
-    host (agent.hostlock); with `health_port`, serve /healthz from the loop's heartbeat on the loopback, with
-    `metrics_port` /metrics on `metrics_host` (agent.health: two listeners). `on_api` is given the agent's
-    API once it exists (the real host reads its Node's addresses through it)."""
+    host (agent.hostlock), serving its `listeners`. `on_api` is given the agent's API once it exists (the
+    real host reads its Node's addresses through it)."""
     stopping = threading.Event()
     idle = threading.Event()
 
@@ -93,9 +84,11 @@ def run(
     signal.signal(signal.SIGINT, on_signal)
     beats = Heartbeats(time.monotonic)
     metrics = AgentMetrics()
-    servers = [health.serve(beats, health_stale_seconds, health_port)] if health_port else []
-    if metrics_port:
-        servers.append(health.serve_metrics(metrics, metrics_port, metrics_host))
+    servers = []
+    if listeners.health_port:
+        servers.append(health.serve(beats, listeners.health_stale_seconds, listeners.health_port))
+    if listeners.metrics_port:
+        servers.append(health.serve_metrics(metrics, listeners.metrics_port, listeners.metrics_host))
     try:
         with (
             hostlock.held(host.root, stop=stopping.is_set, waiting=lambda: beats.beat(health.LOOP)) as ours,

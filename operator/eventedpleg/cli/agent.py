@@ -16,7 +16,7 @@ import click
 
 from eventedpleg.agent import health
 from eventedpleg.agent.agent import AgentSettings
-from eventedpleg.agent.main import AgentProcess, run_linux
+from eventedpleg.agent.main import AgentProcess, Listeners, run_linux
 from eventedpleg.cli import logformat
 from eventedpleg.cli.examples import examples
 from eventedpleg.cli.failures import verbose_option
@@ -162,11 +162,4 @@ def agent(
     metrics_address: str,
 ) -> None:
     """Apply, verify and watch Evented PLEG on this node when the operator asks (node annotations)."""
-    run_linux(
-        process,
-        host_root,
-        health_port=health_port,
-        health_stale_seconds=health_stale_seconds,
-        metrics_port=metrics_port,
-        metrics_host=metrics_address,
-    )
+    run_linux(process, host_root, Listeners(health_port, health_stale_seconds, metrics_port, metrics_address))

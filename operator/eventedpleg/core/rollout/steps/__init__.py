@@ -1,7 +1,11 @@
-"""The step policy: what one planner action writes on its node and which Event it records (`step`). Pure."""
+"""The step policy: what one planner action writes on its node and which Event it records (`step`). Pure.
+
+`take` cordons (or taints, or asks in place), `draining` drains a node we cordoned, `giveback` lets it
+go; `marks` holds the annotations they share, `requests` what a step may ask for and its interpreter."""
 
 from __future__ import annotations
 
+from eventedpleg import protocol
 from eventedpleg.core.rollout.actions import (
     Action,
     AskApproval,
@@ -11,8 +15,8 @@ from eventedpleg.core.rollout.actions import (
     Release,
     SetAgentOptions,
     Uncordon,
+    approval_text,
 )
-from eventedpleg.core.rollout.steps.agent import ask_approval, set_agent_options
 from eventedpleg.core.rollout.steps.draining import drain
 from eventedpleg.core.rollout.steps.giveback import mark_failed, release, uncordon
 from eventedpleg.core.rollout.steps.requests import (
@@ -30,6 +34,7 @@ from eventedpleg.core.rollout.steps.requests import (
     run,
 )
 from eventedpleg.core.rollout.steps.take import cordon
+from eventedpleg.reasons import EventReason
 
 __all__ = [
     "Answer",
@@ -67,3 +72,15 @@ def step(action: Action, *, clock: Clock, nodeconfig: str, allow_force_delete: b
         case AskApproval():
             return ask_approval(action)
     raise AssertionError(f"unknown action {action!r}")
+
+
+def ask_approval(action: AskApproval) -> Step:
+    """The node waits, in service, for a person (spec.rollout.approval: Manual): said once per config."""
+    yield Write({protocol.ANN_AWAITING_APPROVAL: action.hash})
+    yield Emit("Normal", EventReason.AWAITING_APPROVAL, approval_text(action.node, action.hash))
+    return StepEnd()
+
+
+def set_agent_options(action: SetAgentOptions) -> Step:
+    yield Write({protocol.ANN_AGENT_OPTIONS: action.agent_options})
+    return StepEnd()

@@ -1,5 +1,5 @@
-"""The annotations the steps share: a node state with its time and reason, the autoscaler keys our cordon
-holds, and what giving a node back drops. Pure."""
+"""The annotations the steps share: a node state with its time and reason, the apply request, the
+autoscaler keys our cordon holds, and what giving a node back drops. Pure."""
 
 from __future__ import annotations
 
@@ -18,6 +18,16 @@ def state_marks(
         protocol.ANN_STATE_SINCE: format_time(clock()),
         protocol.ANN_REASON: reason,
         protocol.ANN_CAUSE: None if cause is None else cause.value,
+    }
+
+
+def apply_request(node_hash: str, options: str, clock: Clock) -> Marks:
+    """The marks that ask the agent to apply `node_hash`."""
+    return {
+        protocol.ANN_DESIRED: node_hash,
+        protocol.ANN_AGENT_OPTIONS: options,
+        protocol.ANN_DRAIN_TIMEOUTS: None,  # drained: a later timeout starts counting again
+        **state_marks(NodeState.APPLYING, "drained; waiting for the agent", clock),
     }
 
 

@@ -17,15 +17,20 @@ from eventedpleg.core.rollout.drain.takeverdict import (
     never_finishes,
     unsurveyed,
 )
-from eventedpleg.core.rollout.steps.agent import apply_request, request_apply
-from eventedpleg.core.rollout.steps.blocked import drain_blocked, skip_static_pods
-from eventedpleg.core.rollout.steps.marks import autoscaler_hold, give_back, state_marks, untaint
+from eventedpleg.core.rollout.steps.draining import (
+    Taken,
+    blocked_after_cordon,
+    drain_blocked,
+    request_apply,
+    skip_static_pods,
+    skip_static_pods_after_cordon,
+)
+from eventedpleg.core.rollout.steps.marks import apply_request, autoscaler_hold, state_marks, untaint
 from eventedpleg.core.rollout.steps.requests import (
     Answer,
     AttemptDrain,
     Clock,
     Emit,
-    FindMirrorPods,
     Marks,
     Request,
     Step,
@@ -33,7 +38,6 @@ from eventedpleg.core.rollout.steps.requests import (
     SurveyPods,
     Write,
     as_drain_result,
-    as_mirror_pods,
     as_survey,
 )
 from eventedpleg.protocol import (
@@ -80,7 +84,7 @@ def cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
             )
         case TakeKind.SKIP if verdict.cause is SkipCause.NOT_IN_PLACE:
             return (yield from _not_in_place(action, verdict.why, clock))
-        case TakeKind.SKIP:
+        case TakeKind.SKIP:  # static pods
             ours = {ANN_OWNER: action.owner, **untaint(taints)}
             return (
                 yield from skip_static_pods(
@@ -97,20 +101,7 @@ def cordon(action: Cordon, clock: Clock, allow_force_delete: bool) -> Step:
         case TakeKind.IN_PLACE:
             return (yield from _in_place(action, clock))
         case TakeKind.BLOCK:
-            return (
-                yield from drain_blocked(
-                    action.drain.on_blocked,
-                    verdict.why,
-                    clock,
-                    node_hash=action.hash,
-                    marks={ANN_OWNER: action.owner},
-                    taken=False,
-                    unschedulable=None,
-                    taints=taints,
-                    was_blocked=action.blocked,
-                    hint=f"; {verdict.hint}" if verdict.hint else "",
-                )
-            )
+            return (yield from _blocked_before_cordon(action, verdict, clock))
         case TakeKind.TAINT if action.drain.taint is not None:
             return (yield from _taint(action, action.drain.taint, clock))
     if survey is None or verdict.kind is not TakeKind.TAKE:
@@ -153,7 +144,6 @@ def _take(action: Cordon, verdict: TakeVerdict, survey: PodSurvey, clock: Clock,
     and the apply request in one patch. The list after that write is kubectl's own list-after-cordon: a
     pod bound before the scheduler saw the cordon is evicted then (PodDisruptionBudgets respected) and a
     Warning names it."""
-    taints = action.taints
     if verdict.why:  # InPlace asked, but not safe on this node
         yield Emit(
             "Normal",
@@ -174,40 +164,46 @@ def _take(action: Cordon, verdict: TakeVerdict, survey: PodSurvey, clock: Clock,
         # once; one Event fewer per node (a write the API server pays for).
         return StepEnd(NodeState.APPLYING)
     yield Write(_cordon_marks(action, clock), unschedulable=True)
-    mirror = as_mirror_pods((yield FindMirrorPods()))
-    if mirror and not action.include_control_plane:  # a static pod appeared since the survey
-        back = give_back(autoscaler_hold(action.autoscaler_user)[0], taints)
-        return (
-            yield from skip_static_pods(
-                action.hash,
-                mirror,
-                clock,
-                marks=back,
-                unschedulable=action.was_unschedulable,
-                taints=taints.without_ours(),
-            )
-        )
+    node = Taken(
+        action.hash,
+        action.agent_options,
+        include_control_plane=action.include_control_plane,
+        was_unschedulable=action.was_unschedulable,
+        hold=autoscaler_hold(action.autoscaler_user)[0],
+        taints=action.taints,
+        on_blocked=action.drain.on_blocked,
+    )
+    skipped = yield from skip_static_pods_after_cordon(node, clock)  # a static pod since the survey
+    if skipped is not None:
+        return skipped
     result = as_drain_result((yield AttemptDrain()))
     if result.done:
         return (yield from request_apply(action.hash, action.agent_options, "cordoned and drained", clock))
     # Found only after the cordon (a pod bound since the survey): give the node back now.
     never = never_finishes(result, forced=forced)
     if never:
-        return (
-            yield from drain_blocked(
-                action.drain.on_blocked,
-                never,
-                clock,
-                node_hash=action.hash,
-                marks=give_back(autoscaler_hold(action.autoscaler_user)[0], taints),
-                taken=True,
-                unschedulable=action.was_unschedulable,
-                taints=taints,
-            )
-        )
+        return (yield from blocked_after_cordon(node, never, clock))
     yield Write({ANN_REASON: result.waiting})
     yield Emit("Normal", EventReason.DRAINING, f"cordoned; {result.waiting} (PodDisruptionBudgets respected)")
     return StepEnd(NodeState.DRAINING, drain_retry=True)
+
+
+def _blocked_before_cordon(action: Cordon, verdict: TakeVerdict, clock: Clock) -> Step:
+    """A drain that could never finish, found before the cordon: the node is not taken (drain.onBlocked)."""
+    return (
+        yield from drain_blocked(
+            action.drain.on_blocked,
+            verdict.why,
+            clock,
+            node_hash=action.hash,
+            marks={ANN_OWNER: action.owner},
+            taken=False,
+            unschedulable=None,
+            taints=action.taints,
+            was_blocked=action.blocked,
+            hint=f"; {verdict.hint}" if verdict.hint else "",
+        )
+    )
 
 
 def _taint(action: Cordon, taint: Taint, clock: Clock) -> Step:

@@ -17,12 +17,16 @@ Operator, for a node that needs hash H (ConfigMap CONFIGMAP_PREFIX+H in the oper
      drain.onBlocked Wait, cause=DrainBlocked; or something that holds it for now, no cause); owner,
      tainted-since and taint
      (drain.taintBeforeCordon: the taint now, the cordon after the wait).
-  1. Cordon step, one write: owner, was-unschedulable, spec.unschedulable, cordoned=true, the autoscaler
-     keys it adds (AUTOSCALER_ANNOTATIONS, listed in autoscaler-hold), state=Draining. Then, in the same
-     step: static pods on the node, or a refusal in the agent's host check -> not cordoned, desired-config=H,
-     state=Skipped; else the first eviction pass. drain.mode InPlace: no cordon, the apply request (3) at
-     once. Every state the operator writes carries cause (Cause: why it skipped, failed or left the node)
-     or removes it.
+  1. Cordon step. First the take verdict (core.rollout.drain.takeverdict.classify, the one preflight
+     shows), from the node's pods listed once, before any write (not needed for a refusal in the agent's
+     host check or an in-place node): static pods or that refusal -> not cordoned, owner, desired-config=H,
+     state=Skipped; a drain that could never finish -> drain.onBlocked; held for now -> owner, blocked (0);
+     drain.taintBeforeCordon -> the taint (0); drain.mode InPlace -> no cordon, the apply request (3) at
+     once. Else one write: owner, was-unschedulable, spec.unschedulable, cordoned=true, the autoscaler keys
+     it adds (AUTOSCALER_ANNOTATIONS, listed in autoscaler-hold), state=Draining -- with the apply request
+     (3) in the same write when there is nothing to evict -- then kubectl's list after the cordon and the
+     first eviction pass. Every state the operator writes carries cause (Cause: why it skipped, failed or
+     left the node) or removes it.
   2. Drain step while pods remain (PDBs respected): reason names what blocks; at drain.timeoutSeconds
      onTimeout decides: give the node back with state=Failed (drain-timeouts counts them, for the automatic
      retry) or Skipped (desired-config=H), or delete.

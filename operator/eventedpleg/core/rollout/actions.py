@@ -16,10 +16,11 @@ from eventedpleg.protocol import Cause
 
 @dataclass(frozen=True)
 class Cordon:
-    """Take the node and start draining it, in kubectl drain's order: owner, was-unschedulable, cordon,
-    state=Draining (one write); list its pods; a node running static (mirror) pods is given back and
-    marked Skipped unless `include_control_plane` (k8s#121349, #123087); otherwise the first eviction
-    pass, and an empty node goes straight to Applying (desired=hash).
+    """Take the node, as its take verdict (drain.takeverdict) says: its pods are listed before any write;
+    a node running static (mirror) pods is marked Skipped, not cordoned, unless `include_control_plane`
+    (k8s#121349, #123087); otherwise owner, was-unschedulable, cordon, state=Draining in one write (with
+    the apply request when there is nothing to evict), then kubectl's list after the cordon and the first
+    eviction pass. It may instead taint first, ask in place, hold the node or not take it (onBlocked).
     """
 
     node: str

@@ -121,8 +121,9 @@ class Interpreter:
 
     def run(self, phase: Phase[T], node: AgentNode, name: str = "") -> Work[T]:
         """Perform `phase`, which acts on `node` as read when it began; its time goes to the metrics
-        under `name` (agent.agent.Agent names its four: service, apply, after_done, host_check) when it
-        ends. Each step it takes is said in the log (core.node.narration), with the node's fields."""
+        under `name` (agent.agent.Agent names them: service, apply, after_done, host_check, guard,
+        guard_rollback) when it ends. Each step it takes is said in the log (core.node.narration), with
+        the node's fields."""
         answer: EffectAnswer = None
         started = self.host.clock.now()
         extra = fields(

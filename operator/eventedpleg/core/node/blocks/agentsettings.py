@@ -21,7 +21,7 @@ class AgentSettings:
     min_window_seconds: float = 10.0
     check_interval_seconds: float = 60.0
     # The guard's look at a Done node (core.node.phases.guardphase): a wedge is seen within this of its first
-    # line (the issue's bound is 15 s). 0 = no guard.
+    # line (detection within 15 s is the goal). 0 = no guard.
     guard_interval_seconds: float = 5.0
     # The pre-cordon host check (core.node.phases.hostcheckphase), at start and then this often while no apply
     # holds the node; it runs `kubelet --version` and `kubelet --help`, so not on every check.

@@ -18,7 +18,7 @@ from eventedpleg.agent.hostread import read_facts
 from eventedpleg.agent.linuxhost import LinuxHost
 from eventedpleg.core import render
 from eventedpleg.core.node.blocks.nodeapi import AgentNode
-from eventedpleg.core.node.facts.hostplan import ManagedState, Refusal, decide
+from eventedpleg.core.node.facts.hostplan import ManagedState, Refusal, plan_host
 from eventedpleg_lab.realnode.host import RigHost
 from eventedpleg_lab.realnode.rig import RealNode
 
@@ -102,7 +102,7 @@ def test_without_a_main_process_the_planted_kubelet_is_not_taken_and_the_agent_r
     assert facts.running_argv is None and facts.config_text is None
     assert str(facts.kubelet_version) == "1.33.0"  # the Node's: no binary was run at all
     rendered = render.render(enabled=True, owner="cluster", kubelet_config_mode="DropInOnly")
-    refused = decide(facts, rendered, ManagedState(), allow_static_pods=False)
+    refused = plan_host(facts, rendered, ManagedState(), allow_static_pods=False)
     assert isinstance(refused, Refusal)
     assert "kubelet.service has no main process" in refused.reason
     assert not (world.marks / "PLANTED-RAN").exists()

@@ -506,7 +506,7 @@ def test_the_operators_own_drains_never_evict_its_pods(default: Rendered) -> Non
         ref = {"metadata": {**pod["metadata"], "namespace": "x", "name": "operator-1",
                             "ownerReferences": [{"kind": "ReplicaSet", "controller": True}]},
                "spec": pod["spec"], "status": {"phase": "Running"}}  # fmt: skip
-        selection = drainpods.select([ref], drainpods.Options(delete_empty_dir_data=True, force=True))
+        selection = drainpods.select_pods([ref], drainpods.Options(delete_empty_dir_data=True, force=True))
         assert selection.evict == () and selection.done
 
 

@@ -111,7 +111,7 @@ MAX_LINES = 60
 LONG_IN_CORE = {
     "core/node/facts/hostplan.py:_kubelet_enable": 70,
     "core/node/phases/applyphase.py:take_back": 65,
-    "core/node/facts/hostplan.py:decide": 64,
+    "core/node/facts/hostplan.py:plan_host": 64,
     "core/node/phases/donephase.py:_look": 61,
 }
 

@@ -148,7 +148,7 @@ def preflight_rows(
     out = []
     for node in sorted(nodes, key=order_key(order or RolloutOrder())):
         mine = on_node.get(node.name, [])
-        selection = drainpods.select(mine, drain.options(now, namespaces=namespaces))
+        selection = drainpods.select_pods(mine, drain.options(now, namespaces=namespaces))
         facts = node.facts
         if selection.mirror_pods:
             facts = compat.NodeFacts(**{**facts.__dict__, "has_mirror_pods": True})

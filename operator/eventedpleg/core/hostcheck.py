@@ -1,7 +1,7 @@
 """What an agent's host check found before any node is taken: the `eventedpleg.io/host-check` annotation.
 
 The agent writes it on its own Node (at start and while idle), from the same pure decision it makes before
-writing anything when asked to apply (core.node.facts.hostplan.decide), for turning Evented PLEG on in each
+writing anything when asked to apply (core.node.facts.hostplan.plan_host), for turning Evented PLEG on in each
 kubeletConfig mode. The operator reads it before the cordon: a node whose agent would refuse the change is
 marked Skipped with the agent's own reason and never cordoned or drained; `eventedpleg preflight` shows it.
 The check is also the operator's sign of a live agent: a node is cordoned only while its check is fresh

@@ -149,7 +149,7 @@ def attempt(
     pods = node_pods(api, node) if pods is None else pods
     namespaces = namespace_labels(api, policy) if namespaces is None else namespaces
     options = policy.options(now, force_delete=force_delete, namespaces=namespaces)
-    selection = drainpods.select(pods, options)
+    selection = drainpods.select_pods(pods, options)
     if selection.done:
         return drainpods.result(selection)
     problems: list[EvictionProblem] = []

@@ -60,10 +60,6 @@ class EventRecorder:
         else:
             self._emit(ref, kind, reason, message)
 
-    def flush(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-
     def _emit(self, ref: ObjectRef, kind: str, reason: str, message: str) -> None:
         """Best effort: a lost Event must never fail a rollout step, so errors are only logged."""
         try:

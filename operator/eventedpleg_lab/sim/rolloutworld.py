@@ -82,8 +82,8 @@ class SimNode:
     mirror_pods: tuple[str, ...] = ()  # static pods the kubelet runs from files
     # spec.rollout.healthGate's pods on the node, "namespace/name" -> Ready (the API server's selection)
     workload: dict[str, bool] = field(default_factory=dict)
-    # Pods as the API lists them, through the drain's own filters (core.rollout.drain.pods.select): a drain
-    # attempt evicts those select says to evict now (one order of drain.rules per attempt, as the
+    # Pods as the API lists them, through the drain's own filters (core.rollout.drain.pods.select_pods): a
+    # drain attempt evicts those it says to evict now (one order of drain.rules per attempt, as the
     # executor), and an evicted pod is gone at once.
     pods: list[dict[str, Any]] = field(default_factory=list)
     # "namespace/name" -> when that running pod completes (phase Succeeded), e.g. a Job's pod that a
@@ -253,7 +253,7 @@ class World:
                 body["status"] = {**(body.get("status") or {}), "phase": "Succeeded"}
         policy = DrainPolicy.of(self.spec.drain)
         options = policy.options(self.now, force_delete=force_delete, namespaces=self.namespaces)
-        return drainpods.select(node.pods, options)
+        return drainpods.select_pods(node.pods, options)
 
     def _drain(self, node: SimNode, request: AttemptDrain) -> DrainResult:
         """The executor's attempt (k8s.drain.attempt): evict what select says to evict now, the lowest

@@ -305,7 +305,7 @@ def test_preflight_drain_column_names_pods_that_ask_not_to_be_disrupted_as_the_o
     # the operator's look before the cordon reads the same pure function over the same pods
     for name in ("a", "b", "c"):
         mine = [p for p in pods if p["spec"]["nodeName"] == name]
-        assert rows[name].never == drainpods.never(drainpods.select(mine, drain.options(now)))
+        assert rows[name].never == drainpods.never(drainpods.select_pods(mine, drain.options(now)))
     table = preflight_table(list(rows.values()), policy, drain, wide=True).splitlines()
     assert "never finishes" in table[1] and 'karpenter.sh/do-not-disrupt: "true"' in table[1]
     assert "1 pod(s)" in table[3]

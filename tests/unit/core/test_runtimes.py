@@ -22,7 +22,7 @@ from eventedpleg.core.node.blocks import eventconsumers
 from eventedpleg.core.node.blocks.host import CommandResult, Host
 from eventedpleg.core.node.blocks.nodeapi import AgentApi, AgentNode
 from eventedpleg.core.node.facts import crioconfig
-from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal, decide
+from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal, plan_host
 from eventedpleg.core.node.facts.verify import Expectation, Observation, Outcome, evaluate
 from eventedpleg.core.runtimes import CONTAINERD, CRIO, DropIn, RuntimeProfile
 from eventedpleg.core.versions import RuntimeKind, parse_runtime, parse_version
@@ -167,7 +167,7 @@ def host(**changes: object) -> HostFacts:
 
 def applied(enabled: bool, facts: HostFacts, managed: ManagedState) -> ApplyPlan:
     rendered = render.render(enabled=enabled, owner="cluster", kubelet_config_mode="DropInOnly")
-    result = decide(facts, rendered, managed, allow_static_pods=False)
+    result = plan_host(facts, rendered, managed, allow_static_pods=False)
     assert isinstance(result, ApplyPlan), result
     return result
 
@@ -203,7 +203,7 @@ def test_a_further_profile_drives_the_host_plan_on_and_off() -> None:
 @pytest.mark.usefixtures("fake")
 def test_a_further_profiles_directory_is_checked_with_its_own_names() -> None:
     later = (("90-local.toml", "[crio.runtime]\nenable_pod_events = false\n"),)
-    result = decide(
+    result = plan_host(
         host(runtime_dropins=later),
         render.render(enabled=True, owner="cluster", kubelet_config_mode="DropInOnly"),
         ManagedState(),
@@ -277,7 +277,7 @@ def test_a_third_profile_gets_its_own_drop_in_restart_and_read_back_from_the_hos
 
     # Its directory is checked with its own names.
     later = (("90-local.toml", "[crio.runtime]\nenable_pod_events = false\n"),)
-    refused = decide(
+    refused = plan_host(
         host(runtime=parse_runtime(THIRD_NODE), runtime_dropins=later),
         rendered,
         ManagedState(),

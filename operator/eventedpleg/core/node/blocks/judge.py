@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from eventedpleg.core import render
 from eventedpleg.core.node.blocks.nodeapi import AgentNode
-from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal, decide
+from eventedpleg.core.node.facts.hostplan import ApplyPlan, HostFacts, ManagedState, Refusal, plan_host
 from eventedpleg.core.versions import Version, VersionError, parse_version
 
 
@@ -35,7 +35,7 @@ def judge(
     """Go ahead (the host plan, and the kubelet version to verify against) or refuse (the node is Skipped
     with the refusal's message), before anything is touched. The host check (core.node.phases.hostcheckphase)
     judges with this too, so that its verdict is the one an apply would reach."""
-    decision = decide(facts, rendered, previous, allow_static_pods=allow_static_pods)
+    decision = plan_host(facts, rendered, previous, allow_static_pods=allow_static_pods)
     version = kubelet_version(node, facts)
     if isinstance(decision, Refusal) or version is None:
         return refusal_of(decision)

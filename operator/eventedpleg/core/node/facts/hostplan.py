@@ -1,8 +1,8 @@
 """Decide what to change on one host, or refuse with the reason and the exact fix. Pure.
 
 The agent reads the host (kubelet command line and unit, config files, drop-in directories, `kubelet --help`)
-into `HostFacts`; `decide` returns an `ApplyPlan` (files to write or remove, whether the runtime must restart,
-what verification must then see) or a `Refusal`. Every refusal happens before anything is touched.
+into `HostFacts`; `plan_host` returns an `ApplyPlan` (files to write or remove, whether the runtime must
+restart, what verification must then see) or a `Refusal`. Every refusal happens before anything is touched.
 §N and guardrail N refer to docs/compatibility.md.
 """
 
@@ -69,7 +69,7 @@ class ManagedState:
 
 @dataclass(frozen=True)
 class HostFacts:
-    """Everything `decide` needs, read from the host by the agent (paths are host paths)."""
+    """Everything `plan_host` needs, read from the host by the agent (paths are host paths)."""
 
     kubelet_version: Version | None
     runtime: RuntimeVersion | None
@@ -577,7 +577,7 @@ def _restarts_runtime(profile: runtimes.RuntimeProfile | None, changes: tuple[Fi
     return any(dropin.holds(ch.path) for ch in changes)
 
 
-def decide(
+def plan_host(
     facts: HostFacts,
     rendered: RenderedConfig,
     managed: ManagedState,

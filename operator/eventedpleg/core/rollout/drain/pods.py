@@ -202,7 +202,7 @@ def _blocker(pod: Mapping[str, Any], options: Options) -> Blocker | None:
     return None
 
 
-def select(pods: Iterable[Mapping[str, Any]], options: Options) -> DrainSelection:
+def select_pods(pods: Iterable[Mapping[str, Any]], options: Options) -> DrainSelection:
     drain: list[tuple[PodRef, int]] = []  # to evict, with their orders
     terminating: list[PodRef] = []
     skipped: list[tuple[PodRef, SkipKind]] = []

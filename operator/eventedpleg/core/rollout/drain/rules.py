@@ -5,7 +5,7 @@ pod takes the behavior of the first rule that selects it, or `Drain` in order 0;
 lowest order still on the node are evicted, pods already being deleted included, so the next order starts
 once every pod of the lower ones is gone; `WaitCompleted` pods are in order 0, never evicted: they hold
 the drain, and the orders above 0, until they complete. Rules only narrow kubectl drain: they decide
-only about pods kubectl would evict (core.rollout.drain.pods.select asks), so no rule moves a DaemonSet,
+only about pods kubectl would evict (core.rollout.drain.pods.select_pods asks), so no rule moves a DaemonSet,
 static or opted-out pod.
 
 A rule selects a pod as a MachineDrainRule's `pods[]` entry does (api/core/v1beta2/machinedrainrules_types.go,

@@ -33,7 +33,7 @@ class PodSurvey:
 
 def mirror_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
     """Static pods among these (mirror pods carry kubernetes.io/config.mirror)."""
-    selection = drainpods.select(pods, drainpods.Options(delete_empty_dir_data=True, force=True))
+    selection = drainpods.select_pods(pods, drainpods.Options(delete_empty_dir_data=True, force=True))
     return tuple(str(ref) for ref in selection.mirror_pods)
 
 
@@ -50,7 +50,7 @@ def survey(
     """The node's `pods` as a drain with `policy` would meet them now; `maintenance`: other maintenance
     owners' claims on the node (drainpods.holding); `namespaces`: the labels of the pods' namespaces
     (read when `policy.reads_namespaces`); `elsewhere`: where the evicted pods' replacements could go."""
-    selection = drainpods.select(pods, policy.options(now, namespaces=namespaces))
+    selection = drainpods.select_pods(pods, policy.options(now, namespaces=namespaces))
     drained = selection.drained  # every order: a later one's budget can hold the drain as well
     covering = list(pdbs(budgets.namespaces(drained))) if drained else []
     found = budgets.never_allowed(pods, drained, covering, elsewhere) if drained else ()

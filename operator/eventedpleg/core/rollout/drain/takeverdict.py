@@ -45,7 +45,7 @@ class SkipCause(StrEnum):
 @dataclass(frozen=True)
 class NodeToTake:
     """What the classification reads of a node besides its pods: the Cordon action's own fields
-    (core.rollout.planner.taking.cordon) and whether this installation grants `pods delete`."""
+    (core.rollout.planner.taking.cordon_action) and whether this installation grants `pods delete`."""
 
     drain: DrainPolicy
     include_control_plane: bool

@@ -12,7 +12,7 @@ from eventedpleg.core.rollout import actions, retry
 from eventedpleg.core.rollout.actions import SetAgentOptions
 from eventedpleg.core.rollout.planner import skips
 from eventedpleg.core.rollout.planner.decider import Decider, Inputs, NodeDecision
-from eventedpleg.core.rollout.planner.inflight import progress_text, step, tainted
+from eventedpleg.core.rollout.planner.inflight import in_flight_action, progress_text, tainted
 from eventedpleg.core.rollout.planner.lettinggo import FAILED_STATES, converged, ended, let_go, let_go_failed
 from eventedpleg.core.rollout.planner.selection import Selection, skip_reason
 from eventedpleg.core.rollout.planner.summary import HeldNode, OwnerConflict
@@ -65,7 +65,7 @@ def _managed(d: Decider, ours: bool) -> None:
         if target.deleting and not target.reverting and marks.state not in AGENT_PHASE:
             d.act(actions.release(node, keep_current=True))  # onDelete: Keep stops before the agent
         else:
-            d.act(step(d, want))
+            d.act(in_flight_action(d, want))
         return
     if ours and marks.waiting_for_cordon:
         tainted(d)

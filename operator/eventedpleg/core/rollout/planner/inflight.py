@@ -29,7 +29,7 @@ def tainted(d: Decider) -> None:
         before_cordon(d, d.want)
 
 
-def step(d: Decider, want: str) -> Action | None:
+def in_flight_action(d: Decider, want: str) -> Action | None:
     """The next step for a node we already hold (Draining .. Verifying)."""
     node, marks, now = d.node, d.node.marks, d.now
     since = marks.since or now

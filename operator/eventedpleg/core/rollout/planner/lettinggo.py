@@ -8,7 +8,7 @@ from __future__ import annotations
 from eventedpleg.core.rollout import actions
 from eventedpleg.core.rollout.planner import skips
 from eventedpleg.core.rollout.planner.decider import LEFT, Decider
-from eventedpleg.core.rollout.planner.inflight import step
+from eventedpleg.core.rollout.planner.inflight import in_flight_action
 from eventedpleg.core.rollout.planner.taking import before_cordon, offer
 from eventedpleg.core.rollout.planner.tally import Count
 from eventedpleg.core.rollout.snapshot import NodeView
@@ -25,7 +25,7 @@ def let_go(d: Decider) -> None:
     if marks.state in IN_PROGRESS or held or marks.waiting_for_cordon:
         d.count(Count.IN_FLIGHT)  # not complete while we still hold it
     if marks.state in AGENT_PHASE:  # never pull a node out from under the agent
-        d.act(step(d, marks.desired))
+        d.act(in_flight_action(d, marks.desired))
     elif target.deleting and marks.state in FAILED_STATES:
         let_go_failed(d)
     elif node.skip_labelled:
@@ -33,7 +33,7 @@ def let_go(d: Decider) -> None:
     elif converged(node, target.hash_off, target.hash_off):
         d.act(actions.release(node, keep_current=False))
     elif marks.state in IN_PROGRESS:
-        d.act(step(d, target.hash_off))
+        d.act(in_flight_action(d, target.hash_off))
     elif marks.cordoned_by_us:
         d.act(actions.uncordon(node))
     elif marks.waiting_for_cordon:  # started: taken for our drop-ins to come off after its wait

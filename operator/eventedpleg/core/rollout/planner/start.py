@@ -12,7 +12,7 @@ from eventedpleg.core.rollout.actions import Action
 from eventedpleg.core.rollout.planner import healthgate
 from eventedpleg.core.rollout.planner.decider import Inputs
 from eventedpleg.core.rollout.planner.summary import HeldNode, NodeNote, held_text, int_or_percent
-from eventedpleg.core.rollout.planner.taking import BLOCKED, cordon
+from eventedpleg.core.rollout.planner.taking import BLOCKED, cordon_action
 from eventedpleg.core.rollout.planner.tally import Tally
 from eventedpleg.core.rollout.snapshot import NodeView
 from eventedpleg.models.nodeconfig import Rollout
@@ -88,7 +88,7 @@ class Start:
             if cost is not None:
                 budget -= cost
                 continue
-            self.actions.append(cordon(node, target, want, self.inputs.policy))
+            self.actions.append(cordon_action(node, target, want, self.inputs.policy))
             if node.marks.blocked:  # left in service (its note is decide's); the Cordon step looks again
                 blocked.append(f"{node.name}: {node.marks.blocked}")
             started += 1

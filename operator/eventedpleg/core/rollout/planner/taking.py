@@ -120,10 +120,10 @@ def before_cordon(d: Decider, want: str) -> None:
         )
     else:
         d.note(NodeState.PENDING, "tainted; cordoning")
-        d.act(cordon(node, target, want, d.inputs.policy))
+        d.act(cordon_action(node, target, want, d.inputs.policy))
 
 
-def cordon(node: NodeView, target: Target, want: str, policy: compat.Policy) -> actions.Cordon:
+def cordon_action(node: NodeView, target: Target, want: str, policy: compat.Policy) -> actions.Cordon:
     """Take the node (the gates start it; a node tainted before its cordon comes back here)."""
     turning_on = want == target.hash_on and target.spec.evented_pleg  # taking our files off: never refused
     mode = target.spec.kubelet_config.value if turning_on else ""

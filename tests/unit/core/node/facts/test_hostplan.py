@@ -15,7 +15,7 @@ from eventedpleg.core.node.facts.hostplan import (
     HostFacts,
     ManagedState,
     Refusal,
-    decide,
+    plan_host,
 )
 from eventedpleg.core.node.facts.kubeletflags import parse_units
 from eventedpleg.core.versions import parse_runtime, parse_version
@@ -59,7 +59,7 @@ def refusal(result: ApplyPlan | Refusal) -> Refusal:
 
 
 def test_containerd_with_config_dir_writes_one_drop_in_and_restarts_only_the_kubelet() -> None:
-    result = plan(decide(facts(f"--config-dir={DIR}"), ON, ManagedState(), allow_static_pods=False))
+    result = plan(plan_host(facts(f"--config-dir={DIR}"), ON, ManagedState(), allow_static_pods=False))
     assert [(ch.path, ch.content == ON.file(c.CM_KEY_KUBELET)) for ch in result.changes] == [(OURS, True)]
     assert not result.restart_runtime
     assert result.expect.gate is True and result.expect.runtime_readback is None
@@ -69,7 +69,7 @@ def test_crio_writes_both_and_restarts_crio() -> None:
     f = facts(
         f"--config-dir={DIR}", runtime="cri-o://1.33.2", runtime_dropins=(("10-crun.conf", "[crio]\n"),)
     )
-    result = plan(decide(f, ON, ManagedState(), allow_static_pods=False))
+    result = plan(plan_host(f, ON, ManagedState(), allow_static_pods=False))
     assert [ch.path for ch in result.changes] == [OURS, CRIO_OURS]
     assert result.restart_runtime and result.runtime_unit == "crio"
     assert result.expect.runtime_readback is runtimes.CRIO
@@ -168,35 +168,35 @@ def test_crio_writes_both_and_restarts_crio() -> None:
     ],
 )
 def test_refusals(f: HostFacts, mode: render.RenderedConfig, reason: str, fix: str) -> None:
-    result = refusal(decide(f, mode, ManagedState(), allow_static_pods=False))
+    result = refusal(plan_host(f, mode, ManagedState(), allow_static_pods=False))
     assert reason in result.reason
     assert fix in result.fix
     assert result.message.startswith("Unsupported: ")
 
 
 def test_kubelet_older_than_128_is_only_offered_edit_config_file() -> None:
-    result = refusal(decide(facts(kubelet="v1.27.12"), ON, ManagedState(), allow_static_pods=False))
+    result = refusal(plan_host(facts(kubelet="v1.27.12"), ON, ManagedState(), allow_static_pods=False))
     assert result.fix.startswith("set spec.kubeletConfig: EditConfigFile")  # --config-dir arrived in 1.28
 
 
 def test_1_29_with_the_alpha_env_var_is_fine() -> None:
     f = facts(f"--config-dir={DIR}", kubelet="v1.29.6", running_env={"KUBELET_CONFIG_DROPIN_DIR_ALPHA": "1"})
-    assert plan(decide(f, ON, ManagedState(), allow_static_pods=False)).changes[0].path == OURS
+    assert plan(plan_host(f, ON, ManagedState(), allow_static_pods=False)).changes[0].path == OURS
 
 
 def test_static_pods_are_allowed_on_opt_in() -> None:
     f = facts(f"--config-dir={DIR}", static_pod_manifests=("etcd.yaml",))
-    assert plan(decide(f, ON, ManagedState(), allow_static_pods=True)).changes
+    assert plan(plan_host(f, ON, ManagedState(), allow_static_pods=True)).changes
 
 
 def test_fix_names_the_env_file_the_unit_reads() -> None:
     unit = parse_units(["[Service]\nEnvironmentFile=-/etc/sysconfig/kubelet\nExecStart=/usr/bin/kubelet\n"])
-    result = refusal(decide(facts(unit=unit), ON, ManagedState(), allow_static_pods=False))
+    result = refusal(plan_host(facts(unit=unit), ON, ManagedState(), allow_static_pods=False))
     assert "KUBELET_EXTRA_ARGS in /etc/sysconfig/kubelet" in result.fix
 
 
 def test_edit_config_file_when_opted_in() -> None:
-    result = plan(decide(facts(), ON_EDIT, ManagedState(), allow_static_pods=False))
+    result = plan(plan_host(facts(), ON_EDIT, ManagedState(), allow_static_pods=False))
     (change,) = result.changes
     assert change.path == CONFIG
     assert change.content is not None and "EventedPLEG: true" in change.content
@@ -221,7 +221,7 @@ def test_disable_removes_managed_files_and_restores_the_config_bytes() -> None:
         config_baseline=CONFIG_TEXT,
         runtime_dropins=((c.CRIO_DROPIN_NAME, "# Managed by evented-pleg-operator\n"),),
     )
-    result = plan(decide(f, OFF, managed, allow_static_pods=False))
+    result = plan(plan_host(f, OFF, managed, allow_static_pods=False))
     changes = {ch.path: ch.content for ch in result.changes}
     assert changes == {OURS: None, CONFIG: CONFIG_TEXT, CRIO_OURS: None}
     assert result.restart_runtime
@@ -234,7 +234,7 @@ def test_disable_after_someone_edited_the_config_only_removes_our_key() -> None:
     )
     now = HEADER + "featureGates:\n  EventedPLEG: true\n  Other: true\n"
     result = plan(
-        decide(facts(config_text=now, config_baseline=CONFIG_TEXT), OFF, managed, allow_static_pods=False)
+        plan_host(facts(config_text=now, config_baseline=CONFIG_TEXT), OFF, managed, allow_static_pods=False)
     )
     (change,) = result.changes
     assert change.content is not None
@@ -263,7 +263,7 @@ def test_k3s_and_rke2_are_skipped_with_their_own_kubelet_arg(
     assert found is not None and found.found == present
     # RKE2 runs a real `kubelet` process; without a kubelet.service the node is still not ours to manage.
     f = facts(unit=None, unit_argv=None, embedded=found)
-    result = refusal(decide(f, rendered, ManagedState(), allow_static_pods=False))
+    result = refusal(plan_host(f, rendered, ManagedState(), allow_static_pods=False))
     assert result.message.startswith(f"Unsupported: {name}: the kubelet is embedded in {name} ")
     assert f'`kubelet-arg: ["feature-gates=EventedPLEG=true"]` in {config}' in result.fix
 
@@ -272,7 +272,7 @@ def test_a_kubeadm_node_with_leftover_rancher_files_is_still_managed() -> None:
     found = embedded.recognise(("/var/lib/rancher/k3s",))
     unit = parse_units(["[Service]\nExecStart=/usr/bin/kubelet\n"])
     f = facts(f"--config-dir={DIR}", unit=unit, embedded=found)
-    assert isinstance(decide(f, ON, ManagedState(), allow_static_pods=False), ApplyPlan)
+    assert isinstance(plan_host(f, ON, ManagedState(), allow_static_pods=False), ApplyPlan)
 
 
 def test_no_rancher_marks_means_no_distribution() -> None:
@@ -300,7 +300,7 @@ def kubeadm(kubelet: str = "v1.33.2", **changes: object) -> HostFacts:
 
 
 def test_kubeadm_without_config_dir_gets_our_unit_drop_in_and_our_kubelet_drop_in() -> None:
-    result = plan(decide(kubeadm(), ON, ManagedState(), allow_static_pods=False))
+    result = plan(plan_host(kubeadm(), ON, ManagedState(), allow_static_pods=False))
     assert [ch.path for ch in result.changes] == [UNIT_DROPIN, OURS]
     unit_text = result.changes[0].content or ""
     assert unit_text.splitlines()[0].startswith("# Managed by evented-pleg-operator")
@@ -312,7 +312,7 @@ def test_kubeadm_without_config_dir_gets_our_unit_drop_in_and_our_kubelet_drop_i
 
 
 def test_kubelet_129_also_gets_the_alpha_variable() -> None:
-    result = plan(decide(kubeadm(kubelet="v1.29.6"), ON, ManagedState(), allow_static_pods=False))
+    result = plan(plan_host(kubeadm(kubelet="v1.29.6"), ON, ManagedState(), allow_static_pods=False))
     assert 'Environment="KUBELET_CONFIG_DROPIN_DIR_ALPHA=on"\n' in (result.changes[0].content or "")
 
 
@@ -325,7 +325,7 @@ def test_turning_it_off_removes_both_drop_ins_and_the_directories_we_created() -
     )
     ours = "# Managed by evented-pleg-operator: adds --config-dir\n[Service]\n"
     f = kubeadm(unit_dropin=ours, missing_dirs=frozenset())
-    result = plan(decide(f, OFF, managed, allow_static_pods=False))
+    result = plan(plan_host(f, OFF, managed, allow_static_pods=False))
     assert [(ch.path, ch.content) for ch in result.changes] == [(OURS, None), (UNIT_DROPIN, None)]
     assert result.reload_units
     assert result.remove_dirs == (DIR, "/etc/systemd/system/kubelet.service.d")
@@ -333,6 +333,6 @@ def test_turning_it_off_removes_both_drop_ins_and_the_directories_we_created() -
 
 def test_config_args_from_an_environment_file_cannot_be_extended_and_the_fix_says_so() -> None:
     f = kubeadm(env_files={"/etc/default/kubelet": f'KUBELET_CONFIG_ARGS="--config={CONFIG}"\n'})
-    result = refusal(decide(f, ON, ManagedState(), allow_static_pods=False))
+    result = refusal(plan_host(f, ON, ManagedState(), allow_static_pods=False))
     assert "started without --config-dir" in result.reason
     assert result.fix.startswith(f"add --config-dir={DIR} to KUBELET_EXTRA_ARGS in /etc/default/kubelet")

@@ -32,7 +32,7 @@ def test_kubectl_filters() -> None:
         pod("done", owner=None, status={"phase": "Succeeded"}),
         pod("going", meta={"deletionTimestamp": "2026-11-01T00:00:00Z"}),
     ]
-    strict = drainpods.select(pods, drainpods.Options(delete_empty_dir_data=False, force=False))
+    strict = drainpods.select_pods(pods, drainpods.Options(delete_empty_dir_data=False, force=False))
     assert strict.evict == (PodRef("ns", "web"), PodRef("ns", "done"))
     assert strict.terminating == (PodRef("ns", "going"),)
     assert [str(ref) for ref, _ in strict.skipped] == ["ns/ds", "ns/static"]
@@ -42,7 +42,7 @@ def test_kubectl_filters() -> None:
     assert "deleteEmptyDirData" in blocked[PodRef("ns", "scratch")]
     assert not strict.done
 
-    loose = drainpods.select(pods, drainpods.Options(delete_empty_dir_data=True, force=True))
+    loose = drainpods.select_pods(pods, drainpods.Options(delete_empty_dir_data=True, force=True))
     assert {r.name for r in loose.evict} == {"web", "bare", "scratch", "done"}
     assert loose.blocked == ()
 
@@ -52,7 +52,7 @@ def test_a_node_with_only_daemonsets_and_mirror_pods_is_drained() -> None:
         pod("ds", owner="DaemonSet"),
         pod("m", meta={"annotations": {"kubernetes.io/config.mirror": "x"}}),
     ]
-    assert drainpods.select(pods, drainpods.Options(delete_empty_dir_data=True, force=False)).done
+    assert drainpods.select_pods(pods, drainpods.Options(delete_empty_dir_data=True, force=False)).done
 
 
 def test_the_users_choices_of_what_a_drain_evicts() -> None:
@@ -73,7 +73,7 @@ def test_the_users_choices_of_what_a_drain_evicts() -> None:
         stalled_delete_seconds=60,
         now=now,
     )
-    chosen = drainpods.select(pods, options)
+    chosen = drainpods.select_pods(pods, options)
     assert chosen.evict == (PodRef("ns", "web"),)
     assert chosen.terminating == (PodRef("ns", "leaving"),)  # deleted 5 s ago: waited for
     assert dict(chosen.skipped) == {
@@ -82,7 +82,7 @@ def test_the_users_choices_of_what_a_drain_evicts() -> None:
         PodRef("ns", "stuck"): drainpods.SkipKind.STALLED_DELETE,  # 120 s past its deletion: not waited for
     }
     # the defaults: every pod kubectl drain evicts, every terminating pod waited for; the opt-out stands
-    default = drainpods.select(pods, drainpods.Options(delete_empty_dir_data=True, force=False, now=now))
+    default = drainpods.select_pods(pods, drainpods.Options(delete_empty_dir_data=True, force=False, now=now))
     assert set(default.evict) == {PodRef("ns", "web"), PodRef("ns", "db")}
     assert set(default.terminating) == {PodRef("ns", "stuck"), PodRef("ns", "leaving")}
     assert dict(default.skipped) == {PodRef("ns", "pinned"): drainpods.SkipKind.OPTED_OUT}
@@ -106,7 +106,7 @@ def test_pods_that_ask_not_to_be_disrupted_block_the_drain_whatever_the_options(
         drainpods.Options(delete_empty_dir_data=False, force=False),
         drainpods.Options(delete_empty_dir_data=True, force=True),
     ):
-        chosen = drainpods.select(pods, options)
+        chosen = drainpods.select_pods(pods, options)
         assert dict(chosen.blocked) == {
             PodRef("ns", "batch"): drainpods.Blocker.DO_NOT_DISRUPT,
             PodRef("ns", "cache"): drainpods.Blocker.NOT_SAFE_TO_EVICT,
@@ -122,12 +122,12 @@ def test_pods_that_ask_not_to_be_disrupted_block_the_drain_whatever_the_options(
         assert (result.done, result.protected, result.never) == (False, named, named)
     # a pod kept by drain.podSelector or our own opt-out is not evicted anyway: it blocks nothing
     kept = pod("kept", meta={"annotations": {**KARPENTER, "eventedpleg.io/drain": "skip"}})
-    assert drainpods.protected(drainpods.select([kept], drainpods.Options(True, False))) == ""
+    assert drainpods.protected(drainpods.select_pods([kept], drainpods.Options(True, False))) == ""
 
 
 def test_protected_names_only_the_pods_that_asked_and_the_blocker_kinds_say_which() -> None:
     pods = [pod("bare", owner=None), pod("batch", meta={"annotations": KARPENTER})]
-    chosen = drainpods.select(pods, drainpods.Options(delete_empty_dir_data=True, force=False))
+    chosen = drainpods.select_pods(pods, drainpods.Options(delete_empty_dir_data=True, force=False))
     assert drainpods.protected(chosen) == 'ns/batch annotated karpenter.sh/do-not-disrupt: "true"'
     assert drainpods.result(chosen).blockers == {
         drainpods.Blocker.NO_CONTROLLER,

@@ -1,5 +1,5 @@
 """spec.drain.rules: Cluster API's MachineDrainRule order, Skip and WaitCompleted over kubectl
-drain's filters (core.rollout.drain.rules, core.rollout.drain.pods.select), and the eviction pass that
+drain's filters (core.rollout.drain.rules, core.rollout.drain.pods.select_pods), and the eviction pass that
 acts on them (k8s.drain.attempt)."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def select(
         now=NOW,
         namespaces=namespaces,
     )
-    return drainpods.select(pods, options)
+    return drainpods.select_pods(pods, options)
 
 
 # Namespaces as the API lists them (every namespace carries kubernetes.io/metadata.name).
@@ -227,8 +227,8 @@ def test_a_waitcompleted_pod_is_in_order_0_and_the_higher_orders_wait_for_it() -
 def test_onTimeout_forcedelete_at_the_deadline_deletes_waitcompleted_pods_too() -> None:
     policy = DrainPolicy.of(DrainSpec(rules=STATELESS_FIRST))
     pods = [pod("report", "job"), pod("pg-0", "db")]
-    assert drainpods.select(pods, policy.options(NOW)).evict == ()
-    forced = drainpods.select(pods, policy.options(NOW, force_delete=True))
+    assert drainpods.select_pods(pods, policy.options(NOW)).evict == ()
+    forced = drainpods.select_pods(pods, policy.options(NOW, force_delete=True))
     assert forced.evict == refs("report") and forced.later == ((PodRef("shop", "pg-0"), 10),)
 
 

@@ -22,7 +22,7 @@ from eventedpleg.core.rollout.drain.placement import destination_of
 from eventedpleg.core.rollout.drain.pods import DrainResult
 from eventedpleg.core.rollout.drain.survey import PodSurvey, survey
 from eventedpleg.core.rollout.drain.takeverdict import RETRY_WAITS, SkipCause, TakeKind, TakeVerdict
-from eventedpleg.core.rollout.planner.taking import cordon
+from eventedpleg.core.rollout.planner.taking import cordon_action
 from eventedpleg.core.rollout.snapshot import Target, node_view
 from eventedpleg.core.rollout.steps import AttemptDrain, Emit, Request, Write
 from eventedpleg.models.nodeconfig import NodeConfigSpec
@@ -202,7 +202,7 @@ class _Recorder:
 
     def attempt_drain(self, request: AttemptDrain) -> DrainResult:
         drain = Target("cluster", self.spec, NOW, 1, "on", "off").drain
-        return drainpods.result(drainpods.select(self.pods, drain.options(NOW)))
+        return drainpods.result(drainpods.select_pods(self.pods, drain.options(NOW)))
 
     def emit(self, request: Emit) -> None:
         self.requests.append(request)
@@ -271,7 +271,7 @@ def test_preflight_shows_the_verdict_the_cordon_step_acts_on(
         cluster=[view, *(node_view(other) for other in others)],
     )
     want = target.hash_on if spec.evented_pleg else target.hash_off
-    action = cordon(view, target, want, policy)
+    action = cordon_action(view, target, want, policy)
     answers = _Recorder(listed, budgets, maintenance, spec, others, pending)
     steps.run(
         steps.step(action, clock=lambda: NOW, nodeconfig="cluster", allow_force_delete=allow_force_delete),

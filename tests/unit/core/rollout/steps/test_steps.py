@@ -542,7 +542,7 @@ def test_a_refused_eviction_that_may_clear_by_itself_still_waits_for_the_timeout
 
 def test_blockers_that_cannot_clear_by_themselves_are_named_as_never() -> None:
     pod = {"metadata": {"namespace": "default", "name": "lonely"}, "status": {"phase": "Running"}}
-    selection = drainpods.select([pod], drainpods.Options(delete_empty_dir_data=True, force=False))
+    selection = drainpods.select_pods([pod], drainpods.Options(delete_empty_dir_data=True, force=False))
     result = drainpods.result(selection)
     assert result.never == "default/lonely has no controller (it would not come back); set drain.force: true"
     refused = EvictionProblem(PodRef("default", "web-0"), Blocker.EVICTION_REFUSED, "Cannot evict pod")
@@ -554,7 +554,7 @@ def test_blockers_that_cannot_clear_by_themselves_are_named_as_never() -> None:
             "ownerReferences": [{"controller": True, "kind": "ReplicaSet"}],
         },
     }
-    selection = drainpods.select([web], drainpods.Options(delete_empty_dir_data=True, force=False))
+    selection = drainpods.select_pods([web], drainpods.Options(delete_empty_dir_data=True, force=False))
     assert drainpods.result(selection, [refused]).never == ""  # a PDB that may allow it later
     assert drainpods.result(selection, [refused], [NEVER]).never == NEVER
 

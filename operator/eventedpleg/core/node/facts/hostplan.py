@@ -353,38 +353,8 @@ def _kubelet_enable(
     if kubelet_text is None:
         return Refusal("the rendered config has no kubelet drop-in", "re-render the NodeConfig")
     config_dir, no_dir_reason = _config_dir_usable(facts, flags)
-    ours = c.KUBELET_DROPIN_NAME
     if config_dir:
-        target = str(PurePosixPath(config_dir) / ours)
-        if not _is_ours(dict(facts.kubelet_dropins).get(ours), target, managed):
-            return Refusal(
-                f"{target} exists and was not written by the operator; it is left untouched",
-                f"move or rename {target} (the operator's drop-in must be named {ours})",
-            )
-        for rel, text in kubeletconfig.ordered_dropins(facts.kubelet_dropins):
-            if rel == ours:
-                continue
-            try:
-                kubeletconfig.load_dropin(text, where=str(PurePosixPath(config_dir) / rel))
-            except kubeletconfig.KubeletConfigError as exc:
-                return Refusal(
-                    f"{exc}: the kubelet would not start after the restart", "fix or remove that file"
-                )
-        later = [
-            s
-            for s in kubeletconfig.gate_sources(None, facts.kubelet_dropins, {}, skip=ours)
-            if kubeletconfig.dropin_sort_key(s.where) > kubeletconfig.dropin_sort_key(ours)
-            and s.gate == c.FEATURE_GATE
-            and s.value is False
-        ]
-        if later:
-            where = f"{config_dir}/{later[0].where}"
-            return Refusal(
-                f"{where} sorts after {ours} and sets EventedPLEG: false; it would override ours "
-                "(drop-ins merge in lexical order)",
-                f"remove EventedPLEG from {where}",
-            )
-        return _Side((FileChange(target, kubelet_text, "kubelet drop-in"),))
+        return _dropin_enable(facts, managed, config_dir, kubelet_text)
     if rendered.kubelet_config_mode != KubeletConfigMode.EDIT_CONFIG_FILE.value:
         via_unit = _unit_dropin_enable(facts, managed, flags, kubelet_text)
         if via_unit is not None:
@@ -399,21 +369,61 @@ def _kubelet_enable(
             f"{no_dir_reason} and without a readable --config file there is nothing to edit",
             f"start the kubelet with --config-dir={RECOMMENDED_CONFIG_DIR}",
         )
+    return _config_file_edit(managed, flags.config, facts.config_text)
+
+
+def _dropin_enable(
+    facts: HostFacts, managed: ManagedState, config_dir: str, kubelet_text: str
+) -> _Side | Refusal:
+    """Our drop-in in --config-dir, unless a file there is in its way or would override it."""
+    ours = c.KUBELET_DROPIN_NAME
+    target = str(PurePosixPath(config_dir) / ours)
+    if not _is_ours(dict(facts.kubelet_dropins).get(ours), target, managed):
+        return Refusal(
+            f"{target} exists and was not written by the operator; it is left untouched",
+            f"move or rename {target} (the operator's drop-in must be named {ours})",
+        )
+    for rel, text in kubeletconfig.ordered_dropins(facts.kubelet_dropins):
+        if rel == ours:
+            continue
+        try:
+            kubeletconfig.load_dropin(text, where=str(PurePosixPath(config_dir) / rel))
+        except kubeletconfig.KubeletConfigError as exc:
+            return Refusal(f"{exc}: the kubelet would not start after the restart", "fix or remove that file")
+    later = [
+        s
+        for s in kubeletconfig.gate_sources(None, facts.kubelet_dropins, {}, skip=ours)
+        if kubeletconfig.dropin_sort_key(s.where) > kubeletconfig.dropin_sort_key(ours)
+        and s.gate == c.FEATURE_GATE
+        and s.value is False
+    ]
+    if later:
+        where = f"{config_dir}/{later[0].where}"
+        return Refusal(
+            f"{where} sorts after {ours} and sets EventedPLEG: false; it would override ours "
+            "(drop-ins merge in lexical order)",
+            f"remove EventedPLEG from {where}",
+        )
+    return _Side((FileChange(target, kubelet_text, "kubelet drop-in"),))
+
+
+def _config_file_edit(managed: ManagedState, path: str, text: str) -> _Side | Refusal:
+    """kubeletConfig: EditConfigFile: the gate set in --config itself, its value before ours recorded."""
     try:
-        previous = kubeletconfig.config_gate(facts.config_text, where=flags.config)
-        if managed.config_edit is not None and managed.config_edit.path == flags.config:
+        previous = kubeletconfig.config_gate(text, where=path)
+        if managed.config_edit is not None and managed.config_edit.path == path:
             previous = managed.config_edit.previous  # we edited it before: keep the original value
-        edited = kubeletconfig.edit_config_gate(facts.config_text, True, where=flags.config)
+        edited = kubeletconfig.edit_config_gate(text, True, where=path)
     except kubeletconfig.KubeletConfigError as exc:
         return Refusal(str(exc), "fix the kubelet config file")
     warning = (
-        f"edited {flags.config} (kubeletConfig: EditConfigFile); kubeadm upgrade rewrites this file from "
+        f"edited {path} (kubeletConfig: EditConfigFile); kubeadm upgrade rewrites this file from "
         "kube-system/kubelet-config and would drop the gate (docs/compatibility.md §3)"
     )
     return _Side(
-        (FileChange(flags.config, edited, "kubelet --config edit (EditConfigFile)"),),
+        (FileChange(path, edited, "kubelet --config edit (EditConfigFile)"),),
         (warning,),
-        ConfigEdit(flags.config, previous, _sha256(edited)),
+        ConfigEdit(path, previous, _sha256(edited)),
     )
 
 
@@ -577,14 +587,10 @@ def _restarts_runtime(profile: runtimes.RuntimeProfile | None, changes: tuple[Fi
     return any(dropin.holds(ch.path) for ch in changes)
 
 
-def plan_host(
-    facts: HostFacts,
-    rendered: RenderedConfig,
-    managed: ManagedState,
-    *,
-    allow_static_pods: bool,
-) -> ApplyPlan | Refusal:
-    enabling = rendered.enabled
+def _managed_kubelet(
+    facts: HostFacts, rendered: RenderedConfig, *, allow_static_pods: bool
+) -> KubeletFlags | Refusal:
+    """The kubelet's effective flags, or why the agent may not change this kubelet at all."""
     if facts.unit is None and facts.embedded is not None:
         return _refuse_embedded(facts.embedded)
     if facts.platform is not None and facts.platform.owns_kubelet:
@@ -596,11 +602,23 @@ def plan_host(
             "agent manages only a kubelet that systemd runs as kubelet.service",
             "start kubelet.service (or run the kubelet as that unit), then retry",
         )
-    refusal = _refuse_command_line(facts, enabling)
-    if refusal is None and enabling:
+    refusal = _refuse_command_line(facts, rendered.enabled)
+    if refusal is None and rendered.enabled:
         refusal = _refuse_enabling(facts, rendered, flags, allow_static_pods=allow_static_pods)
-    if refusal is not None:
-        return refusal
+    return flags if refusal is None else refusal
+
+
+def plan_host(
+    facts: HostFacts,
+    rendered: RenderedConfig,
+    managed: ManagedState,
+    *,
+    allow_static_pods: bool,
+) -> ApplyPlan | Refusal:
+    enabling = rendered.enabled
+    flags = _managed_kubelet(facts, rendered, allow_static_pods=allow_static_pods)
+    if isinstance(flags, Refusal):
+        return flags
     kubelet = (
         _kubelet_enable(facts, rendered, managed, flags)
         if enabling

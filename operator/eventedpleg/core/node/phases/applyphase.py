@@ -443,6 +443,40 @@ def _record_applied(attempt: Attempt) -> Phase[None]:
     yield from act(SaveApplied(state))
 
 
+def _begin_take_back(
+    node: AgentNode,
+    options: AgentOptions,
+    off: render.RenderedConfig,
+    clock: Now,
+    *,
+    why: str,
+    evidence: Evidence,
+) -> Phase[Attempt | None]:
+    """The guard's rollback up to its backups: the host judged for the turned-off config, the runtime's
+    files left out (only the kubelet restarts). None, with the node reported Failed, when refused."""
+    try:
+        facts = yield from ask(ReadHost(False), HostFacts)
+        previous = yield from ask(ReadApplied(), ManagedState)
+        verdict = judge(node, facts, off, previous, allow_static_pods=True)
+        if isinstance(verdict, Refusal):
+            refused = f"{why}; taking the gate off refused: {verdict.message}"
+            yield from _halt(refused, evidence, EventReason.ROLLBACK_FAILED)
+            return None
+        plan, version = verdict
+        runtime_files = {d.path for d in runtimes.dropins()}
+        plan = replace(
+            plan,
+            changes=tuple(ch for ch in plan.changes if ch.path not in runtime_files),
+            restart_runtime=False,
+        )
+        txn = yield from _begin(None, off, plan, previous, clock)
+    except Faulted as exc:
+        failed_ = f"{why}; taking the gate off failed: {exc.fault.line()}"
+        yield from _halt(failed_, evidence, EventReason.ROLLBACK_FAILED)
+        return None
+    return Attempt(node, options, off, plan, version, previous, txn)
+
+
 def take_back(
     node: AgentNode, settings: AgentSettings, clock: Now, *, why: str, evidence: Evidence
 ) -> Phase[bool]:
@@ -458,43 +492,27 @@ def take_back(
     options, rendered = request
     off = render.render(enabled=False, owner=rendered.owner, kubelet_config_mode=rendered.kubelet_config_mode)
     evidence = evidence.model_copy(update={"result": Cause.GUARD_ROLLBACK.value})
-    try:
-        facts = yield from ask(ReadHost(False), HostFacts)
-        previous = yield from ask(ReadApplied(), ManagedState)
-        verdict = judge(node, facts, off, previous, allow_static_pods=True)
-        if isinstance(verdict, Refusal):
-            yield from _halt(
-                f"{why}; taking the gate off refused: {verdict.message}",
-                evidence,
-                EventReason.ROLLBACK_FAILED,
-            )
-            return False
-        plan, version = verdict
-        runtime_files = {d.path for d in runtimes.dropins()}
-        plan = replace(
-            plan,
-            changes=tuple(ch for ch in plan.changes if ch.path not in runtime_files),
-            restart_runtime=False,
-        )
-        txn = yield from _begin(None, off, plan, previous, clock)
-    except Faulted as exc:
-        yield from _halt(
-            f"{why}; taking the gate off failed: {exc.fault.line()}", evidence, EventReason.ROLLBACK_FAILED
-        )
+    attempt = yield from _begin_take_back(node, options, off, clock, why=why, evidence=evidence)
+    if attempt is None:
         return False
-    attempt = Attempt(node, options, off, plan, version, previous, txn)
+    version = attempt.version
     try:
         changed = yield from _change_host(attempt, clock)
         result = changed.failure
         if result is None:
             timeout = options.verify_timeout_seconds
             result = yield from verify(
-                version, plan.expect, since=changed.at, timeout=timeout, settings=settings, clock=clock
+                version,
+                attempt.plan.expect,
+                since=changed.at,
+                timeout=timeout,
+                settings=settings,
+                clock=clock,
             )
     except Faulted as exc:
         result = failed("host", exc.fault.line(), version)
     if result.outcome is not Outcome.PASS:
-        restored = yield from _rollback(replace(attempt, txn=txn), settings, clock)
+        restored = yield from _rollback(attempt, settings, clock)
         evidence = evidence.model_copy(update={"failure": result.evidence(), "rollback": restored.evidence()})
         reason = (
             f"{why}; taking the gate off failed: {result.reason}; the gate-on files are back; needs a human"

@@ -160,6 +160,14 @@ def _look(node: AgentNode, memory: DoneMemory, settings: AgentSettings, clock: N
         return memory
     if why is None:
         return (yield from _event_consumers(node, version, memory, settings, clock))
+    return (yield from _heal_fallback(node, version, why, memory, settings, clock))
+
+
+def _heal_fallback(
+    node: AgentNode, version: Version, why: str, memory: DoneMemory, settings: AgentSettings, clock: Now
+) -> Phase[DoneMemory]:
+    """A silent fallback to generic PLEG (k8s#129827): healed by a kubelet restart and proven, when the
+    agent options allow and the hourly budget lasts; else the node reports Drifted."""
     try:
         options = AgentOptions.from_json(node.annotations.get(protocol.ANN_AGENT_OPTIONS))
     except AgentOptionsError:

@@ -41,10 +41,14 @@ kubelet is restarted for every arm (both pay the same restart).
          an arm only when the guard did not end it within 30 s; each gate-on arm adds a `guard` row (what
          the guard saw, the wedge's first sign to its proven heal, a rollback). Results:
          bench/results/podstart-guard.json.
+  --load N      N busy processes (one spinning Python each) beside the whole run, so the kubelet competes
+         for the cores as on a busy machine (the rig's wedges came at load average 40 to 60); the load
+         average is sampled every 5 s and kept with the results (-load<N> in the default file name).
 
     .venv/bin/python bench/podstart.py --kubelets 1.36,1.37 --sizes 20,100 --repeats 5 --kills 10
     .venv/bin/python bench/podstart.py --runtime crio --kubelets 1.36,1.37 --sizes 20,100 --repeats 5
     .venv/bin/python bench/podstart.py --guard --kubelets 1.36 --sizes 20,100 --repeats 3 --kills 10
+    .venv/bin/python bench/podstart.py --guard --load 40 --kubelets 1.36 --sizes 20,100 --repeats 3
     .venv/bin/python bench/podstart.py --table bench/results/podstart.json
 
 Results: bench/results/podstart.json (rig) or podstart-crio.json (lab), rewritten by every run, and the
@@ -250,6 +254,41 @@ def rounds(arms: Arms, kubelet: str, args: argparse.Namespace, runs: list[dict[s
                 "partial": True,
             }
             args.out.write_text(json.dumps(partial, indent=1) + "\n")
+
+
+class Load:
+    """`hogs` spinning processes while it is entered, and the load average sampled meanwhile."""
+
+    def __init__(self, hogs: int, every: float = 5.0) -> None:
+        self.hogs, self.every = hogs, every
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.samples: list[float] = []
+        self.stop = threading.Event()
+        self.sampler = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            self.samples.append(os.getloadavg()[0])
+            if self.stop.wait(self.every):
+                return
+
+    def __enter__(self) -> Load:
+        spin = [sys.executable, "-c", "while True: pass"]
+        self.procs = [subprocess.Popen(spin) for _ in range(self.hogs)]
+        self.sampler.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for proc in self.procs:
+            proc.kill()
+        for proc in self.procs:
+            proc.wait()
+        self.sampler.join()
+
+    def figures(self) -> dict[str, Any]:
+        mean = round(statistics.fmean(self.samples), 1) if self.samples else None
+        return {"hogs": self.hogs, "mean": mean, "max": max(self.samples, default=None)}
 
 
 # --- the real-node rig ------------------------------------------------------------------------------------
@@ -832,6 +871,12 @@ def table(doc: dict[str, Any]) -> str:
         else:
             cells = [_fmt(r["s"], r["missed"]) if r else "-" for r in (off, on)]
             lines.append(f"| {runtime} | {kubelet} | {WHAT.get(kind, kind)} | {cells[0]} | {cells[1]} |")
+    load = doc.get("load_during") or {}
+    if load.get("hogs"):
+        lines.append(
+            f"\nWith {load['hogs']} busy processes beside the run: load average (1 min) mean {load['mean']}, "
+            f"max {load['max']:.1f}."
+        )
     return "\n".join(lines)
 
 
@@ -858,8 +903,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--guard", action="store_true", help="rig: the agent turns the gate on and off, its guard watching"
     )
+    parser.add_argument("--load", type=int, default=0, help="busy processes beside the run (0: none)")
     parser.add_argument(
-        "--out", type=Path, default=None, help="default bench/results/podstart[-crio|-guard].json"
+        "--out", type=Path, default=None, help="default bench/results/podstart[-crio|-guard][-load<N>].json"
     )
     parser.add_argument("--table", type=Path, default=None, help="print the table of a results file")
     args = parser.parse_args(argv)
@@ -872,20 +918,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--sizes: burst sizes are 1 or more")
     if args.guard and args.runtime != "containerd":
         parser.error("--guard: the rig's arms only (--runtime containerd)")
-    args.out = args.out or RESULTS / (
-        "podstart-crio.json"
-        if args.runtime == "crio"
-        else "podstart-guard.json"
-        if args.guard
-        else "podstart.json"
-    )
+    if args.load < 0:
+        parser.error("--load: 0 or more busy processes")
+    kind = "-crio" if args.runtime == "crio" else "-guard" if args.guard else ""
+    args.out = args.out or RESULTS / f"podstart{kind}{f'-load{args.load}' if args.load else ''}.json"
     started = datetime.now(UTC)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    if args.runtime == "crio":
-        runs, nodes = crio_benchmark(args)
-        runtime = "; ".join(nodes)
-    else:
-        runs, runtime = rig_benchmark(args), RUNTIME_NAMES["containerd"]
+    with Load(args.load) as load:
+        if args.runtime == "crio":
+            runs, nodes = crio_benchmark(args)
+            runtime = "; ".join(nodes)
+        else:
+            runs, runtime = rig_benchmark(args), RUNTIME_NAMES["containerd"]
     doc = {
         "runtime_name": args.runtime,
         "runs": runs,
@@ -898,6 +942,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.runtime == "containerd"
         else "API server, kubectl watch",
         "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release, "load": os.getloadavg()},
+        "load_during": load.figures(),
     }
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     log(f"wrote {args.out}")

@@ -202,3 +202,16 @@ def test_guarded_arms_count_incidents_wedges_past_the_bound_and_the_time_to_a_pr
         ("guard: nodes rolled back by the guard", "1 of 3 |"),
         ("guard: its looks at the node, per arm", "15.00 (10.00-20.00, n=2) |"),
     ]
+
+
+def test_the_load_runs_its_hogs_only_while_entered_and_keeps_the_load_average() -> None:
+    with podstart.Load(2, every=0.05) as load:
+        procs = list(load.procs)
+        assert len(procs) == 2 and all(proc.poll() is None for proc in procs)
+    assert all(proc.poll() is not None for proc in procs)
+    figures = load.figures()
+    assert figures["hogs"] == 2 and figures["max"] is not None and figures["max"] >= 0
+    assert podstart.Load(0).figures() == {"hogs": 0, "mean": None, "max": None}
+    doc = {"summary": [], "load_during": {"hogs": 40, "mean": 41.2, "max": 52.0}}
+    assert podstart.table(doc).endswith("load average (1 min) mean 41.2, max 52.0.")
+    assert "busy" not in podstart.table({"summary": [], "load_during": {"hogs": 0}})
